@@ -1,0 +1,96 @@
+"""Pagination whose cursor does not advance: the same page again, or ``next`` = the cursor sent."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+from .base import Finding
+from .events import StepView
+from .fingerprint import canonical_json
+from .history import History
+from .policy import Policy
+
+CURSOR_KEYS: Final = frozenset(
+    {"cursor", "page_token", "pageToken", "next_token", "page", "after", "continuation_token"}
+)
+NEXT_KEYS: Final = ("next_cursor", "next_page_token", "nextPageToken", "next_token", "next")
+
+
+def cursor_of(args: Any) -> tuple[str, Any] | None:
+    """The (key, value) of the pagination argument of a call, if it has one."""
+    if not isinstance(args, dict):
+        return None
+    for key in CURSOR_KEYS:
+        if key in args:
+            return key, args[key]
+    return None
+
+
+def next_cursor_of(output: str | None) -> Any:
+    """The next-page cursor a JSON object output announces, or ``None``."""
+    if not output or output[:1] != "{" or len(output) > 65536:
+        return None
+    try:
+        data = json.loads(output)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    for key in NEXT_KEYS:
+        if key in data:
+            return data[key]
+    return None
+
+
+class CursorStuck:
+    """Tracks each pagination series (tool + the arguments other than the cursor).
+
+    A page does not advance when its output equals the previous page's, or when the output
+    names the cursor that was sent as the next one. The ``cursor_threshold``-th such page
+    fires. ``last_advanced`` tells the progress marker about real advances.
+    """
+
+    name = "cursor_stuck"
+
+    def __init__(self, policy: Policy) -> None:
+        self.threshold = policy.cursor_threshold
+        self._series: dict[str, tuple[str, int]] = {}  # series -> (last output, stuck count)
+        self.last_advanced = False
+        """Whether the step just seen was a page that moved its cursor on."""
+
+    def _series_key(self, step: StepView) -> tuple[str, Any] | None:
+        found = cursor_of(step.args)
+        if found is None:
+            return None
+        key, value = found
+        rest = {k: v for k, v in step.args.items() if k != key}
+        return f"{step.tool}\x00{canonical_json(rest)}", value
+
+    def after(self, history: History, step: StepView) -> Finding | None:
+        found = self._series_key(step)
+        self.last_advanced = False
+        if found is None or step.status != "ok":
+            return None
+        series, sent = found
+        last_output, stuck = self._series.get(series, ("", 0))
+        announced = next_cursor_of(step.output)
+        not_advancing = step.output_hash == last_output or (
+            announced is not None and announced == sent
+        )
+        stuck = stuck + 1 if not_advancing else 0
+        self.last_advanced = not not_advancing
+        self._series[series] = (step.output_hash, stuck)
+        if stuck < self.threshold:
+            return None
+        return Finding(
+            kind="cursor_stuck",
+            action="warn",
+            message=(
+                f"{step.tool} returned the same page for cursor {sent!r} "
+                f"{stuck} times: the cursor is not advancing. Use the next cursor from the "
+                "last result, or stop paging."
+            ),
+            key=series,
+            details={"tool": step.tool, "cursor": str(sent), "count": stuck},
+        )

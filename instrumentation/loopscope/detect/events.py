@@ -1,0 +1,187 @@
+"""The records the detection core takes in and gives back.
+
+Every caller of the core (the in-process guard, ``loopscope analyze``, the collector) reduces
+what it knows to these plain values, so a live tool call, a recorded Episode JSONL step and an
+OTLP span reach the detectors as the same type. Nothing here does I/O or reads a clock: times
+are passed in as seconds since the episode started.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+ToolKind = Literal["read", "write", "poll"]
+Status = Literal["ok", "error", "timeout", "blocked"]
+Action = Literal["allow", "warn", "block", "stop"]
+Severity = Literal["warn", "kill"]
+
+STOP_REASONS: Final = (
+    "completed",
+    "no_progress",
+    "repeated_tool_call",
+    "budget",
+    "timeout",
+    "aborted",
+    "fatal",
+)
+"""Every way an episode can end; ``Decision.stop_reason`` is one of these."""
+
+LOOP_KINDS: Final = (
+    "exact_repeat",
+    "repeat_same_error",
+    "oscillation",
+    "param_jitter",
+    "output_stagnation",
+    "monologue",
+    "cursor_stuck",
+    "poll_timeout",
+    "write_duplicate",
+    "no_progress",
+    "budget",
+)
+"""The ``kind`` a flag names: the label kinds of EPISODE_FORMAT.md plus the two breakers."""
+
+PROGRESS_MARKERS: Final = (
+    "new_info",
+    "state_change",
+    "cursor_advance",
+    "write_ok",
+    "new_action",
+    "explicit",
+)
+"""Why a step counted as progress. ``None`` means no progress; ``"waiting"`` is a legitimate
+poll before its deadline, which neither extends nor resets the no-progress streak."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call as known before it runs.
+
+    ``args`` may be ``None`` when the caller did not capture arguments; ``signature`` is then
+    required. ``signature`` and ``args_text`` are computed from ``args`` when left empty.
+    """
+
+    tool: str
+    args: Any = None
+    call_id: str | None = None
+    kind: ToolKind | None = None
+    t: float = 0.0
+    signature: str = ""
+    args_text: str = ""
+    intent: str | None = None
+    """``"duplicate"`` declares an intended repeat of a write ("buy another one")."""
+    idempotency_key: str | None = None
+    """Overrides the ``run_id:step_id`` key the core derives for writes."""
+    reconciles: str | None = None
+    """Call id or idempotency key of an UNKNOWN write that this (read) call looks up."""
+    found: bool | None = None
+    """With ``reconciles``: whether the looked-up business record exists."""
+    deadline_s: float | None = None
+    """For polls: seconds after the first poll of this call when polling must stop."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool call returned, as the model sees it.
+
+    ``output`` is the model-visible text (or ``None`` when not captured; ``output_hash`` is
+    then required). ``status`` ``timeout`` makes a write UNKNOWN rather than failed.
+    """
+
+    output: str | None = None
+    output_hash: str = ""
+    status: Status = "ok"
+    call_id: str | None = None
+    t: float | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Flag:
+    """One detector's finding at one step.
+
+    ``severity`` is ``kill`` when the policy would block or stop there (in enforce mode), else
+    ``warn``. ``key`` identifies the streak (for example the repeated signature), so a flag is
+    reported once per streak.
+    """
+
+    step: int
+    detector: str
+    kind: str
+    severity: Severity
+    message: str
+    key: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The flag as plain JSON-ready values."""
+        return {
+            "step": self.step,
+            "detector": self.detector,
+            "kind": self.kind,
+            "severity": self.severity,
+            "message": self.message,
+            **({"details": self.details} if self.details else {}),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the policy says about one step, before any guard mode is applied.
+
+    ``action`` is what *enforce* mode does; the guard turns it into a nudge (warn mode) or a
+    record only (observe mode). ``correction`` is the message the model should see;
+    ``diagnostic`` is the structured record of a stop or block; ``cached_output_hash`` names
+    the earlier result a block hands back.
+    """
+
+    step: int
+    action: Action = "allow"
+    flags: tuple[Flag, ...] = ()
+    new_flags: tuple[Flag, ...] = ()
+    """The flags that start a streak here (what a report lists); ``flags`` has them all."""
+    reason: str = ""
+    correction: str | None = None
+    diagnostic: dict[str, Any] | None = None
+    stop_reason: str | None = None
+    idempotency_key: str | None = None
+    cached_output_hash: str | None = None
+    progress: str | None = None
+    """After a call: its progress marker (``None`` = no progress, ``"waiting"`` = a poll)."""
+    write_status: str | None = None
+    """After a write: ``ok``, ``error`` or ``unknown`` (a timeout: reconcile before retrying)."""
+    streak: int = 0
+    """Consecutive no-progress tool calls after this step."""
+
+    @property
+    def is_kill(self) -> bool:
+        """Block and stop end or skip work; allow and warn do not."""
+        return self.action in ("block", "stop")
+
+
+ALLOW: Final = Decision(step=-1)
+"""A neutral decision for callers that need a placeholder before the first step."""
+
+
+@dataclass(slots=True)
+class StepView:
+    """One completed tool step, as detectors read it from the history."""
+
+    index: int
+    tool: str
+    kind: ToolKind | None
+    signature: str
+    args_text: str
+    args: Any
+    output_hash: str
+    status: Status
+    t: float
+    words: frozenset[str] | None = None
+    """Word sketch of the output for near-duplicate checks; ``None`` when not captured."""
+    output: str | None = None
+    progress: str | None = None
+    call_id: str | None = None
+    deadline_s: float | None = None

@@ -1,0 +1,69 @@
+"""Fuzzy repeat: long arguments with tiny edits, 3 times (seed 003's 3-gram Jaccard rule)."""
+
+from __future__ import annotations
+
+from .base import Finding, args_preview
+from .events import StepView
+from .fingerprint import jaccard, trigrams
+from .history import History
+from .output_stagnation import same_information
+from .policy import Policy
+
+
+class FuzzyRepeat:
+    """Same tool, canonical arguments of at least ``fuzzy_min_chars`` characters, and
+    3-gram Jaccard similarity at or above ``fuzzy_similarity`` with the current call,
+    ``fuzzy_threshold`` times within the window (the current call included). With
+    ``fuzzy_requires_same_output`` (the default) a similar call counts only if its output
+    carried the same information as this one: the edits changed nothing.
+
+    Exact repeats are the other detectors' business; this one needs at least two distinct
+    argument texts among the matches.
+    """
+
+    name = "fuzzy_repeat"
+
+    def __init__(self, policy: Policy) -> None:
+        self.window = policy.window
+        self.min_chars = policy.fuzzy_min_chars
+        self.similarity = policy.fuzzy_similarity
+        self.threshold = policy.fuzzy_threshold
+        self.same_output = policy.fuzzy_requires_same_output
+        self.output_similarity = policy.stagnation_similarity
+        self._grams: dict[int, frozenset[str]] = {}
+
+    def _grams_of(self, step: StepView) -> frozenset[str]:
+        grams = self._grams.get(step.index)
+        if grams is None:
+            grams = self._grams[step.index] = trigrams(step.args_text)
+        return grams
+
+    def after(self, history: History, step: StepView) -> Finding | None:
+        if len(step.args_text) < self.min_chars or step.kind in ("write", "poll"):
+            return None
+        mine = self._grams_of(step)
+        similar = [
+            s
+            for s in history.recent(self.window - 1)
+            if s.tool == step.tool
+            and len(s.args_text) >= self.min_chars
+            and jaccard(mine, self._grams_of(s)) >= self.similarity
+            and (not self.same_output or same_information(s, step, self.output_similarity))
+        ]
+        oldest = history.steps[0].index if history.steps else step.index
+        self._grams = {i: g for i, g in self._grams.items() if i >= oldest}
+        self._grams[step.index] = mine
+        texts = {s.args_text for s in similar} | {step.args_text}
+        if len(similar) + 1 < self.threshold or len(texts) < 2:
+            return None
+        return Finding(
+            kind="param_jitter",
+            action="warn",
+            message=(
+                f"You have called {step.tool} {len(similar) + 1} times with nearly the same "
+                f"arguments (last: {args_preview(step)}). Small edits to the arguments are not "
+                "a new approach: use what you have, change strategy, or finish."
+            ),
+            key=step.tool,
+            details={"tool": step.tool, "count": len(similar) + 1},
+        )

@@ -1,0 +1,209 @@
+"""Every threshold of the detection core, with DESIGN.md's defaults, in one frozen record.
+
+A policy is data: the guard, ``loopscope analyze`` and the collector build one (from keyword
+arguments, a JSON file or defaults) and hand it to ``EpisodeMonitor``. ``Policy.from_mapping``
+validates untrusted input and names the bad field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Final
+
+DEFAULT_NO_PROGRESS_K: Final[Mapping[str, int]] = MappingProxyType(
+    {
+        "lookup": 6,
+        "transaction": 6,
+        "research": 8,
+        "coding": 12,
+        "polling": 12,
+        "other": 8,
+    }
+)
+"""K, the consecutive no-progress steps that trip the circuit breaker, per task type.
+
+Polling and coding tolerate more legitimate repetition; lookups and transactions that stop
+learning are cut sooner (seed 002 §4.3)."""
+
+VALID_ACTIONS: Final = ("allow", "warn", "block", "stop")
+
+
+@dataclass(frozen=True, slots=True)
+class Budgets:
+    """Hard limits, each checked before a call runs. ``None`` means no limit.
+
+    There is no global round cap by default (seed 001: five rounds kills real work).
+    """
+
+    model_turns: int | None = None
+    tool_calls: int | None = None
+    retries_per_tool: int | None = None
+    wall_clock_s: float | None = None
+    tokens: int | None = None
+    cost_usd: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RequiredTool:
+    """A turn whose user message matches must call ``tool`` before answering (seed 003).
+
+    The rule matches when a keyword occurs in the user's message, or when the message is a
+    short follow-up (``followups``) and one of ``context_markers`` occurs in the previous
+    ``context_messages`` messages. ``args`` (optional) must be a subset of the call's
+    arguments for the call to satisfy the rule.
+    """
+
+    tool: str
+    keywords: tuple[str, ...] = ()
+    args: Mapping[str, Any] | None = None
+    followups: tuple[str, ...] = ()
+    context_markers: tuple[str, ...] = ()
+    context_messages: int = 4
+    max_corrections: int = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Thresholds and rules; every field has DESIGN.md's default."""
+
+    repeat_threshold: int = 3
+    """Identical calls with an unchanged output in a row; the last is blocked (seed 002 §4.1)."""
+    window: int = 6
+    window_threshold: int = 3
+    """Identical calls with an unchanged output within the last ``window`` calls (seed 003)."""
+    fuzzy_min_chars: int = 50
+    fuzzy_similarity: float = 0.8
+    fuzzy_threshold: int = 3
+    fuzzy_requires_same_output: bool = True
+    """Count a near-identical call only when its output carried the same information.
+    ``False`` is seed 003's rule as written (arguments alone), which nags productive sweeps."""
+    oscillation_max_period: int = 4
+    oscillation_cycles: int = 3
+    stagnation_similarity: float = 0.85
+    """Word-set Jaccard at or above which two outputs count as the same information."""
+    stagnation_threshold: int = 3
+    stagnation_min_words: int = 4
+    """Shorter outputs ("available", "OK") are statuses, not information that can stagnate."""
+    error_threshold: int = 3
+    cursor_threshold: int = 2
+    poll_deadline_s: float = 300.0
+    poll_max_unchanged: int = 30
+    monologue_threshold: int = 3
+    stop_after_blocks: int = 2
+    """Blocks of one signature after which a further identical call stops the run."""
+    no_progress_k: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_NO_PROGRESS_K))
+    poll_tools: frozenset[str] = frozenset({"check_background_tasks"})
+    """Tools treated as polls whatever they declare (seed 003's exemption)."""
+    tool_kinds: Mapping[str, str] = field(default_factory=dict)
+    """Kinds declared by configuration, by tool name; a call's own kind wins."""
+    volatile_args: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Argument keys left out of a tool's signature, by tool name (``"*"`` for every tool)."""
+    actions: Mapping[str, str] = field(default_factory=dict)
+    """Overrides of a detector's action (``"warn"`` to never kill on it), by detector name."""
+    budgets: Budgets = Budgets()
+    required_tools: tuple[RequiredTool, ...] = ()
+
+    def k_for(self, task_type: str | None) -> int:
+        """The no-progress breaker's K for a task type (``other`` when unknown)."""
+        if task_type and task_type in self.no_progress_k:
+            return self.no_progress_k[task_type]
+        return self.no_progress_k.get("other", DEFAULT_NO_PROGRESS_K["other"])
+
+    def volatile_for(self, tool: str) -> frozenset[str]:
+        """Argument keys excluded from ``tool``'s signature."""
+        return self.volatile_args.get(tool, frozenset()) | self.volatile_args.get("*", frozenset())
+
+    def action_for(self, detector: str, default: str) -> str:
+        """The action a detector's flag leads to under this policy."""
+        return self.actions.get(detector, default)
+
+    def replace(self, **changes: Any) -> Policy:
+        """A copy with ``changes`` applied and validated."""
+        return Policy.from_mapping({**_as_mapping(self), **changes})
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], *, source: str = "policy") -> Policy:
+        """Build a policy from plain data (a parsed JSON file, keyword arguments).
+
+        Raises:
+            ValueError: an unknown field or a value of the wrong type or range, naming the
+                field and ``source``.
+        """
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(
+                f"{source}: unknown setting(s) {', '.join(unknown)}; "
+                f"valid: {', '.join(sorted(names))}"
+            )
+        values = dict(data)
+        if isinstance(values.get("budgets"), Mapping):
+            values["budgets"] = _budgets(values["budgets"], source)
+        if "required_tools" in values:
+            values["required_tools"] = tuple(
+                rule if isinstance(rule, RequiredTool) else _required(rule, source)
+                for rule in values["required_tools"]
+            )
+        for key in ("poll_tools",):
+            if key in values:
+                values[key] = frozenset(values[key])
+        if "volatile_args" in values:
+            values["volatile_args"] = {
+                tool: frozenset(keys) for tool, keys in dict(values["volatile_args"]).items()
+            }
+        if "no_progress_k" in values:
+            values["no_progress_k"] = {**DEFAULT_NO_PROGRESS_K, **dict(values["no_progress_k"])}
+        policy = cls(**values)
+        policy._validate(source)
+        return policy
+
+    def _validate(self, source: str) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.type in ("int", "float") and (
+                isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
+            ):
+                raise ValueError(f"{source}: {f.name} must be a positive number, not {value!r}")
+        if not 0 < self.fuzzy_similarity <= 1 or not 0 < self.stagnation_similarity <= 1:
+            raise ValueError(f"{source}: similarities must be in (0, 1]")
+        for name, k in self.no_progress_k.items():
+            if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+                raise ValueError(f"{source}: no_progress_k[{name!r}] must be an integer >= 1")
+        for name, action in self.actions.items():
+            if action not in VALID_ACTIONS:
+                raise ValueError(
+                    f"{source}: actions[{name!r}] must be one of {VALID_ACTIONS}, not {action!r}"
+                )
+        for tool, kind in self.tool_kinds.items():
+            if kind not in ("read", "write", "poll"):
+                raise ValueError(f"{source}: tool_kinds[{tool!r}] must be read, write or poll")
+
+
+def _as_mapping(policy: Policy) -> dict[str, Any]:
+    return {f.name: getattr(policy, f.name) for f in dataclasses.fields(policy)}
+
+
+def _budgets(data: Mapping[str, Any], source: str) -> Budgets:
+    names = {f.name for f in dataclasses.fields(Budgets)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ValueError(f"{source}: unknown budget(s) {', '.join(unknown)}; valid: {sorted(names)}")
+    for name, value in data.items():
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
+        ):
+            raise ValueError(f"{source}: budgets.{name} must be a positive number or null")
+    return Budgets(**data)
+
+
+def _required(data: Any, source: str) -> RequiredTool:
+    if not isinstance(data, Mapping) or "tool" not in data:
+        raise ValueError(f"{source}: each required_tools entry needs a 'tool' name")
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in dict(data).items()}
+    try:
+        return RequiredTool(**values)
+    except TypeError as exc:
+        raise ValueError(f"{source}: required_tools entry: {exc}") from None

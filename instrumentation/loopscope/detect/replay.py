@@ -1,0 +1,257 @@
+"""Recorded episodes through the core: Episode JSONL records in, flags and totals out.
+
+Parsing takes text already read (no file access here), so the CLI, the evaluation and the
+collector's after-the-fact import all share it. ``replay`` feeds every step to an
+``EpisodeMonitor`` exactly as the live guard would, and reports the flags each guard mode
+would raise.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from .events import Decision, Flag, ToolCall, ToolResult
+from .fingerprint import output_text
+from .monitor import EpisodeMonitor
+from .policy import Policy
+
+Mode = Literal["observe", "warn", "enforce"]
+MODES: Final = ("observe", "warn", "enforce")
+_STATUSES: Final = {None: "ok", "ok": "ok", "error": "error", "timeout": "timeout"}
+_KINDS: Final = (None, "read", "write", "poll")
+COST_KEYS: Final = ("agent_cost_usd", "cost_usd", "accumulated_cost_usd", "instance_cost_usd")
+
+
+class EpisodeFormatError(ValueError):
+    """A record that is not a valid Episode; the message names the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class Episode:
+    """One labelled run (EPISODE_FORMAT.md)."""
+
+    episode_id: str
+    steps: tuple[Mapping[str, Any], ...]
+    task_type: str | None = None
+    outcome: str | None = None
+    label: Mapping[str, Any] = field(default_factory=dict)
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    task: str = ""
+
+    @property
+    def loop_label(self) -> bool | None:
+        """Ground truth: True stuck, False legitimate, None unlabelled."""
+        value = self.label.get("loop") if isinstance(self.label, Mapping) else None
+        return value if isinstance(value, bool) else None
+
+    @property
+    def cost_usd(self) -> float | None:
+        """The agent's recorded cost, if the source recorded one."""
+        for key in COST_KEYS:
+            value = self.meta.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return float(value)
+        return None
+
+
+def parse_episode(record: Any) -> Episode:
+    """Validate one decoded JSON record as an Episode.
+
+    Raises:
+        EpisodeFormatError: naming the first field that is missing or of the wrong type.
+    """
+    if not isinstance(record, dict):
+        raise EpisodeFormatError(f"an episode must be a JSON object, not {type(record).__name__}")
+    episode_id = record.get("episode_id")
+    if not isinstance(episode_id, str) or not episode_id:
+        raise EpisodeFormatError("episode_id: missing or not a non-empty string")
+    steps = record.get("steps")
+    if not isinstance(steps, list):
+        raise EpisodeFormatError(f"{episode_id}: steps: missing or not a list")
+    for i, step in enumerate(steps):
+        _check_step(episode_id, i, step)
+    label = record.get("label") or {}
+    if not isinstance(label, dict):
+        raise EpisodeFormatError(f"{episode_id}: label: not an object")
+    meta = record.get("meta") or {}
+    return Episode(
+        episode_id=episode_id,
+        steps=tuple(steps),
+        task_type=record.get("task_type") if isinstance(record.get("task_type"), str) else None,
+        outcome=record.get("outcome") if isinstance(record.get("outcome"), str) else None,
+        label=label,
+        meta=meta if isinstance(meta, dict) else {},
+        task=record.get("task") if isinstance(record.get("task"), str) else "",
+    )
+
+
+def parse_episode_line(line: str) -> Episode:
+    """Decode and validate one JSONL line."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise EpisodeFormatError(f"not valid JSON: {exc.msg} (column {exc.colno})") from None
+    return parse_episode(record)
+
+
+def _check_step(episode_id: str, i: int, step: Any) -> None:
+    where = f"{episode_id}: steps[{i}]"
+    if not isinstance(step, dict):
+        raise EpisodeFormatError(f"{where}: not an object")
+    kind = step.get("type")
+    if kind == "tool":
+        if not isinstance(step.get("tool"), str) or not step["tool"]:
+            raise EpisodeFormatError(f"{where}.tool: missing or not a string")
+        if step.get("status") not in _STATUSES:
+            raise EpisodeFormatError(
+                f"{where}.status: {step.get('status')!r} is not ok, error, timeout or null"
+            )
+        if step.get("kind") not in _KINDS:
+            raise EpisodeFormatError(f"{where}.kind: {step.get('kind')!r} is not read, write, "
+                                     "poll or null")
+    elif kind == "message":
+        if step.get("role") not in ("user", "assistant", "system"):
+            raise EpisodeFormatError(f"{where}.role: {step.get('role')!r} is not user or assistant")
+    else:
+        raise EpisodeFormatError(f"{where}.type: {kind!r} is not 'tool' or 'message'")
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeReport:
+    """What a guard in ``mode`` would have flagged on one episode."""
+
+    episode: Episode
+    mode: str
+    flags: tuple[Flag, ...]
+    summary: Mapping[str, Any]
+    stop: Decision | None
+    tokens_after: Mapping[int, int]
+    """Tokens spent at or after each step index (for cost after the first flag)."""
+
+    @property
+    def first_flag(self) -> Flag | None:
+        """The earliest flag of any severity."""
+        return self.flags[0] if self.flags else None
+
+    @property
+    def first_kill(self) -> Flag | None:
+        """The earliest flag at which the guard would block or stop."""
+        return next((f for f in self.flags if f.severity == "kill"), None)
+
+    def cost_after(self, step: int) -> float | None:
+        """The share of the episode's cost spent at or after ``step`` (by tokens, else calls)."""
+        cost = self.episode.cost_usd
+        if cost is None:
+            return None
+        total = self.tokens_after.get(0, 0)
+        if total > 0:
+            after = max((v for k, v in self.tokens_after.items() if k >= step), default=0)
+            return cost * after / total
+        calls = [i for i, s in enumerate(self.episode.steps) if s.get("type") == "tool"]
+        if not calls:
+            return 0.0
+        return cost * sum(1 for i in calls if i >= step) / len(calls)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report in ``loopscope analyze --json`` shape."""
+        return {
+            "episode_id": self.episode.episode_id,
+            "outcome": self.episode.outcome,
+            "flags": [
+                {"step": f.step, "detector": f.detector, "kind": f.kind, "severity": f.severity}
+                for f in self.flags
+            ],
+        }
+
+
+def replay(episode: Episode, policy: Policy | None = None, *, mode: str = "enforce") -> EpisodeReport:
+    """Run the core over every step of ``episode``; report the flags ``mode`` would raise.
+
+    ``observe`` records what enforce would do, so its severities equal enforce's; ``warn``
+    never kills, so every flag is a warning. The recorded run continues past a stop (it
+    really did), and later flags are still reported.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    monitor = EpisodeMonitor(policy, episode_id=episode.episode_id, task_type=episode.task_type)
+    first_t = next(
+        (float(s["t"]) for s in episode.steps if isinstance(s.get("t"), int | float)), 0.0
+    )
+    monitor.budget.start_t = first_t
+    usage = [0] * (len(episode.steps) + 1)
+    last_t = first_t
+    for index, step in enumerate(episode.steps):
+        t = float(step["t"]) if isinstance(step.get("t"), int | float) else last_t
+        last_t = t
+        tokens = _int(step.get("tokens_in")) + _int(step.get("tokens_out"))
+        usage[index] = tokens
+        if step.get("type") == "message":
+            role = step.get("role", "")
+            if role == "assistant":
+                monitor.before_model_call(t)
+                monitor.after_model_call(tokens=tokens)
+            monitor.on_message(role, str(step.get("content") or ""))
+            continue
+        monitor.before_call(_tool_call(step, index, t))
+        output = step.get("output")
+        monitor.after_call(
+            ToolResult(
+                output=None if output is None else output_text(output),
+                status=_STATUSES[step.get("status")],  # type: ignore[arg-type]
+                call_id=_call_id(step, index),
+                t=t,
+                tokens_in=_int(step.get("tokens_in")),
+                tokens_out=_int(step.get("tokens_out")),
+            )
+        )
+    remaining = 0
+    tokens_after: dict[int, int] = {}
+    for index in range(len(episode.steps) - 1, -1, -1):
+        remaining += usage[index]
+        tokens_after[index] = remaining
+    flags = tuple(monitor.flags)
+    if mode == "warn":
+        flags = tuple(_as_warning(f) for f in flags)
+    return EpisodeReport(
+        episode=episode,
+        mode=mode,
+        flags=flags,
+        summary=monitor.summary(),
+        stop=monitor.stopped if mode != "warn" else None,
+        tokens_after=tokens_after,
+    )
+
+
+def _tool_call(step: Mapping[str, Any], index: int, t: float) -> ToolCall:
+    args = step.get("args")
+    deadline = step.get("deadline_s")
+    return ToolCall(
+        tool=step["tool"],
+        args={} if args is None else args,
+        call_id=_call_id(step, index),
+        kind=step.get("kind"),
+        t=t,
+        intent=step.get("intent") if isinstance(step.get("intent"), str) else None,
+        idempotency_key=step.get("idempotency_key") or None,
+        reconciles=step.get("reconciles") or None,
+        found=step.get("found") if isinstance(step.get("found"), bool) else None,
+        deadline_s=float(deadline) if isinstance(deadline, int | float) else None,
+    )
+
+
+def _call_id(step: Mapping[str, Any], index: int) -> str:
+    call_id = step.get("tool_call_id")
+    return str(call_id) if call_id else f"step-{index}"
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
+def _as_warning(flag: Flag) -> Flag:
+    if flag.severity == "warn":
+        return flag
+    return Flag(flag.step, flag.detector, flag.kind, "warn", flag.message, flag.key, flag.details)
