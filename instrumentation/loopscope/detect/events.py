@@ -155,6 +155,8 @@ class Decision:
     """After a write: ``ok``, ``error`` or ``unknown`` (a timeout: reconcile before retrying)."""
     streak: int = 0
     """Consecutive no-progress tool calls after this step."""
+    kind: str | None = None
+    """The call's effective kind: declared, configured, or ``poll`` by shape."""
 
     @property
     def is_kill(self) -> bool:

@@ -23,7 +23,7 @@ HASH_CHARS: Final = 16
 
 MAX_DEPTH: Final = 32
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
-_WORD = re.compile(r"\w+")
+_WORD = re.compile(r"[^\W_]+")
 
 
 def short_hash(text: str) -> str:
@@ -146,9 +146,19 @@ SKETCH_CHARS: Final = 2000
 """Only this much of an output feeds the near-duplicate sketch: bounded work per step."""
 
 
+_VOLATILE = re.compile(
+    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"  # ISO time
+    r"|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"  # UUID
+    r"|(?<![0-9a-z])(?=[0-9a-f]*\d)[0-9a-f]{8,}(?![0-9a-z])",  # hex ids with a digit
+    re.IGNORECASE,
+)
+
+
 def word_sketch(text: str) -> frozenset[str]:
-    """The set of words in the first ``SKETCH_CHARS`` of ``text``, lower-cased."""
-    return frozenset(_WORD.findall(text[:SKETCH_CHARS].lower()))
+    """The words of the first ``SKETCH_CHARS`` of ``text``, lower-cased, for near-duplicate
+    checks. Timestamps, UUIDs and hex ids are masked: two outputs that differ only in a
+    request id or the time they were served carry the same information."""
+    return frozenset(_WORD.findall(_VOLATILE.sub(" ", text[:SKETCH_CHARS].lower())))
 
 
 def trigrams(text: str, *, limit: int = SKETCH_CHARS) -> frozenset[str]:

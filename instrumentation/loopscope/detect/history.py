@@ -26,7 +26,7 @@ class SignatureStats:
     last_status: str = "ok"
     outputs: set[str] = field(default_factory=set)
     blocks: int = 0
-    unchanged_polls: int = 0
+    same_output_run: int = 0
 
 
 class History:
@@ -66,9 +66,9 @@ class History:
         if stats is None:
             stats = self._by_sig[step.signature] = SignatureStats(first_t=step.t)
         if stats.calls and step.output_hash == stats.last_output:
-            stats.unchanged_polls += 1
+            stats.same_output_run += 1
         else:
-            stats.unchanged_polls = 0
+            stats.same_output_run = 0
         stats.calls += 1
         stats.last_output = step.output_hash
         stats.last_status = step.status

@@ -187,8 +187,8 @@ class EpisodeMonitor:
         cand = pending.candidate
         text = result.output
         digest = result.output_hash or (output_hash(text) if text is not None else "")
-        if result.status == "blocked" and not digest:
-            digest = cand.output_hash
+        if result.status == "blocked":  # the model is shown the earlier result again
+            digest, text = cand.output_hash or digest, None
         stats = self.history.stats(cand.signature)
         kind = cand.kind
         if kind is None and stats is not None and digest not in stats.outputs:
@@ -358,8 +358,9 @@ class EpisodeMonitor:
         *,
         key: str | None = None,
     ) -> Decision:
+        kind = step.kind if step is not None else None
         if not findings:
-            return Decision(step=index, idempotency_key=key)
+            return Decision(step=index, idempotency_key=key, kind=kind)
         flags: list[Flag] = []
         new: list[Flag] = []
         for name, finding in findings:
@@ -393,7 +394,10 @@ class EpisodeMonitor:
             diagnostic=self._diagnostic(name, finding, action, step) if action != "allow" else None,
             stop_reason=_STOP_REASON.get(name, "repeated_tool_call") if action == "stop" else None,
             idempotency_key=key,
-            cached_output_hash=step.output_hash if step is not None and action == "block" else None,
+            cached_output_hash=(
+                step.output_hash if step is not None and action in ("block", "stop") else None
+            ),
+            kind=kind,
         )
         if action == "stop" and self.stopped is None:
             self.stopped = decision

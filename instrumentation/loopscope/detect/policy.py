@@ -85,7 +85,7 @@ class Policy:
     stagnation_similarity: float = 0.85
     """Word-set Jaccard at or above which two outputs count as the same information."""
     stagnation_threshold: int = 3
-    stagnation_min_words: int = 4
+    stagnation_min_words: int = 3
     """Shorter outputs ("available", "OK") are statuses, not information that can stagnate."""
     error_threshold: int = 3
     cursor_threshold: int = 2

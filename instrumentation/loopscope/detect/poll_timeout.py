@@ -29,8 +29,8 @@ class PollTimeout:
         waited = candidate.t - stats.first_t
         if waited > deadline:
             why = f"has been polled for {waited:.0f} s, past its {deadline:.0f} s deadline"
-        elif stats.unchanged_polls + 1 >= self.max_unchanged:
-            why = f"returned the same state {stats.unchanged_polls + 1} times in a row"
+        elif stats.same_output_run + 1 >= self.max_unchanged:
+            why = f"returned the same state {stats.same_output_run + 1} times in a row"
         else:
             return None
         return Finding(

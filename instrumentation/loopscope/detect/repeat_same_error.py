@@ -9,10 +9,11 @@ from .policy import Policy
 
 
 class RepeatSameError:
-    """Two rules over the last ``window`` calls, both counting to ``error_threshold``.
+    """Two rules, both counting to ``error_threshold``.
 
-    Before a call: the same call already failed with the same error; it will again, so the
-    call is blocked (reads and writes alike; a timeout is not an error). After a call: one
+    Before a call: the same call has failed with the same error its last times, however
+    far apart (other calls in between change nothing); it will fail again, so the call is
+    blocked (reads and writes alike; a timeout is not an error). After a call: one
     tool keeps returning the same error for different arguments (a vague or fixed error
     the arguments cannot cure); that is a warning.
     """
@@ -26,16 +27,10 @@ class RepeatSameError:
     def before(self, history: History, candidate: StepView) -> Finding | None:
         if candidate.kind == "poll":
             return None
-        errors = [
-            step
-            for step in history.recent(self.window - 1)
-            if step.signature == candidate.signature
-        ]
-        if not errors or any(
-            s.status != "error" or s.output_hash != errors[0].output_hash for s in errors
-        ):
+        stats = history.stats(candidate.signature)
+        if stats is None or stats.last_status != "error":
             return None
-        count = len(errors) + 1
+        count = stats.same_output_run + 2  # earlier identical failures, plus this call
         if count < self.threshold:
             return None
         return Finding(

@@ -1,0 +1,58 @@
+"""loopscope: catch LLM agents stuck in tool-call loops.
+
+The one call::
+
+    import loopscope
+    loopscope.instrument(service_name="support-agent", mode="enforce")
+
+    @loopscope.tool(kind="read")
+    def search_orders(query: str) -> list[dict]: ...
+
+    with loopscope.episode(task="refund order 1234", task_type="transaction") as ep:
+        ...                     # the agent loop; tool calls are traced and guarded
+        ep.set_outcome("success")
+
+This module only imports names: it configures nothing, starts no thread and loads no
+framework until ``instrument()`` is called.
+"""
+
+from ._call import ToolCallScope, tool_call
+from ._config import export_stats, instrument, load_policy
+from ._errors import LoopDetected, LoopscopeError
+from .detect import Budgets, Policy, RequiredTool
+from .episode import Episode, current_episode, episode
+from .intent import intended_duplicate
+from .tool import tool
+
+__version__ = "0.1.0"
+
+
+def reconcile(ref: str, *, found: bool, result: object = None) -> bool:
+    """Settle an UNKNOWN write of the current episode (see ``Episode.reconcile``)."""
+    return current_episode().reconcile(ref, found=found, result=result)
+
+
+def mark_progress() -> None:
+    """Tell the current episode's guard that the run made progress."""
+    current_episode().mark_progress()
+
+
+__all__ = [
+    "Budgets",
+    "Episode",
+    "LoopDetected",
+    "LoopscopeError",
+    "Policy",
+    "RequiredTool",
+    "ToolCallScope",
+    "current_episode",
+    "episode",
+    "export_stats",
+    "instrument",
+    "intended_duplicate",
+    "load_policy",
+    "mark_progress",
+    "reconcile",
+    "tool",
+    "tool_call",
+]

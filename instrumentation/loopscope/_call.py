@@ -1,0 +1,282 @@
+"""One tool call, from the guard's check to the recorded span: the path every call takes.
+
+``@loopscope.tool`` runs every call through a ``ToolCallScope``; custom agent loops and
+framework integrations use it directly (``loopscope.tool_call(...)``), pairing start and
+finish by tool call id when they happen in different callbacks.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Final
+
+from opentelemetry import trace
+from opentelemetry.trace import Span, Status, StatusCode
+
+from . import conventions as c
+from ._errors import LoopDetected, swallow_internal_errors
+from .detect import Decision, ToolCall, ToolResult
+from .detect.fingerprint import output_hash, output_text
+from .episode import Episode, current_episode
+from .guard import applied_action, stronger, with_correction
+
+_tracer = trace.get_tracer("loopscope")
+_KILLS: Final = ("block", "stop")
+
+
+def is_timeout(exc: BaseException) -> bool:
+    """A timeout (the call may have happened) rather than a failure."""
+    return isinstance(exc, TimeoutError) or "Timeout" in type(exc).__name__
+
+
+class ToolCallScope:
+    """Guards and records one tool call.
+
+    Usage in a custom loop::
+
+        with loopscope.tool_call("search", {"q": q}, call_id=call.id, kind="read") as call:
+            result = call.result if call.blocked else call.finish(search(q))
+
+    ``start()`` asks the guard first: in enforce mode a block sets ``blocked`` and ``result``
+    (the correction plus the cached result; the tool must not run), and a stop raises
+    ``LoopDetected``. ``finish(result)`` records the output and returns what the model
+    should see (with a correction in front in warn and enforce modes); a stop there raises
+    ``LoopDetected`` after the output is recorded. ``fail(exc)`` records an exception
+    (a timeout makes a write UNKNOWN). Leaving the ``with`` block with an exception calls
+    ``fail`` for you.
+    """
+
+    def __init__(
+        self,
+        tool: str,
+        args: Any = None,
+        *,
+        kind: str | None = None,
+        call_id: str | None = None,
+        intent: str | None = None,
+        idempotency_key: str | None = None,
+        reconciles: str | None = None,
+        found: bool | None = None,
+        deadline_s: float | None = None,
+        episode: Episode | None = None,
+    ) -> None:
+        self.tool = tool
+        self.args = args
+        self.kind = kind
+        self.call_id = call_id or f"call_{uuid.uuid4().hex[:16]}"
+        self.intent = intent
+        self.idempotency_key = idempotency_key
+        self.reconciles = reconciles
+        self.found = found
+        self.deadline_s = deadline_s
+        self.episode = episode
+        self.blocked = False
+        self.result: Any = None
+        self.finished = False
+        self._span: Span | None = None
+        self._use: Any = None
+        self._before: Decision | None = None
+        self._applied = "allow"
+        self._signature = ""
+        self._kind: str | None = None
+
+    # -- context manager sugar --------------------------------------------------------------
+
+    def __enter__(self) -> ToolCallScope:
+        return self.start()
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if not self.finished:
+            if exc is not None and not isinstance(exc, LoopDetected):
+                self.fail(exc)
+            elif exc is None:
+                self.finish(None)
+        self._detach()
+
+    async def __aenter__(self) -> ToolCallScope:
+        return self.start()
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    def _detach(self) -> None:
+        if self._use is not None:
+            use, self._use = self._use, None
+            with swallow_internal_errors("detaching a tool span"):
+                use.__exit__(None, None, None)
+
+    # -- the call ---------------------------------------------------------------------------
+
+    def start(self) -> ToolCallScope:
+        """Open the span and ask the guard; may block (enforce) or raise ``LoopDetected``."""
+        stop: LoopDetected | None = None
+        with swallow_internal_errors("checking a tool call"):
+            stop = self._start()
+        if stop is not None:
+            raise stop
+        return self
+
+    def _start(self) -> LoopDetected | None:
+        episode = self.episode = self.episode or current_episode()
+        guard = episode.guard
+        args = self.args if self.args is not None else {}
+        self._signature, args_text = guard.monitor.signature_of(self.tool, args)
+        call = ToolCall(
+            tool=self.tool,
+            args=args,
+            signature=self._signature,
+            args_text=args_text,
+            call_id=self.call_id,
+            kind=self.kind,  # type: ignore[arg-type]
+            t=guard.now(),
+            intent=self.intent,
+            idempotency_key=self.idempotency_key,
+            reconciles=self.reconciles,
+            found=self.found,
+            deadline_s=self.deadline_s,
+        )
+        with guard.lock:
+            decision = self._before = guard.monitor.before_call(call)
+        self._kind = decision.kind
+        self._applied = applied_action(episode.mode, decision)
+        attributes: dict[str, Any] = {
+            c.GEN_AI_OPERATION_NAME: c.OP_EXECUTE_TOOL,
+            c.GEN_AI_TOOL_NAME: self.tool,
+            c.GEN_AI_TOOL_CALL_ID: self.call_id,
+            c.GEN_AI_TOOL_TYPE: "function",
+            c.EPISODE_ID: episode.id,
+            c.STEP: decision.step,
+            c.SIGNATURE: self._signature,
+            c.ARGS_SIZE: len(args_text),
+            c.GUARD_MODE: episode.mode,
+            c.CONTENT_CAPTURED: episode.capture_content,
+        }
+        if self._kind:
+            attributes[c.TOOL_KIND] = self._kind
+        if decision.idempotency_key:
+            attributes[c.IDEMPOTENCY_KEY] = decision.idempotency_key
+        if episode.capture_content:
+            attributes[c.GEN_AI_TOOL_CALL_ARGUMENTS] = args_text[: episode.max_content_chars]
+        self._span = _tracer.start_span(f"{c.OP_EXECUTE_TOOL} {self.tool}", attributes=attributes)
+        self._use = trace.use_span(self._span, end_on_exit=False)
+        self._use.__enter__()
+        if self._applied not in _KILLS:
+            return None
+        found, cached = guard.cached(self._signature, decision.idempotency_key)
+        correction = decision.correction or "blocked by loopscope"
+        if self._applied == "block":
+            self.blocked = True
+            self.result = with_correction(cached if found else "", correction, blocked=True)
+            self._record_blocked(self.result)
+            return None
+        # A stop before the call: record what the model is handed, then stop (seed 001).
+        self.result = with_correction(cached, correction, blocked=True) if found else correction
+        self._record_blocked(self.result)
+        episode.stop = LoopDetected(correction, diagnostic=dict(decision.diagnostic or {}),
+                                    output=self.result)
+        return episode.stop
+
+    def _record_blocked(self, shown: Any) -> None:
+        self._complete(ToolResult(output=output_text(shown), status="blocked",
+                                  call_id=self.call_id), shown)
+
+    def finish(self, result: Any) -> Any:
+        """Record the tool's result; returns what the model should see."""
+        if self.finished:
+            return self.result
+        shown, stop = result, None
+        with swallow_internal_errors("recording a tool result"):
+            text = output_text(result)
+            shown, stop = self._complete(ToolResult(output=text, status="ok",
+                                                    call_id=self.call_id), result)
+        self._detach()
+        if stop is not None:
+            raise stop
+        return shown
+
+    def fail(self, exc: BaseException) -> None:
+        """Record that the tool raised ``exc`` (a timeout: status ``timeout``)."""
+        if self.finished:
+            return
+        with swallow_internal_errors("recording a tool failure"):
+            status = "timeout" if is_timeout(exc) else "error"
+            text = f"{type(exc).__name__}: {exc}"
+            if self._span is not None:
+                self._span.record_exception(exc)
+                self._span.set_status(Status(StatusCode.ERROR, text[:200]))
+            self._complete(ToolResult(output=text, status=status, call_id=self.call_id), None)
+        self._detach()
+
+    def _complete(self, outcome: ToolResult, result: Any) -> tuple[Any, LoopDetected | None]:
+        self.finished = True
+        episode = self.episode
+        if episode is None or self._before is None:
+            return result, None
+        guard = episode.guard
+        with guard.lock:
+            after = guard.monitor.after_call(outcome)
+            if outcome.status == "ok":
+                guard.remember(self._signature, after.idempotency_key
+                               if self._kind == "write" else None, result)
+        applied = applied_action(episode.mode, after)
+        shown: Any = result
+        stop: LoopDetected | None = None
+        if outcome.status == "ok":
+            if applied != "allow":
+                correction = after.correction
+            elif self._applied == "warn":
+                correction = self._before.correction
+            else:
+                correction = None
+            if correction:
+                shown = with_correction(result, correction)
+            if applied == "stop":
+                episode.stop = stop = LoopDetected(
+                    after.correction or "stopped", diagnostic=dict(after.diagnostic or {}),
+                    output=shown)
+        self.result = shown
+        span = self._span
+        if span is not None:
+            self._set_result_attributes(span, outcome, after, applied, episode)
+            span.end()
+        return shown, stop
+
+    def _set_result_attributes(
+        self, span: Span, outcome: ToolResult, after: Decision, applied: str, episode: Episode
+    ) -> None:
+        before = self._before
+        assert before is not None
+        flags = [*before.flags, *after.flags]
+        decided = stronger(before.action, after.action)
+        attributes: dict[str, Any] = {
+            c.STATUS: outcome.status,
+            c.OUTPUT_HASH: before.cached_output_hash if outcome.status == "blocked"
+            and before.cached_output_hash else output_hash(outcome.output or ""),
+            c.OUTPUT_SIZE: len(outcome.output or ""),
+            c.PROGRESS: after.progress or "none",
+            c.STREAK: after.streak,
+            c.GUARD_ACTION: stronger(self._applied, applied),
+            c.GUARD_DECISION: decided,
+        }
+        if flags:
+            attributes[c.FLAGS] = [f.detector for f in flags]
+            attributes[c.FLAG_KINDS] = [f.kind for f in flags]
+            lead = before if before.action == decided and before.action != "allow" else after
+            attributes[c.GUARD_REASON] = lead.reason
+            if lead.correction:
+                attributes[c.GUARD_CORRECTION] = lead.correction[:1000]
+        if after.write_status:
+            attributes[c.WRITE_STATUS] = after.write_status
+        if episode.capture_content and outcome.output is not None:
+            attributes[c.GEN_AI_TOOL_CALL_RESULT] = outcome.output[: episode.max_content_chars]
+        span.set_attributes(attributes)
+
+
+def tool_call(tool: str, args: Any = None, **options: Any) -> ToolCallScope:
+    """Guard and record one tool call of a custom agent loop (see ``ToolCallScope``).
+
+    Options: ``kind`` (read, write, poll), ``call_id`` (pairs start and finish; generated if
+    absent), ``intent="duplicate"`` (an intended repeat of a write), ``idempotency_key``,
+    ``reconciles`` and ``found`` (this read settles an UNKNOWN write), ``deadline_s`` (polls).
+    """
+    return ToolCallScope(tool, args, **options)

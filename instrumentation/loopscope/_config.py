@@ -1,0 +1,287 @@
+"""``loopscope.instrument()``: resolve settings, join or create the OTel provider, once.
+
+Setup fails loudly (``ValueError`` naming the setting and where the bad value came from);
+everything after setup fails quietly. The exporter is wrapped so a dead collector costs the
+agent only dropped spans, which are counted, never time: exports run on the batch
+processor's thread, and after a failed export further batches are dropped at once for a few
+seconds instead of waiting on a connection that will not come.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+from . import environment_variables as env
+from .detect import Policy
+
+logger = logging.getLogger("loopscope")
+
+MODES: Final = ("observe", "warn", "enforce")
+DEFAULT_ENDPOINT: Final = "http://127.0.0.1:4318"
+DEFAULT_SERVICE_NAME: Final = "agent"
+SCHEDULE_DELAY_MS: Final = 200
+"""Batch delay: short, so a flag reaches the collector well within a second."""
+EXPORT_TIMEOUT_S: Final = 2.0
+DOWN_BACKOFF_S: Final = 5.0
+MAX_CONTENT_CHARS: Final = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The resolved configuration of this process."""
+
+    service_name: str = DEFAULT_SERVICE_NAME
+    endpoint: str = DEFAULT_ENDPOINT
+    mode: str = "observe"
+    policy: Policy = field(default_factory=Policy)
+    capture_content: bool = False
+    max_content_chars: int = MAX_CONTENT_CHARS
+
+
+@dataclass
+class ExportStats:
+    """Spans handed to the collector, and spans lost because it could not be reached."""
+
+    exported: int = 0
+    dropped: int = 0
+    failed_exports: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        """The counters as a plain dict."""
+        return {"exported": self.exported, "dropped": self.dropped,
+                "failed_exports": self.failed_exports}
+
+
+class ResilientExporter(SpanExporter):
+    """Wraps the OTLP exporter: counts what is lost, and stops waiting on a dead collector."""
+
+    def __init__(self, inner: SpanExporter, stats: ExportStats) -> None:
+        self.inner = inner
+        self.stats = stats
+        self._down_until = 0.0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """Export, or drop at once while the collector is known to be down."""
+        if time.monotonic() < self._down_until:
+            self.stats.dropped += len(spans)
+            return SpanExportResult.FAILURE
+        try:
+            result = self.inner.export(spans)
+        except Exception:
+            logger.debug("loopscope: span export raised", exc_info=True)
+            result = SpanExportResult.FAILURE
+        if result is SpanExportResult.SUCCESS:
+            self.stats.exported += len(spans)
+        else:
+            self.stats.dropped += len(spans)
+            self.stats.failed_exports += 1
+            self._down_until = time.monotonic() + DOWN_BACKOFF_S
+            if self.stats.failed_exports == 1:
+                logger.warning("loopscope: collector unreachable; spans are being dropped "
+                               "(the agent is unaffected)")
+        return result
+
+    def shutdown(self) -> None:
+        """Shut the wrapped exporter down."""
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Nothing is buffered here."""
+        return True
+
+
+@dataclass
+class _State:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    settings: Settings = field(default_factory=Settings)
+    processor: SpanProcessor | None = None
+    stats: ExportStats = field(default_factory=ExportStats)
+    instrumented: bool = False
+
+
+_STATE: Final = _State()
+
+
+def settings() -> Settings:
+    """The settings in force (defaults until ``instrument()`` is called)."""
+    return _STATE.settings
+
+
+def export_stats() -> dict[str, int]:
+    """Counters of spans exported and dropped by loopscope's exporter."""
+    return _STATE.stats.as_dict()
+
+
+def instrument(
+    *,
+    service_name: str | None = None,
+    endpoint: str | None = None,
+    mode: str | None = None,
+    policy: Policy | Mapping[str, Any] | str | os.PathLike[str] | None = None,
+    capture_content: bool | None = None,
+    span_processor: SpanProcessor | None = None,
+) -> Settings:
+    """Connect this process to loopscope. Call once, early; calling again updates settings.
+
+    Joins an existing OpenTelemetry ``TracerProvider`` (adding one span processor) or creates
+    one with an OTLP/HTTP exporter. Safe to call twice: the second call changes settings and
+    never adds a second processor.
+
+    Args:
+        service_name: ``service.name`` of a provider loopscope creates. Defaults to
+            ``$OTEL_SERVICE_NAME``, then ``"agent"``.
+        endpoint: Collector base URL (``/v1/traces`` is appended). Defaults to
+            ``$LOOPSCOPE_ENDPOINT``, then ``$OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` (used as
+            is), then ``$OTEL_EXPORTER_OTLP_ENDPOINT``, then ``http://127.0.0.1:4318``.
+        mode: ``"observe"`` (record what the guard would do), ``"warn"`` (inject the
+            correction into the tool result) or ``"enforce"`` (block repeated reads, raise
+            ``LoopDetected`` on a stop). Defaults to ``$LOOPSCOPE_MODE``, then ``"observe"``.
+        policy: A ``loopscope.detect.Policy``, a mapping of its fields, or the path of a JSON
+            file of them. Defaults to ``$LOOPSCOPE_POLICY``, then DESIGN.md's defaults.
+        capture_content: Record tool arguments and outputs (truncated) on spans. Defaults
+            to ``$LOOPSCOPE_CAPTURE_CONTENT``, then ``False``: only hashes and sizes.
+        span_processor: Use this processor instead of the OTLP exporter (tests pass an
+            in-memory one).
+
+    Raises:
+        ValueError: a setting is invalid; the message names it and its source. This is the
+            only place loopscope raises on bad configuration.
+    """
+    resolved = Settings(
+        service_name=service_name or os.environ.get("OTEL_SERVICE_NAME") or DEFAULT_SERVICE_NAME,
+        endpoint=_endpoint(endpoint),
+        mode=_mode(mode),
+        policy=_policy(policy),
+        capture_content=_flag(capture_content, env.LOOPSCOPE_CAPTURE_CONTENT),
+    )
+    with _STATE.lock:
+        previous = _STATE.settings
+        _STATE.settings = resolved
+        if span_processor is not None:
+            _install(span_processor, resolved)
+        elif not _STATE.instrumented or previous.endpoint != resolved.endpoint:
+            if os.environ.get("OTEL_SDK_DISABLED", "").lower() != "true":
+                _install(_otlp_processor(resolved), resolved)
+        _STATE.instrumented = True
+    return resolved
+
+
+def _install(processor: SpanProcessor, resolved: Settings) -> None:
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider(resource=Resource.create({"service.name": resolved.service_name}))
+        trace.set_tracer_provider(provider)
+        provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):  # someone else's non-SDK provider
+        logger.warning("loopscope: the global TracerProvider is not the OTel SDK's; "
+                       "spans cannot be exported")
+        return
+    old = _STATE.processor
+    if old is not None:
+        _detach(provider, old)
+        old.shutdown()
+    provider.add_span_processor(processor)
+    _STATE.processor = processor
+
+
+def _detach(provider: TracerProvider, processor: SpanProcessor) -> None:
+    multi = getattr(provider, "_active_span_processor", None)
+    children = getattr(multi, "_span_processors", None)
+    if multi is not None and isinstance(children, tuple):
+        lock = getattr(multi, "_lock", threading.Lock())
+        with lock:
+            multi._span_processors = tuple(p for p in children if p is not processor)
+
+
+def _otlp_processor(resolved: Settings) -> SpanProcessor:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    traces_url = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    explicit = resolved.endpoint != _endpoint(None) or not traces_url
+    url = resolved.endpoint.rstrip("/") + "/v1/traces" if explicit else traces_url
+    exporter = ResilientExporter(OTLPSpanExporter(endpoint=url, timeout=EXPORT_TIMEOUT_S),
+                                 _STATE.stats)
+    if "OTEL_BSP_SCHEDULE_DELAY" in os.environ:
+        return BatchSpanProcessor(exporter)
+    return BatchSpanProcessor(exporter, schedule_delay_millis=SCHEDULE_DELAY_MS)
+
+
+def _endpoint(value: str | None) -> str:
+    url = (value or os.environ.get(env.LOOPSCOPE_ENDPOINT)
+           or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or DEFAULT_ENDPOINT)
+    source = "argument endpoint" if value else "$LOOPSCOPE_ENDPOINT / $OTEL_EXPORTER_OTLP_ENDPOINT"
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"endpoint must be an http:// or https:// URL, not {url!r} ({source})")
+    return url.rstrip("/")
+
+
+def _mode(value: str | None) -> str:
+    mode = value or os.environ.get(env.LOOPSCOPE_MODE) or "observe"
+    if mode not in MODES:
+        source = "argument mode" if value else "$LOOPSCOPE_MODE"
+        raise ValueError(f"mode must be 'observe', 'warn' or 'enforce', not {mode!r} ({source})")
+    return mode
+
+
+def _flag(value: bool | None, variable: str) -> bool:
+    if value is not None:
+        return bool(value)
+    raw = os.environ.get(variable, "").strip().lower()
+    if raw in ("", "0", "false", "no"):
+        return False
+    if raw in ("1", "true", "yes"):
+        return True
+    raise ValueError(f"${variable} must be true or false, not {raw!r}")
+
+
+def _policy(value: Policy | Mapping[str, Any] | str | os.PathLike[str] | None) -> Policy:
+    if isinstance(value, Policy):
+        return value
+    if isinstance(value, Mapping):
+        return Policy.from_mapping(value, source="argument policy")
+    path = value if value is not None else os.environ.get(env.LOOPSCOPE_POLICY)
+    if path is None or path == "":
+        return Policy()
+    return load_policy(path)
+
+
+def load_policy(path: str | os.PathLike[str]) -> Policy:
+    """Read a policy from a JSON file of ``Policy`` fields.
+
+    Raises:
+        ValueError: the file is missing, not JSON, or has a bad setting (named).
+    """
+    source = f"policy file {os.fspath(path)}"
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"{source}: cannot read it ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{source}: not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{source}: must hold a JSON object of policy settings")
+    return Policy.from_mapping(data, source=source)
+
+
+def reset_for_tests() -> None:
+    """Forget the installed processor and settings (test isolation only)."""
+    with _STATE.lock:
+        if _STATE.processor is not None:
+            _STATE.processor.shutdown()
+        _STATE.processor = None
+        _STATE.settings = Settings()
+        _STATE.stats.exported = _STATE.stats.dropped = _STATE.stats.failed_exports = 0
+        _STATE.instrumented = False

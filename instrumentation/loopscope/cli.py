@@ -1,0 +1,227 @@
+"""``loopscope``: the one console command. Subcommands live with the code they run.
+
+The agent-side commands (analyze, eval, demo) need only the base install, so this module
+uses argparse from the standard library. Other packages add their subcommands through
+``register(subparsers)`` when they are installed (the collector and dashboard extras).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 1
+EXIT_USAGE = 2
+
+ANALYZE_HELP = """\
+Run the detection core over recorded runs and report what the guard would flag.
+
+Reads Episode JSONL (one run per line; see EPISODE_FORMAT.md). A malformed line is
+reported on stderr as FILE:LINE and skipped; the exit status is then 1.
+
+With --json, stdout is exactly one JSON object:
+  {"episodes": [{"episode_id", "outcome", "flags": [{"step", "detector", "kind",
+   "severity"}]}], "summary": {...}}
+"step" is the 0-based index into the episode's steps; severity "kill" means the
+policy of the chosen mode would block or stop there ("warn" mode never kills).
+
+Example:
+  loopscope analyze ../shared/data/taubench_gpt-4o_airline.jsonl
+  loopscope analyze runs.jsonl --mode observe --json > report.json
+"""
+
+EVAL_HELP = """\
+Score the detector against two baselines on the same runs, in one pass.
+
+Labelled runs (label.loop true/false) give the loop-detection rate and the false-kill
+rate with n and Wilson 95% intervals, detection delay and a per-kind table. Unlabelled
+runs with an outcome give kills on successful runs, flags on failed runs, cost per
+successful task and the cost spent after the first flag. Baselines: naive (same tool +
+arguments 3 of the last 6 calls) and max-steps (a global cap of --max-steps calls).
+With no FILE, the built-in scenario library is evaluated.
+
+Example:
+  loopscope eval
+  loopscope eval ../shared/data/*.jsonl --json
+"""
+
+DEMO_HELP = """\
+Drive scripted demo agents from the scenario library through the real SDK.
+
+Every scenario (healthy runs, read spins, oscillation, parameter jitter, legitimate
+polling, write timeouts with reconciles, budget stops, ...) runs as an agent in each
+guard mode; spans go to --endpoint over OTLP/HTTP, or stay in memory when none is
+given. Then the scenario library is evaluated (as `loopscope eval`).
+
+Example:
+  loopscope demo
+  loopscope demo --endpoint http://127.0.0.1:4318 --mode enforce
+"""
+
+
+def _policy(path: str | None) -> Any:
+    from ._config import load_policy
+
+    return load_policy(path) if path else None
+
+
+def _add_policy(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy", metavar="FILE",
+                        help="JSON file of policy settings (thresholds, budgets, K per task "
+                             "type); defaults as in DESIGN.md")
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    """``loopscope analyze``."""
+    from .analysis import analyze, as_json, as_text, read_episodes
+
+    reports, problems = analyze(
+        read_episodes(args.files, fmt=args.format),
+        policy=_policy(args.policy),
+        mode=args.mode,
+        progress=sys.stderr if sys.stderr.isatty() and not args.json else None,
+    )
+    for problem in problems:
+        print(f"loopscope analyze: {problem}", file=sys.stderr)
+    print(as_json(reports, problems) if args.json else as_text(reports, problems))
+    return EXIT_BAD_INPUT if problems else EXIT_OK
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """``loopscope eval``."""
+    from .analysis import analyze, read_episodes
+    from .detect.replay import parse_episode
+    from .evaluation import as_text, evaluate
+
+    if args.files:
+        items: Any = read_episodes(args.files)
+    else:
+        from .scenarios import generate
+
+        items = [parse_episode(e) for e in generate(seed=args.seed, per_shape=args.per_shape)]
+    reports, problems = analyze(items, policy=_policy(args.policy), mode=args.mode)
+    for problem in problems:
+        print(f"loopscope eval: {problem}", file=sys.stderr)
+    result = evaluate(reports, max_steps=args.max_steps)
+    print(json.dumps(result) if args.json else as_text(result))
+    return EXIT_BAD_INPUT if problems else EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """``loopscope demo``."""
+    from . import _config
+    from .demo import drive_all
+    from .scenarios import generate
+
+    modes = ("observe", "warn", "enforce") if args.mode == "all" else (args.mode,)
+    scripts = generate(seed=args.seed, per_shape=args.per_shape)
+    if args.endpoint:
+        _config.instrument(service_name="loopscope-demo", endpoint=args.endpoint)
+        where = f"exported to {args.endpoint}"
+    else:
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        exporter = InMemorySpanExporter()
+        _config.instrument(service_name="loopscope-demo",
+                           span_processor=SimpleSpanProcessor(exporter))
+        where = "kept in memory (pass --endpoint to send them to a collector)"
+    print(f"driving {len(scripts)} scripted agents in {', '.join(modes)} mode…", file=sys.stderr)
+    totals = drive_all(scripts, modes)
+    if args.endpoint:
+        from opentelemetry import trace
+
+        trace.get_tracer_provider().force_flush()  # type: ignore[attr-defined]
+        spans = _config.export_stats()["exported"]
+    else:
+        spans = len(exporter.get_finished_spans())
+    print(f"{len(totals.runs)} runs, {spans} spans {where}")
+    for mode, row in totals.by_mode().items():
+        reasons = ", ".join(f"{k} {v}" for k, v in row["stop_reasons"].items())
+        print(f"  {mode:<8} {row['runs']} runs, {row['calls']} tool calls, "
+              f"{row['blocked']} blocked; ended: {reasons}")
+    print()
+    args.files, args.json, args.max_steps, args.policy = [], False, 10, None
+    return cmd_eval(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``loopscope`` argument parser with every installed subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="loopscope",
+        description="Catch LLM agents stuck in tool-call loops.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=_version())
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("analyze", help="report loops in recorded runs (Episode JSONL)",
+                       description=ANALYZE_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("files", nargs="+", metavar="FILE", help="Episode JSONL file(s); - for stdin")
+    p.add_argument("--format", choices=("auto", "episodes"), default="auto",
+                   help="input format (default: auto)")
+    p.add_argument("--mode", choices=("observe", "warn", "enforce"), default="enforce",
+                   help="guard mode whose decisions are reported (default: enforce)")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    _add_policy(p)
+    p.set_defaults(func=cmd_analyze)
+
+    p = sub.add_parser("eval", help="detection and false-kill rates vs. baselines",
+                       description=EVAL_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("files", nargs="*", metavar="FILE",
+                   help="Episode JSONL file(s); default: the scenario library")
+    p.add_argument("--mode", choices=("observe", "warn", "enforce"), default="enforce")
+    p.add_argument("--max-steps", type=int, default=10,
+                   help="cap of the max-steps baseline (default: 10)")
+    p.add_argument("--seed", type=int, default=0, help="scenario library seed (default: 0)")
+    p.add_argument("--per-shape", type=int, default=3,
+                   help="scenario variants per shape (default: 3)")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    _add_policy(p)
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("demo", help="run scripted demo agents through the real SDK",
+                       description=DEMO_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--endpoint", help="collector OTLP/HTTP base URL (default: keep spans in "
+                                      "memory)")
+    p.add_argument("--mode", choices=("observe", "warn", "enforce", "all"), default="all")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--per-shape", type=int, default=2)
+    p.add_argument("--mode-eval", dest="mode_eval", default="enforce", help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def _version() -> str:
+    from . import __version__
+
+    return f"loopscope {__version__}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``loopscope`` command."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return int(args.func(args))
+    except ValueError as exc:  # bad settings: a clear message, not a traceback
+        print(f"loopscope {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""Span and attribute names, spelled once.
+
+``gen_ai.*`` names follow the OpenTelemetry GenAI semantic conventions and are spelled here
+rather than imported: the upstream Python module (``opentelemetry.semconv._incubating``) is
+private and marks them as moved. Ours live under ``loopscope.*``. The collector reads the
+same constants, so a rename cannot split the two sides.
+"""
+
+from typing import Final
+
+# -- OpenTelemetry GenAI semantic conventions -----------------------------------------------
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
+GEN_AI_TOOL_TYPE: Final = "gen_ai.tool.type"
+GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
+GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
+GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+OP_EXECUTE_TOOL: Final = "execute_tool"
+OP_INVOKE_AGENT: Final = "invoke_agent"
+
+# -- loopscope: the episode (root span) -----------------------------------------------------
+EPISODE_ID: Final = "loopscope.episode.id"
+"""Groups tool calls into one run; the collector falls back to the trace id."""
+TASK: Final = "loopscope.task"
+TASK_TYPE: Final = "loopscope.task_type"
+OUTCOME: Final = "loopscope.outcome"
+"""success | failure | unknown: whether the task was achieved (set by the agent)."""
+STOP_REASON: Final = "loopscope.stop_reason"
+"""completed | no_progress | repeated_tool_call | budget | timeout | aborted | fatal."""
+STOP_DIAGNOSTIC: Final = "loopscope.stop.diagnostic"
+"""The structured diagnostic of a stop, as JSON text."""
+TOOL_CALLS: Final = "loopscope.tool_calls"
+MODEL_TURNS: Final = "loopscope.model_turns"
+NO_PROGRESS_STEPS: Final = "loopscope.no_progress_steps"
+FLAG_COUNT: Final = "loopscope.flag_count"
+COST_USD: Final = "loopscope.cost_usd"
+GUARD_MODE: Final = "loopscope.guard.mode"
+
+# -- loopscope: one tool call ---------------------------------------------------------------
+STEP: Final = "loopscope.step"
+"""0-based index of the step in its episode."""
+TOOL_KIND: Final = "loopscope.tool.kind"
+SIGNATURE: Final = "loopscope.tool.signature"
+"""Hash of the tool name and canonical arguments: equal calls have equal signatures."""
+ARGS_SIZE: Final = "loopscope.tool.args_size"
+OUTPUT_HASH: Final = "loopscope.output.hash"
+"""Hash of the model-visible output; always recorded, content or not."""
+OUTPUT_SIZE: Final = "loopscope.output.size"
+STATUS: Final = "loopscope.status"
+"""ok | error | timeout | blocked."""
+PROGRESS: Final = "loopscope.progress"
+"""The step's progress marker, or ``none``; ``waiting`` for a poll before its deadline."""
+STREAK: Final = "loopscope.no_progress.streak"
+FLAGS: Final = "loopscope.flags"
+"""Detector names that flagged this step."""
+FLAG_KINDS: Final = "loopscope.flag.kinds"
+GUARD_ACTION: Final = "loopscope.guard.action"
+"""What the guard did: allow | warn | block | stop (observe mode: always allow)."""
+GUARD_DECISION: Final = "loopscope.guard.decision"
+"""What the policy decided (in observe mode: what enforce would have done)."""
+GUARD_REASON: Final = "loopscope.guard.reason"
+GUARD_CORRECTION: Final = "loopscope.guard.correction"
+IDEMPOTENCY_KEY: Final = "loopscope.idempotency_key"
+WRITE_STATUS: Final = "loopscope.write.status"
+"""ok | error | unknown (a timed-out write: reconcile before retrying)."""
+CONTENT_CAPTURED: Final = "loopscope.content_captured"
+RECONCILE_KEY: Final = "loopscope.reconcile.key"
+RECONCILE_FOUND: Final = "loopscope.reconcile.found"

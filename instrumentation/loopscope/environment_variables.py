@@ -1,0 +1,29 @@
+"""The environment variables loopscope reads, each once, with its default.
+
+Precedence is always: the argument to ``loopscope.instrument()``, then the variable, then the
+default. The standard ``OTEL_*`` variables (``OTEL_SERVICE_NAME``,
+``OTEL_EXPORTER_OTLP_ENDPOINT``, ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``,
+``OTEL_EXPORTER_OTLP_HEADERS``, ``OTEL_BSP_SCHEDULE_DELAY``, ``OTEL_RESOURCE_ATTRIBUTES``,
+``OTEL_SDK_DISABLED``) are honoured as the OpenTelemetry SDK defines them.
+"""
+
+from typing import Final
+
+LOOPSCOPE_MODE: Final = "LOOPSCOPE_MODE"
+"""Guard mode: ``observe``, ``warn`` or ``enforce``. Default ``observe``. Argument: ``mode``."""
+
+LOOPSCOPE_ENDPOINT: Final = "LOOPSCOPE_ENDPOINT"
+"""Collector base URL for OTLP/HTTP. Default: ``OTEL_EXPORTER_OTLP_ENDPOINT``, then
+``http://127.0.0.1:4318``. Argument: ``endpoint``."""
+
+LOOPSCOPE_CAPTURE_CONTENT: Final = "LOOPSCOPE_CAPTURE_CONTENT"
+"""``true`` records tool arguments and outputs (truncated) on spans. Default ``false``: only
+hashes and sizes leave the process. Argument: ``capture_content``."""
+
+LOOPSCOPE_POLICY: Final = "LOOPSCOPE_POLICY"
+"""Path of a JSON file with policy settings (see ``loopscope.detect.Policy``). Argument:
+``policy``."""
+
+LOOPSCOPE_RAISE_INTERNAL_ERRORS: Final = "LOOPSCOPE_RAISE_INTERNAL_ERRORS"
+"""``1`` makes loopscope's own bugs raise instead of being logged. The test suite sets it;
+production never should."""

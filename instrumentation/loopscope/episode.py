@@ -1,0 +1,298 @@
+"""``loopscope.episode()``: one agent run, its root span and its guard.
+
+The current episode travels in a ``ContextVar``, so tool calls made inside ``with
+loopscope.episode(...)`` (threads started with a copied context and asyncio tasks included)
+share one guard. Tool calls outside any episode fall into a process-wide implicit episode
+with no root span, which starts afresh every ``IMPLICIT_EPISODE_STEPS`` steps.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from contextvars import ContextVar, Token
+from typing import Any, Final
+
+from opentelemetry import trace
+from opentelemetry.trace import Span, Status, StatusCode
+
+from . import conventions as c
+from ._config import MODES, settings
+from ._errors import LoopDetected, swallow_internal_errors
+from .detect import AnswerCheck, Decision
+from .guard import Guard, applied_action
+
+IMPLICIT_EPISODE_STEPS: Final = 10_000
+OUTCOMES: Final = ("success", "failure", "unknown")
+
+_tracer = trace.get_tracer("loopscope")
+_CURRENT: ContextVar[Episode | None] = ContextVar("loopscope_episode", default=None)
+_implicit: list[Episode] = []
+
+
+class Episode:
+    """One run of an agent. Use ``loopscope.episode()`` to make one.
+
+    Attributes:
+        id: The episode id (``loopscope.episode.id`` on every span of the run).
+        guard: The guard applying the detection core to this run's tool calls.
+        stop: The ``LoopDetected`` that ended the run, if one did.
+    """
+
+    def __init__(
+        self,
+        *,
+        task: str = "",
+        task_type: str | None = None,
+        agent_name: str | None = None,
+        episode_id: str | None = None,
+        conversation_id: str | None = None,
+        mode: str | None = None,
+        clock: Callable[[], float] | None = None,
+        root_span: bool = True,
+    ) -> None:
+        config = settings()
+        if mode is not None and mode not in MODES:
+            raise ValueError(f"mode must be 'observe', 'warn' or 'enforce', not {mode!r}")
+        self.id = episode_id or uuid.uuid4().hex
+        self.task = task
+        self.task_type = task_type
+        self.agent_name = agent_name
+        self.conversation_id = conversation_id
+        self.mode = mode or config.mode
+        self.capture_content = config.capture_content
+        self.max_content_chars = config.max_content_chars
+        self.guard = Guard(
+            mode=self.mode, policy=config.policy, episode_id=self.id, task_type=task_type,
+            clock=clock,
+        )
+        self.outcome: str | None = None
+        self.stop: LoopDetected | None = None
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.cost_usd = 0.0
+        self.model_turns = 0
+        self._root = root_span
+        self._span: Span | None = None
+        self._token: Token[Episode | None] | None = None
+        self._span_token: Any = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def __enter__(self) -> Episode:
+        with swallow_internal_errors("starting an episode"):
+            if self._root:
+                attributes: dict[str, Any] = {
+                    c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT,
+                    c.EPISODE_ID: self.id,
+                    c.GUARD_MODE: self.mode,
+                }
+                if self.agent_name:
+                    attributes[c.GEN_AI_AGENT_NAME] = self.agent_name
+                if self.task_type:
+                    attributes[c.TASK_TYPE] = self.task_type
+                if self.conversation_id:
+                    attributes[c.GEN_AI_CONVERSATION_ID] = self.conversation_id
+                if self.task and self.capture_content:
+                    attributes[c.TASK] = self.task[: self.max_content_chars]
+                name = f"{c.OP_INVOKE_AGENT} {self.agent_name}" if self.agent_name else (
+                    c.OP_INVOKE_AGENT)
+                self._span = _tracer.start_span(name, attributes=attributes)
+                self._span_token = trace.use_span(self._span, end_on_exit=False)
+                self._span_token.__enter__()
+        self._token = _CURRENT.set(self)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if self._token is not None:
+            _CURRENT.reset(self._token)
+            self._token = None
+        with swallow_internal_errors("ending an episode"):
+            self._finish(exc)
+
+    async def __aenter__(self) -> Episode:
+        return self.__enter__()
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    def _finish(self, exc: BaseException | None) -> None:
+        if isinstance(exc, LoopDetected):
+            self.stop = exc
+        if self.stop is not None:
+            stop_reason = self.stop.stop_reason
+        elif exc is None:
+            stop_reason = "completed"
+        elif isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "CancelledError":
+            stop_reason = "aborted"
+        else:
+            stop_reason = "fatal"
+        if self.outcome is None and stop_reason != "completed":
+            self.outcome = "failure"
+        span = self._span
+        if span is None:
+            return
+        summary = self.guard.monitor.summary()
+        attributes: dict[str, Any] = {
+            c.OUTCOME: self.outcome or "unknown",
+            c.STOP_REASON: stop_reason,
+            c.TOOL_CALLS: summary["tool_calls"],
+            c.NO_PROGRESS_STEPS: summary["no_progress_steps"],
+            c.FLAG_COUNT: summary["flags"],
+            c.MODEL_TURNS: self.model_turns,
+            c.GEN_AI_USAGE_INPUT_TOKENS: self.input_tokens,
+            c.GEN_AI_USAGE_OUTPUT_TOKENS: self.output_tokens,
+            c.COST_USD: round(self.cost_usd, 6),
+        }
+        would_stop = self.guard.monitor.stopped
+        if self.stop is not None:
+            attributes[c.STOP_DIAGNOSTIC] = json.dumps(self.stop.diagnostic, default=str)
+        elif would_stop is not None and would_stop.diagnostic:
+            attributes[c.STOP_DIAGNOSTIC] = json.dumps(would_stop.diagnostic, default=str)
+        span.set_attributes(attributes)
+        if exc is not None:
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:200]))
+        if self._span_token is not None:
+            self._span_token.__exit__(None, None, None)
+        span.end()
+
+    # -- what the agent reports -------------------------------------------------------------
+
+    def set_outcome(self, outcome: str) -> None:
+        """Say whether the task was achieved: ``success``, ``failure`` or ``unknown``.
+
+        A run that ends without error is *completed*, which is not the same as successful
+        (seed 000): only the agent, or a check of the result, can say.
+        """
+        if outcome not in OUTCOMES:
+            raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}, not {outcome!r}")
+        self.outcome = outcome
+
+    def before_model_call(self) -> None:
+        """Check the model-turn, token, cost and wall-clock budgets before calling the model.
+
+        Raises:
+            LoopDetected: a budget is exhausted and the mode is ``enforce``.
+        """
+        decision = None
+        with swallow_internal_errors("checking a model-call budget"), self.guard.lock:
+            decision = self.guard.monitor.before_model_call(self.guard.now())
+        if decision is not None and applied_action(self.mode, decision) == "stop":
+            self.stop = LoopDetected(decision.correction or "budget exhausted",
+                                     diagnostic=dict(decision.diagnostic or {}))
+            raise self.stop
+
+    def record_model_call(
+        self,
+        *,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cost_usd: float | None = None,
+        model: str | None = None,
+    ) -> None:
+        """Count one model turn with its token usage and cost (for budgets and the root span)."""
+        with swallow_internal_errors("recording a model call"):
+            self.model_turns += 1
+            self.input_tokens += max(int(input_tokens), 0)
+            self.output_tokens += max(int(output_tokens), 0)
+            cost = float(cost_usd) if cost_usd is not None else 0.0
+            self.cost_usd += max(cost, 0.0)
+            with self.guard.lock:
+                self.guard.monitor.after_model_call(tokens=input_tokens + output_tokens, cost=cost)
+            if model and self._span is not None:
+                self._span.set_attribute(c.GEN_AI_REQUEST_MODEL, model)
+
+    def record_message(self, role: str, content: str = "") -> Decision | None:
+        """Record a user or assistant message; returns the decision (monologue warnings)."""
+        with swallow_internal_errors("recording a message"), self.guard.lock:
+            return self.guard.monitor.on_message(role, content)
+        return None
+
+    def check_answer(self, text: str) -> AnswerCheck:
+        """Apply required-tool rules to a final answer: ``allow``, ``retry`` with a
+        correction (up to ``max_corrections`` times), then ``warn`` with a prefixed text."""
+        with swallow_internal_errors("checking an answer"), self.guard.lock:
+            return self.guard.monitor.check_answer(text)
+        return AnswerCheck("allow", text=text)
+
+    def mark_progress(self) -> None:
+        """Tell the guard the run just made progress the outputs cannot show."""
+        with swallow_internal_errors("marking progress"), self.guard.lock:
+            self.guard.monitor.mark_progress()
+
+    def reconcile(self, ref: str, *, found: bool, result: Any = None) -> bool:
+        """Settle a write whose result was UNKNOWN (it timed out).
+
+        Args:
+            ref: The write's idempotency key (``loopscope.idempotency_key`` on its span) or
+                its tool call id.
+            found: Whether looking the business record up found it (the write happened).
+            result: With ``found``, the record; a retry of the write then returns it
+                instead of running again.
+
+        Returns:
+            False when ``ref`` names no UNKNOWN write.
+        """
+        settled = False
+        with swallow_internal_errors("reconciling a write"):
+            settled = self.guard.reconcile(ref, found=found, result=result)
+            span = _tracer.start_span(
+                f"reconcile {ref}",
+                attributes={
+                    c.EPISODE_ID: self.id,
+                    c.RECONCILE_KEY: ref,
+                    c.RECONCILE_FOUND: bool(found),
+                },
+            )
+            span.end()
+        return settled
+
+    def tool_call(self, tool: str, args: Any = None, **options: Any) -> Any:
+        """A ``ToolCallScope`` for a custom agent loop; see ``loopscope.tool_call``."""
+        from ._call import ToolCallScope
+
+        return ToolCallScope(tool, args, episode=self, **options)
+
+
+def episode(
+    task: str = "",
+    *,
+    task_type: str | None = None,
+    agent_name: str | None = None,
+    episode_id: str | None = None,
+    conversation_id: str | None = None,
+    mode: str | None = None,
+    clock: Callable[[], float] | None = None,
+) -> Episode:
+    """Start an agent run: ``with loopscope.episode(task="...", task_type="lookup") as ep:``.
+
+    The root span ``invoke_agent`` carries the outcome, the stop reason, totals, token usage
+    and cost. ``task_type`` (lookup, polling, coding, research, transaction, other) picks the
+    no-progress breaker's K. ``mode`` overrides the process's guard mode for this run;
+    ``clock`` (seconds since the run started) replaces the wall clock, for replays and
+    tests. Works with ``async with`` too.
+    """
+    return Episode(
+        task=task,
+        task_type=task_type,
+        agent_name=agent_name,
+        episode_id=episode_id,
+        conversation_id=conversation_id,
+        mode=mode,
+        clock=clock,
+    )
+
+
+def current_episode() -> Episode:
+    """The episode in scope, or the process-wide implicit one."""
+    found = _CURRENT.get()
+    if found is not None:
+        return found
+    if not _implicit or _implicit[0].guard.monitor.steps >= IMPLICIT_EPISODE_STEPS or (
+        _implicit[0].mode != settings().mode
+        or _implicit[0].guard.monitor.policy is not settings().policy
+    ):
+        _implicit[:] = [Episode(root_span=False)]
+    return _implicit[0]
