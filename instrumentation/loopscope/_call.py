@@ -172,13 +172,15 @@ class ToolCallScope:
         # A stop before the call: record what the model is handed, then stop (seed 001).
         self.result = with_correction(cached, correction, blocked=True) if found else correction
         self._record_blocked(self.result)
-        episode.stop = LoopDetected(correction, diagnostic=dict(decision.diagnostic or {}),
-                                    output=self.result)
+        episode.stop = LoopDetected(
+            correction, diagnostic=dict(decision.diagnostic or {}), output=self.result
+        )
         return episode.stop
 
     def _record_blocked(self, shown: Any) -> None:
-        self._complete(ToolResult(output=output_text(shown), status="blocked",
-                                  call_id=self.call_id), shown)
+        self._complete(
+            ToolResult(output=output_text(shown), status="blocked", call_id=self.call_id), shown
+        )
 
     def finish(self, result: Any) -> Any:
         """Record the tool's result; returns what the model should see."""
@@ -187,8 +189,9 @@ class ToolCallScope:
         shown, stop = result, None
         with swallow_internal_errors("recording a tool result"):
             text = output_text(result)
-            shown, stop = self._complete(ToolResult(output=text, status="ok",
-                                                    call_id=self.call_id), result)
+            shown, stop = self._complete(
+                ToolResult(output=text, status="ok", call_id=self.call_id), result
+            )
         self._detach()
         if stop is not None:
             raise stop
@@ -216,8 +219,11 @@ class ToolCallScope:
         with guard.lock:
             after = guard.monitor.after_call(outcome)
             if outcome.status == "ok":
-                guard.remember(self._signature, after.idempotency_key
-                               if self._kind == "write" else None, result)
+                guard.remember(
+                    self._signature,
+                    after.idempotency_key if self._kind == "write" else None,
+                    result,
+                )
         applied = applied_action(episode.mode, after)
         shown: Any = result
         stop: LoopDetected | None = None
@@ -232,8 +238,10 @@ class ToolCallScope:
                 shown = with_correction(result, correction)
             if applied == "stop":
                 episode.stop = stop = LoopDetected(
-                    after.correction or "stopped", diagnostic=dict(after.diagnostic or {}),
-                    output=shown)
+                    after.correction or "stopped",
+                    diagnostic=dict(after.diagnostic or {}),
+                    output=shown,
+                )
         self.result = shown
         span = self._span
         if span is not None:
@@ -250,8 +258,9 @@ class ToolCallScope:
         decided = stronger(before.action, after.action)
         attributes: dict[str, Any] = {
             c.STATUS: outcome.status,
-            c.OUTPUT_HASH: before.cached_output_hash if outcome.status == "blocked"
-            and before.cached_output_hash else output_hash(outcome.output or ""),
+            c.OUTPUT_HASH: before.cached_output_hash
+            if outcome.status == "blocked" and before.cached_output_hash
+            else output_hash(outcome.output or ""),
             c.OUTPUT_SIZE: len(outcome.output or ""),
             c.PROGRESS: after.progress or "none",
             c.STREAK: after.streak,

@@ -61,8 +61,11 @@ class ExportStats:
 
     def as_dict(self) -> dict[str, int]:
         """The counters as a plain dict."""
-        return {"exported": self.exported, "dropped": self.dropped,
-                "failed_exports": self.failed_exports}
+        return {
+            "exported": self.exported,
+            "dropped": self.dropped,
+            "failed_exports": self.failed_exports,
+        }
 
 
 class ResilientExporter(SpanExporter):
@@ -90,8 +93,10 @@ class ResilientExporter(SpanExporter):
             self.stats.failed_exports += 1
             self._down_until = time.monotonic() + DOWN_BACKOFF_S
             if self.stats.failed_exports == 1:
-                logger.warning("loopscope: collector unreachable; spans are being dropped "
-                               "(the agent is unaffected)")
+                logger.warning(
+                    "loopscope: collector unreachable; spans are being dropped "
+                    "(the agent is unaffected)"
+                )
         return result
 
     def shutdown(self) -> None:
@@ -172,9 +177,10 @@ def instrument(
         _STATE.settings = resolved
         if span_processor is not None:
             _install(span_processor, resolved)
-        elif not _STATE.instrumented or previous.endpoint != resolved.endpoint:
-            if os.environ.get("OTEL_SDK_DISABLED", "").lower() != "true":
-                _install(_otlp_processor(resolved), resolved)
+        elif (not _STATE.instrumented or previous.endpoint != resolved.endpoint) and (
+            os.environ.get("OTEL_SDK_DISABLED", "").lower() != "true"
+        ):
+            _install(_otlp_processor(resolved), resolved)
         _STATE.instrumented = True
     return resolved
 
@@ -186,8 +192,9 @@ def _install(processor: SpanProcessor, resolved: Settings) -> None:
         trace.set_tracer_provider(provider)
         provider = trace.get_tracer_provider()
     if not isinstance(provider, TracerProvider):  # someone else's non-SDK provider
-        logger.warning("loopscope: the global TracerProvider is not the OTel SDK's; "
-                       "spans cannot be exported")
+        logger.warning(
+            "loopscope: the global TracerProvider is not the OTel SDK's; spans cannot be exported"
+        )
         return
     old = _STATE.processor
     if old is not None:
@@ -212,16 +219,21 @@ def _otlp_processor(resolved: Settings) -> SpanProcessor:
     traces_url = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
     explicit = resolved.endpoint != _endpoint(None) or not traces_url
     url = resolved.endpoint.rstrip("/") + "/v1/traces" if explicit else traces_url
-    exporter = ResilientExporter(OTLPSpanExporter(endpoint=url, timeout=EXPORT_TIMEOUT_S),
-                                 _STATE.stats)
+    exporter = ResilientExporter(
+        OTLPSpanExporter(endpoint=url, timeout=EXPORT_TIMEOUT_S), _STATE.stats
+    )
     if "OTEL_BSP_SCHEDULE_DELAY" in os.environ:
         return BatchSpanProcessor(exporter)
     return BatchSpanProcessor(exporter, schedule_delay_millis=SCHEDULE_DELAY_MS)
 
 
 def _endpoint(value: str | None) -> str:
-    url = (value or os.environ.get(env.LOOPSCOPE_ENDPOINT)
-           or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or DEFAULT_ENDPOINT)
+    url = (
+        value
+        or os.environ.get(env.LOOPSCOPE_ENDPOINT)
+        or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        or DEFAULT_ENDPOINT
+    )
     source = "argument endpoint" if value else "$LOOPSCOPE_ENDPOINT / $OTEL_EXPORTER_OTLP_ENDPOINT"
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"endpoint must be an http:// or https:// URL, not {url!r} ({source})")

@@ -33,9 +33,7 @@ class Problem:
         return f"{self.path}:{self.line}: {self.message}"
 
 
-def read_episodes(
-    paths: Sequence[str], *, fmt: str = "auto"
-) -> Iterator[Episode | Problem]:
+def read_episodes(paths: Sequence[str], *, fmt: str = "auto") -> Iterator[Episode | Problem]:
     """Yield each episode of each file in order, or a ``Problem`` for a line that is not one.
 
     ``-`` reads standard input. A file that cannot be opened is one ``Problem`` (line 0).
@@ -142,8 +140,9 @@ def as_text(reports: Sequence[EpisodeReport], problems: Sequence[Problem]) -> st
         stop = f", would stop: {report.stop.stop_reason}" if report.stop else ""
         lines.append(f"{ep.episode_id}  (outcome: {ep.outcome or 'unknown'}{stop})")
         for flag in report.flags:
-            lines.append(f"  step {flag.step:>3}  {flag.severity:<4}  {flag.detector:<18} "
-                         f"{flag.message}")
+            lines.append(
+                f"  step {flag.step:>3}  {flag.severity:<4}  {flag.detector:<18} {flag.message}"
+            )
         lines.append("")
     s = summarize(reports, problems)
     lines.append(
@@ -151,8 +150,10 @@ def as_text(reports: Sequence[EpisodeReport], problems: Sequence[Problem]) -> st
         f"{s['killed']} with a block or stop, {s['flags']} flags"
     )
     for outcome, row in sorted(s["by_outcome"].items()):
-        lines.append(f"  {outcome:<8} {row['episodes']:>5} episodes  {row['flagged']:>4} flagged"
-                     f"  {row['killed']:>4} killed")
+        lines.append(
+            f"  {outcome:<8} {row['episodes']:>5} episodes  {row['flagged']:>4} flagged"
+            f"  {row['killed']:>4} killed"
+        )
     if s["by_kind"]:
         lines.append("  by kind: " + ", ".join(f"{k} {v}" for k, v in s["by_kind"].items()))
     if problems:

@@ -16,6 +16,7 @@ from typing import Any
 EXIT_OK = 0
 EXIT_BAD_INPUT = 1
 EXIT_USAGE = 2
+DEMO_TOOL_CALL_BUDGET = 40
 
 ANALYZE_HELP = """\
 Run the detection core over recorded runs and report what the guard would flag.
@@ -70,9 +71,12 @@ def _policy(path: str | None) -> Any:
 
 
 def _add_policy(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--policy", metavar="FILE",
-                        help="JSON file of policy settings (thresholds, budgets, K per task "
-                             "type); defaults as in DESIGN.md")
+    parser.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="JSON file of policy settings (thresholds, budgets, K per task "
+        "type); defaults as in DESIGN.md",
+    )
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
@@ -119,16 +123,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     modes = ("observe", "warn", "enforce") if args.mode == "all" else (args.mode,)
     scripts = generate(seed=args.seed, per_shape=args.per_shape)
+    policy = {"budgets": {"tool_calls": DEMO_TOOL_CALL_BUDGET}}
     if args.endpoint:
-        _config.instrument(service_name="loopscope-demo", endpoint=args.endpoint)
+        _config.instrument(service_name="loopscope-demo", endpoint=args.endpoint, policy=policy)
         where = f"exported to {args.endpoint}"
     else:
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
         exporter = InMemorySpanExporter()
-        _config.instrument(service_name="loopscope-demo",
-                           span_processor=SimpleSpanProcessor(exporter))
+        _config.instrument(
+            service_name="loopscope-demo",
+            policy=policy,
+            span_processor=SimpleSpanProcessor(exporter),
+        )
         where = "kept in memory (pass --endpoint to send them to a collector)"
     print(f"driving {len(scripts)} scripted agents in {', '.join(modes)} mode…", file=sys.stderr)
     totals = drive_all(scripts, modes)
@@ -142,10 +150,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"{len(totals.runs)} runs, {spans} spans {where}")
     for mode, row in totals.by_mode().items():
         reasons = ", ".join(f"{k} {v}" for k, v in row["stop_reasons"].items())
-        print(f"  {mode:<8} {row['runs']} runs, {row['calls']} tool calls, "
-              f"{row['blocked']} blocked; ended: {reasons}")
+        print(
+            f"  {mode:<8} {row['runs']} runs, {row['calls']} tool calls, "
+            f"{row['blocked']} blocked; ended: {reasons}"
+        )
+    print(
+        f"(demo agents run with a budget of {DEMO_TOOL_CALL_BUDGET} tool calls; the "
+        "evaluation below uses the default policy, which has no budgets)"
+    )
     print()
     args.files, args.json, args.max_steps, args.policy = [], False, 10, None
+    args.mode = "enforce"
     return cmd_eval(args)
 
 
@@ -159,42 +174,65 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("analyze", help="report loops in recorded runs (Episode JSONL)",
-                       description=ANALYZE_HELP,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "analyze",
+        help="report loops in recorded runs (Episode JSONL)",
+        description=ANALYZE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("files", nargs="+", metavar="FILE", help="Episode JSONL file(s); - for stdin")
-    p.add_argument("--format", choices=("auto", "episodes"), default="auto",
-                   help="input format (default: auto)")
-    p.add_argument("--mode", choices=("observe", "warn", "enforce"), default="enforce",
-                   help="guard mode whose decisions are reported (default: enforce)")
+    p.add_argument(
+        "--format",
+        choices=("auto", "episodes"),
+        default="auto",
+        help="input format (default: auto)",
+    )
+    p.add_argument(
+        "--mode",
+        choices=("observe", "warn", "enforce"),
+        default="enforce",
+        help="guard mode whose decisions are reported (default: enforce)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     _add_policy(p)
     p.set_defaults(func=cmd_analyze)
 
-    p = sub.add_parser("eval", help="detection and false-kill rates vs. baselines",
-                       description=EVAL_HELP,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("files", nargs="*", metavar="FILE",
-                   help="Episode JSONL file(s); default: the scenario library")
+    p = sub.add_parser(
+        "eval",
+        help="detection and false-kill rates vs. baselines",
+        description=EVAL_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE",
+        help="Episode JSONL file(s); default: the scenario library",
+    )
     p.add_argument("--mode", choices=("observe", "warn", "enforce"), default="enforce")
-    p.add_argument("--max-steps", type=int, default=10,
-                   help="cap of the max-steps baseline (default: 10)")
+    p.add_argument(
+        "--max-steps", type=int, default=10, help="cap of the max-steps baseline (default: 10)"
+    )
     p.add_argument("--seed", type=int, default=0, help="scenario library seed (default: 0)")
-    p.add_argument("--per-shape", type=int, default=3,
-                   help="scenario variants per shape (default: 3)")
+    p.add_argument(
+        "--per-shape", type=int, default=3, help="scenario variants per shape (default: 3)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     _add_policy(p)
     p.set_defaults(func=cmd_eval)
 
-    p = sub.add_parser("demo", help="run scripted demo agents through the real SDK",
-                       description=DEMO_HELP,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--endpoint", help="collector OTLP/HTTP base URL (default: keep spans in "
-                                      "memory)")
+    p = sub.add_parser(
+        "demo",
+        help="run scripted demo agents through the real SDK",
+        description=DEMO_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--endpoint", help="collector OTLP/HTTP base URL (default: keep spans in memory)"
+    )
     p.add_argument("--mode", choices=("observe", "warn", "enforce", "all"), default="all")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--per-shape", type=int, default=2)
-    p.add_argument("--mode-eval", dest="mode_eval", default="enforce", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_demo)
     return parser
 

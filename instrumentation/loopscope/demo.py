@@ -45,8 +45,9 @@ class DemoTotals:
         """Per mode: runs, calls, blocked calls and stop reasons."""
         out: dict[str, dict[str, Any]] = {}
         for run in self.runs:
-            row = out.setdefault(run.mode, {"runs": 0, "calls": 0, "blocked": 0,
-                                            "stop_reasons": Counter()})
+            row = out.setdefault(
+                run.mode, {"runs": 0, "calls": 0, "blocked": 0, "stop_reasons": Counter()}
+            )
             row["runs"] += 1
             row["calls"] += run.calls
             row["blocked"] += run.blocked
@@ -73,11 +74,14 @@ def drive(script: Mapping[str, Any], *, mode: str, service: str = "demo") -> Dem
             for step in script.get("steps", ()):
                 if isinstance(step.get("t"), int | float):
                     now[0] = float(step["t"])
-                tokens_in, tokens_out = int(step.get("tokens_in") or 0), int(
-                    step.get("tokens_out") or 0)
+                tokens_in, tokens_out = (
+                    int(step.get("tokens_in") or 0),
+                    int(step.get("tokens_out") or 0),
+                )
                 if tokens_in or tokens_out or step.get("role") == "assistant":
                     ep.record_model_call(
-                        input_tokens=tokens_in, output_tokens=tokens_out,
+                        input_tokens=tokens_in,
+                        output_tokens=tokens_out,
                         cost_usd=tokens_in * PRICE_IN_USD + tokens_out * PRICE_OUT_USD,
                         model=str(meta.get("model") or "scripted-fake"),
                     )

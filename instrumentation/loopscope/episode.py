@@ -64,7 +64,10 @@ class Episode:
         self.capture_content = config.capture_content
         self.max_content_chars = config.max_content_chars
         self.guard = Guard(
-            mode=self.mode, policy=config.policy, episode_id=self.id, task_type=task_type,
+            mode=self.mode,
+            policy=config.policy,
+            episode_id=self.id,
+            task_type=task_type,
             clock=clock,
         )
         self.outcome: str | None = None
@@ -96,8 +99,11 @@ class Episode:
                     attributes[c.GEN_AI_CONVERSATION_ID] = self.conversation_id
                 if self.task and self.capture_content:
                     attributes[c.TASK] = self.task[: self.max_content_chars]
-                name = f"{c.OP_INVOKE_AGENT} {self.agent_name}" if self.agent_name else (
-                    c.OP_INVOKE_AGENT)
+                name = (
+                    f"{c.OP_INVOKE_AGENT} {self.agent_name}"
+                    if self.agent_name
+                    else (c.OP_INVOKE_AGENT)
+                )
                 self._span = _tracer.start_span(name, attributes=attributes)
                 self._span_token = trace.use_span(self._span, end_on_exit=False)
                 self._span_token.__enter__()
@@ -180,8 +186,10 @@ class Episode:
         with swallow_internal_errors("checking a model-call budget"), self.guard.lock:
             decision = self.guard.monitor.before_model_call(self.guard.now())
         if decision is not None and applied_action(self.mode, decision) == "stop":
-            self.stop = LoopDetected(decision.correction or "budget exhausted",
-                                     diagnostic=dict(decision.diagnostic or {}))
+            self.stop = LoopDetected(
+                decision.correction or "budget exhausted",
+                diagnostic=dict(decision.diagnostic or {}),
+            )
             raise self.stop
 
     def record_model_call(
@@ -290,9 +298,13 @@ def current_episode() -> Episode:
     found = _CURRENT.get()
     if found is not None:
         return found
-    if not _implicit or _implicit[0].guard.monitor.steps >= IMPLICIT_EPISODE_STEPS or (
-        _implicit[0].mode != settings().mode
-        or _implicit[0].guard.monitor.policy is not settings().policy
+    if (
+        not _implicit
+        or _implicit[0].guard.monitor.steps >= IMPLICIT_EPISODE_STEPS
+        or (
+            _implicit[0].mode != settings().mode
+            or _implicit[0].guard.monitor.policy is not settings().policy
+        )
     ):
         _implicit[:] = [Episode(root_span=False)]
     return _implicit[0]

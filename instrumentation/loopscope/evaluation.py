@@ -117,13 +117,20 @@ class SystemScore:
         label = episode.loop_label
         first_loop = episode.label.get("first_loop_step") if label else None
         kind = str(episode.label.get("kind") or "none")
-        row = self.by_kind.setdefault(kind, {"episodes": 0, "detected": 0, "killed": 0,
-                                             "false_kills": 0})
+        row = self.by_kind.setdefault(
+            kind, {"episodes": 0, "detected": 0, "killed": 0, "false_kills": 0}
+        )
         row["episodes"] += 1 if label is not None else 0
         if verdict.first_kill is not None:
-            false_kill = label is False or (
-                label is True and isinstance(first_loop, int) and verdict.first_kill < first_loop
-            ) or (label is None and episode.outcome == "success")
+            false_kill = (
+                label is False
+                or (
+                    label is True
+                    and isinstance(first_loop, int)
+                    and verdict.first_kill < first_loop
+                )
+                or (label is None and episode.outcome == "success")
+            )
             if label is not None or episode.outcome in ("success", "failure"):
                 self.kills += 1
                 self.false_kills += false_kill
@@ -181,15 +188,15 @@ class SystemScore:
         }
 
 
-def evaluate(
-    reports: Sequence[EpisodeReport], *, max_steps: int = 10
-) -> dict[str, Any]:
+def evaluate(reports: Sequence[EpisodeReport], *, max_steps: int = 10) -> dict[str, Any]:
     """Score loopscope and both baselines over the same replayed episodes."""
     systems: list[tuple[SystemScore, Callable[[EpisodeReport], Verdict]]] = [
         (SystemScore("loopscope"), ours),
         (SystemScore("naive_3_of_6"), lambda r: naive_baseline(r.episode)),
-        (SystemScore(f"max_steps_{max_steps}"),
-         lambda r: max_steps_baseline(r.episode, max_steps=max_steps)),
+        (
+            SystemScore(f"max_steps_{max_steps}"),
+            lambda r: max_steps_baseline(r.episode, max_steps=max_steps),
+        ),
     ]
     costs = [r.episode.cost_usd for r in reports if r.episode.cost_usd is not None]
     successes_with_cost = sum(
@@ -203,7 +210,8 @@ def evaluate(
         "episodes": len(reports),
         "labelled": labelled,
         "unlabelled_with_outcome": sum(
-            1 for r in reports
+            1
+            for r in reports
             if r.episode.loop_label is None and r.episode.outcome in ("success", "failure")
         ),
         "cost": {
@@ -227,8 +235,11 @@ def _pct(r: dict[str, Any]) -> str:
 
 def as_text(result: dict[str, Any]) -> str:
     """The evaluation as a readable report."""
-    out = [f"{result['episodes']} episodes: {result['labelled']} labelled, "
-           f"{result['unlabelled_with_outcome']} unlabelled with a known outcome", ""]
+    out = [
+        f"{result['episodes']} episodes: {result['labelled']} labelled, "
+        f"{result['unlabelled_with_outcome']} unlabelled with a known outcome",
+        "",
+    ]
     if result["labelled"]:
         out.append("Labelled episodes")
         for s in result["systems"]:
@@ -238,8 +249,10 @@ def as_text(result: dict[str, Any]) -> str:
             out.append(f"    loop detection rate  {_pct(lab['loop_detection_rate'])}")
             out.append(f"    false-kill rate      {_pct(lab['false_kill_rate'])}")
             out.append(f"    legit runs killed    {_pct(lab['legit_runs_killed'])}")
-            out.append(f"    detection delay      mean {delay['mean']}, median {delay['median']},"
-                       f" max {delay['max']} steps")
+            out.append(
+                f"    detection delay      mean {delay['mean']}, median {delay['median']},"
+                f" max {delay['max']} steps"
+            )
         out.append("")
         out.append("  per kind (episodes: loopscope detected / naive / max-steps; kills on legit)")
         kinds = sorted({k for s in result["systems"] for k in s["labelled"]["by_kind"]})
@@ -260,11 +273,15 @@ def as_text(result: dict[str, Any]) -> str:
             out.append(f"    successful runs killed  {_pct(u['successful_runs_killed'])}")
             out.append(f"    failed runs flagged     {_pct(u['failed_runs_flagged'])}")
             out.append(f"    failed runs killed      {_pct(u['failed_runs_killed'])}")
-            out.append(f"    cost after first flag   ${u['cost_after_first_flag_usd']:.2f}"
-                       f" (after first kill ${u['cost_after_first_kill_usd']:.2f})")
+            out.append(
+                f"    cost after first flag   ${u['cost_after_first_flag_usd']:.2f}"
+                f" (after first kill ${u['cost_after_first_kill_usd']:.2f})"
+            )
         cost = result["cost"]
         if cost["cost_per_successful_task_usd"] is not None:
-            out.append(f"  cost per successful task ${cost['cost_per_successful_task_usd']:.3f}"
-                       f" ({cost['episodes_with_cost']} runs with cost, ${cost['total_usd']:.2f}"
-                       f" total, {cost['successes_with_cost']} successes)")
+            out.append(
+                f"  cost per successful task ${cost['cost_per_successful_task_usd']:.3f}"
+                f" ({cost['episodes_with_cost']} runs with cost, ${cost['total_usd']:.2f}"
+                f" total, {cost['successes_with_cost']} successes)"
+            )
     return "\n".join(out).rstrip()

@@ -60,8 +60,13 @@ def tool(
         idempotency_key: For writes: a function of the call's arguments giving the business
             idempotency key, instead of loopscope's ``run_id:step_id``.
     """
-    options = {"name": name, "kind": kind, "volatile": frozenset(volatile),
-               "deadline_s": deadline_s, "idempotency_key": idempotency_key}
+    options = {
+        "name": name,
+        "kind": kind,
+        "volatile": frozenset(volatile),
+        "deadline_s": deadline_s,
+        "idempotency_key": idempotency_key,
+    }
     if kind not in (None, "read", "write", "poll"):
         raise ValueError(f"kind must be 'read', 'write', 'poll' or None, not {kind!r}")
     if func is None:
@@ -92,15 +97,20 @@ def _wrap(
         except TypeError:
             return {"args": list(args), **kwargs}
         bound.apply_defaults()
-        return {k: v for k, v in bound.arguments.items()
-                if k not in _SKIPPED and k not in volatile}
+        return {k: v for k, v in bound.arguments.items() if k not in _SKIPPED and k not in volatile}
 
     def scope(args: tuple[Any, ...], kwargs: dict[str, Any]) -> ToolCallScope:
         key = None
         with swallow_internal_errors("computing an idempotency key"):
             key = idempotency_key(*args, **kwargs) if idempotency_key is not None else None
-        return ToolCallScope(tool_name, arguments(args, kwargs), kind=kind,
-                             deadline_s=deadline_s, idempotency_key=key, intent=current_intent())
+        return ToolCallScope(
+            tool_name,
+            arguments(args, kwargs),
+            kind=kind,
+            deadline_s=deadline_s,
+            idempotency_key=key,
+            intent=current_intent(),
+        )
 
     if inspect.iscoroutinefunction(func):
 
@@ -131,4 +141,3 @@ def _wrap(
         return call.finish(result)
 
     return wrapper
-

@@ -23,13 +23,11 @@ class ExactRepeat:
     def before(self, history: History, candidate: StepView) -> Finding | None:
         if candidate.kind in ("write", "poll") or not candidate.output_hash:
             return None
-        run = 0
-        for step in reversed(history.steps):
+        for run, step in enumerate(reversed(history.steps), start=1):
             if step.signature != candidate.signature or step.output_hash != candidate.output_hash:
                 break
             if step.status not in ("ok", "blocked"):
                 return None
-            run += 1
             if run + 1 >= self.threshold:
                 return Finding(
                     kind="exact_repeat",

@@ -34,8 +34,9 @@ def resolve_turn_expectation(
     for rule in rules:
         if any(word.lower() in text for word in rule.keywords):
             return rule
-        if rule.followups and any(text == w.lower() or text.startswith(w.lower())
-                                  for w in rule.followups):
+        if rule.followups and any(
+            text == w.lower() or text.startswith(w.lower()) for w in rule.followups
+        ):
             recent = " ".join(context[-rule.context_messages :]).lower()
             if any(marker.lower() in recent for marker in rule.context_markers):
                 return rule

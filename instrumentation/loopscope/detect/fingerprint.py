@@ -44,8 +44,10 @@ def _normalize(value: Any, exclude: frozenset[str], depth: int, seen: set[int]) 
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, str):
-        return value if unicodedata.is_normalized("NFC", value) else unicodedata.normalize(
-            "NFC", value
+        return (
+            value
+            if unicodedata.is_normalized("NFC", value)
+            else unicodedata.normalize("NFC", value)
         )
     if isinstance(value, int):
         return int(value)

@@ -441,4 +441,3 @@ class EpisodeMonitor:
             "cost_usd": round(self.budget.cost, 6),
             "unknown_writes": len(self.writes.unresolved()),
         }
-

@@ -67,7 +67,6 @@ class OutputStagnation:
             details={"tools": sorted(tools), "count": len(same) + 1},
         )
 
-
     def _informative(self, step: StepView) -> bool:
         return (
             step.status == "ok"

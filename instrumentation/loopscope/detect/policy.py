@@ -190,7 +190,9 @@ def _budgets(data: Mapping[str, Any], source: str) -> Budgets:
     names = {f.name for f in dataclasses.fields(Budgets)}
     unknown = sorted(set(data) - names)
     if unknown:
-        raise ValueError(f"{source}: unknown budget(s) {', '.join(unknown)}; valid: {sorted(names)}")
+        raise ValueError(
+            f"{source}: unknown budget(s) {', '.join(unknown)}; valid: {sorted(names)}"
+        )
     for name, value in data.items():
         if value is not None and (
             isinstance(value, bool) or not isinstance(value, int | float) or value <= 0

@@ -110,8 +110,9 @@ def _check_step(episode_id: str, i: int, step: Any) -> None:
                 f"{where}.status: {step.get('status')!r} is not ok, error, timeout or null"
             )
         if step.get("kind") not in _KINDS:
-            raise EpisodeFormatError(f"{where}.kind: {step.get('kind')!r} is not read, write, "
-                                     "poll or null")
+            raise EpisodeFormatError(
+                f"{where}.kind: {step.get('kind')!r} is not read, write, poll or null"
+            )
     elif kind == "message":
         if step.get("role") not in ("user", "assistant", "system"):
             raise EpisodeFormatError(f"{where}.role: {step.get('role')!r} is not user or assistant")
@@ -167,7 +168,9 @@ class EpisodeReport:
         }
 
 
-def replay(episode: Episode, policy: Policy | None = None, *, mode: str = "enforce") -> EpisodeReport:
+def replay(
+    episode: Episode, policy: Policy | None = None, *, mode: str = "enforce"
+) -> EpisodeReport:
     """Run the core over every step of ``episode``; report the flags ``mode`` would raise.
 
     ``observe`` records what enforce would do, so its severities equal enforce's; ``warn``
