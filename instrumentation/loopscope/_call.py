@@ -7,7 +7,8 @@ finish by tool call id when they happen in different callbacks.
 
 from __future__ import annotations
 
-import uuid
+import itertools
+import os
 from typing import Any, Final
 
 from opentelemetry import trace
@@ -21,6 +22,8 @@ from .episode import Episode, current_episode
 from .guard import applied_action, stronger, with_correction
 
 _tracer = trace.get_tracer("loopscope")
+_ID_PREFIX = os.urandom(4).hex()
+_ids = itertools.count(1)
 _KILLS: Final = ("block", "stop")
 
 
@@ -63,7 +66,7 @@ class ToolCallScope:
         self.tool = tool
         self.args = args
         self.kind = kind
-        self.call_id = call_id or f"call_{uuid.uuid4().hex[:16]}"
+        self.call_id = call_id or f"call_{_ID_PREFIX}{next(_ids):x}"
         self.intent = intent
         self.idempotency_key = idempotency_key
         self.reconciles = reconciles

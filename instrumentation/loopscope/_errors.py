@@ -52,4 +52,16 @@ def swallow_internal_errors(doing: str) -> Iterator[None]:
     except Exception:
         if os.environ.get(LOOPSCOPE_RAISE_INTERNAL_ERRORS) == "1":
             raise
-        logger.exception("loopscope: internal error while %s; the agent is unaffected", doing)
+        count = _internal_errors[doing] = _internal_errors.get(doing, 0) + 1
+        if count == 1:  # the first with its traceback; repeats only at debug level
+            logger.exception("loopscope: internal error while %s; the agent is unaffected", doing)
+        else:
+            logger.debug("loopscope: internal error while %s (%d times)", doing, count)
+
+
+_internal_errors: dict[str, int] = {}
+
+
+def internal_error_counts() -> dict[str, int]:
+    """How many internal errors were swallowed, by what loopscope was doing."""
+    return dict(_internal_errors)

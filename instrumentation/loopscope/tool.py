@@ -89,9 +89,27 @@ def _wrap(
     except (TypeError, ValueError):
         signature = None
 
+    simple = signature is not None and all(
+        p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in signature.parameters.values()
+    )
+    positional = [
+        p.name
+        for p in (signature.parameters.values() if signature else ())
+        if p.kind == p.POSITIONAL_OR_KEYWORD
+    ]
+    defaults = {
+        p.name: p.default
+        for p in (signature.parameters.values() if signature else ())
+        if p.default is not p.empty
+    }
+
     def arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         if signature is None:
             return {"args": list(args), **kwargs}
+        if simple and len(args) <= len(positional) and kwargs.keys() <= signature.parameters.keys():
+            bound = {**defaults, **dict(zip(positional, args, strict=False)), **kwargs}
+            if len(bound) == len(signature.parameters):  # every parameter has a value
+                return {k: v for k, v in bound.items() if k not in _SKIPPED and k not in volatile}
         try:
             bound = signature.bind(*args, **kwargs)
         except TypeError:

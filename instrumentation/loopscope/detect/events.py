@@ -187,3 +187,6 @@ class StepView:
     progress: str | None = None
     call_id: str | None = None
     deadline_s: float | None = None
+    same_info: frozenset[int] = frozenset()
+    """Indexes of the steps in the history whose output carried the same information
+    (computed once per step by the monitor, read by several detectors)."""

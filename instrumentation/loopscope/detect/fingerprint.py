@@ -14,6 +14,7 @@ import hashlib
 import json
 import math
 import re
+import string
 import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
@@ -23,7 +24,6 @@ HASH_CHARS: Final = 16
 
 MAX_DEPTH: Final = 32
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
-_WORD = re.compile(r"[^\W_]+")
 
 
 def short_hash(text: str) -> str:
@@ -122,9 +122,32 @@ def _dump(value: Any) -> str:
 def canonical_json(value: Any, *, exclude: Iterable[str] = ()) -> str:
     """The canonical JSON text of ``value``; equal calls give equal text. Never raises."""
     try:
+        if not exclude and _is_plain(value, 0):  # the common case: already canonical data
+            return _dump(value)
         return _dump(normalize(value, exclude=frozenset(exclude)))
     except Exception:  # a pathological __eq__/__hash__ in user data; still sign something
         return _dump({"$type": type(value).__qualname__, "repr": _safe_repr(value)})
+
+
+def _is_plain(value: Any, depth: int) -> bool:
+    """True when ``normalize`` would return ``value`` unchanged (checked cheaply)."""
+    kind = type(value)
+    if kind is str:
+        return unicodedata.is_normalized("NFC", value)
+    if kind is int or kind is bool or value is None:
+        return True
+    if kind is float:
+        return math.isfinite(value) and not value.is_integer()
+    if depth >= 8:
+        return False
+    if kind is dict:
+        return all(
+            type(k) is str and unicodedata.is_normalized("NFC", k) and _is_plain(v, depth + 1)
+            for k, v in value.items()
+        )
+    if kind is list:
+        return all(_is_plain(v, depth + 1) for v in value)
+    return False
 
 
 def call_signature(tool: str, args_text: str) -> str:
@@ -133,10 +156,17 @@ def call_signature(tool: str, args_text: str) -> str:
 
 
 def output_text(value: Any) -> str:
-    """The model-visible text of a tool's return value: strings as they are, else JSON."""
+    """The model-visible text of a tool's return value: strings as they are, else JSON.
+
+    Only the hash of this text is compared, so plain JSON serialisation suffices; values
+    JSON cannot encode fall back to ``canonical_json``.
+    """
     if isinstance(value, str):
         return value
-    return canonical_json(value)
+    try:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return canonical_json(value)
 
 
 def output_hash(text: str) -> str:
@@ -148,19 +178,19 @@ SKETCH_CHARS: Final = 2000
 """Only this much of an output feeds the near-duplicate sketch: bounded work per step."""
 
 
-_VOLATILE = re.compile(
-    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"  # ISO time
-    r"|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"  # UUID
-    r"|(?<![0-9a-z])(?=[0-9a-f]*\d)[0-9a-f]{8,}(?![0-9a-z])",  # hex ids with a digit
-    re.IGNORECASE,
-)
+_SPACES = str.maketrans({c: " " for c in string.punctuation})
 
 
 def word_sketch(text: str) -> frozenset[str]:
     """The words of the first ``SKETCH_CHARS`` of ``text``, lower-cased, for near-duplicate
-    checks. Timestamps, UUIDs and hex ids are masked: two outputs that differ only in a
-    request id or the time they were served carry the same information."""
-    return frozenset(_WORD.findall(_VOLATILE.sub(" ", text[:SKETCH_CHARS].lower())))
+    checks. Tokens mixing letters and digits (request ids, hex ids, pieces of timestamps)
+    are left out: two outputs that differ only in an id or the time they were served carry
+    the same information."""
+    words = set(text[:SKETCH_CHARS].lower().translate(_SPACES).split())
+    words.difference_update(
+        [w for w in words if len(w) > 2 and not w.isalpha() and not w.isdigit()]
+    )
+    return frozenset(words)
 
 
 def trigrams(text: str, *, limit: int = SKETCH_CHARS) -> frozenset[str]:
@@ -169,9 +199,19 @@ def trigrams(text: str, *, limit: int = SKETCH_CHARS) -> frozenset[str]:
     return frozenset(text[i : i + 3] for i in range(max(len(text) - 2, 1)))
 
 
+def similar(a: frozenset[str], b: frozenset[str], threshold: float) -> bool:
+    """``jaccard(a, b) >= threshold``, skipping the intersection when sizes rule it out."""
+    small, large = (len(a), len(b)) if len(a) <= len(b) else (len(b), len(a))
+    if large and small / large < threshold:
+        return False
+    return jaccard(a, b) >= threshold
+
+
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     """|a ∩ b| / |a ∪ b|; two empty sets are identical (1.0)."""
     if not a and not b:
         return 1.0
+    if len(a) > len(b):
+        a, b = b, a
     inter = len(a & b)
     return inter / (len(a) + len(b) - inter)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from .base import Finding, args_preview
 from .events import StepView
-from .fingerprint import jaccard, trigrams
+from .fingerprint import similar, trigrams
 from .history import History
-from .output_stagnation import same_information
 from .policy import Policy
 
 
@@ -29,7 +28,6 @@ class FuzzyRepeat:
         self.similarity = policy.fuzzy_similarity
         self.threshold = policy.fuzzy_threshold
         self.same_output = policy.fuzzy_requires_same_output
-        self.output_similarity = policy.stagnation_similarity
         self._grams: dict[int, frozenset[str]] = {}
 
     def _grams_of(self, step: StepView) -> frozenset[str]:
@@ -42,28 +40,28 @@ class FuzzyRepeat:
         if len(step.args_text) < self.min_chars or step.kind in ("write", "poll"):
             return None
         mine = self._grams_of(step)
-        similar = [
+        matches = [
             s
             for s in history.recent(self.window - 1)
             if s.tool == step.tool
             and len(s.args_text) >= self.min_chars
-            and jaccard(mine, self._grams_of(s)) >= self.similarity
-            and (not self.same_output or same_information(s, step, self.output_similarity))
+            and similar(mine, self._grams_of(s), self.similarity)
+            and (not self.same_output or s.index in step.same_info)
         ]
         oldest = history.steps[0].index if history.steps else step.index
         self._grams = {i: g for i, g in self._grams.items() if i >= oldest}
         self._grams[step.index] = mine
-        texts = {s.args_text for s in similar} | {step.args_text}
-        if len(similar) + 1 < self.threshold or len(texts) < 2:
+        texts = {s.args_text for s in matches} | {step.args_text}
+        if len(matches) + 1 < self.threshold or len(texts) < 2:
             return None
         return Finding(
             kind="param_jitter",
             action="warn",
             message=(
-                f"You have called {step.tool} {len(similar) + 1} times with nearly the same "
+                f"You have called {step.tool} {len(matches) + 1} times with nearly the same "
                 f"arguments (last: {args_preview(step)}). Small edits to the arguments are not "
                 "a new approach: use what you have, change strategy, or finish."
             ),
             key=step.tool,
-            details={"tool": step.tool, "count": len(similar) + 1},
+            details={"tool": step.tool, "count": len(matches) + 1},
         )

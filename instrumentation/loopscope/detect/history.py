@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 
 from .events import StepView
 
@@ -49,7 +50,9 @@ class History:
         """The last ``n`` steps (fewer at the start), oldest first."""
         if n >= len(self.steps):
             return list(self.steps)
-        return list(self.steps)[-n:]
+        recent = list(islice(reversed(self.steps), n))
+        recent.reverse()
+        return recent
 
     def stats(self, signature: str) -> SignatureStats | None:
         """Stats of ``signature``, or ``None`` if it has not been called."""

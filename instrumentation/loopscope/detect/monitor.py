@@ -9,7 +9,7 @@ clock and never does I/O; it answers with ``Decision`` records and keeps the fla
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Final
 
 from .base import Finding, args_preview
@@ -208,6 +208,13 @@ class EpisodeMonitor:
             call_id=cand.call_id,
             deadline_s=cand.deadline_s,
         )
+        if step.status != "blocked":
+            similarity = self.policy.stagnation_similarity
+            step.same_info = frozenset(
+                s.index
+                for s in self.history.recent(self.policy.window - 1)
+                if same_information(s, step, similarity)
+            )
         findings: list[tuple[str, Finding]] = []
         self._cursor.last_advanced = False
         if step.status != "blocked":
@@ -225,9 +232,14 @@ class EpisodeMonitor:
         self.budget.count_usage(result.tokens_in + result.tokens_out, result.cost)
         if step.progress is None and self.streak >= self.k:
             findings.append(("no_progress", self._breaker_finding(step)))
-        decision = self._decide(step.index, findings, step, key=pending.key)
-        return replace(
-            decision, progress=step.progress, write_status=write_status, streak=self.streak
+        return self._decide(
+            step.index,
+            findings,
+            step,
+            key=pending.key,
+            progress=step.progress,
+            write_status=write_status,
+            streak=self.streak,
         )
 
     def _kind(self, call: ToolCall, signature: str) -> Any:
@@ -268,10 +280,7 @@ class EpisodeMonitor:
             return "new_action" if stats is None else None  # nothing; a new call is an action
         if step.output_hash in self.history.seen_outputs:
             return None
-        if any(
-            s.status == "ok" and same_information(s, step, self.policy.stagnation_similarity)
-            for s in self.history.steps
-        ):
+        if any(s.status == "ok" and s.index in step.same_info for s in self.history.steps):
             return None
         return "cursor_advance" if self._cursor.last_advanced else "new_info"
 
@@ -357,10 +366,11 @@ class EpisodeMonitor:
         step: StepView | None,
         *,
         key: str | None = None,
+        **after: Any,
     ) -> Decision:
         kind = step.kind if step is not None else None
         if not findings:
-            return Decision(step=index, idempotency_key=key, kind=kind)
+            return Decision(step=index, idempotency_key=key, kind=kind, **after)
         flags: list[Flag] = []
         new: list[Flag] = []
         for name, finding in findings:
@@ -398,6 +408,7 @@ class EpisodeMonitor:
                 step.output_hash if step is not None and action in ("block", "stop") else None
             ),
             kind=kind,
+            **after,
         )
         if action == "stop" and self.stopped is None:
             self.stopped = decision

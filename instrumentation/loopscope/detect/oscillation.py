@@ -24,10 +24,13 @@ class Oscillation:
     def before(self, history: History, candidate: StepView) -> Finding | None:
         if candidate.kind in ("write", "poll"):
             return None
+        steps = history.steps
         for period in range(2, self.max_period + 1):
             need = period * self.cycles - 1
-            if len(history) < need:
+            if len(steps) < need:
                 break
+            if steps[-period].signature != candidate.signature:
+                continue  # the call one period back must be this call
             past = history.recent(need)
             seq = [*past, candidate]
             if self._periodic(seq, period):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .base import Finding
 from .events import StepView
-from .fingerprint import jaccard
+from .fingerprint import similar
 from .history import History
 from .policy import Policy
 
@@ -25,7 +25,7 @@ def same_information(a: StepView, b: StepView, similarity: float) -> bool:
         return True
     if a.words is None or b.words is None:
         return False
-    return jaccard(a.words, b.words) >= similarity
+    return similar(a.words, b.words, similarity)
 
 
 class OutputStagnation:
@@ -37,7 +37,6 @@ class OutputStagnation:
 
     def __init__(self, policy: Policy) -> None:
         self.window = policy.window
-        self.similarity = policy.stagnation_similarity
         self.threshold = policy.stagnation_threshold
         self.min_words = policy.stagnation_min_words
 
@@ -47,7 +46,7 @@ class OutputStagnation:
         same = [
             s
             for s in history.recent(self.window - 1)
-            if self._informative(s) and same_information(s, step, self.similarity)
+            if s.index in step.same_info and self._informative(s)
         ]
         signatures = {s.signature for s in same} | {step.signature}
         if len(same) + 1 < self.threshold or len(signatures) < 2:
