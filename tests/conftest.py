@@ -1,0 +1,35 @@
+"""Fixtures every test gets: loud internal errors and a clean loopscope configuration."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from loopscope import _config
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(autouse=True)
+def _loud_internal_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without it, a loopscope bug inside a test would be logged and swallowed, and pass."""
+    monkeypatch.setenv("LOOPSCOPE_RAISE_INTERNAL_ERRORS", "1")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_loopscope() -> Iterator[None]:
+    """Without it, one test's instrument() settings and span processor leak into the next."""
+    _config.reset_for_tests()
+    yield
+    _config.reset_for_tests()
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    """The real trajectories in ../shared/data; skips when the folder is absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip("../shared/data is not present beside the project")
+    return SHARED_DATA

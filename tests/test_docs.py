@@ -1,0 +1,76 @@
+"""The README, `.ci/run` and the code cannot drift apart."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loopscope.cli import build_parser
+from loopscope.detect import DEFAULT_DETECTORS
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def readme_commands() -> list[str]:
+    """The commands of the README's first code block."""
+    block = re.search(r"```bash\n(.*?)```", README, re.DOTALL)
+    assert block, "the README must open with a bash block"
+    return [line for line in block.group(1).splitlines() if line.strip()]
+
+
+def test_readme_opens_with_exactly_two_commands() -> None:
+    """The README's first lines are the install-and-run and install-and-test commands."""
+    assert README.index("```bash") < 20
+    commands = readme_commands()
+    assert len(commands) == 2
+    assert "loopscope" in commands[0] and "pytest" in commands[1]
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    """`.ci/run` runs exactly the README's second command, so CI tests what users run."""
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert readme_commands()[1] in ci.splitlines()
+
+
+def test_readme_lists_every_default_detector() -> None:
+    """A detector added to DEFAULT_DETECTORS must be documented in the README's table."""
+    section = README.split("## Detectors", 1)[1].split("\n## ", 1)[0]
+    table = {m.group(1) for m in re.finditer(r"^\| `(\w+)` \|", section, re.MULTILINE)}
+    names = {detector.name for detector in DEFAULT_DETECTORS}
+    assert names == table
+
+
+def test_every_command_has_help_with_an_example() -> None:
+    """Each subcommand's help shows how to run it."""
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if a.choices and isinstance(a.choices, dict))
+    assert {"analyze", "eval", "demo"} <= set(subparsers.choices)
+    for name, sub in subparsers.choices.items():
+        assert "Example:" in sub.format_help(), name
+
+
+@pytest.mark.timeout(600)
+def test_first_readme_command_works_in_a_fresh_venv(tmp_path: Path) -> None:
+    """A clean virtual environment installs the base package (no collector or dashboard
+    dependencies) and runs the demo, as the README's first command does."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(ROOT)]
+    subprocess.run(pip, check=True, capture_output=True, text=True)
+    installed = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "list", "--format=freeze"],
+        check=True, capture_output=True, text=True,
+    ).stdout.lower()
+    for heavy in ("duckdb", "streamlit", "plotly", "pandas", "pyarrow"):
+        assert f"\n{heavy}==" not in f"\n{installed}", f"base install pulled {heavy}"
+    demo = subprocess.run(
+        [str(venv / "bin" / "loopscope"), "demo", "--per-shape", "1"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert demo.returncode == 0, demo.stderr
+    assert "enforce" in demo.stdout and "loop detection rate" in demo.stdout
