@@ -86,7 +86,9 @@ class ToolCallScope:
     # -- context manager sugar --------------------------------------------------------------
 
     def __enter__(self) -> ToolCallScope:
-        return self.start()
+        self.start()
+        self.activate()
+        return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if not self.finished:
@@ -97,10 +99,21 @@ class ToolCallScope:
         self._detach()
 
     async def __aenter__(self) -> ToolCallScope:
-        return self.start()
+        return self.__enter__()
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         self.__exit__(exc_type, exc, tb)
+
+    def activate(self) -> None:
+        """Make the tool span current, so spans the tool makes become its children.
+
+        ``start()`` alone does not, so calls started side by side stay siblings; the
+        decorator and the ``with`` form activate the span around the tool's own work.
+        """
+        if self._span is not None and self._use is None and not self.finished:
+            with swallow_internal_errors("activating a tool span"):
+                self._use = trace.use_span(self._span, end_on_exit=False)
+                self._use.__enter__()
 
     def _detach(self) -> None:
         if self._use is not None:
@@ -161,15 +174,13 @@ class ToolCallScope:
         if episode.capture_content:
             attributes[c.GEN_AI_TOOL_CALL_ARGUMENTS] = args_text[: episode.max_content_chars]
         self._span = _tracer.start_span(f"{c.OP_EXECUTE_TOOL} {self.tool}", attributes=attributes)
-        self._use = trace.use_span(self._span, end_on_exit=False)
-        self._use.__enter__()
         if self._applied not in _KILLS:
             return None
         found, cached = guard.cached(self._signature, decision.idempotency_key)
         correction = decision.correction or "blocked by loopscope"
         if self._applied == "block":
             self.blocked = True
-            self.result = with_correction(cached if found else "", correction, blocked=True)
+            self.result = with_correction(cached, correction, blocked=True) if found else correction
             self._record_blocked(self.result)
             return None
         # A stop before the call: record what the model is handed, then stop (seed 001).

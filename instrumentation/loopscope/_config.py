@@ -197,6 +197,8 @@ def _install(processor: SpanProcessor, resolved: Settings) -> None:
         )
         return
     old = _STATE.processor
+    if old is processor:
+        return
     if old is not None:
         _detach(provider, old)
         old.shutdown()
@@ -292,6 +294,9 @@ def reset_for_tests() -> None:
     """Forget the installed processor and settings (test isolation only)."""
     with _STATE.lock:
         if _STATE.processor is not None:
+            provider = trace.get_tracer_provider()
+            if isinstance(provider, TracerProvider):
+                _detach(provider, _STATE.processor)
             _STATE.processor.shutdown()
         _STATE.processor = None
         _STATE.settings = Settings()

@@ -91,7 +91,9 @@ def analyze(
     return reports, problems
 
 
-def summarize(reports: Sequence[EpisodeReport], problems: Sequence[Problem]) -> dict[str, Any]:
+def summarize(
+    reports: Sequence[EpisodeReport], problems: Sequence[Problem], *, mode: str | None = None
+) -> dict[str, Any]:
     """Counts over the reports: flagged and killed episodes, by kind, detector and outcome."""
     by_kind: Counter[str] = Counter()
     by_detector: Counter[str] = Counter()
@@ -107,7 +109,7 @@ def summarize(reports: Sequence[EpisodeReport], problems: Sequence[Problem]) -> 
         row["flagged"] += bool(report.flags)
         row["killed"] += report.first_kill is not None
     return {
-        "mode": reports[0].mode if reports else None,
+        "mode": reports[0].mode if reports else mode,
         "episodes": len(reports),
         "flagged": sum(1 for r in reports if r.flags),
         "killed": sum(1 for r in reports if r.first_kill is not None),
@@ -119,18 +121,22 @@ def summarize(reports: Sequence[EpisodeReport], problems: Sequence[Problem]) -> 
     }
 
 
-def as_json(reports: Sequence[EpisodeReport], problems: Sequence[Problem]) -> str:
+def as_json(
+    reports: Sequence[EpisodeReport], problems: Sequence[Problem], *, mode: str | None = None
+) -> str:
     """The ``--json`` document: exactly one object with ``episodes`` and ``summary``."""
     return json.dumps(
         {
             "episodes": [r.as_dict() for r in reports],
-            "summary": summarize(reports, problems),
+            "summary": summarize(reports, problems, mode=mode),
         },
         ensure_ascii=False,
     )
 
 
-def as_text(reports: Sequence[EpisodeReport], problems: Sequence[Problem]) -> str:
+def as_text(
+    reports: Sequence[EpisodeReport], problems: Sequence[Problem], *, mode: str | None = None
+) -> str:
     """The human report: flagged episodes with their flags, then the summary."""
     lines: list[str] = []
     for report in reports:
@@ -144,7 +150,7 @@ def as_text(reports: Sequence[EpisodeReport], problems: Sequence[Problem]) -> st
                 f"  step {flag.step:>3}  {flag.severity:<4}  {flag.detector:<18} {flag.message}"
             )
         lines.append("")
-    s = summarize(reports, problems)
+    s = summarize(reports, problems, mode=mode)
     lines.append(
         f"{s['episodes']} episodes ({s['mode']} mode): {s['flagged']} flagged, "
         f"{s['killed']} with a block or stop, {s['flags']} flags"

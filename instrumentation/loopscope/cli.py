@@ -91,7 +91,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     )
     for problem in problems:
         print(f"loopscope analyze: {problem}", file=sys.stderr)
-    print(as_json(reports, problems) if args.json else as_text(reports, problems))
+    render = as_json if args.json else as_text
+    print(render(reports, problems, mode=args.mode))
     return EXIT_BAD_INPUT if problems else EXIT_OK
 
 

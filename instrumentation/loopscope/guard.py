@@ -103,6 +103,6 @@ class Guard:
             record = self.monitor.writes.reconcile(ref, found)
             if record is None:
                 return False
-            if found and result is not None:
-                self._writes[record.key] = result
+            if found and result is not None:  # a retry, under any key, gets the record
+                self.remember(record.signature, record.key, result)
             return True

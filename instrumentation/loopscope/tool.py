@@ -137,6 +137,7 @@ def _wrap(
             call = scope(args, kwargs).start()
             if call.blocked:
                 return call.result
+            call.activate()
             try:
                 result = await func(*args, **kwargs)
             except BaseException as exc:
@@ -151,6 +152,7 @@ def _wrap(
         call = scope(args, kwargs).start()
         if call.blocked:
             return call.result
+        call.activate()
         try:
             result = func(*args, **kwargs)
         except BaseException as exc:

@@ -160,8 +160,9 @@ class EpisodeMonitor:
                     kind=decision.flags[0].kind,
                     action="stop",
                     message=(
-                        f"{call.tool} was blocked {blocks - 1} times for repeating "
-                        f"{args_preview(candidate)} and was called again; stopping the run."
+                        f"{call.tool} {args_preview(candidate)} was called again after "
+                        f"{blocks - 1} corrections for repeating it; the run is not making "
+                        "progress and stops here."
                     ),
                     key=signature,
                     details={"tool": call.tool, "count": blocks},
