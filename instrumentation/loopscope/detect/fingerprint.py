@@ -70,7 +70,9 @@ def _normalize_container(value: Any, exclude: frozenset[str], depth: int, seen: 
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
         for key, item in value.items():  # pyright: ignore[reportUnknownVariableType]
-            name = key if isinstance(key, str) else _key_text(key)
+            name = _normalize(key, exclude, depth, seen) if isinstance(key, str) else _key_text(
+                key
+            )
             if name not in exclude:
                 out[name] = _normalize(item, exclude, depth, seen)
         return out
@@ -86,17 +88,13 @@ def _normalize_container(value: Any, exclude: frozenset[str], depth: int, seen: 
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = {f.name: getattr(value, f.name, None) for f in dataclasses.fields(value)}
         return _normalize(fields, exclude, depth, seen)
-    dump = getattr(value, "model_dump", None)  # pydantic v2 models
-    if callable(dump):
+    for method, wrap in (("model_dump", False), ("isoformat", True)):  # pydantic; datetimes
         try:
-            return _normalize(dump(), exclude, depth, seen)
-        except Exception:
-            pass
-    iso = getattr(value, "isoformat", None)  # datetime, date, time
-    if callable(iso):
-        try:
-            return str(iso())
-        except Exception:
+            bound = getattr(value, method, None)
+            if callable(bound):
+                result = bound()
+                return str(result) if wrap else _normalize(result, exclude, depth, seen)
+        except Exception:  # a broken __getattr__ or method: fall through to the description
             pass
     return {"$type": type(value).__qualname__, "repr": _safe_repr(value)}
 
@@ -179,14 +177,22 @@ SKETCH_CHARS: Final = 2000
 
 
 _SPACES = str.maketrans({c: " " for c in string.punctuation})
+_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d[t ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:z|[+-]\d\d:?\d\d)?")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def word_sketch(text: str) -> frozenset[str]:
     """The words of the first ``SKETCH_CHARS`` of ``text``, lower-cased, for near-duplicate
-    checks. Tokens mixing letters and digits (request ids, hex ids, pieces of timestamps)
+    checks. Timestamps, UUIDs and tokens mixing letters and digits (request ids, hex ids)
     are left out: two outputs that differ only in an id or the time they were served carry
     the same information."""
-    words = set(text[:SKETCH_CHARS].lower().translate(_SPACES).split())
+    text = text[:SKETCH_CHARS].lower()
+    if "-" in text:  # the regexes cost a scan each; skip them when they cannot match
+        if ":" in text:
+            text = _TIMESTAMP.sub(" ", text)
+        if text.count("-") >= 4:
+            text = _UUID.sub(" ", text)
+    words = set(text.translate(_SPACES).split())
     words.difference_update(
         [w for w in words if len(w) > 2 and not w.isalpha() and not w.isdigit()]
     )

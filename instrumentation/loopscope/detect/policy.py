@@ -140,22 +140,25 @@ class Policy:
                 f"valid: {', '.join(sorted(names))}"
             )
         values = dict(data)
-        if isinstance(values.get("budgets"), Mapping):
-            values["budgets"] = _budgets(values["budgets"], source)
+        if "budgets" in values and not isinstance(values["budgets"], Budgets):
+            values["budgets"] = _budgets(_mapping(values["budgets"], "budgets", source), source)
         if "required_tools" in values:
             values["required_tools"] = tuple(
                 rule if isinstance(rule, RequiredTool) else _required(rule, source)
-                for rule in values["required_tools"]
+                for rule in _names(values["required_tools"], "required_tools", source, str_ok=False)
             )
-        for key in ("poll_tools",):
-            if key in values:
-                values[key] = frozenset(values[key])
+        if "poll_tools" in values:
+            values["poll_tools"] = frozenset(_names(values["poll_tools"], "poll_tools", source))
         if "volatile_args" in values:
             values["volatile_args"] = {
-                tool: frozenset(keys) for tool, keys in dict(values["volatile_args"]).items()
+                tool: frozenset(_names(keys, f"volatile_args[{tool!r}]", source))
+                for tool, keys in _mapping(values["volatile_args"], "volatile_args", source).items()
             }
+        for key in ("no_progress_k", "tool_kinds", "actions"):
+            if key in values:
+                values[key] = dict(_mapping(values[key], key, source))
         if "no_progress_k" in values:
-            values["no_progress_k"] = {**DEFAULT_NO_PROGRESS_K, **dict(values["no_progress_k"])}
+            values["no_progress_k"] = {**DEFAULT_NO_PROGRESS_K, **values["no_progress_k"]}
         policy = cls(**values)
         policy._validate(source)
         return policy
@@ -163,12 +166,17 @@ class Policy:
     def _validate(self, source: str) -> None:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if f.type in ("int", "float") and (
-                isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
-            ):
+            if f.type == "int" and (isinstance(value, bool) or not isinstance(value, int)
+                                    or value <= 0):
+                raise ValueError(f"{source}: {f.name} must be a whole number > 0, not {value!r}")
+            if f.type == "float" and (isinstance(value, bool) or not isinstance(value, int | float)
+                                      or value <= 0):
                 raise ValueError(f"{source}: {f.name} must be a positive number, not {value!r}")
-        if not 0 < self.fuzzy_similarity <= 1 or not 0 < self.stagnation_similarity <= 1:
-            raise ValueError(f"{source}: similarities must be in (0, 1]")
+            if f.type == "bool" and not isinstance(value, bool):
+                raise ValueError(f"{source}: {f.name} must be true or false, not {value!r}")
+        for name in ("fuzzy_similarity", "stagnation_similarity"):
+            if not 0 < getattr(self, name) <= 1:
+                raise ValueError(f"{source}: {name} must be in (0, 1], not {getattr(self, name)!r}")
         for name, k in self.no_progress_k.items():
             if isinstance(k, bool) or not isinstance(k, int) or k < 1:
                 raise ValueError(f"{source}: no_progress_k[{name!r}] must be an integer >= 1")
@@ -184,6 +192,21 @@ class Policy:
 
 def _as_mapping(policy: Policy) -> dict[str, Any]:
     return {f.name: getattr(policy, f.name) for f in dataclasses.fields(policy)}
+
+
+def _mapping(value: Any, name: str, source: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{source}: {name} must be an object (mapping), not {value!r}")
+    return value
+
+
+def _names(value: Any, name: str, source: str, *, str_ok: bool = True) -> list[Any]:
+    """A list of entries; a lone string is refused (it would be iterated per character)."""
+    if isinstance(value, str | bytes) or not isinstance(value, list | tuple | set | frozenset):
+        raise ValueError(f"{source}: {name} must be a list, not {value!r}")
+    if str_ok and not all(isinstance(item, str) for item in value):
+        raise ValueError(f"{source}: {name} must be a list of strings, not {value!r}")
+    return list(value)
 
 
 def _budgets(data: Mapping[str, Any], source: str) -> Budgets:
@@ -204,7 +227,10 @@ def _budgets(data: Mapping[str, Any], source: str) -> Budgets:
 def _required(data: Any, source: str) -> RequiredTool:
     if not isinstance(data, Mapping) or "tool" not in data:
         raise ValueError(f"{source}: each required_tools entry needs a 'tool' name")
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in dict(data).items()}
+    values = dict(data)
+    for key in ("keywords", "followups", "context_markers"):
+        if key in values:
+            values[key] = tuple(_names(values[key], f"required_tools[].{key}", source))
     try:
         return RequiredTool(**values)
     except TypeError as exc:

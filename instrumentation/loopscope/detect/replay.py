@@ -216,13 +216,15 @@ def replay(
         remaining += usage[index]
         tokens_after[index] = remaining
     flags = tuple(monitor.flags)
-    if mode == "warn":
+    summary = monitor.summary()
+    if mode == "warn":  # a warn-mode guard nudges; it never blocks or stops
         flags = tuple(_as_warning(f) for f in flags)
+        summary["stop_reason"] = None
     return EpisodeReport(
         episode=episode,
         mode=mode,
         flags=flags,
-        summary=monitor.summary(),
+        summary=summary,
         stop=monitor.stopped if mode != "warn" else None,
         tokens_after=tokens_after,
     )

@@ -1,0 +1,425 @@
+"""Every detector and breaker: a stuck episode it must catch, and a look-alike it must leave alone."""
+
+from __future__ import annotations
+
+import pytest
+from episode_steps import describe, flags_by, msg, run, tool
+
+from loopscope.detect import (
+    DEFAULT_DETECTORS,
+    Budgets,
+    EpisodeMonitor,
+    Policy,
+    ToolCall,
+    ToolResult,
+)
+from loopscope.detect.fingerprint import output_hash
+from loopscope.detect.policy import DEFAULT_NO_PROGRESS_K
+
+LONG_Q = "find every user in the accounts database created before 2020 who is still active"
+ORDERS = "orders 1 and 2 are late"
+ERROR = "Error: permission denied for prod"
+W = {"kind": "write"}
+
+
+def _cycle(tools: str, rounds: int, *, learn: bool = False) -> list[dict]:
+    steps = []
+    for r in range(rounds):
+        for i, name in enumerate(tools):
+            suffix = f" round {r} fact {r * 7 + i}" if learn else ""
+            steps.append(tool(f"tool_{name}", {"q": i}, f"{name} result words here{suffix}"))
+    return steps
+
+
+# (steps, first_loop_step, detector, kind, severity, step it fires at, replay options)
+# fmt: off
+LOOPS = [
+    pytest.param(
+        [tool("search_orders", {"q": "late"}, ORDERS)] * 4,
+        2, "exact_repeat", "exact_repeat", "kill", 2, {}, id="exact_repeat",
+    ),
+    pytest.param(
+        [
+            tool("read", {"p": "a"}, "alpha text one"),
+            tool("read", {"p": "b"}, "beta text two"),
+            tool("read", {"p": "a"}, "alpha text one"),
+            tool("read", {"p": "c"}, "gamma text three"),
+            tool("read", {"p": "a"}, "alpha text one"),
+        ],
+        4, "window_repeat", "exact_repeat", "kill", 4, {}, id="window_repeat",
+    ),
+    pytest.param(
+        [tool("sql", {"query": LONG_Q + tail}, "no rows matched the query") for tail in "  !?"],
+        2, "fuzzy_repeat", "param_jitter", "warn", 2, {}, id="fuzzy_repeat",
+    ),
+    pytest.param(_cycle("ab", 3), 4, "oscillation", "oscillation", "kill", 5, {}, id="osc-2"),
+    pytest.param(_cycle("abc", 3), 8, "oscillation", "oscillation", "kill", 8, {}, id="osc-3"),
+    pytest.param(
+        [tool("read_file", {"path": "a.py", "offset": o}, "def main(): return 42") for o in (0, 1, 0, 1)],
+        2, "output_stagnation", "param_jitter", "warn", 2, {}, id="param_jitter",
+    ),
+    pytest.param(
+        [tool(n, {"q": "x"}, "the same three words back") for n in ("grep", "find", "search")],
+        2, "output_stagnation", "output_stagnation", "warn", 2, {}, id="output_stagnation",
+    ),
+    pytest.param(
+        [
+            tool("deploy", {"env": "prod"}, ERROR, status="error"),
+            tool("ls", {}, "a.txt b.txt c.txt"),
+            tool("deploy", {"env": "prod"}, ERROR, status="error"),
+            tool("cat", {"p": "a.txt"}, "hello from the file"),
+            tool("deploy", {"env": "prod"}, ERROR, status="error"),
+        ],
+        4, "repeat_same_error", "repeat_same_error", "kill", 4, {}, id="same_error-block",
+    ),
+    pytest.param(
+        [tool("deploy", {"env": e}, "Error: something went wrong", status="error") for e in "abcd"],
+        2, "repeat_same_error", "repeat_same_error", "warn", 2, {}, id="same_error-args-warn",
+    ),
+    pytest.param(
+        [
+            tool("list_items", {"q": "x", "cursor": "p1"}, '{"items":[1,2],"next_cursor":"p2"}'),
+            tool("list_items", {"q": "x", "cursor": "p2"}, '{"items":[3,4],"next_cursor":"p2"}'),
+            tool("list_items", {"q": "x", "cursor": "p2"}, '{"items":[3,4],"next_cursor":"p2"}'),
+        ],
+        2, "cursor_stuck", "cursor_stuck", "warn", 2, {}, id="cursor_stuck",
+    ),
+    pytest.param(
+        [tool("get_operation_status", {"id": "op1"}, "RUNNING", kind="poll", t=i * 100.0) for i in range(6)],
+        4, "poll_timeout", "poll_timeout", "kill", 4, {}, id="poll-deadline",
+    ),
+    pytest.param(
+        [tool("get_operation_status", {"id": "op1"}, "RUNNING", kind="poll", t=i * 10.0, deadline_s=25)
+         for i in range(5)],
+        3, "poll_timeout", "poll_timeout", "kill", 3, {}, id="poll-own-deadline",
+    ),
+    pytest.param(
+        [tool("get_operation_status", {"id": "op1"}, "RUNNING", kind="poll", t=float(i)) for i in range(32)],
+        30, "poll_timeout", "poll_timeout", "kill", 30, {"task_type": "polling"}, id="poll-unchanged",
+    ),
+    pytest.param(
+        [msg("user", "book it"), *[msg("assistant", f"I will book it now ({i})") for i in range(4)]],
+        3, "monologue", "monologue", "warn", 3, {}, id="monologue",
+    ),
+    pytest.param(
+        [
+            tool("create_order", {"sku": "A1"}, "", status="timeout", **W),
+            tool("create_order", {"sku": "A1"}, "order 77 created", **W),
+        ],
+        1, "write_duplicate", "write_duplicate", "kill", 1, {}, id="write-retry-after-timeout",
+    ),
+    pytest.param(
+        [
+            tool("create_order", {"sku": "A1"}, "order 77 created", **W),
+            tool("create_order", {"sku": "A1"}, "order 78 created", **W),
+        ],
+        1, "write_duplicate", "write_duplicate", "kill", 1, {}, id="write-twice-after-ok",
+    ),
+    pytest.param(
+        [
+            tool("create_order", {"sku": "A1"}, "", status="timeout", tool_call_id="w1", **W),
+            tool("get_order", {"sku": "A1"}, "order 77 exists", reconciles="w1", found=True),
+            tool("create_order", {"sku": "A1"}, "order 78 created", **W),
+        ],
+        2, "write_duplicate", "write_duplicate", "kill", 2, {}, id="write-after-found",
+    ),
+    pytest.param(
+        [tool("search_orders", {"q": "late"}, ORDERS)] * 5,
+        2, "repeated_tool_call", "exact_repeat", "kill", 4, {}, id="repeated_tool_call",
+    ),
+    pytest.param(
+        [tool("search", {"q": f"query {i}"}, "not found") for i in range(8)],
+        6, "no_progress", "no_progress", "kill", 6, {"task_type": "lookup"}, id="no_progress",
+    ),
+]
+# fmt: on
+
+CASE = {p.id: p.values[0] for p in LOOPS}
+
+
+@pytest.mark.parametrize(("steps", "first", "detector", "kind", "severity", "at", "meta"), LOOPS)
+def test_stuck_episode_is_flagged(steps, first, detector, kind, severity, at, meta):
+    """A detector that misses its loop shape, fires too early, or mislabels it fails here."""
+    report = run(steps, loop=True, first_loop_step=first, **meta)
+    hits = flags_by(report, detector)
+    assert hits, f"{detector} did not fire:\n{describe(report)}"
+    flag = hits[0]
+    assert (flag.step, flag.kind, flag.severity) == (at, kind, severity), describe(report)
+    assert flag.step >= first
+    assert all(f.step >= first for f in report.flags), "an alarm before the loop began"
+
+
+def _poll(outputs: list[str], **extra) -> list[dict]:
+    return [
+        tool("get_operation_status", {"id": "op1"}, o, t=10.0 * i, **extra)
+        for i, o in enumerate(outputs)
+    ]
+
+
+# fmt: off
+LEGIT = [
+    pytest.param(_poll(["RUNNING", "RUNNING", "RUNNING", "DONE"], kind="poll"), {}, id="poll-declared"),
+    pytest.param(_poll([f"progress {p}% of the job" for p in range(10, 80, 10)]), {}, id="poll-by-shape"),
+    pytest.param(
+        [tool("check_background_tasks", {}, "task 1 still running", t=float(i)) for i in range(10)],
+        {}, id="check_background_tasks",
+    ),
+    pytest.param(
+        [tool("list_items", {"q": "x", "page": p}, f'{{"items":[{2 * p},{2 * p + 1}],"next":{p + 1}}}')
+         for p in range(1, 7)],
+        {}, id="pagination-advances",
+    ),
+    pytest.param(
+        [
+            tool("create_order", {"sku": "A1"}, "", status="timeout", tool_call_id="w1", **W),
+            tool("get_order", {"sku": "A1"}, "no such order", reconciles="w1", found=False),
+            tool("create_order", {"sku": "A1"}, "order 77 created", **W),
+        ],
+        {}, id="write-retry-after-reconcile",
+    ),
+    pytest.param(
+        [
+            tool("create_order", {"sku": "A1"}, "order 77 created", **W),
+            tool("create_order", {"sku": "A1"}, "order 78 created", intent="duplicate", **W),
+        ],
+        {}, id="write-intended-duplicate",
+    ),
+    pytest.param(
+        [tool("create_order", {"sku": s}, f"order {n} created", **W) for n, s in enumerate("ABC")],
+        {}, id="distinct-writes",
+    ),
+    pytest.param(
+        [tool("search", {"q": f"query {i}"}, "[]") for i in range(14)],
+        {"task_type": "lookup"}, id="sweep-of-empty-searches",
+    ),
+    pytest.param(
+        [tool("sql", {"query": q}, f"{n} rows") for n, q in enumerate([
+            LONG_Q,
+            "list all invoices issued in march that were paid late by more than thirty days",
+            "count the products in the warehouse table grouped by supplier and by category",
+            "select distinct shipping regions from the orders table where the total exceeds 500",
+        ])],
+        {}, id="long-args-differ",
+    ),
+    pytest.param(
+        [tool("sql", {"query": LONG_Q + f" in region {r}"}, f"region {r}: {n} active users found")
+         for n, r in enumerate("NESW")],
+        {}, id="fuzzy-sweep-that-learns",
+    ),
+    pytest.param(_cycle("ab", 4, learn=True), {}, id="alternation-that-learns"),
+    pytest.param(
+        [tool("deploy", {"env": e}, f"Error: environment {e} not found", status="error")
+         for e in ("a", "b", "c")],
+        {}, id="different-errors",
+    ),
+    pytest.param([tool("search_orders", {"q": "late"}, ORDERS)] * 2, {}, id="one-repeat-only"),
+    pytest.param([tool(n, {"x": 1}, "OK") for n in ("save", "flush", "sync", "close")], {},
+                 id="short-statuses"),
+    pytest.param(
+        [msg("user", "go"), msg("assistant", "plan"), msg("assistant", "more plan"),
+         tool("ls", {}, "a b c"), msg("assistant", "done"), msg("user", "thanks"),
+         msg("assistant", "you are welcome")],
+        {}, id="talk-between-tools",
+    ),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(("steps", "meta"), LEGIT)
+def test_legitimate_look_alike_stays_quiet(steps, meta):
+    """A detector that cannot tell real work from its loop shape (a false kill) fails here."""
+    report = run(steps, loop=False, **meta)
+    assert report.flags == (), describe(report)
+    assert report.stop is None
+
+
+def test_every_default_detector_is_exercised():
+    """A detector added to DEFAULT_DETECTORS without a stuck case above fails here."""
+    covered = {p.values[2] for p in LOOPS}
+    assert {d.name for d in DEFAULT_DETECTORS} <= covered
+
+
+@pytest.mark.parametrize(
+    ("steps", "detector", "needles"),
+    [
+        (
+            [tool("search_orders", {"q": "late"}, ORDERS)] * 3,
+            "exact_repeat",
+            ("search_orders", "3 times", '{"q":"late"}'),
+        ),
+        (CASE["window_repeat"], "window_repeat", ("read", "3 times", '{"p":"a"}')),
+        (
+            CASE["same_error-block"],
+            "repeat_same_error",
+            ("deploy", "3 times", '{"env":"prod"}', "error"),
+        ),
+        (CASE["same_error-args-warn"], "repeat_same_error", ("deploy", "3 times", '{"env":"c"}')),
+        (CASE["fuzzy_repeat"], "fuzzy_repeat", ("sql", "3 times", "find every user")),
+        (CASE["osc-2"], "oscillation", ("tool_a", "tool_b", "3 full cycles", '{"q":1}')),
+        (CASE["poll-deadline"], "poll_timeout", ("get_operation_status", '{"id":"op1"}', "300")),
+        (
+            CASE["write-twice-after-ok"],
+            "write_duplicate",
+            ("create_order", '{"sku":"A1"}', "step 0"),
+        ),
+    ],
+)
+def test_correction_names_tool_count_and_arguments(steps, detector, needles):
+    """A vague correction ("stop looping") that the model cannot act on fails here."""
+    message = flags_by(run(steps), detector)[0].message
+    for needle in needles:
+        assert needle in message
+
+
+def test_block_hands_back_the_cached_result_with_the_correction():
+    """A block that returns silence instead of the last result plus a correction fails here."""
+    m = EpisodeMonitor()
+    for i in range(2):
+        assert (
+            m.before_call(ToolCall("search_orders", {"q": "late"}, call_id=f"c{i}")).action
+            == "allow"
+        )
+        m.after_call(ToolResult(ORDERS, call_id=f"c{i}"))
+    d = m.before_call(ToolCall("search_orders", {"q": "late"}, call_id="c2"))
+    assert d.action == "block" and d.is_kill
+    assert d.cached_output_hash == output_hash(ORDERS)
+    assert d.correction is not None and "search_orders" in d.correction
+    assert d.diagnostic is not None and d.diagnostic["decided_by"] == "exact_repeat"
+
+
+def test_live_blocks_then_repeated_tool_call_stop():
+    """Blocked calls fed back as status=blocked must still count towards stop_after_blocks."""
+    m = EpisodeMonitor()
+    actions = []
+    for i in range(5):
+        d = m.before_call(ToolCall("search_orders", {"q": "late"}, call_id=f"c{i}"))
+        actions.append(d.action)
+        ran = d.action == "allow"
+        m.after_call(
+            ToolResult(ORDERS if ran else None, status="ok" if ran else "blocked", call_id=f"c{i}")
+        )
+    assert actions == ["allow", "allow", "block", "block", "stop"]
+    assert m.summary()["stop_reason"] == "repeated_tool_call"
+    diag = m.stopped.diagnostic
+    assert diag["terminated_by"] == "repeated_tool_call"
+    assert diag["last_progress_step"] == 0 and "No progress" in diag["hint"]
+
+
+@pytest.mark.parametrize("blocks", [1, 2, 3])
+def test_stop_after_blocks_is_configurable(blocks):
+    """An off-by-one in the blocks-then-stop rule moves the stop step and fails here."""
+    report = run(
+        [tool("search_orders", {"q": "late"}, ORDERS)] * 8, Policy(stop_after_blocks=blocks)
+    )
+    assert report.stop is not None and report.stop.stop_reason == "repeated_tool_call"
+    assert report.stop.step == 2 + blocks
+
+
+@pytest.mark.parametrize("task_type", [*DEFAULT_NO_PROGRESS_K, None, "unheard-of"])
+def test_no_progress_breaker_trips_at_k_for_the_task_type(task_type):
+    """A breaker that ignores the task type's K (or counts a repeat, not no-progress) fails."""
+    k = Policy().k_for(task_type)
+    report = run(
+        [tool("search", {"q": f"query {i}"}, "not found") for i in range(k + 3)],
+        task_type=task_type,
+    )
+    breaker = flags_by(report, "no_progress")
+    assert [f.step for f in breaker][:1] == [k], describe(report)
+    diag = report.stop.diagnostic
+    assert diag["terminated_by"] == "no_progress"
+    assert (diag["limit"], diag["consumed"], diag["last_progress_step"]) == (k, k, 0)
+    assert diag["hint"] == f"No progress in the last {k} tool calls."
+
+
+def _drive_calls(m: EpisodeMonitor, n: int, *, status: str = "ok") -> list:
+    decisions = []
+    for i in range(n):
+        d = m.before_call(ToolCall("deploy", {"v": i}, call_id=f"c{i}", t=20.0 * i))
+        decisions.append(d)
+        if d.action == "stop":
+            break
+        m.after_call(
+            ToolResult(
+                f"result number {i} of the deploy",
+                status=status,  # type: ignore[arg-type]
+                call_id=f"c{i}",
+                tokens_in=30,
+                tokens_out=10,
+                cost=0.2,
+            )
+        )
+    return decisions
+
+
+@pytest.mark.parametrize(
+    ("budgets", "status", "budget_type", "limit", "consumed"),
+    [
+        (Budgets(tool_calls=3), "ok", "total_tool_calls", 3, 3),
+        (Budgets(retries_per_tool=2), "error", "retries_per_tool", 2, 2),
+        (Budgets(wall_clock_s=60), "ok", "wall_clock_s", 60, 60),
+        (Budgets(tokens=100), "ok", "tokens", 100, 120),
+        (Budgets(cost_usd=0.5), "ok", "cost_usd", 0.5, 0.6),
+    ],
+)
+def test_budget_stops_before_the_call(budgets, status, budget_type, limit, consumed):
+    """A budget checked after the call runs (or not at all) lets a 4th call start and fails."""
+    m = EpisodeMonitor(Policy(budgets=budgets))
+    decisions = _drive_calls(m, 10, status=status)
+    assert [d.action for d in decisions] == ["allow", "allow", "allow", "stop"]
+    diag = decisions[-1].diagnostic
+    assert diag["terminated_by"] == "budget" and diag["budget_type"] == budget_type
+    assert diag["limit"] == limit and diag["consumed"] == pytest.approx(consumed)
+    assert {"last_progress_step", "hint"} <= diag.keys()
+    assert decisions[-1].stop_reason == "budget"
+
+
+def test_model_turn_budget_is_checked_before_the_model_call():
+    """A model-turn budget that lets one turn too many start fails here."""
+    m = EpisodeMonitor(Policy(budgets=Budgets(model_turns=2)))
+    actions = []
+    for _ in range(3):
+        d = m.before_model_call(t=0.0)
+        actions.append(d.action)
+        if d.action == "allow":
+            m.after_model_call(tokens=5)
+    assert actions == ["allow", "allow", "stop"]
+    assert d.diagnostic["budget_type"] == "model_turns" and d.diagnostic["consumed"] == 2
+    assert d.stop_reason == "budget"
+
+
+def test_no_budget_no_round_cap_by_default():
+    """A hidden default round cap (seed 001: 5 rounds kills real work) fails here."""
+    m = EpisodeMonitor()
+    decisions = _drive_calls(m, 40)
+    assert all(d.action == "allow" for d in decisions) and len(decisions) == 40
+
+
+def test_write_retry_after_reconcile_reuses_the_idempotency_key():
+    """A retry keyed by a fresh key (so the server cannot dedupe it) fails here."""
+    m = EpisodeMonitor(episode_id="run7")
+    first = m.before_call(ToolCall("create_order", {"sku": "A1"}, call_id="w1", kind="write"))
+    assert m.after_call(ToolResult("", status="timeout", call_id="w1")).write_status == "unknown"
+    assert m.summary()["unknown_writes"] == 1
+    assert m.before_call(ToolCall("create_order", {"sku": "A1"}, kind="write")).action == "block"
+    m.after_call(ToolResult(status="blocked"))
+    assert m.reconcile("w1", found=False)
+    retry = m.before_call(ToolCall("create_order", {"sku": "A1"}, call_id="w3", kind="write"))
+    assert retry.action == "allow"
+    assert retry.idempotency_key == first.idempotency_key == "run7:create_order#1"
+    assert m.after_call(ToolResult("order 77", call_id="w3")).write_status == "ok"
+    assert m.summary()["unknown_writes"] == 0
+
+
+def test_reconcile_found_blocks_the_retry_and_hands_back_the_recorded_result():
+    """A retry allowed after the lookup proved the write happened (a double order) fails here."""
+    m = EpisodeMonitor(episode_id="run7")
+    m.before_call(ToolCall("create_order", {"sku": "A1"}, call_id="w1", kind="write"))
+    m.after_call(ToolResult("", status="timeout", call_id="w1"))
+    m.before_call(ToolCall("get_order", {"sku": "A1"}, call_id="r1", reconciles="w1", found=True))
+    m.after_call(ToolResult("order 77 exists", call_id="r1"))
+    retry = m.before_call(ToolCall("create_order", {"sku": "A1"}, call_id="w2", kind="write"))
+    assert retry.action == "block" and retry.reason == "write_duplicate"
+    assert retry.cached_output_hash is not None and "already succeeded" in retry.correction
+    m.after_call(ToolResult(status="blocked", call_id="w2"))
+    again = ToolCall("create_order", {"sku": "A1"}, call_id="w3", kind="write", intent="duplicate")
+    assert m.before_call(again).action == "allow"

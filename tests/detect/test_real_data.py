@@ -1,0 +1,48 @@
+"""Real agent trajectories (../shared/data): the guard-rail against false kills on real work."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+from loopscope.detect.replay import EpisodeReport, parse_episode_line, replay
+
+
+@cache
+def _reports(folder: str) -> tuple[tuple[str, EpisodeReport], ...]:
+    """Every episode of every file, replayed once in enforce mode (shared by the tests)."""
+    out = []
+    for path in sorted(Path(folder).glob("*.jsonl")):
+        with path.open(encoding="utf-8") as lines:
+            for line in lines:
+                if line.strip():
+                    out.append((path.name, replay(parse_episode_line(line), mode="enforce")))
+    return tuple(out)
+
+
+def test_every_file_parses_and_replays(shared_data):
+    """A format drift between the converter and parse_episode would raise or skip files here."""
+    files = {name for name, _ in _reports(str(shared_data))}
+    assert files == {p.name for p in shared_data.glob("*.jsonl")}
+    assert len(_reports(str(shared_data))) > 1000
+
+
+def test_no_kill_on_a_successful_episode(shared_data):
+    """A detector change that blocks or stops a run that actually succeeded (a false kill)."""
+    offenders = [
+        f"{name}:{r.episode.episode_id} {r.first_kill.detector}@{r.first_kill.step}"
+        for name, r in _reports(str(shared_data))
+        if r.episode.outcome == "success" and r.first_kill is not None
+    ]
+    assert offenders == []
+
+
+def test_failed_react_runs_are_flagged(shared_data):
+    """A detector change that goes blind to the ReAct agents' search loops fails here."""
+    flagged = [
+        r
+        for name, r in _reports(str(shared_data))
+        if name.startswith("react_") and r.episode.outcome == "failure" and r.flags
+    ]
+    assert len(flagged) >= 20
+    assert any(f.severity == "kill" for r in flagged for f in r.flags)
