@@ -11,9 +11,16 @@ from .fingerprint import canonical_json
 from .history import History
 from .policy import Policy
 
-CURSOR_KEYS: Final = frozenset(
-    {"cursor", "page_token", "pageToken", "next_token", "page", "after", "continuation_token"}
+CURSOR_KEYS: Final = (
+    "cursor",
+    "page_token",
+    "pageToken",
+    "next_token",
+    "page",
+    "after",
+    "continuation_token",
 )
+"""Pagination argument names, in the order they are looked for (the first present wins)."""
 NEXT_KEYS: Final = ("next_cursor", "next_page_token", "nextPageToken", "next_token", "next")
 
 

@@ -70,9 +70,7 @@ def _normalize_container(value: Any, exclude: frozenset[str], depth: int, seen: 
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
         for key, item in value.items():  # pyright: ignore[reportUnknownVariableType]
-            name = _normalize(key, exclude, depth, seen) if isinstance(key, str) else _key_text(
-                key
-            )
+            name = _normalize(key, exclude, depth, seen) if isinstance(key, str) else _key_text(key)
             if name not in exclude:
                 out[name] = _normalize(item, exclude, depth, seen)
         return out

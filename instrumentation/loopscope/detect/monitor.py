@@ -356,6 +356,8 @@ class EpisodeMonitor:
         )
 
     def _hint(self) -> str:
+        if self.tool_calls == 0:
+            return "No tool call has run yet."
         if self.streak == 0:
             return "The last call made progress."
         return f"No progress in the last {self.streak} tool calls."
@@ -425,7 +427,7 @@ class EpisodeMonitor:
             "action": action,
             "detector": name,
             "kind": finding.kind,
-            "step": step.index if step is not None else self.steps - 1,
+            "step": step.index if step is not None else self.steps,
         }
         if step is not None:
             diagnostic.update(tool=step.tool, args=args_preview(step))

@@ -166,11 +166,13 @@ class Policy:
     def _validate(self, source: str) -> None:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if f.type == "int" and (isinstance(value, bool) or not isinstance(value, int)
-                                    or value <= 0):
+            if f.type == "int" and (
+                isinstance(value, bool) or not isinstance(value, int) or value <= 0
+            ):
                 raise ValueError(f"{source}: {f.name} must be a whole number > 0, not {value!r}")
-            if f.type == "float" and (isinstance(value, bool) or not isinstance(value, int | float)
-                                      or value <= 0):
+            if f.type == "float" and (
+                isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
+            ):
                 raise ValueError(f"{source}: {f.name} must be a positive number, not {value!r}")
             if f.type == "bool" and not isinstance(value, bool):
                 raise ValueError(f"{source}: {f.name} must be true or false, not {value!r}")
