@@ -9,7 +9,6 @@ seconds instead of waiting on a connection that will not come.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -26,6 +25,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 
 from . import environment_variables as env
 from .detect import Policy
+from .detect.policy import policy_from_json
 
 logger = logging.getLogger("loopscope")
 
@@ -280,14 +280,10 @@ def load_policy(path: str | os.PathLike[str]) -> Policy:
     """
     source = f"policy file {os.fspath(path)}"
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ValueError(f"{source}: cannot read it ({exc.strerror})") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{source}: not valid JSON: {exc.msg} at line {exc.lineno}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{source}: must hold a JSON object of policy settings")
-    return Policy.from_mapping(data, source=source)
+    return policy_from_json(text, source=source)
 
 
 def reset_for_tests() -> None:

@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from importlib.metadata import entry_points
 from typing import Any
 
 EXIT_OK = 0
@@ -235,6 +236,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--per-shape", type=int, default=2)
     p.set_defaults(func=cmd_demo)
+    for entry in entry_points(group="loopscope.commands"):  # the collector, the dashboard
+        try:
+            entry.load()(sub)
+        except Exception as exc:  # a broken plug-in must not take the other commands down
+            print(f"loopscope: subcommand {entry.name!r} is unavailable: {exc}", file=sys.stderr)
     return parser
 
 

@@ -8,6 +8,7 @@ validates untrusted input and names the bad field.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -190,6 +191,21 @@ class Policy:
         for tool, kind in self.tool_kinds.items():
             if kind not in ("read", "write", "poll"):
                 raise ValueError(f"{source}: tool_kinds[{tool!r}] must be read, write or poll")
+
+
+def policy_from_json(text: str, *, source: str) -> Policy:
+    """Parse the text of a JSON policy file (the caller reads the file; the core does no I/O).
+
+    Raises:
+        ValueError: not JSON, not an object, or a bad setting; the message names ``source``.
+    """
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{source}: not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{source}: must hold a JSON object of policy settings")
+    return Policy.from_mapping(data, source=source)
 
 
 def _as_mapping(policy: Policy) -> dict[str, Any]:

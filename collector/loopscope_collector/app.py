@@ -1,0 +1,65 @@
+"""``Collector``: the store, the pipeline and both receivers, started and stopped together."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loopscope.detect import Policy
+
+from . import prometheus
+from .pipeline import Pipeline
+from .server import MAX_BODY_BYTES, CollectorHTTPServer
+from .server_grpc import serve_grpc
+from .storage import open_database
+
+
+class Collector:
+    """One collector process's parts. ``start()`` binds the ports; ``stop()`` drains and
+    closes: receivers first, then the queued spans are stored, then the store is closed."""
+
+    def __init__(
+        self,
+        *,
+        db_path: str,
+        host: str = "127.0.0.1",
+        http_port: int = 4318,
+        grpc_port: int = 4317,
+        auth_token: str | None = None,
+        policy: Policy | None = None,
+        max_request_bytes: int = MAX_BODY_BYTES,
+    ) -> None:
+        self.db = open_database(db_path)
+        self.pipeline = Pipeline(self.db, policy=policy)
+        self.http = CollectorHTTPServer(
+            (host, http_port), pipeline=self.pipeline, db=self.db, auth_token=auth_token,
+            prometheus=lambda: prometheus.render(self.pipeline),
+            max_body_bytes=max_request_bytes,
+        )
+        self.host = host
+        self.grpc_port = grpc_port
+        self.auth_token = auth_token
+        self._grpc: Any = None
+
+    @property
+    def http_url(self) -> str:
+        """Base URL of the HTTP server (with the port actually bound)."""
+        host, port = self.http.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> Collector:
+        """Start the pipeline and both receivers."""
+        self.pipeline.start()
+        self.http.serve_in_thread()
+        if self.grpc_port:
+            self._grpc = serve_grpc(self.pipeline, self.host, self.grpc_port,
+                                    auth_token=self.auth_token)
+        return self
+
+    def stop(self) -> None:
+        """Stop receiving, store what is queued, close the store."""
+        if self._grpc is not None:
+            self._grpc.stop(grace=2).wait(5)
+        self.http.shutdown()
+        self.http.server_close()
+        self.pipeline.stop()
+        self.db.close()

@@ -1,0 +1,108 @@
+"""The collector's subcommands of ``loopscope``: registered through the
+``loopscope.commands`` entry point, so the agent-side package never imports this one.
+
+Nothing here imports duckdb or grpc at import time; a missing extra is reported with the
+install command instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+COLLECTOR_HELP = """\
+Receive OTLP from agents, store it in DuckDB, detect loops as spans arrive.
+
+Listens for OTLP/HTTP (POST /v1/traces) and OTLP/gRPC (TraceService) on loopback, stores
+spans and tool calls in one DuckDB file (the collector is its only writer), runs the
+detection core per episode, and serves named reads (GET /v1/reads/NAME) and Prometheus
+metrics (GET /metrics) on the HTTP port. A 200 means the spans are durably stored.
+
+Listening on a non-loopback address needs --auth-token (or $LOOPSCOPE_AUTH_TOKEN), or
+--insecure-remote to accept unauthenticated traffic from the network on purpose.
+
+Example:
+  loopscope collector
+  loopscope collector --db runs.duckdb --http-port 4318 --grpc-port 4317
+  OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 python my_agent.py
+"""
+
+
+def register(sub: Any) -> None:
+    """Add ``collector`` to the ``loopscope`` command's subparsers."""
+    p = sub.add_parser("collector", help="receive OTLP, store in DuckDB, detect loops live",
+                       description=COLLECTOR_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback)")
+    p.add_argument("--http-port", type=int, default=4318, help="OTLP/HTTP and reads (default 4318)")
+    p.add_argument("--grpc-port", type=int, default=4317,
+                   help="OTLP/gRPC (default 4317; 0 disables it)")
+    p.add_argument("--db", default=os.environ.get("LOOPSCOPE_DB", "loopscope.duckdb"),
+                   help="DuckDB file (default: ./loopscope.duckdb or $LOOPSCOPE_DB)")
+    p.add_argument("--auth-token", default=os.environ.get("LOOPSCOPE_AUTH_TOKEN"),
+                   help="require 'Authorization: Bearer TOKEN' (default: $LOOPSCOPE_AUTH_TOKEN)")
+    p.add_argument("--insecure-remote", action="store_true",
+                   help="allow a non-loopback --host without an auth token")
+    p.add_argument("--policy", metavar="FILE", help="JSON policy for detection (see analyze)")
+    p.add_argument("--max-request-bytes", type=int, default=32 * 1024 * 1024,
+                   help="largest OTLP request, after decompression (default: 32 MiB)")
+    p.set_defaults(func=cmd_collector)
+
+
+def read_policy(path: str | None) -> Any:
+    """The policy in a JSON file, or ``None`` for the defaults."""
+    if not path:
+        return None
+    from loopscope.detect.policy import policy_from_json
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"policy file {path}: cannot read it ({exc.strerror})") from None
+    return policy_from_json(text, source=f"policy file {path}")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def cmd_collector(args: argparse.Namespace) -> int:
+    """Run the collector until SIGINT or SIGTERM."""
+    if not _is_loopback(args.host) and not args.auth_token and not args.insecure_remote:
+        print(f"loopscope collector: error: refusing to listen on {args.host} without "
+              "--auth-token (or $LOOPSCOPE_AUTH_TOKEN); pass --insecure-remote to do it anyway",
+              file=sys.stderr)
+        return 2
+    try:
+        from .app import Collector
+    except ImportError as exc:
+        print(f"loopscope collector: error: {exc.name or 'a dependency'} is missing. Install "
+              "the collector with:  pip install 'loopscope[collector]'", file=sys.stderr)
+        return 2
+    policy = read_policy(args.policy)
+    collector = Collector(db_path=args.db, host=args.host, http_port=args.http_port,
+                          grpc_port=args.grpc_port, auth_token=args.auth_token, policy=policy,
+                          max_request_bytes=args.max_request_bytes)
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    collector.start()
+    print(f"loopscope collector: OTLP/HTTP on {collector.http_url}/v1/traces"
+          + (f", OTLP/gRPC on {args.host}:{collector.grpc_port}" if collector.grpc_port else "")
+          + f"; store {args.db}; reads {collector.http_url}/v1/reads; "
+          f"metrics {collector.http_url}/metrics", flush=True)
+    stop.wait()
+    print("loopscope collector: stopping (finishing queued spans)…", file=sys.stderr, flush=True)
+    collector.stop()
+    return 0

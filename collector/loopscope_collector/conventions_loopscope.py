@@ -1,0 +1,119 @@
+"""Spans from loopscope's own SDK: tool calls, episodes (root spans) and reconciles.
+
+The SDK already computed what the collector would: the signature, the output hash and size,
+the guard's decision. Those are taken as they are, never recomputed, so the collector's view
+matches what the in-process guard saw; content (``gen_ai.tool.call.arguments`` /
+``.result``) is kept when the agent captured it. The argument text on the span is already
+canonical JSON (and may be truncated), so it is stored as it is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loopscope import conventions as c
+from loopscope.detect.fingerprint import call_signature, output_hash
+
+from .conventions_common import as_float, as_int, suffix, text, tool_row
+from .rows import EpisodeRow, Normalized, ReconcileRow, ToolCallRow
+from .spans import SpanRecord
+
+CONVENTION = "loopscope"
+
+
+def is_loopscope(attrs: dict[str, Any]) -> bool:
+    """Whether the span came from loopscope's SDK (it carries ``loopscope.*`` keys)."""
+    return c.EPISODE_ID in attrs or c.SIGNATURE in attrs or c.RECONCILE_KEY in attrs
+
+
+def read(span: SpanRecord) -> Normalized:
+    """The row of a loopscope span: tool call, episode, reconcile, or nothing."""
+    attrs = span.attributes
+    operation = attrs.get(c.GEN_AI_OPERATION_NAME)
+    if operation == c.OP_EXECUTE_TOOL:
+        return Normalized(tool_call=_tool_call(span))
+    if operation == c.OP_INVOKE_AGENT:
+        return Normalized(episode=_episode(span))
+    key = text(attrs.get(c.RECONCILE_KEY))
+    if key is not None and span.name.startswith("reconcile"):
+        return Normalized(
+            reconcile=ReconcileRow(
+                trace_id=span.trace_id,
+                span_id=span.span_id,
+                episode_id=text(attrs.get(c.EPISODE_ID)) or "",
+                service=span.service_name,
+                key=key,
+                found=attrs.get(c.RECONCILE_FOUND) is True,
+                time_ns=span.end_ns or span.start_ns,
+            )
+        )
+    return Normalized()
+
+
+def _tool_call(span: SpanRecord) -> ToolCallRow:
+    attrs = span.attributes
+    tool = (
+        text(attrs.get(c.GEN_AI_TOOL_NAME))
+        or suffix(span.name, f"{c.OP_EXECUTE_TOOL} ")
+        or span.name
+    )
+    row = tool_row(span, CONVENTION, tool, call_id=attrs.get(c.GEN_AI_TOOL_CALL_ID))
+    args = attrs.get(c.GEN_AI_TOOL_CALL_ARGUMENTS)
+    result = attrs.get(c.GEN_AI_TOOL_CALL_RESULT)
+    row.args_text = args if isinstance(args, str) else None
+    row.output_text = result if isinstance(result, str) else None
+    row.content_captured = row.args_text is not None or row.output_text is not None
+    row.signature = text(attrs.get(c.SIGNATURE)) or (
+        call_signature(tool, row.args_text) if row.args_text is not None else ""
+    )
+    row.output_hash = text(attrs.get(c.OUTPUT_HASH)) or (
+        output_hash(row.output_text) if row.output_text is not None else ""
+    )
+    row.output_size = as_int(attrs.get(c.OUTPUT_SIZE))
+    if row.output_size is None and row.output_text is not None:
+        row.output_size = len(row.output_text)
+    status = text(attrs.get(c.STATUS))
+    if status:
+        row.status = status
+    row.kind = text(attrs.get(c.TOOL_KIND))
+    row.step = as_int(attrs.get(c.STEP))
+    row.guard_mode = text(attrs.get(c.GUARD_MODE))
+    row.guard_action = text(attrs.get(c.GUARD_ACTION))
+    row.guard_decision = text(attrs.get(c.GUARD_DECISION))
+    row.guard_reason = text(attrs.get(c.GUARD_REASON))
+    flags = attrs.get(c.FLAGS)
+    if isinstance(flags, list | tuple):
+        row.guard_flags = [str(flag) for flag in flags]
+    elif isinstance(flags, str) and flags:
+        row.guard_flags = [flags]
+    row.progress = text(attrs.get(c.PROGRESS))
+    row.streak = as_int(attrs.get(c.STREAK))
+    row.idempotency_key = text(attrs.get(c.IDEMPOTENCY_KEY))
+    row.write_status = text(attrs.get(c.WRITE_STATUS))
+    return row
+
+
+def _episode(span: SpanRecord) -> EpisodeRow:
+    attrs = span.attributes
+    diagnostic = attrs.get(c.STOP_DIAGNOSTIC)
+    outcome = text(attrs.get(c.OUTCOME))
+    return EpisodeRow(
+        trace_id=span.trace_id,
+        span_id=span.span_id,
+        episode_id=text(attrs.get(c.EPISODE_ID)) or "",
+        service=span.service_name,
+        start_ns=span.start_ns,
+        end_ns=span.end_ns,
+        convention=CONVENTION,
+        agent=text(attrs.get(c.GEN_AI_AGENT_NAME)),
+        model=text(attrs.get(c.GEN_AI_REQUEST_MODEL)),
+        task_type=text(attrs.get(c.TASK_TYPE)),
+        outcome=outcome,
+        stop_reason=text(attrs.get(c.STOP_REASON)),
+        stop_diagnostic=diagnostic if isinstance(diagnostic, str) else None,
+        guard_mode=text(attrs.get(c.GUARD_MODE)),
+        tool_calls=as_int(attrs.get(c.TOOL_CALLS)),
+        input_tokens=as_int(attrs.get(c.GEN_AI_USAGE_INPUT_TOKENS)) or 0,
+        output_tokens=as_int(attrs.get(c.GEN_AI_USAGE_OUTPUT_TOKENS)) or 0,
+        cost_usd=as_float(attrs.get(c.COST_USD)),
+    )

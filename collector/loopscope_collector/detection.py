@@ -1,0 +1,165 @@
+"""Streaming detection in the collector: the same core as the guard, one monitor per episode.
+
+Spans arrive in batches, late and out of order. Each episode keeps its tool-call rows sorted
+by start time; rows that extend the end are fed to the episode's ``EpisodeMonitor`` as they
+come, and a row that lands before the end makes the collector re-evaluate the episode from
+the start with a fresh monitor (the flags are then re-written). Detection state is per
+episode, so the work shards by episode; an episode not seen for a while is evicted and
+rebuilt from the store when it comes back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from loopscope.detect import EpisodeMonitor, Flag, Policy, ToolCall, ToolResult
+
+from .rows import ToolCallRow
+
+MAX_ACTIVE_EPISODES = 20_000
+
+
+def sort_key(row: ToolCallRow) -> tuple[int, int, str]:
+    """Order of calls in an episode: start time, then the agent's step, then the span id."""
+    return (row.start_ns, row.step if row.step is not None else -1, row.span_id)
+
+
+@dataclass(slots=True)
+class Verdict:
+    """What detection said about one tool call: its progress marker, streak and flags."""
+
+    row: ToolCallRow
+    ordinal: int
+    progress: str | None
+    streak: int
+    action: str
+    flags: list[Flag] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class EpisodeResult:
+    """Detection output for one episode after a batch."""
+
+    episode_id: str
+    verdicts: list[Verdict]
+    reevaluated: bool
+    """True when the episode was re-run from the start: its stored flags must be replaced."""
+
+
+class _Episode:
+    __slots__ = ("fed", "first_ns", "monitor", "rows", "task_type")
+
+    def __init__(self, policy: Policy, episode_id: str, task_type: str | None) -> None:
+        self.rows: list[ToolCallRow] = []
+        self.monitor = EpisodeMonitor(policy, episode_id=episode_id, task_type=task_type)
+        self.fed = 0
+        self.first_ns = 0
+        self.task_type = task_type
+
+
+class StreamingDetector:
+    """Per-episode monitors for the pipeline thread (not thread-safe; one owner)."""
+
+    def __init__(self, policy: Policy | None = None, *, max_active: int = MAX_ACTIVE_EPISODES):
+        self.policy = policy or Policy()
+        self.max_active = max_active
+        self._episodes: OrderedDict[str, _Episode] = OrderedDict()
+
+    @property
+    def active(self) -> int:
+        """Episodes with detection state in memory."""
+        return len(self._episodes)
+
+    def forget(self, episode_id: str) -> None:
+        """Drop an episode's state (it is rebuilt from the store when needed)."""
+        self._episodes.pop(episode_id, None)
+
+    def add(
+        self,
+        episode_id: str,
+        rows: Iterable[ToolCallRow],
+        *,
+        task_type: str | None = None,
+        load: Callable[[str], list[ToolCallRow]] | None = None,
+    ) -> EpisodeResult:
+        """Add new tool-call rows of one episode and run detection over what changed.
+
+        ``load`` returns the episode's rows already in the store; it is called when the
+        episode has no state in memory (first sight after a restart or an eviction).
+        """
+        state = self._episodes.get(episode_id)
+        new = sorted(rows, key=sort_key)
+        rebuilt = False
+        if state is None:
+            state = _Episode(self.policy, episode_id, task_type)
+            stored = load(episode_id) if load is not None else []
+            known = {r.span_id for r in new}
+            state.rows = sorted([r for r in stored if r.span_id not in known], key=sort_key)
+            rebuilt = bool(state.rows)
+            self._episodes[episode_id] = state
+            self._evict()
+        else:
+            self._episodes.move_to_end(episode_id)
+        in_order = not state.rows or not new or sort_key(new[0]) >= sort_key(state.rows[-1])
+        state.rows.extend(new)
+        if not in_order:
+            state.rows.sort(key=sort_key)
+            rebuilt = True
+        if rebuilt:
+            fresh = _Episode(self.policy, episode_id, task_type or state.task_type)
+            fresh.rows = state.rows
+            state = self._episodes[episode_id] = fresh
+        if not state.first_ns and state.rows:
+            state.first_ns = state.rows[0].start_ns
+        verdicts = [self._feed(state, row, i) for i, row in enumerate(state.rows[state.fed:],
+                                                                        start=state.fed)]
+        state.fed = len(state.rows)
+        return EpisodeResult(episode_id, verdicts, rebuilt)
+
+    def _feed(self, state: _Episode, row: ToolCallRow, ordinal: int) -> Verdict:
+        monitor = state.monitor
+        t = max(row.start_ns - state.first_ns, 0) / 1e9
+        args: Any = None
+        if row.args_text is not None:
+            try:
+                args = json.loads(row.args_text)
+            except ValueError:
+                args = {"input": row.args_text}
+        # Without content or a signature a call cannot be compared: make it unique rather
+        # than let every such call of a tool look identical.
+        signature = row.signature or ("" if row.args_text is not None else f"nosig:{row.span_id}")
+        before = monitor.before_call(ToolCall(
+            tool=row.tool,
+            args=args,
+            call_id=row.span_id,
+            kind=row.kind if row.kind in ("read", "write", "poll") else None,  # type: ignore[arg-type]
+            t=t,
+            signature=signature,
+            args_text=row.args_text or "",
+            intent=row.intent,
+            idempotency_key=row.idempotency_key,
+        ))
+        status = row.status if row.status in ("ok", "error", "timeout", "blocked") else "ok"
+        digest = row.output_hash or ("" if row.output_text is not None else f"nohash:{row.span_id}")
+        after = monitor.after_call(ToolResult(
+            output=row.output_text,
+            output_hash=digest,
+            status=status,  # type: ignore[arg-type]
+            call_id=row.span_id,
+            t=t,
+            tokens_in=row.tokens_in,
+            tokens_out=row.tokens_out,
+            cost=row.cost_usd or 0.0,
+        ))
+        ranks = {"allow": 0, "warn": 1, "block": 2, "stop": 3}
+        action = max(before.action, after.action, key=ranks.__getitem__)
+        return Verdict(row, ordinal, after.progress, after.streak, action,
+                       [*before.new_flags, *after.new_flags])
+
+    def _evict(self) -> None:
+        while len(self._episodes) > self.max_active:
+            self._episodes.popitem(last=False)

@@ -1,0 +1,309 @@
+"""The pipeline: the one thread that owns the read-write DuckDB connection and detection state.
+
+Receivers (HTTP, gRPC) decode a request and ``submit`` its spans; the pipeline takes what is
+queued as one batch, stores it in one transaction, runs streaming detection, commits, and
+only then releases the receivers, which acknowledge: a 200 means the spans are durably
+stored. Ingest is idempotent by (trace_id, span_id): spans already stored are skipped, so a
+client's retry never double-counts. When the queue is full, ``submit`` raises ``Overloaded``
+and the receiver answers 503 with Retry-After.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from loopscope.detect import Policy
+
+from .detection import EpisodeResult, StreamingDetector
+from .normalize import normalize_span
+from .rows import EpisodeRow, ReconcileRow, ToolCallRow
+from .spans import SpanRecord
+from .storage import Database
+from .storage import writes as tables
+from .storage.queries import existing_keys, insert_rows
+
+logger = logging.getLogger(__name__)
+
+
+class Overloaded(RuntimeError):
+    """The pipeline's queue is full; the client should retry later (503 + Retry-After)."""
+
+
+class PipelineStopped(RuntimeError):
+    """The pipeline is shutting down and accepts nothing more."""
+
+
+@dataclass(eq=False)
+class Job:
+    """One request's spans, and the event its receiver waits on."""
+
+    spans: list[SpanRecord]
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+    stored: int = 0
+    duplicates: int = 0
+
+    def wait(self, timeout: float) -> None:
+        """Block until the spans are committed; re-raise the pipeline's error, if any."""
+        if not self.done.wait(timeout):
+            raise TimeoutError(f"spans not stored within {timeout:.0f} s")
+        if self.error is not None:
+            raise self.error
+
+
+@dataclass
+class Stats:
+    """Counters the collector exposes on /metrics (read from any thread)."""
+
+    spans_received: int = 0
+    spans_stored: int = 0
+    spans_duplicate: int = 0
+    spans_rejected: int = 0
+    requests_overloaded: int = 0
+    batches: int = 0
+    tool_calls: int = 0
+    no_progress_steps: int = 0
+    episodes_reevaluated: int = 0
+    loops_by_kind: Counter[str] = field(default_factory=Counter)
+    guard_actions: Counter[str] = field(default_factory=Counter)
+    queue_spans: int = 0
+
+
+class Pipeline:
+    """Owns the store's write connection; see the module docstring."""
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        policy: Policy | None = None,
+        max_queue_spans: int = 100_000,
+        max_batch_spans: int = 20_000,
+        max_wait_s: float = 0.02,
+        on_batch: Callable[[Pipeline, list[EpisodeResult]], None] | None = None,
+    ) -> None:
+        self.db = db
+        self.detector = StreamingDetector(policy)
+        self.max_queue_spans = max_queue_spans
+        self.max_batch_spans = max_batch_spans
+        self.max_wait_s = max_wait_s
+        self.on_batch = on_batch
+        self.stats = Stats()
+        self._queue: queue.Queue[Job | None] = queue.Queue()
+        self._queued = 0
+        self._lock = threading.Lock()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="loopscope-pipeline", daemon=True)
+        self._trace_episode: OrderedDict[str, str] = OrderedDict()
+        self._dedup: OrderedDict[str, None] = OrderedDict()
+
+    # -- receivers' side ------------------------------------------------------------------
+
+    def start(self) -> Pipeline:
+        """Start the pipeline thread."""
+        self._thread.start()
+        return self
+
+    def submit(self, spans: list[SpanRecord]) -> Job:
+        """Queue a request's spans; returns the job to ``wait`` on.
+
+        Raises:
+            Overloaded: the queue holds ``max_queue_spans`` spans already.
+            PipelineStopped: the collector is shutting down.
+        """
+        job = Job(spans)
+        with self._lock:
+            if self._stopping:
+                raise PipelineStopped("the collector is shutting down")
+            if self._queued and self._queued + len(spans) > self.max_queue_spans:
+                self.stats.requests_overloaded += 1
+                raise Overloaded(f"{self._queued} spans queued")
+            self._queued += len(spans)
+            self.stats.queue_spans = self._queued
+            self.stats.spans_received += len(spans)
+        self._queue.put(job)
+        return job
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Finish what is queued, then stop the thread."""
+        with self._lock:
+            self._stopping = True
+        self._queue.put(None)
+        self._thread.join(timeout)
+
+    # -- the pipeline thread --------------------------------------------------------------
+
+    def _run(self) -> None:
+        self._cur = self.db.cursor()
+        while True:
+            jobs, last = self._next_batch()
+            if jobs:
+                self._process_jobs(jobs)
+            if last:
+                return
+
+    def _next_batch(self) -> tuple[list[Job], bool]:
+        first = self._queue.get()
+        if first is None:
+            return [], True
+        jobs, size = [first], len(first.spans)
+        deadline = time.monotonic() + self.max_wait_s
+        while size < self.max_batch_spans:
+            remaining = deadline - time.monotonic()
+            try:
+                job = self._queue.get(timeout=remaining) if remaining > 0 else (
+                    self._queue.get_nowait())
+            except queue.Empty:
+                break
+            if job is None:
+                self._queue.put(None)  # seen again after this batch
+                break
+            jobs.append(job)
+            size += len(job.spans)
+        return jobs, False
+
+    def _process_jobs(self, jobs: list[Job]) -> None:
+        count = sum(len(j.spans) for j in jobs)
+        try:
+            results = self._store([s for j in jobs for s in j.spans], jobs)
+        except Exception as exc:
+            logger.exception("loopscope collector: a batch of %d spans failed; not acknowledged",
+                             count)
+            for job in jobs:
+                job.error = exc
+        else:
+            if self.on_batch is not None:
+                try:
+                    self.on_batch(self, results)
+                except Exception:
+                    logger.exception("loopscope collector: after-batch hook failed")
+        finally:
+            with self._lock:
+                self._queued -= count
+                self.stats.queue_spans = self._queued
+                self.stats.batches += 1
+            for job in jobs:
+                job.done.set()
+
+    def _store(self, spans: Sequence[SpanRecord], jobs: list[Job]) -> list[EpisodeResult]:
+        cur = self._cur
+        unique: dict[tuple[str, str], SpanRecord] = {}
+        for span in spans:
+            unique.setdefault((span.trace_id, span.span_id), span)
+        cur.execute("begin transaction")
+        try:
+            stored = existing_keys(cur, list(unique))
+            new = [s for k, s in unique.items() if k not in stored]
+            insert_rows(cur, "spans", [tables.span_row(s) for s in new], tables.SPANS)
+            results = self._derive(cur, new)
+            cur.execute("commit")
+        except Exception:
+            cur.execute("rollback")
+            raise
+        self.stats.spans_stored += len(new)
+        self.stats.spans_duplicate += len(spans) - len(new)
+        for job in jobs:
+            job.stored = len(job.spans)
+        return results
+
+    def _derive(self, cur: Any, spans: Sequence[SpanRecord]) -> list[EpisodeResult]:
+        tool_rows: list[ToolCallRow] = []
+        episodes: list[EpisodeRow] = []
+        reconciles: list[ReconcileRow] = []
+        dedup_keys: dict[str, str] = {}
+        for span in spans:
+            normalized = normalize_span(span)
+            if normalized.tool_call is not None:
+                key = normalized.extra.get("dedup_key")
+                if key is not None:  # one call reported by two sides (MCP): keep the first
+                    if key in self._dedup:
+                        continue
+                    self._remember(self._dedup, key, None)
+                    dedup_keys[span.span_id] = key
+                tool_rows.append(normalized.tool_call)
+            if normalized.episode is not None:
+                episodes.append(normalized.episode)
+            if normalized.reconcile is not None:
+                reconciles.append(normalized.reconcile)
+        self._resolve_episodes(cur, tool_rows, episodes)
+        by_episode: dict[str, list[ToolCallRow]] = {}
+        for row in tool_rows:
+            by_episode.setdefault(row.episode_id, []).append(row)
+        task_types = {e.episode_id: e.task_type for e in episodes}
+        results = [
+            self.detector.add(episode_id, rows, task_type=task_types.get(episode_id),
+                              load=lambda eid: tables.load_tool_calls(cur, eid))
+            for episode_id, rows in by_episode.items()
+        ]
+        verdicts = {v.row.span_id: v for r in results for v in r.verdicts}
+        insert_rows(cur, "tool_calls", [
+            tables.tool_call_row(r, verdicts.get(r.span_id), dedup_keys.get(r.span_id))
+            for r in tool_rows], tables.TOOL_CALLS)
+        tables.update_verdicts(cur, [v for r in results if r.reevaluated for v in r.verdicts
+                                     if v.row.span_id not in {t.span_id for t in tool_rows}])
+        tables.write_detections(cur, results)
+        tables.write_guard_decisions(cur, tool_rows)
+        tables.upsert_episodes(cur, episodes, tool_rows)
+        tables.write_unknown_writes(cur, tool_rows, reconciles)
+        self._count(tool_rows, results)
+        return results
+
+    def _resolve_episodes(
+        self, cur: Any, rows: list[ToolCallRow], episodes: list[EpisodeRow]
+    ) -> None:
+        """Fill empty episode ids: a conversation/session id seen in the trace, else the trace."""
+        for ep in episodes:
+            if ep.episode_id:
+                self._remember(self._trace_episode, ep.trace_id, ep.episode_id)
+        for row in rows:
+            if row.episode_id:
+                self._remember(self._trace_episode, row.trace_id, row.episode_id)
+        missing = {r.trace_id for r in rows if not r.episode_id} | {
+            e.trace_id for e in episodes if not e.episode_id}
+        unknown = [t for t in missing if t not in self._trace_episode]
+        for trace_id, episode_id in tables.episodes_of_traces(cur, unknown).items():
+            self._remember(self._trace_episode, trace_id, episode_id)
+        for item in (*rows, *episodes):
+            if not item.episode_id:
+                item.episode_id = self._trace_episode.get(item.trace_id, item.trace_id)
+        for ep in episodes:  # the root revealed a conversation id for calls stored under the trace
+            if ep.episode_id != ep.trace_id and tables.rebind_trace(cur, ep.trace_id,
+                                                                    ep.episode_id):
+                self.detector.forget(ep.trace_id)
+                self.detector.forget(ep.episode_id)
+
+    @staticmethod
+    def _remember(cache: OrderedDict[str, Any], key: str, value: Any,
+                  limit: int = 100_000) -> None:
+        cache[key] = value
+        cache.move_to_end(key)
+        if len(cache) > limit:
+            cache.popitem(last=False)
+
+    def _count(self, rows: list[ToolCallRow], results: list[EpisodeResult]) -> None:
+        stats = self.stats
+        stats.tool_calls += len(rows)
+        for row in rows:
+            if row.guard_action:
+                stats.guard_actions[row.guard_action] += 1
+        for result in results:
+            for verdict in result.verdicts:
+                if verdict.progress is None and not result.reevaluated:
+                    stats.no_progress_steps += 1
+                for flag in verdict.flags:
+                    stats.loops_by_kind[flag.kind] += 1
+            stats.episodes_reevaluated += result.reevaluated
+
+    def snapshot(self) -> dict[str, Any]:
+        """The counters as plain data."""
+        data = asdict(self.stats)
+        data["detection_active_episodes"] = self.detector.active
+        return json.loads(json.dumps(data, default=dict))

@@ -1,0 +1,55 @@
+"""The collector's own counters in the Prometheus text exposition format (``GET /metrics``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .pipeline import Pipeline
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _lines(name: str, kind: str, help_text: str,
+           samples: Iterable[tuple[dict[str, str], float]]) -> list[str]:
+    out = [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+    for labels, value in samples:
+        text = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
+        out.append(f"{name}{{{text}}} {value}" if text else f"{name} {value}")
+    return out
+
+
+def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = ()) -> str:
+    """All counters; ``alerts`` is (service, state, count) rows from the alert history."""
+    s = pipeline.stats
+    lines: list[str] = []
+    lines += _lines("loopscope_spans_received_total", "counter",
+                    "Spans received in export requests.", [({}, s.spans_received)])
+    lines += _lines("loopscope_spans_stored_total", "counter",
+                    "Spans stored (new, not retries).", [({}, s.spans_stored)])
+    lines += _lines("loopscope_spans_duplicate_total", "counter",
+                    "Spans received again (client retries), ignored.", [({}, s.spans_duplicate)])
+    lines += _lines("loopscope_spans_rejected_total", "counter",
+                    "Spans refused: malformed or unsupported requests.", [({}, s.spans_rejected)])
+    lines += _lines("loopscope_requests_overloaded_total", "counter",
+                    "Export requests refused with 503 because the queue was full.",
+                    [({}, s.requests_overloaded)])
+    lines += _lines("loopscope_tool_calls_total", "counter", "Tool calls stored.",
+                    [({}, s.tool_calls)])
+    lines += _lines("loopscope_no_progress_steps_total", "counter",
+                    "Tool calls that made no progress (collector verdict).",
+                    [({}, s.no_progress_steps)])
+    lines += _lines("loopscope_loops_total", "counter", "Loop flags raised, by kind.",
+                    [({"kind": k}, v) for k, v in sorted(s.loops_by_kind.items())])
+    lines += _lines("loopscope_guard_actions_total", "counter",
+                    "Decisions reported by in-process guards, by action.",
+                    [({"action": k}, v) for k, v in sorted(s.guard_actions.items())])
+    lines += _lines("loopscope_alerts_total", "counter", "No-progress alerts, by service and state.",
+                    [({"service": svc, "state": st}, n) for svc, st, n in alerts])
+    lines += _lines("loopscope_queue_spans", "gauge", "Spans waiting for the pipeline.",
+                    [({}, s.queue_spans)])
+    lines += _lines("loopscope_detection_active_episodes", "gauge",
+                    "Episodes with detection state in memory.",
+                    [({}, pipeline.detector.active)])
+    return "\n".join(lines) + "\n"

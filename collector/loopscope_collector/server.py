@@ -1,0 +1,244 @@
+"""The collector's loopback HTTP server: OTLP in, named reads and Prometheus metrics out.
+
+- ``POST /v1/traces``: OTLP/HTTP, protobuf or JSON, gzip/deflate. 200 only once the spans are
+  committed to the store; 400 for a malformed body, 415 for a wrong content type or encoding,
+  413 for a body over the limit (after decompression), 503 with ``Retry-After`` when the
+  pipeline is overloaded or could not store the batch (clients retry 503; ingest is
+  idempotent).
+- ``GET /v1/reads`` lists the named reads; ``GET /v1/reads/{name}?param=value`` runs one and
+  answers JSON ``{"rows": [...]}``. A client can only name a read, never send SQL.
+- ``GET /metrics``: Prometheus text format. ``GET /healthz``: ``ok``.
+
+With an auth token, every request must carry ``Authorization: Bearer <token>``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import hmac
+import json
+import logging
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Final
+from urllib.parse import parse_qsl, urlsplit
+
+from google.rpc import status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from .decode import (
+    DecodeError,
+    PayloadTooLarge,
+    UnsupportedEncoding,
+    UnsupportedMediaType,
+    decode_request,
+)
+from .pipeline import Overloaded, Pipeline, PipelineStopped
+from .storage import Database
+from .storage.queries import READS, UnknownRead
+
+logger = logging.getLogger(__name__)
+
+MAX_BODY_BYTES: Final = 32 * 1024 * 1024
+"""Largest request accepted, compressed or not (after decompression too)."""
+ACK_TIMEOUT_S: Final = 30.0
+RETRY_AFTER_S: Final = "2"
+
+
+class CollectorHTTPServer(ThreadingHTTPServer):
+    """A threading HTTP server carrying the collector's pipeline, store and settings."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        *,
+        pipeline: Pipeline,
+        db: Database,
+        auth_token: str | None = None,
+        prometheus: Callable[[], str] | None = None,
+        max_body_bytes: int = MAX_BODY_BYTES,
+    ) -> None:
+        super().__init__(address, _Handler)
+        self.pipeline = pipeline
+        self.db = db
+        self.auth_token = auth_token
+        self.prometheus = prometheus
+        self.max_body_bytes = max_body_bytes
+
+    def serve_in_thread(self) -> threading.Thread:
+        """Serve on a daemon thread; returns it."""
+        thread = threading.Thread(target=self.serve_forever, name="loopscope-http", daemon=True)
+        thread.start()
+        return thread
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime.datetime | datetime.date):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    return str(value)
+
+
+def _param(value: str) -> Any:
+    """Query-string values are text; reads take numbers and booleans too."""
+    lowered = value.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if value.lstrip("-").isdigit():
+        return int(value)
+    return value
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: CollectorHTTPServer
+    protocol_version = "HTTP/1.1"
+    server_version = "loopscope-collector"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.debug("%s - " + format, self.address_string(), *args)
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    def _send(self, code: int, body: bytes, content_type: str,
+              headers: dict[str, str] | None = None) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _json(self, code: int, data: Any, headers: dict[str, str] | None = None) -> None:
+        body = json.dumps(data, default=_jsonable, ensure_ascii=False).encode()
+        self._send(code, body, "application/json", headers)
+
+    def _otlp_error(self, code: int, message: str, *, protobuf: bool,
+                    headers: dict[str, str] | None = None) -> None:
+        if protobuf:
+            status = status_pb2.Status(code=code, message=message)
+            self._send(code, status.SerializeToString(), "application/x-protobuf", headers)
+        else:
+            self._json(code, {"code": code, "message": message}, headers)
+
+    def _authorized(self) -> bool:
+        token = self.server.auth_token
+        if not token:
+            return True
+        given = self.headers.get("Authorization", "")
+        if given.startswith("Bearer ") and hmac.compare_digest(given[7:].strip(), token):
+            return True
+        self._json(401, {"error": "missing or wrong bearer token"},
+                   {"WWW-Authenticate": "Bearer"})
+        return False
+
+    # -- routes ---------------------------------------------------------------------------------
+
+    def do_POST(self) -> None:
+        if not self._authorized():
+            return
+        if urlsplit(self.path).path != "/v1/traces":
+            self._drain()
+            self._json(404, {"error": f"no route POST {self.path}; OTLP goes to /v1/traces"})
+            return
+        self._export()
+
+    def do_GET(self) -> None:
+        if not self._authorized():
+            return
+        url = urlsplit(self.path)
+        if url.path == "/healthz":
+            self._send(200, b"ok\n", "text/plain")
+        elif url.path == "/metrics":
+            text = self.server.prometheus() if self.server.prometheus else ""
+            self._send(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
+        elif url.path in ("/v1/reads", "/v1/reads/"):
+            self._json(200, {"reads": {n: {"params": list(r.params), "doc": r.doc}
+                                       for n, r in sorted(READS.items())}})
+        elif url.path.startswith("/v1/reads/"):
+            self._read(url.path.removeprefix("/v1/reads/"), url.query)
+        else:
+            self._json(404, {"error": f"no route GET {url.path}"})
+
+    def _drain(self) -> None:
+        raw = self.headers.get("Content-Length") or "0"
+        self._discard(int(raw) if raw.isdigit() else 0)
+
+    def _discard(self, length: int) -> None:
+        """Read and drop a body we will not use, in bounded chunks, so the client sees our
+        answer instead of a reset; a body far over the limit closes the connection instead."""
+        if length > 4 * self.server.max_body_bytes:
+            self.close_connection = True
+            return
+        while length > 0:
+            chunk = self.rfile.read(min(length, 65536))
+            if not chunk:
+                break
+            length -= len(chunk)
+
+    def _read(self, name: str, query: str) -> None:
+        params = {k: _param(v) for k, v in parse_qsl(query, keep_blank_values=False)}
+        try:
+            rows = self.server.db.read(name, params)
+        except UnknownRead as exc:
+            self._json(404 if name not in READS else 400, {"error": str(exc)})
+            return
+        except Exception as exc:  # a bad parameter type, for instance
+            self._json(400, {"error": f"read {name!r} failed: {exc}"})
+            return
+        self._json(200, {"rows": rows})
+
+    def _export(self) -> None:
+        content_type = self.headers.get("Content-Type")
+        protobuf = "json" not in (content_type or "").lower()
+        raw_length = self.headers.get("Content-Length")
+        if raw_length is None or not raw_length.strip().isdigit():
+            self.close_connection = True
+            self._otlp_error(411, "Content-Length is required", protobuf=protobuf)
+            return
+        length = int(raw_length)
+        if length > self.server.max_body_bytes:
+            self._discard(length)
+            self._otlp_error(413, f"body of {length} bytes is over the limit of "
+                                  f"{self.server.max_body_bytes}", protobuf=protobuf)
+            return
+        body = self.rfile.read(length)
+        try:
+            spans = decode_request(body, content_type=content_type,
+                                   content_encoding=self.headers.get("Content-Encoding"),
+                                   max_bytes=self.server.max_body_bytes)
+        except (UnsupportedMediaType, UnsupportedEncoding) as exc:
+            self._otlp_error(415, str(exc), protobuf=protobuf)
+            return
+        except PayloadTooLarge as exc:
+            self._otlp_error(413, str(exc), protobuf=protobuf)
+            return
+        except DecodeError as exc:
+            self._otlp_error(400, str(exc), protobuf=protobuf)
+            return
+        retry = {"Retry-After": RETRY_AFTER_S}
+        try:
+            job = self.server.pipeline.submit(spans)
+            job.wait(ACK_TIMEOUT_S)
+        except (Overloaded, PipelineStopped, TimeoutError) as exc:
+            self._otlp_error(503, f"not stored, retry later: {exc}", protobuf=protobuf,
+                             headers=retry)
+            return
+        except Exception as exc:
+            self._otlp_error(503, f"the store failed, retry later: {type(exc).__name__}",
+                             protobuf=protobuf, headers=retry)
+            return
+        if protobuf:
+            self._send(200, ExportTraceServiceResponse().SerializeToString(),
+                       "application/x-protobuf")
+        else:
+            self._json(200, {})

@@ -1,0 +1,74 @@
+"""The collector's DuckDB store: one file, one writer, named reads.
+
+``open_database(path)`` opens (and migrates) the file read-write for the collector, which is
+its only writer; ``open_database(path, read_only=True)`` opens a copy or a stopped
+collector's file for reading after the fact. Each reader thread takes its own ``cursor()``.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from .queries import READS, run_read
+from .schema import LATEST, SchemaError, current_version, migrate
+
+__all__ = ["READS", "Database", "SchemaError", "open_database"]
+
+
+class Database:
+    """An open store. The read-write connection belongs to the pipeline thread."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: str, read_only: bool) -> None:
+        self.con = con
+        self.path = path
+        self.read_only = read_only
+        self._lock = threading.Lock()
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A cursor for the calling thread (DuckDB connections are not shared across threads)."""
+        with self._lock:
+            return self.con.cursor()
+
+    def read(self, name: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Run a named read on a fresh cursor; returns finished rows."""
+        cur = self.cursor()
+        try:
+            return run_read(cur, name, params or {})
+        finally:
+            cur.close()
+
+    def close(self) -> None:
+        """Close the connection (checkpointing the write-ahead log when read-write)."""
+        with self._lock:
+            self.con.close()
+
+
+def open_database(path: str | Path, *, read_only: bool = False) -> Database:
+    """Open the store at ``path`` (``:memory:`` for tests).
+
+    Raises:
+        SchemaError: the file is from a newer loopscope, or (read-only) is not a loopscope
+            store at all.
+        duckdb.IOException: the file is locked by another process (a running collector).
+    """
+    path = str(path)
+    if read_only:
+        if not Path(path).exists():
+            raise FileNotFoundError(f"no such DuckDB file: {path}")
+        con = duckdb.connect(path, read_only=True)
+        version = current_version(con)
+        if version == 0:
+            con.close()
+            raise SchemaError(f"{path} is not a loopscope store (no schema_version table)")
+        if version > LATEST:
+            con.close()
+            raise SchemaError(f"{path} has schema version {version}; this loopscope reads "
+                              f"up to {LATEST}")
+        return Database(con, path, True)
+    con = duckdb.connect(path)
+    migrate(con)
+    return Database(con, path, False)

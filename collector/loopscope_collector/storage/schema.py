@@ -1,0 +1,69 @@
+"""Schema migrations: the DDL files in ``sql/ddl``, applied in ``_order``, once each.
+
+Each file is one schema version (its number). ``migrate`` applies the versions a database has
+not seen, each in its own transaction, and records them in ``schema_version``; a database
+from a newer loopscope is refused rather than misread.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from typing import Final
+
+import duckdb
+
+DDL = files(__package__).joinpath("sql", "ddl")
+
+
+def _migrations() -> list[tuple[int, str, str]]:
+    order = DDL.joinpath("_order").read_text(encoding="utf-8").splitlines()
+    names = [line.strip() for line in order if line.strip() and not line.startswith("#")]
+    return [(int(name.split("_", 1)[0]), name, DDL.joinpath(name).read_text(encoding="utf-8"))
+            for name in names]
+
+
+MIGRATIONS: Final = _migrations()  # read at import: a missing file fails at start-up
+LATEST: Final = MIGRATIONS[-1][0]
+
+
+class SchemaError(RuntimeError):
+    """The database's schema cannot be used by this version of loopscope."""
+
+
+def current_version(con: duckdb.DuckDBPyConnection) -> int:
+    """The schema version of the open database (0 for an empty one)."""
+    exists = con.execute(
+        "select count(*) from information_schema.tables where table_name = 'schema_version'"
+    ).fetchone()
+    if not exists or not exists[0]:
+        return 0
+    row = con.execute("select max(version) from schema_version").fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def migrate(con: duckdb.DuckDBPyConnection) -> int:
+    """Bring the schema up to ``LATEST``; returns the version it started from."""
+    con.execute(
+        "create table if not exists schema_version ("
+        " version integer primary key, name varchar not null,"
+        " applied_at timestamp not null default current_timestamp)"
+    )
+    start = current_version(con)
+    if start > LATEST:
+        raise SchemaError(
+            f"this database has schema version {start}, newer than this loopscope "
+            f"understands ({LATEST}); upgrade loopscope"
+        )
+    for version, name, ddl in MIGRATIONS:
+        if version <= start:
+            continue
+        con.execute("begin transaction")
+        try:
+            con.execute(ddl)
+            con.execute("insert into schema_version (version, name) values ($v, $n)",
+                        {"v": version, "n": name})
+            con.execute("commit")
+        except Exception:
+            con.execute("rollback")
+            raise
+    return start

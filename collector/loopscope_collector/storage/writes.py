@@ -1,0 +1,302 @@
+"""The pipeline's batch writers: rows in, one Arrow-backed statement per table and batch.
+
+Only the pipeline thread calls these, inside its transaction, on its own cursor.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+import duckdb
+import pyarrow as pa
+
+from ..rows import EpisodeRow, ReconcileRow, ToolCallRow
+from ..spans import SpanRecord
+from .queries import insert_rows
+
+if TYPE_CHECKING:
+    from ..detection import EpisodeResult, Verdict
+
+SPANS: Final = pa.schema([
+    ("trace_id", pa.string()), ("span_id", pa.string()), ("parent_span_id", pa.string()),
+    ("name", pa.string()), ("service", pa.string()), ("start_ns", pa.int64()),
+    ("end_ns", pa.int64()), ("kind", pa.int8()), ("status_code", pa.int8()),
+    ("status_message", pa.string()), ("attributes", pa.string()), ("resource", pa.string()),
+    ("events", pa.string()), ("scope", pa.string()),
+])
+
+TOOL_CALLS: Final = pa.schema([
+    ("trace_id", pa.string()), ("span_id", pa.string()), ("episode_id", pa.string()),
+    ("service", pa.string()), ("agent", pa.string()), ("model", pa.string()),
+    ("tool", pa.string()), ("call_id", pa.string()), ("kind", pa.string()),
+    ("step", pa.int32()), ("start_ns", pa.int64()), ("end_ns", pa.int64()),
+    ("convention", pa.string()), ("signature", pa.string()), ("args_text", pa.string()),
+    ("output_hash", pa.string()), ("output_text", pa.string()), ("output_size", pa.int32()),
+    ("content_captured", pa.bool_()), ("status", pa.string()), ("error_message", pa.string()),
+    ("guard_mode", pa.string()), ("guard_action", pa.string()), ("guard_decision", pa.string()),
+    ("guard_reason", pa.string()), ("guard_flags", pa.list_(pa.string())),
+    ("progress", pa.string()), ("streak", pa.int32()), ("idempotency_key", pa.string()),
+    ("write_status", pa.string()), ("intent", pa.string()), ("tokens_in", pa.int64()),
+    ("tokens_out", pa.int64()), ("cost_usd", pa.float64()), ("dedup_key", pa.string()),
+    ("collector_progress", pa.string()), ("collector_streak", pa.int32()),
+])
+
+DETECTIONS: Final = pa.schema([
+    ("episode_id", pa.string()), ("trace_id", pa.string()), ("span_id", pa.string()),
+    ("ordinal", pa.int32()), ("detector", pa.string()), ("kind", pa.string()),
+    ("severity", pa.string()), ("action", pa.string()), ("message", pa.string()),
+])
+
+GUARD_DECISIONS: Final = pa.schema([
+    ("trace_id", pa.string()), ("span_id", pa.string()), ("episode_id", pa.string()),
+    ("service", pa.string()), ("tool", pa.string()), ("mode", pa.string()),
+    ("action", pa.string()), ("decision", pa.string()), ("reason", pa.string()),
+    ("flags", pa.list_(pa.string())), ("time_ns", pa.int64()),
+])
+
+UNKNOWN_WRITES: Final = pa.schema([
+    ("idempotency_key", pa.string()), ("episode_id", pa.string()), ("service", pa.string()),
+    ("tool", pa.string()), ("trace_id", pa.string()), ("span_id", pa.string()),
+    ("unknown_at_ns", pa.int64()),
+])
+
+RECONCILES: Final = pa.schema([
+    ("trace_id", pa.string()), ("span_id", pa.string()), ("episode_id", pa.string()),
+    ("service", pa.string()), ("reconcile_key", pa.string()), ("found", pa.bool_()),
+    ("time_ns", pa.int64()),
+])
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=_fallback, separators=(",", ":"))
+
+
+def _fallback(value: Any) -> Any:
+    return value.hex() if isinstance(value, bytes | bytearray) else str(value)
+
+
+def span_row(span: SpanRecord) -> dict[str, Any]:
+    """A span as a ``spans`` row."""
+    return {
+        "trace_id": span.trace_id, "span_id": span.span_id,
+        "parent_span_id": span.parent_span_id, "name": span.name,
+        "service": span.service_name, "start_ns": span.start_ns, "end_ns": span.end_ns,
+        "kind": span.kind, "status_code": span.status_code,
+        "status_message": span.status_message or None,
+        "attributes": _json(span.attributes), "resource": _json(span.resource),
+        "events": _json([{"name": e.name, "time_ns": e.time_ns, "attributes": e.attributes}
+                         for e in span.events]) if span.events else None,
+        "scope": span.scope_name or None,
+    }
+
+
+def tool_call_row(
+    row: ToolCallRow, verdict: Verdict | None, dedup_key: str | None = None
+) -> dict[str, Any]:
+    """A tool call with the collector's verdict, as a ``tool_calls`` row."""
+    data = {name: getattr(row, name, None) for name in TOOL_CALLS.names}
+    data["dedup_key"] = dedup_key
+    data["collector_progress"] = (verdict.progress or "none") if verdict else None
+    data["collector_streak"] = verdict.streak if verdict else None
+    return data
+
+
+_TOOL_FIELDS: Final = tuple(f for f in ToolCallRow.__slots__)  # type: ignore[attr-defined]
+
+
+def load_tool_calls(cur: duckdb.DuckDBPyConnection, episode_id: str) -> list[ToolCallRow]:
+    """The stored tool calls of an episode (to rebuild its detection state)."""
+    columns = [c for c in _TOOL_FIELDS if c in TOOL_CALLS.names]
+    result = cur.execute(
+        f"select {', '.join(columns)} from tool_calls where episode_id = $e",
+        {"e": episode_id},
+    ).fetchall()
+    rows = []
+    for values in result:
+        data = dict(zip(columns, values, strict=True))
+        data["guard_flags"] = list(data.get("guard_flags") or [])
+        rows.append(ToolCallRow(**data))
+    return rows
+
+
+def episodes_of_traces(cur: duckdb.DuckDBPyConnection, traces: Sequence[str]) -> dict[str, str]:
+    """For traces already stored, the episode their calls belong to."""
+    if not traces:
+        return {}
+    cur.register("incoming_traces", pa.table({"trace_id": list(traces)}))
+    try:
+        found = cur.execute(
+            "select t.trace_id, any_value(t.episode_id) from tool_calls t"
+            " join incoming_traces i using (trace_id) group by t.trace_id"
+        ).fetchall()
+    finally:
+        cur.unregister("incoming_traces")
+    return dict(found)
+
+
+def rebind_trace(cur: duckdb.DuckDBPyConnection, trace_id: str, episode_id: str) -> bool:
+    """Move calls stored under the bare trace id to ``episode_id``; True if any moved."""
+    moved = cur.execute(
+        "select count(*) from tool_calls where trace_id = $t and episode_id = $t",
+        {"t": trace_id},
+    ).fetchone()
+    if not moved or not moved[0]:
+        return False
+    params = {"t": trace_id, "e": episode_id}
+    for table in ("tool_calls", "detections", "guard_decisions", "unknown_writes"):
+        cur.execute(f"update {table} set episode_id = $e "
+                    "where trace_id = $t and episode_id = $t", params)
+    cur.execute("delete from episodes where episode_id = $t", params)
+    return True
+
+
+def update_verdicts(cur: duckdb.DuckDBPyConnection, verdicts: Sequence[Verdict]) -> None:
+    """Rewrite the collector's verdict on calls stored earlier (after a re-evaluation)."""
+    if not verdicts:
+        return
+    batch = pa.table({
+        "trace_id": [v.row.trace_id for v in verdicts],
+        "span_id": [v.row.span_id for v in verdicts],
+        "progress": [v.progress or "none" for v in verdicts],
+        "streak": pa.array([v.streak for v in verdicts], pa.int32()),
+    })
+    cur.register("incoming_verdicts", batch)
+    try:
+        cur.execute(
+            "update tool_calls set collector_progress = i.progress, collector_streak = i.streak"
+            " from incoming_verdicts i"
+            " where tool_calls.trace_id = i.trace_id and tool_calls.span_id = i.span_id"
+        )
+    finally:
+        cur.unregister("incoming_verdicts")
+
+
+def write_detections(cur: duckdb.DuckDBPyConnection, results: Iterable[EpisodeResult]) -> int:
+    """Store new flags; an episode that was re-evaluated has its flags replaced."""
+    rows: list[dict[str, Any]] = []
+    for result in results:
+        if result.reevaluated:
+            cur.execute("delete from detections where episode_id = $e",
+                        {"e": result.episode_id})
+        for verdict in result.verdicts:
+            for flag in verdict.flags:
+                rows.append({
+                    "episode_id": result.episode_id, "trace_id": verdict.row.trace_id,
+                    "span_id": verdict.row.span_id, "ordinal": verdict.ordinal,
+                    "detector": flag.detector, "kind": flag.kind, "severity": flag.severity,
+                    "action": "stop" if flag.severity == "kill" and flag.detector in (
+                        "no_progress", "budget", "repeated_tool_call", "poll_timeout")
+                    else ("block" if flag.severity == "kill" else "warn"),
+                    "message": flag.message,
+                })
+    return insert_rows(cur, "detections", rows, DETECTIONS)
+
+
+def write_guard_decisions(cur: duckdb.DuckDBPyConnection, rows: Iterable[ToolCallRow]) -> int:
+    """Store the decisions in-process guards reported on their spans."""
+    decisions = [{
+        "trace_id": r.trace_id, "span_id": r.span_id, "episode_id": r.episode_id,
+        "service": r.service, "tool": r.tool, "mode": r.guard_mode, "action": r.guard_action,
+        "decision": r.guard_decision, "reason": r.guard_reason, "flags": r.guard_flags or None,
+        "time_ns": r.start_ns,
+    } for r in rows if r.guard_action is not None]
+    return insert_rows(cur, "guard_decisions", decisions, GUARD_DECISIONS)
+
+
+def upsert_episodes(
+    cur: duckdb.DuckDBPyConnection, roots: Sequence[EpisodeRow], calls: Sequence[ToolCallRow]
+) -> None:
+    """Create or update episode rows from root spans and from the calls seen."""
+    merged: dict[str, dict[str, Any]] = {}
+    for call in calls:
+        row = merged.setdefault(call.episode_id, {
+            "episode_id": call.episode_id, "service": call.service, "trace_id": call.trace_id,
+            "start_ns": call.start_ns, "end_ns": call.end_ns, "convention": call.convention,
+        })
+        row["start_ns"] = min(row["start_ns"], call.start_ns)
+        row["end_ns"] = max(row["end_ns"], call.end_ns)
+        for name in ("agent", "model", "guard_mode"):
+            if getattr(call, name) and not row.get(name):
+                row[name] = getattr(call, name)
+    for root in roots:
+        row = merged.setdefault(root.episode_id, {"episode_id": root.episode_id})
+        for name in ("service", "agent", "model", "task_type", "outcome", "stop_reason",
+                     "stop_diagnostic", "guard_mode", "convention", "cost_usd"):
+            value = getattr(root, name)
+            if value is not None:
+                row[name] = value
+        row["trace_id"], row["root_span_id"] = root.trace_id, root.span_id
+        row["start_ns"] = min(row.get("start_ns", root.start_ns), root.start_ns)
+        row["end_ns"] = max(row.get("end_ns", root.end_ns), root.end_ns)
+        row["input_tokens"], row["output_tokens"] = root.input_tokens, root.output_tokens
+    for row in merged.values():
+        cur.execute(_UPSERT_EPISODE, {name: row.get(name) for name in _EPISODE_PARAMS})
+
+
+_EPISODE_PARAMS: Final = (
+    "episode_id", "service", "agent", "model", "task_type", "trace_id", "root_span_id",
+    "outcome", "stop_reason", "stop_diagnostic", "guard_mode", "convention", "start_ns",
+    "end_ns", "input_tokens", "output_tokens", "cost_usd",
+)
+_UPSERT_EPISODE: Final = """
+insert into episodes (episode_id, service, agent, model, task_type, trace_id, root_span_id,
+    outcome, stop_reason, stop_diagnostic, guard_mode, convention, start_ns, end_ns,
+    input_tokens, output_tokens, cost_usd)
+values ($episode_id, coalesce($service, 'unknown_service'), $agent, $model, $task_type,
+    $trace_id, $root_span_id, $outcome, $stop_reason, $stop_diagnostic, $guard_mode,
+    $convention, $start_ns, $end_ns, coalesce($input_tokens, 0), coalesce($output_tokens, 0),
+    $cost_usd)
+on conflict (episode_id) do update set
+    service = coalesce(excluded.service, episodes.service),
+    agent = coalesce(excluded.agent, episodes.agent),
+    model = coalesce(excluded.model, episodes.model),
+    task_type = coalesce(excluded.task_type, episodes.task_type),
+    trace_id = coalesce(episodes.trace_id, excluded.trace_id),
+    root_span_id = coalesce(excluded.root_span_id, episodes.root_span_id),
+    outcome = coalesce(excluded.outcome, episodes.outcome),
+    stop_reason = coalesce(excluded.stop_reason, episodes.stop_reason),
+    stop_diagnostic = coalesce(excluded.stop_diagnostic, episodes.stop_diagnostic),
+    guard_mode = coalesce(excluded.guard_mode, episodes.guard_mode),
+    convention = coalesce(episodes.convention, excluded.convention),
+    start_ns = least(excluded.start_ns, episodes.start_ns),
+    end_ns = greatest(excluded.end_ns, episodes.end_ns),
+    input_tokens = greatest(excluded.input_tokens, episodes.input_tokens),
+    output_tokens = greatest(excluded.output_tokens, episodes.output_tokens),
+    cost_usd = coalesce(excluded.cost_usd, episodes.cost_usd),
+    updated_at = now()
+"""
+
+
+def write_unknown_writes(
+    cur: duckdb.DuckDBPyConnection, calls: Sequence[ToolCallRow],
+    reconciles: Sequence[ReconcileRow],
+) -> None:
+    """Record UNKNOWN writes, and settle them by reconcile or by a successful retry."""
+    unknown = [{
+        "idempotency_key": c.idempotency_key, "episode_id": c.episode_id, "service": c.service,
+        "tool": c.tool, "trace_id": c.trace_id, "span_id": c.span_id,
+        "unknown_at_ns": c.end_ns,
+    } for c in calls if c.write_status == "unknown" and c.idempotency_key]
+    insert_rows(cur, "unknown_writes", unknown, UNKNOWN_WRITES)
+    insert_rows(cur, "reconciles", [{
+        "trace_id": r.trace_id, "span_id": r.span_id, "episode_id": r.episode_id,
+        "service": r.service, "reconcile_key": r.key, "found": r.found, "time_ns": r.time_ns,
+    } for r in reconciles], RECONCILES)
+    for r in reconciles:
+        cur.execute(
+            "update unknown_writes set resolved_at_ns = $t, resolution = $how"
+            " where resolved_at_ns is null and unknown_at_ns <= $t"
+            " and (idempotency_key = $k or span_id in (select span_id from tool_calls"
+            "      where call_id = $k and trace_id = $trace))",
+            {"t": r.time_ns, "k": r.key, "trace": r.trace_id,
+             "how": "reconciled_found" if r.found else "reconciled_absent"},
+        )
+    for c in calls:
+        if c.write_status == "ok" and c.idempotency_key:
+            cur.execute(
+                "update unknown_writes set resolved_at_ns = $t, resolution = 'retried_ok'"
+                " where resolved_at_ns is null and idempotency_key = $k and unknown_at_ns <= $t",
+                {"t": c.end_ns, "k": c.idempotency_key},
+            )

@@ -1,0 +1,117 @@
+"""A real collector process on free loopback ports, for the collector tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class CollectorProcess:
+    """A running ``loopscope collector``."""
+
+    proc: subprocess.Popen[str]
+    db: Path
+    http_port: int
+    grpc_port: int
+    token: str | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    def get(self, path: str) -> Any:
+        request = urllib.request.Request(self.url + path)
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            body = response.read()
+        return json.loads(body) if body[:1] in (b"{", b"[") else body.decode()
+
+    def read(self, name: str, **params: Any) -> list[dict[str, Any]]:
+        query = "&".join(f"{k}={v}" for k, v in params.items())
+        return self.get(f"/v1/reads/{name}" + (f"?{query}" if query else ""))["rows"]
+
+    def post(self, body: bytes, *, content_type: str = "application/x-protobuf",
+             headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+        request = urllib.request.Request(self.url + "/v1/traces", data=body, method="POST")
+        request.add_header("Content-Type", content_type)
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        for name, value in (headers or {}).items():
+            request.add_header(name, value)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, dict(response.headers), response.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, dict(exc.headers), exc.read()
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> str:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        return self.proc.stderr.read() if self.proc.stderr else ""
+
+
+def start_collector(db: Path, *, token: str | None = None, extra: list[str] | None = None,
+                    grpc: bool = True) -> CollectorProcess:
+    """Start ``python -m loopscope collector`` and wait until it answers /healthz."""
+    http_port, grpc_port = free_port(), free_port() if grpc else 0
+    args = [sys.executable, "-m", "loopscope", "collector", "--db", str(db),
+            "--http-port", str(http_port), "--grpc-port", str(grpc_port), *(extra or [])]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("LOOPSCOPE_AUTH_TOKEN", None)
+    if token:
+        args += ["--auth-token", token]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    collector = CollectorProcess(proc, db, http_port, grpc_port, token)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"collector exited: {proc.stderr.read() if proc.stderr else ''}")
+        try:
+            collector.get("/healthz")
+            return collector
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("collector did not start within 30 s")
+
+
+def eventually(check: Callable[[], Any], *, timeout: float = 15.0) -> Any:
+    """Poll ``check`` until it returns a truthy value (the store is eventually consistent
+    with the network, not with the test's clock); fail with its last value."""
+    deadline = time.monotonic() + timeout
+    value = None
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"condition not met within {timeout} s; last value: {value!r}")

@@ -1,0 +1,93 @@
+"""A real collector process, fed by the real OTel SDK exporters over HTTP and gRPC."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from collector_process import CollectorProcess, eventually, start_collector
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+import loopscope
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def collector(tmp_path: Path) -> Iterator[CollectorProcess]:
+    proc = start_collector(tmp_path / "store.duckdb")
+    yield proc
+    proc.stop()
+
+
+def test_sdk_over_http_stores_calls_guard_decisions_and_flags(collector: CollectorProcess) -> None:
+    """An enforce-mode read spin sent by loopscope's SDK arrives as tool calls, the guard's own
+    decisions, an episode with its stop reason, and the collector's own flags."""
+    loopscope.instrument(service_name="spinner", endpoint=collector.url, mode="enforce")
+
+    @loopscope.tool(kind="read")
+    def search_orders(query: str) -> str:
+        return "no orders match"
+
+    with (
+        pytest.raises(loopscope.LoopDetected),
+        loopscope.episode(task="find order", task_type="lookup", episode_id="ep-spin"),
+    ):
+        for _ in range(8):
+            search_orders("late parcel")
+    trace.get_tracer_provider().force_flush()  # type: ignore[attr-defined]
+
+    calls = eventually(lambda: collector.read("episode_tool_calls", episode_id="ep-spin"))
+    assert [c["tool"] for c in calls] == ["search_orders"] * len(calls)
+    assert [c["status"] for c in calls][:3] == ["ok", "ok", "blocked"]
+    assert len({c["signature"] for c in calls}) == 1 and calls[0]["signature"]
+    assert all(c["content_captured"] is False and c["args_text"] is None for c in calls)
+    assert calls[2]["guard_action"] == "block"
+
+    flags = eventually(lambda: collector.read("episode_detections", episode_id="ep-spin"))
+    assert flags[0]["ordinal"] == 2 and flags[0]["severity"] == "kill"
+    assert flags[0]["detector"] in ("exact_repeat", "window_repeat")
+
+    episode = eventually(lambda: collector.read("episode", episode_id="ep-spin"))[0]
+    # The process's provider keeps the resource it was created with (OTel sets it once).
+    resource = trace.get_tracer_provider().resource  # type: ignore[attr-defined]
+    assert episode["service"] == resource.attributes["service.name"]
+    assert episode["stop_reason"] == "repeated_tool_call" and episode["outcome"] == "failure"
+    decisions = collector.read("guard_decisions", episode_id="ep-spin")
+    assert {d["action"] for d in decisions} >= {"allow", "block", "stop"}
+
+
+def test_foreign_genai_spans_over_grpc_are_detected(collector: CollectorProcess) -> None:
+    """Plain OTel GenAI execute_tool spans (no loopscope SDK) sent with the gRPC exporter get
+    signatures computed by the collector and a repeat flagged."""
+    provider = TracerProvider(resource=Resource.create({"service.name": "foreign"}))
+    provider.add_span_processor(SimpleSpanProcessor(
+        GrpcExporter(endpoint=f"127.0.0.1:{collector.grpc_port}", insecure=True)))
+    tracer = provider.get_tracer("someone-elses-instrumentation")
+    with tracer.start_as_current_span("invoke_agent",
+                                      attributes={"gen_ai.operation.name": "invoke_agent"}) as root:
+        trace_id = f"{root.get_span_context().trace_id:032x}"
+        for i in range(4):
+            with tracer.start_as_current_span("execute_tool get_weather", attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "get_weather",
+                "gen_ai.tool.call.id": f"call_{i}",
+                "gen_ai.tool.call.arguments": '{"unit": "C", "city": "Paris"}' if i % 2
+                else '{"city": "Paris", "unit": "C"}',
+                "gen_ai.tool.call.result": '{"temp": 21}',
+            }):
+                pass
+    provider.shutdown()
+
+    calls = eventually(lambda: collector.read("episode_tool_calls", episode_id=trace_id))
+    assert len(calls) == 4
+    assert {c["convention"] for c in calls} == {"genai"}
+    assert len({c["signature"] for c in calls}) == 1  # key order does not matter
+    assert all(c["content_captured"] for c in calls)
+    flags = eventually(lambda: collector.read("episode_detections", episode_id=trace_id))
+    assert flags[0]["ordinal"] == 2 and flags[0]["kind"] == "exact_repeat"

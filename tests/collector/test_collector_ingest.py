@@ -1,0 +1,177 @@
+"""The OTLP/HTTP contract: bad input gets its 4xx and the collector keeps serving; acknowledged
+spans survive kill -9; retries are not counted twice; auth and loopback rules."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+import threading
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pytest
+from collector_process import CollectorProcess, eventually, start_collector
+from otlp_requests import episode_request
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture
+def collector(tmp_path: Path) -> Iterator[CollectorProcess]:
+    proc = start_collector(tmp_path / "store.duckdb", extra=["--max-request-bytes", "1000000"])
+    yield proc
+    proc.stop()
+
+
+def _still_serving(collector: CollectorProcess) -> None:
+    request, _ = episode_request(2)
+    status, _, _ = collector.post(request.SerializeToString())
+    assert status == 200
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "headers", "status", "says"),
+    [
+        (b"\x0a\xff\xff\xff", "application/x-protobuf", {}, 400, "protobuf"),
+        (b'{"resourceSpans": [', "application/json", {}, 400, "JSON"),
+        (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz", "spanId": '
+         b'"0102030405060708", "name": "x"}]}]}]}', "application/json", {}, 400, "traceId"),
+        (b"hello", "text/plain", {}, 415, "application/x-protobuf"),
+        (b"\x00" * 10, "application/x-protobuf", {"Content-Encoding": "br"}, 415, "br"),
+        (b"\x00" * 1_500_000, "application/x-protobuf", {}, 413, "limit"),
+        (gzip.compress(b"\x00" * 50_000_000), "application/x-protobuf",
+         {"Content-Encoding": "gzip"}, 413, ""),
+        (zlib.compress(b"not a protobuf at all"), "application/x-protobuf",
+         {"Content-Encoding": "deflate"}, 400, ""),
+    ],
+    ids=["bad-protobuf", "bad-json", "bad-trace-id", "wrong-type", "unknown-encoding",
+         "too-large", "gzip-bomb", "deflate-garbage"],
+)
+def test_bad_input_gets_its_status_and_the_collector_keeps_serving(
+    collector: CollectorProcess, body: bytes, content_type: str, headers: dict[str, str],
+    status: int, says: str,
+) -> None:
+    """Each class of bad request is refused with its own status and a message naming the
+    problem; nothing is stored from it; good requests still succeed afterwards."""
+    got, _, answer = collector.post(body, content_type=content_type, headers=headers)
+    assert got == status
+    if says and content_type == "application/json":
+        assert says in json.loads(answer)["message"]
+    elif says:
+        assert says.encode() in answer
+    _still_serving(collector)
+    assert collector.read("summary")[0]["tool_calls"] == 2
+
+
+def test_json_and_protobuf_both_acknowledge_with_an_empty_response(
+    collector: CollectorProcess,
+) -> None:
+    """OTLP/JSON with hex ids and string int64s is accepted; the answer is an empty
+    ExportTraceServiceResponse in the request's encoding."""
+    body = {"resourceSpans": [{"resource": {"attributes": [
+        {"key": "service.name", "value": {"stringValue": "json-agent"}}]},
+        "scopeSpans": [{"spans": [{
+            "traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174",
+            "name": "execute_tool lookup", "kind": 1,
+            "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000000100000000",
+            "attributes": [
+                {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
+                {"key": "gen_ai.tool.name", "value": {"stringValue": "lookup"}},
+                {"key": "unknownField", "value": {"intValue": "7"}}],
+            "someFutureField": {"x": 1}}]}]}]}
+    status, headers, answer = collector.post(json.dumps(body).encode(),
+                                             content_type="application/json")
+    assert (status, json.loads(answer)) == (200, {})
+    request, _ = episode_request(1)
+    status, headers, answer = collector.post(request.SerializeToString())
+    assert status == 200 and headers["Content-Type"] == "application/x-protobuf"
+    assert answer == b""  # an empty ExportTraceServiceResponse serialises to no bytes
+    calls = eventually(lambda: collector.read("episode_tool_calls",
+                                              episode_id="5b8efff798038103d269b633813fc60c"))
+    assert calls[0]["tool"] == "lookup"
+
+
+def test_a_retried_request_is_not_counted_twice(collector: CollectorProcess) -> None:
+    """Ingest is idempotent by (trace_id, span_id)."""
+    request, _ = episode_request(5)
+    body = request.SerializeToString()
+    for _ in range(3):
+        assert collector.post(body)[0] == 200
+    assert collector.read("summary")[0]["tool_calls"] == 5
+    metrics = collector.get("/metrics")
+    assert "loopscope_spans_duplicate_total 10" in metrics
+
+
+def test_kill_9_loses_no_acknowledged_span_and_stores_no_duplicate(tmp_path: Path) -> None:
+    """Under concurrent load, kill -9; after a restart every acknowledged span is there, and
+    re-sending everything (as clients retry) adds nothing."""
+    db = tmp_path / "store.duckdb"
+    collector = start_collector(db)
+    acked: list[str] = []
+    sent: list[bytes] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def sender() -> None:
+        while not stop.is_set():
+            request, ids = episode_request(50)
+            body = request.SerializeToString()
+            with lock:
+                sent.append(body)
+            try:
+                status, _, _ = collector.post(body)
+            except OSError:
+                return  # the collector died mid-request: not acknowledged
+            if status == 200:
+                with lock:
+                    acked.extend(ids)
+
+    threads = [threading.Thread(target=sender) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    eventually(lambda: len(acked) >= 2000, timeout=60)
+    collector.kill()
+    stop.set()
+    for thread in threads:
+        thread.join(30)
+
+    restarted = start_collector(db)
+    try:
+        for body in sent:  # every client retries what it sent
+            assert restarted.post(body)[0] == 200
+    finally:
+        restarted.stop()
+    con = duckdb.connect(str(db), read_only=True)
+    stored = {row[0] for row in con.execute("select span_id from spans").fetchall()}
+    assert set(acked) <= stored
+    total, distinct = con.execute(
+        "select count(*), count(distinct (trace_id, span_id)) from tool_calls").fetchone()
+    assert total == distinct == 50 * len(sent)
+    con.close()
+
+
+def test_auth_token_is_required_when_set(tmp_path: Path) -> None:
+    """With --auth-token, a request without the bearer token is refused with 401."""
+    collector = start_collector(tmp_path / "auth.duckdb", token="s3cret")
+    try:
+        request, _ = episode_request(1)
+        assert collector.post(request.SerializeToString())[0] == 200
+        collector.token = None
+        assert collector.post(request.SerializeToString())[0] == 401
+    finally:
+        collector.stop()
+
+
+def test_refuses_a_non_loopback_address_without_a_token(tmp_path: Path) -> None:
+    """Listening on the network without authentication needs an explicit --insecure-remote."""
+    result = subprocess.run(
+        [sys.executable, "-m", "loopscope", "collector", "--host", "0.0.0.0",
+         "--db", str(tmp_path / "x.duckdb")],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 2
+    assert "--auth-token" in result.stderr and "--insecure-remote" in result.stderr
