@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +74,10 @@ class StreamingDetector:
         """Episodes with detection state in memory."""
         return len(self._episodes)
 
+    def has(self, episode_id: str) -> bool:
+        """Whether the episode's detection state is in memory."""
+        return episode_id in self._episodes
+
     def forget(self, episode_id: str) -> None:
         """Drop an episode's state (it is rebuilt from the store when needed)."""
         self._episodes.pop(episode_id, None)
@@ -84,19 +88,19 @@ class StreamingDetector:
         rows: Iterable[ToolCallRow],
         *,
         task_type: str | None = None,
-        load: Callable[[str], list[ToolCallRow]] | None = None,
+        stored: Iterable[ToolCallRow] = (),
     ) -> EpisodeResult:
         """Add new tool-call rows of one episode and run detection over what changed.
 
-        ``load`` returns the episode's rows already in the store; it is called when the
-        episode has no state in memory (first sight after a restart or an eviction).
+        ``stored`` are the episode's rows already in the store; they are used when the
+        episode has no state in memory (first sight after a restart or an eviction: see
+        ``has``).
         """
         state = self._episodes.get(episode_id)
         new = sorted(rows, key=sort_key)
         rebuilt = False
         if state is None:
             state = _Episode(self.policy, episode_id, task_type)
-            stored = load(episode_id) if load is not None else []
             known = {r.span_id for r in new}
             state.rows = sorted([r for r in stored if r.span_id not in known], key=sort_key)
             rebuilt = bool(state.rows)

@@ -141,6 +141,12 @@ class Pipeline:
 
     # -- the pipeline thread --------------------------------------------------------------
 
+    @property
+    def cursor(self) -> Any:
+        """The pipeline thread's own cursor: for ``on_batch`` hooks, which run on that thread
+        after the batch's commit (each statement commits by itself). Not for other threads."""
+        return self._cur
+
     def _run(self) -> None:
         self._cur = self.db.cursor()
         while True:
@@ -238,9 +244,11 @@ class Pipeline:
         for row in tool_rows:
             by_episode.setdefault(row.episode_id, []).append(row)
         task_types = {e.episode_id: e.task_type for e in episodes}
+        stored = tables.load_tool_calls(
+            cur, [e for e in by_episode if not self.detector.has(e)])
         results = [
             self.detector.add(episode_id, rows, task_type=task_types.get(episode_id),
-                              load=lambda eid: tables.load_tool_calls(cur, eid))
+                              stored=stored.get(episode_id, ()))
             for episode_id, rows in by_episode.items()
         ]
         verdicts = {v.row.span_id: v for r in results for v in r.verdicts}

@@ -34,11 +34,11 @@ def current_version(con: duckdb.DuckDBPyConnection) -> int:
     """The schema version of the open database (0 for an empty one)."""
     exists = con.execute(
         "select count(*) from information_schema.tables where table_name = 'schema_version'"
-    ).fetchone()
-    if not exists or not exists[0]:
+    ).fetchall()  # fetchall: DuckDB 2 refuses new work while a result is unfinished
+    if not exists[0][0]:
         return 0
-    row = con.execute("select max(version) from schema_version").fetchone()
-    return int(row[0]) if row and row[0] is not None else 0
+    version = con.execute("select max(version) from schema_version").fetchall()[0][0]
+    return int(version) if version is not None else 0
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> int:

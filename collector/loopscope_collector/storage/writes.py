@@ -106,18 +106,28 @@ def tool_call_row(
 _TOOL_FIELDS: Final = tuple(f for f in ToolCallRow.__slots__)  # type: ignore[attr-defined]
 
 
-def load_tool_calls(cur: duckdb.DuckDBPyConnection, episode_id: str) -> list[ToolCallRow]:
-    """The stored tool calls of an episode (to rebuild its detection state)."""
+def load_tool_calls(
+    cur: duckdb.DuckDBPyConnection, episode_ids: Sequence[str]
+) -> dict[str, list[ToolCallRow]]:
+    """The stored tool calls of these episodes (to rebuild their detection state), in one
+    query; episodes with none are absent from the result."""
+    if not episode_ids:
+        return {}
     columns = [c for c in _TOOL_FIELDS if c in TOOL_CALLS.names]
-    result = cur.execute(
-        f"select {', '.join(columns)} from tool_calls where episode_id = $e",
-        {"e": episode_id},
-    ).fetchall()
-    rows = []
+    cur.register("incoming_episode_ids", pa.table({"episode_id": list(episode_ids)}))
+    try:
+        result = cur.execute(
+            f"select {', '.join('t.' + c for c in columns)} from tool_calls t"
+            " join incoming_episode_ids i using (episode_id)"
+        ).fetchall()
+    finally:
+        cur.unregister("incoming_episode_ids")
+    rows: dict[str, list[ToolCallRow]] = {}
     for values in result:
         data = dict(zip(columns, values, strict=True))
         data["guard_flags"] = list(data.get("guard_flags") or [])
-        rows.append(ToolCallRow(**data))
+        row = ToolCallRow(**data)
+        rows.setdefault(row.episode_id, []).append(row)
     return rows
 
 
@@ -141,8 +151,8 @@ def rebind_trace(cur: duckdb.DuckDBPyConnection, trace_id: str, episode_id: str)
     moved = cur.execute(
         "select count(*) from tool_calls where trace_id = $t and episode_id = $t",
         {"t": trace_id},
-    ).fetchone()
-    if not moved or not moved[0]:
+    ).fetchall()  # fetchall: DuckDB 2 refuses new work while a result is unfinished
+    if not moved[0][0]:
         return False
     params = {"t": trace_id, "e": episode_id}
     for table in ("tool_calls", "detections", "guard_decisions", "unknown_writes"):
@@ -231,23 +241,35 @@ def upsert_episodes(
         row["start_ns"] = min(row.get("start_ns", root.start_ns), root.start_ns)
         row["end_ns"] = max(row.get("end_ns", root.end_ns), root.end_ns)
         row["input_tokens"], row["output_tokens"] = root.input_tokens, root.output_tokens
-    for row in merged.values():
-        cur.execute(_UPSERT_EPISODE, {name: row.get(name) for name in _EPISODE_PARAMS})
+    if not merged:
+        return
+    batch = pa.Table.from_pylist(
+        [{name: row.get(name) for name in EPISODES.names} for row in merged.values()],
+        schema=EPISODES,
+    )
+    cur.register("incoming_episodes", batch)
+    try:
+        cur.execute(_UPSERT_EPISODES)
+    finally:
+        cur.unregister("incoming_episodes")
 
 
-_EPISODE_PARAMS: Final = (
-    "episode_id", "service", "agent", "model", "task_type", "trace_id", "root_span_id",
-    "outcome", "stop_reason", "stop_diagnostic", "guard_mode", "convention", "start_ns",
-    "end_ns", "input_tokens", "output_tokens", "cost_usd",
-)
-_UPSERT_EPISODE: Final = """
+EPISODES: Final = pa.schema([
+    ("episode_id", pa.string()), ("service", pa.string()), ("agent", pa.string()),
+    ("model", pa.string()), ("task_type", pa.string()), ("trace_id", pa.string()),
+    ("root_span_id", pa.string()), ("outcome", pa.string()), ("stop_reason", pa.string()),
+    ("stop_diagnostic", pa.string()), ("guard_mode", pa.string()), ("convention", pa.string()),
+    ("start_ns", pa.int64()), ("end_ns", pa.int64()), ("input_tokens", pa.int64()),
+    ("output_tokens", pa.int64()), ("cost_usd", pa.float64()),
+])
+_UPSERT_EPISODES: Final = """
 insert into episodes (episode_id, service, agent, model, task_type, trace_id, root_span_id,
     outcome, stop_reason, stop_diagnostic, guard_mode, convention, start_ns, end_ns,
     input_tokens, output_tokens, cost_usd)
-values ($episode_id, coalesce($service, 'unknown_service'), $agent, $model, $task_type,
-    $trace_id, $root_span_id, $outcome, $stop_reason, $stop_diagnostic, $guard_mode,
-    $convention, $start_ns, $end_ns, coalesce($input_tokens, 0), coalesce($output_tokens, 0),
-    $cost_usd)
+select episode_id, coalesce(service, 'unknown_service'), agent, model, task_type, trace_id,
+    root_span_id, outcome, stop_reason, stop_diagnostic, guard_mode, convention, start_ns,
+    end_ns, coalesce(input_tokens, 0), coalesce(output_tokens, 0), cost_usd
+from incoming_episodes
 on conflict (episode_id) do update set
     service = coalesce(excluded.service, episodes.service),
     agent = coalesce(excluded.agent, episodes.agent),

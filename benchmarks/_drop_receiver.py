@@ -1,0 +1,41 @@
+"""The decode-and-drop ceiling: the collector's own HTTP server and decoder, storing nothing.
+
+Same server class, same request handling, same ``decode_request``; the pipeline is replaced by
+one that acknowledges at once. Whatever the real collector achieves is measured against this.
+Usage: python benchmarks/_drop_receiver.py PORT
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+from loopscope_collector.pipeline import Job, Stats
+from loopscope_collector.server import CollectorHTTPServer
+from loopscope_collector.storage import open_database
+
+
+class DropPipeline:
+    """Counts spans and acknowledges immediately."""
+
+    def __init__(self) -> None:
+        self.stats = Stats()
+        self._lock = threading.Lock()
+
+    def submit(self, spans: list[Any]) -> Job:
+        with self._lock:
+            self.stats.spans_received += len(spans)
+        job = Job(spans)
+        job.done.set()
+        return job
+
+
+if __name__ == "__main__":
+    pipeline = DropPipeline()
+    server = CollectorHTTPServer(
+        ("127.0.0.1", int(sys.argv[1])), pipeline=pipeline,  # type: ignore[arg-type]
+        db=open_database(":memory:"),
+        prometheus=lambda: f"loopscope_spans_received_total {pipeline.stats.spans_received}\n",
+    )
+    server.serve_forever()
