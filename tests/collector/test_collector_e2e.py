@@ -91,3 +91,30 @@ def test_foreign_genai_spans_over_grpc_are_detected(collector: CollectorProcess)
     assert all(c["content_captured"] for c in calls)
     flags = eventually(lambda: collector.read("episode_detections", episode_id=trace_id))
     assert flags[0]["ordinal"] == 2 and flags[0]["kind"] == "exact_repeat"
+
+
+def test_late_and_out_of_order_spans_are_re_evaluated(collector: CollectorProcess) -> None:
+    """An episode whose calls arrive newest first, one request each, ends with the same flags
+    as one that arrives in order: the collector re-evaluates in start-time order."""
+    from otlp_requests import request, tool_span
+
+    def spin(trace_id: bytes) -> list:
+        return [tool_span(trace_id, bytes([i + 1]) * 8, tool="search", args='{"q": "same"}',
+                          result="nothing found for same", start_ns=1_000_000_000 * (i + 1))
+                for i in range(5)]
+
+    in_order, reversed_ = b"\x01" * 16, b"\x02" * 16
+    assert collector.post(request(spin(in_order)).SerializeToString())[0] == 200
+    for span in reversed(spin(reversed_)):
+        assert collector.post(request([span]).SerializeToString())[0] == 200
+
+    def flags(trace_id: bytes) -> list[tuple[int, str]]:
+        rows = collector.read("episode_detections", episode_id=trace_id.hex())
+        return [(r["ordinal"], r["detector"]) for r in rows]
+
+    expected = eventually(lambda: flags(in_order))
+    assert expected[0] == (2, "exact_repeat")
+    assert eventually(lambda: flags(reversed_) == expected and flags(reversed_))
+    calls = collector.read("episode_tool_calls", episode_id=reversed_.hex())
+    assert [c["collector_progress"] for c in calls] == ["new_info", "none", "none", "none",
+                                                        "none"]
