@@ -34,7 +34,7 @@ Rules shared by all conventions (``conventions_common``):
   ``session.id``, else Traceloop's association ``session_id`` / ``thread_id`` /
   ``conversation_id``, else ``""`` (the pipeline uses the trace id).
 - MCP rows carry ``extra["dedup_key"]`` and ``extra["mcp_side"]``: a call reported by both
-  client and server shares the key, and the pipeline keeps the client's row.
+  client and server shares the key, and the pipeline keeps the first row it receives.
 
 Example::
 

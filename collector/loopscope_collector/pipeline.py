@@ -225,8 +225,11 @@ class Pipeline:
         episodes: list[EpisodeRow] = []
         reconciles: list[ReconcileRow] = []
         dedup_keys: dict[str, str] = {}
-        for span in spans:
-            normalized = normalize_span(span)
+        normalized_spans = [(span, normalize_span(span)) for span in spans]
+        keys = [n.extra["dedup_key"] for _, n in normalized_spans if "dedup_key" in n.extra]
+        for key in tables.stored_dedup_keys(cur, [k for k in keys if k not in self._dedup]):
+            self._remember(self._dedup, key, None)
+        for span, normalized in normalized_spans:
             if normalized.tool_call is not None:
                 key = normalized.extra.get("dedup_key")
                 if key is not None:  # one call reported by two sides (MCP): keep the first

@@ -131,6 +131,20 @@ def load_tool_calls(
     return rows
 
 
+def stored_dedup_keys(cur: duckdb.DuckDBPyConnection, keys: Sequence[str]) -> set[str]:
+    """The keys among ``keys`` that a stored tool call already has (one call, two reports)."""
+    if not keys:
+        return set()
+    cur.register("incoming_dedup", pa.table({"dedup_key": list(keys)}))
+    try:
+        found = cur.execute(
+            "select distinct t.dedup_key from tool_calls t join incoming_dedup i using (dedup_key)"
+        ).fetchall()
+    finally:
+        cur.unregister("incoming_dedup")
+    return {row[0] for row in found}
+
+
 def episodes_of_traces(cur: duckdb.DuckDBPyConnection, traces: Sequence[str]) -> dict[str, str]:
     """For traces already stored, the episode their calls belong to."""
     if not traces:
