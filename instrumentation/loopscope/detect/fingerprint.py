@@ -179,11 +179,20 @@ _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d[t ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:z|[
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
+_HEX = frozenset("0123456789abcdef")
+
+
+def _is_hex_id(word: str) -> bool:
+    """A long run of hex digits with at least one digit: an id, not a word ("deadbeef" is)."""
+    return not word.isalpha() and _HEX.issuperset(word)
+
+
 def word_sketch(text: str) -> frozenset[str]:
     """The words of the first ``SKETCH_CHARS`` of ``text``, lower-cased, for near-duplicate
-    checks. Timestamps, UUIDs and tokens mixing letters and digits (request ids, hex ids)
-    are left out: two outputs that differ only in an id or the time they were served carry
-    the same information."""
+    checks. Timestamps, UUIDs and hex ids of 8 or more characters (request ids, hashes) are
+    left out: two outputs that differ only in such an id or the time they were served carry
+    the same information. Short ids such as ``W123`` or ``HAT041`` stay: they are often the
+    information itself."""
     text = text[:SKETCH_CHARS].lower()
     if "-" in text:  # the regexes cost a scan each; skip them when they cannot match
         if ":" in text:
@@ -191,9 +200,7 @@ def word_sketch(text: str) -> frozenset[str]:
         if text.count("-") >= 4:
             text = _UUID.sub(" ", text)
     words = set(text.translate(_SPACES).split())
-    words.difference_update(
-        [w for w in words if len(w) > 2 and not w.isalpha() and not w.isdigit()]
-    )
+    words.difference_update([w for w in words if len(w) >= 8 and _is_hex_id(w)])
     return frozenset(words)
 
 
