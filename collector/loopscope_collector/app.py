@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from loopscope.detect import Policy
 
 from . import prometheus
+from .alerts import AlertManager, AlertSettings, build_sink
 from .pipeline import Pipeline
 from .server import MAX_BODY_BYTES, CollectorHTTPServer
 from .server_grpc import serve_grpc
@@ -27,12 +29,16 @@ class Collector:
         auth_token: str | None = None,
         policy: Policy | None = None,
         max_request_bytes: int = MAX_BODY_BYTES,
+        alert_settings: AlertSettings | None = None,
+        webhooks: Sequence[str] = (),
     ) -> None:
+        self.alerts = AlertManager(alert_settings, build_sink(webhooks))  # bad URL: ValueError
         self.db = open_database(db_path)
-        self.pipeline = Pipeline(self.db, policy=policy)
+        self.pipeline = Pipeline(self.db, policy=policy, on_batch=self.alerts)
         self.http = CollectorHTTPServer(
             (host, http_port), pipeline=self.pipeline, db=self.db, auth_token=auth_token,
-            prometheus=lambda: prometheus.render(self.pipeline),
+            prometheus=lambda: prometheus.render(self.pipeline, alerts=self.alerts.counts(),
+                                                 alert_failures=self.alerts.sink_failures()),
             max_body_bytes=max_request_bytes,
         )
         self.host = host
@@ -49,6 +55,7 @@ class Collector:
     def start(self) -> Collector:
         """Start the pipeline and both receivers."""
         self.pipeline.start()
+        self.alerts.start_ticker(self.pipeline)
         self.http.serve_in_thread()
         if self.grpc_port:
             self._grpc = serve_grpc(self.pipeline, self.host, self.grpc_port,
@@ -62,4 +69,5 @@ class Collector:
         self.http.shutdown()
         self.http.server_close()
         self.pipeline.stop()
+        self.alerts.close()  # after the last batch: its alerts are posted too
         self.db.close()

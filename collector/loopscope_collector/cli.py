@@ -24,12 +24,20 @@ spans and tool calls in one DuckDB file (the collector is its only writer), runs
 detection core per episode, and serves named reads (GET /v1/reads/NAME) and Prometheus
 metrics (GET /metrics) on the HTTP port. A 200 means the spans are durably stored.
 
+Alerts: per service, the rate of tool calls that made no progress over a rolling window
+(span time) fires an alert when it reaches --alert-threshold, or --alert-factor times its
+own slow baseline (and at least 20%), with at least --alert-min-volume calls in the window
+and --alert-cooldown between firings; it resolves when the rate falls back. Alerts go to
+the log, to each --webhook (a JSON POST with a Slack-compatible "text"), to /metrics
+(loopscope_alerts_total) and to the alerts table (GET /v1/reads/alerts).
+
 Listening on a non-loopback address needs --auth-token (or $LOOPSCOPE_AUTH_TOKEN), or
 --insecure-remote to accept unauthenticated traffic from the network on purpose.
 
 Example:
   loopscope collector
   loopscope collector --db runs.duckdb --http-port 4318 --grpc-port 4317
+  loopscope collector --webhook https://hooks.slack.com/services/T000/B000/XXXX
   OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 python my_agent.py
 """
 
@@ -52,6 +60,20 @@ def register(sub: Any) -> None:
     p.add_argument("--policy", metavar="FILE", help="JSON policy for detection (see analyze)")
     p.add_argument("--max-request-bytes", type=int, default=32 * 1024 * 1024,
                    help="largest OTLP request, after decompression (default: 32 MiB)")
+    a = p.add_argument_group("no-progress spike alerts")
+    a.add_argument("--webhook", metavar="URL", action="append", default=[],
+                   help="POST alerts here as JSON with a Slack-compatible 'text' "
+                        "(repeatable; alerts always go to the log and /metrics)")
+    a.add_argument("--alert-window", metavar="SECONDS", type=float, default=60.0,
+                   help="rolling window of the no-progress rate (default 60)")
+    a.add_argument("--alert-factor", metavar="X", type=float, default=3.0,
+                   help="fire at X times the service's own baseline rate (default 3)")
+    a.add_argument("--alert-threshold", metavar="RATE", type=float, default=0.5,
+                   help="fire at this no-progress rate whatever the baseline (default 0.5)")
+    a.add_argument("--alert-min-volume", metavar="N", type=int, default=20,
+                   help="tool calls needed in the window before a rate can fire (default 20)")
+    a.add_argument("--alert-cooldown", metavar="SECONDS", type=float, default=300.0,
+                   help="least time between two firings for one service (default 300)")
     p.set_defaults(func=cmd_collector)
 
 
@@ -90,10 +112,17 @@ def cmd_collector(args: argparse.Namespace) -> int:
         print(f"loopscope collector: error: {exc.name or 'a dependency'} is missing. Install "
               "the collector with:  pip install 'loopscope[collector]'", file=sys.stderr)
         return 2
+    from .alerts import AlertSettings
+
     policy = read_policy(args.policy)
+    alert_settings = AlertSettings(
+        window_s=args.alert_window, bucket_s=min(5.0, args.alert_window),
+        factor=args.alert_factor, threshold=args.alert_threshold,
+        min_volume=args.alert_min_volume, cooldown_s=args.alert_cooldown)
     collector = Collector(db_path=args.db, host=args.host, http_port=args.http_port,
                           grpc_port=args.grpc_port, auth_token=args.auth_token, policy=policy,
-                          max_request_bytes=args.max_request_bytes)
+                          max_request_bytes=args.max_request_bytes,
+                          alert_settings=alert_settings, webhooks=args.webhook)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())

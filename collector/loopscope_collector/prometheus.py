@@ -20,8 +20,10 @@ def _lines(name: str, kind: str, help_text: str,
     return out
 
 
-def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = ()) -> str:
-    """All counters; ``alerts`` is (service, state, count) rows from the alert history."""
+def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = (),
+           alert_failures: int = 0) -> str:
+    """All counters; ``alerts`` is (service, state, count) rows of the alerts raised since
+    start, ``alert_failures`` the alerts a sink (the webhook) failed to deliver."""
     s = pipeline.stats
     lines: list[str] = []
     lines += _lines("loopscope_spans_received_total", "counter",
@@ -47,6 +49,9 @@ def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = ()) -> s
                     [({"action": k}, v) for k, v in sorted(s.guard_actions.items())])
     lines += _lines("loopscope_alerts_total", "counter", "No-progress alerts, by service and state.",
                     [({"service": svc, "state": st}, n) for svc, st, n in alerts])
+    lines += _lines("loopscope_alert_sink_failures_total", "counter",
+                    "Alerts a sink failed to deliver (webhook errors, or dropped when behind).",
+                    [({}, alert_failures)])
     lines += _lines("loopscope_queue_spans", "gauge", "Spans waiting for the pipeline.",
                     [({}, s.queue_spans)])
     lines += _lines("loopscope_detection_active_episodes", "gauge",

@@ -1,0 +1,528 @@
+"""Alerts on no-progress spikes: per service, a rolling rate of tool calls that made no progress.
+
+One agent spinning is a flag on its episode; many agents of a service spinning at once (a tool
+that broke, a prompt that regressed) is an incident. ``SpikeDetector`` keeps, per service, a
+rolling window of steps and no-progress steps in time buckets plus a slow baseline, and fires
+when the window's rate rises above ``baseline * factor`` (and a floor) or above a fixed
+threshold, with a minimum volume and a cooldown; it resolves when the rate stays below the
+firing level (with hysteresis) for a bucket. It does no I/O and takes the time as an argument.
+
+``AlertManager`` is the pipeline's ``on_batch`` hook: it feeds the detectors from each batch's
+verdicts, writes the alert history (``alerts`` table) on the pipeline thread's cursor, and hands
+alerts to an ``AlertSink`` (``LogSink``, ``WebhookSink``, ``FanOutSink``); the counts feed
+``/metrics``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import queue
+import threading
+import time
+import urllib.request
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+
+import pyarrow as pa
+
+from .storage.queries import insert_rows
+
+if TYPE_CHECKING:
+    from .detection import EpisodeResult
+    from .pipeline import Pipeline
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class AlertSettings:
+    """Every knob of the spike detector; times in seconds, rates as fractions of steps."""
+
+    window_s: float = 60.0
+    """The rolling window the rate is computed over (rounded up to whole buckets)."""
+    bucket_s: float = 5.0
+    """Resolution of the window, and how long a rate must stay low before an alert resolves."""
+    baseline_s: float = 900.0
+    """Time constant of the exponentially weighted baseline (buckets that left the window,
+    excluding those seen while firing)."""
+    factor: float = 3.0
+    """Fire when the rate is at least ``baseline * factor`` (and at least ``floor``)."""
+    floor: float = 0.2
+    """The lowest rate that can fire by factor: a quiet baseline times 3 is still quiet."""
+    threshold: float = 0.5
+    """Fire when the rate is at least this, whatever the baseline."""
+    min_volume: int = 20
+    """Steps needed in the window (and in the baseline, for the factor test) to judge a rate."""
+    cooldown_s: float = 300.0
+    """Least time from one firing of a service to its next."""
+    hysteresis: float = 0.8
+    """Resolve when the rate (or the volume) falls below this fraction of its firing level."""
+    streak: int = 3
+    """An episode is "in a no-progress streak" once its streak reaches this."""
+    max_clock_skew_s: float = 5.0
+    """Span times further ahead of the collector's wall clock are clamped to it."""
+
+    def __post_init__(self) -> None:
+        checks = [
+            ("window_s", self.window_s > 0, "a positive number of seconds"),
+            ("bucket_s", self.bucket_s > 0, "a positive number of seconds"),
+            ("window_s", self.window_s >= self.bucket_s, f"at least bucket_s ({self.bucket_s})"),
+            ("baseline_s", self.baseline_s > 0, "a positive number of seconds"),
+            ("factor", self.factor > 0, "positive"),
+            ("floor", 0 <= self.floor <= 1, "between 0 and 1"),
+            ("threshold", 0 < self.threshold <= 1, "above 0 and at most 1"),
+            ("min_volume", self.min_volume >= 1, "at least 1"),
+            ("cooldown_s", self.cooldown_s >= 0, "zero or more seconds"),
+            ("hysteresis", 0 < self.hysteresis <= 1, "above 0 and at most 1"),
+            ("streak", self.streak >= 1, "at least 1"),
+            ("max_clock_skew_s", self.max_clock_skew_s >= 0, "zero or more seconds"),
+        ]
+        for name, ok, must in checks:
+            if not ok:
+                raise ValueError(f"alert setting {name} must be {must}, not "
+                                 f"{getattr(self, name)!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """One no-progress spike of a service; a resolved alert keeps its id and ``fired_at``.
+
+    Times are seconds since the epoch on the detector's clock (span time, see
+    ``AlertManager``). ``rate``, ``volume`` and the episode counts are from the moment of
+    the state change: at firing in a firing alert, at resolution in a resolved one.
+    """
+
+    id: str
+    service: str
+    state: Literal["firing", "resolved"]
+    rate: float
+    baseline: float | None
+    volume: int
+    episodes_in_streak: int
+    episodes: int
+    message: str
+    fired_at: float
+    resolved_at: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields as JSON values, times as ISO 8601 UTC."""
+        return {
+            "id": self.id, "service": self.service, "state": self.state,
+            "rate": round(self.rate, 4),
+            "baseline": None if self.baseline is None else round(self.baseline, 4),
+            "volume": self.volume, "episodes_in_streak": self.episodes_in_streak,
+            "episodes": self.episodes, "message": self.message,
+            "fired_at": _iso(self.fired_at),
+            "resolved_at": None if self.resolved_at is None else _iso(self.resolved_at),
+        }
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat().replace("+00:00", "Z")
+
+
+class SpikeDetector:
+    """One service's rolling no-progress rate and baseline (pure: no I/O, no clock of its own).
+
+    ``observe`` adds one step at span time ``t``; ``evaluate(now)`` advances the clock
+    (never backwards) and returns an ``Alert`` when the state changes, else ``None``. Steps
+    older than the window at the last ``evaluate`` are too late and are dropped.
+    """
+
+    def __init__(self, service: str, settings: AlertSettings | None = None) -> None:
+        self.service = service
+        self.settings = s = settings or AlertSettings()
+        self._n = max(1, math.ceil(s.window_s / s.bucket_s - 1e-9))
+        self._decay = math.exp(-s.bucket_s / s.baseline_s)
+        self._buckets: dict[int, list[int]] = {}  # bucket index -> [steps, no-progress steps]
+        self._tainted: set[int] = set()  # buckets seen while firing: kept out of the baseline
+        self._episodes: dict[str, tuple[float, int]] = {}  # episode -> (last t, streak)
+        self._base_steps = 0.0
+        self._base_np = 0.0
+        self._base_last: int | None = None  # the last bucket the baseline has decayed to
+        self._now: int | None = None
+        self._level = s.threshold
+        self._last_fired: float | None = None
+        self._calm_since: float | None = None
+        self.firing: Alert | None = None
+
+    def observe(self, t: float, *, no_progress: bool, episode_id: str | None = None,
+                streak: int = 0) -> bool:
+        """Count one step; False when it is older than the window (too late to count)."""
+        index = math.floor(t / self.settings.bucket_s)
+        if self._now is not None and index <= self._now - self._n:
+            return False
+        counts = self._buckets.setdefault(index, [0, 0])
+        counts[0] += 1
+        counts[1] += no_progress
+        if episode_id is not None:
+            seen = self._episodes.get(episode_id)
+            if seen is None or t >= seen[0]:
+                self._episodes[episode_id] = (t, streak)
+        return True
+
+    @property
+    def baseline(self) -> float | None:
+        """The slow no-progress rate, or None until it holds ``min_volume`` (decayed) steps."""
+        if self._base_steps < self.settings.min_volume:
+            return None
+        return self._base_np / self._base_steps
+
+    def window(self, now: float) -> tuple[float, int, int, int]:
+        """(rate, steps, episodes in a streak, episodes) in the window ending at ``now``."""
+        s = self.settings
+        end = math.floor(now / s.bucket_s)
+        steps = no_progress = 0
+        for index, (n, np_) in self._buckets.items():
+            if end - self._n < index <= end:
+                steps += n
+                no_progress += np_
+        recent = [k for t, k in self._episodes.values() if now - s.window_s < t <= now]
+        in_streak = sum(k >= s.streak for k in recent)
+        return (no_progress / steps if steps else 0.0), steps, in_streak, len(recent)
+
+    def evaluate(self, now: float) -> Alert | None:
+        """Advance to ``now``; the new firing or resolved alert, if the state changed."""
+        s = self.settings
+        index = math.floor(now / s.bucket_s)
+        if self._now is not None and index < self._now:
+            index, now = self._now, max(now, self._now * s.bucket_s)
+        self._now = index
+        self._fold(index - self._n)
+        cutoff = now - s.window_s
+        self._episodes = {e: v for e, v in self._episodes.items() if v[0] > cutoff}
+        rate, volume, in_streak, episodes = self.window(now)
+        baseline = self.baseline
+        if self.firing is None:
+            level = s.threshold if baseline is None else min(
+                s.threshold, max(baseline * s.factor, s.floor))
+            cooled = self._last_fired is None or now - self._last_fired >= s.cooldown_s
+            if volume < s.min_volume or rate < level or not cooled:
+                return None
+            self._level, self._last_fired, self._calm_since = level, now, None
+            self._taint(index)
+            why = (f"above the threshold {s.threshold:.0%}" if rate >= s.threshold else
+                   f"{s.factor:g}x its baseline {baseline or 0:.0%}")
+            self.firing = Alert(
+                id=_alert_id(self.service, now), service=self.service, state="firing",
+                rate=rate, baseline=baseline, volume=volume, episodes_in_streak=in_streak,
+                episodes=episodes, fired_at=now, message=(
+                    f"no-progress spike in service {self.service}: {rate:.0%} of {volume} tool "
+                    f"calls in the last {s.window_s:g} s made no progress ({why}); "
+                    f"{in_streak} of {episodes} episodes in a no-progress streak"))
+            return self.firing
+        self._taint(index)
+        calm = rate < self._level * s.hysteresis or volume < s.min_volume * s.hysteresis
+        if not calm:
+            self._calm_since = None
+            return None
+        if self._calm_since is None:
+            self._calm_since = now
+        if now - self._calm_since < s.bucket_s:
+            return None
+        resolved = replace(
+            self.firing, state="resolved", rate=rate, volume=volume,
+            episodes_in_streak=in_streak, episodes=episodes, resolved_at=now, message=(
+                f"no-progress spike in service {self.service} resolved: {rate:.0%} of "
+                f"{volume} tool calls in the last {s.window_s:g} s made no progress"))
+        self.firing = None
+        return resolved
+
+    def _taint(self, end: int) -> None:
+        self._tainted.update(range(end - self._n + 1, end + 1))
+
+    def _fold(self, last: int) -> None:
+        """Move buckets up to index ``last`` (they left the window) into the baseline."""
+        leaving = sorted(i for i in self._buckets if i <= last)
+        for i in leaving:
+            steps, no_progress = self._buckets.pop(i)
+            if i in self._tainted:
+                continue
+            self._decay_to(i)
+            self._base_steps += steps
+            self._base_np += no_progress
+        self._decay_to(last)
+        self._tainted = {i for i in self._tainted if i > last}
+
+    def _decay_to(self, index: int) -> None:
+        if self._base_last is not None and index > self._base_last:
+            kept = self._decay ** (index - self._base_last)
+            self._base_steps *= kept
+            self._base_np *= kept
+        if self._base_last is None or index > self._base_last:
+            self._base_last = index
+
+
+def _alert_id(service: str, fired_at: float) -> str:
+    """Deterministic: the same spike replayed into a fresh store gets the same id."""
+    return hashlib.sha256(f"{service}\0{fired_at:.6f}".encode()).hexdigest()[:16]
+
+
+# -- sinks ------------------------------------------------------------------------------------
+
+
+class AlertSink(Protocol):
+    """Somewhere an alert goes.
+
+    ``send`` runs on the pipeline thread: return quickly, and never raise.
+    """
+
+    def send(self, alert: Alert) -> None:
+        """Deliver ``alert`` (firing or resolved)."""
+
+
+class LogSink:
+    """Logs each alert at WARNING on this module's logger."""
+
+    def send(self, alert: Alert) -> None:
+        """Log ``alert``; called on the pipeline thread."""
+        logger.warning("loopscope alert %s [%s]: %s", alert.id, alert.state, alert.message)
+
+
+class WebhookSink:
+    """POSTs each alert as JSON with a Slack-compatible ``text`` and the fields under ``alert``.
+
+    Posting happens on a background thread fed by a bounded queue, so a slow or dead endpoint
+    never holds up the pipeline; an alert that finds the queue full is dropped and counted.
+    """
+
+    def __init__(self, url: str, *, timeout_s: float = 3.0, max_queue: int = 100) -> None:
+        scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+        if scheme not in ("http", "https") or not url.split("://", 1)[1].strip("/"):
+            raise ValueError(f"webhook must be an http:// or https:// URL, not {url!r}")
+        self.url = url
+        self.timeout_s = timeout_s
+        self.sent = 0
+        self.failures = 0
+        self._queue: queue.Queue[Alert | None] = queue.Queue(max_queue)
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def send(self, alert: Alert) -> None:
+        """Queue ``alert`` for posting; called on the pipeline thread, returns at once.
+
+        A full queue drops the alert, logs it and counts it in ``failures``; never raises.
+        """
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._work, daemon=True,
+                                                name="loopscope-webhook")
+                self._thread.start()
+        try:
+            self._queue.put_nowait(alert)
+        except queue.Full:
+            self.failures += 1
+            logger.warning("webhook %s is behind; alert %s dropped", self.url, alert.id)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Post what is queued (for up to ``timeout`` seconds), then stop the worker."""
+        if self._thread is None:
+            return
+        try:
+            self._queue.put(None, timeout=timeout)
+        except queue.Full:
+            return
+        self._thread.join(timeout)
+
+    def _work(self) -> None:
+        while (alert := self._queue.get()) is not None:
+            try:
+                self._post(alert)
+                self.sent += 1
+            except Exception as exc:
+                self.failures += 1
+                logger.warning("webhook %s failed for alert %s: %s", self.url, alert.id, exc)
+
+    def _post(self, alert: Alert) -> None:
+        body = json.dumps({"text": slack_text(alert), "alert": alert.to_json()}).encode()
+        request = urllib.request.Request(self.url, data=body, method="POST",
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+            response.read()
+
+
+def slack_text(alert: Alert) -> str:
+    """A one-paragraph summary that reads well in Slack (mrkdwn) and anywhere else."""
+    head = ":rotating_light: *FIRING*" if alert.state == "firing" else ":white_check_mark: *RESOLVED*"
+    return f"{head} loopscope `{alert.service}`: {alert.message} (alert {alert.id})"
+
+
+@dataclass(frozen=True)
+class FanOutSink:
+    """Sends each alert to every sink; one broken sink cannot silence the others."""
+
+    sinks: tuple[AlertSink, ...]
+
+    def send(self, alert: Alert) -> None:
+        """Send ``alert`` to each sink in turn, logging (not raising) a sink's failure."""
+        for sink in self.sinks:
+            try:
+                sink.send(alert)
+            except Exception:
+                logger.exception("alert sink %s failed; the other sinks still ran",
+                                 type(sink).__name__)
+
+    def close(self) -> None:
+        """Close the sinks that have a ``close``."""
+        for sink in self.sinks:
+            close = getattr(sink, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:
+                    logger.exception("alert sink %s failed to close", type(sink).__name__)
+
+
+# -- the pipeline hook ------------------------------------------------------------------------
+
+ALERTS: Final = pa.schema([
+    ("alert_id", pa.string()), ("service", pa.string()), ("state", pa.string()),
+    ("fired_at", pa.timestamp("us")), ("resolved_at", pa.timestamp("us")),
+    ("rate", pa.float64()), ("baseline", pa.float64()), ("volume", pa.int32()),
+    ("message", pa.string()),
+])
+
+
+def _timestamp(t: float | None) -> datetime | None:
+    return None if t is None else datetime.fromtimestamp(t, UTC).replace(tzinfo=None)
+
+
+class AlertManager:
+    """The pipeline's ``on_batch`` hook: detectors per service, history, sinks, counts.
+
+    Time is span time (a tool call's ``end_ns``), so a replay of old traces alerts as it
+    would have live. Each service's clock is the newest span time it sent, carried forward
+    by the wall clock between batches (so a spike resolves while a service is silent); a
+    span time more than ``max_clock_skew_s`` ahead of the wall clock is clamped to it, so
+    one far-future clock cannot push a service's window past all later data. Each tool call
+    counts once, with its first verdict (an episode re-evaluated later is not recounted).
+    """
+
+    def __init__(self, settings: AlertSettings | None = None, sink: AlertSink | None = None,
+                 *, clock: Callable[[], float] = time.time) -> None:
+        self.settings = settings or AlertSettings()
+        self.sink: AlertSink = sink if sink is not None else LogSink()
+        self.clock = clock
+        self.detectors: dict[str, SpikeDetector] = {}
+        self.firing = 0
+        """Services with an alert firing now."""
+        self._clocks: dict[str, tuple[float, float]] = {}  # service -> (its now, wall then)
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._counts: Counter[tuple[str, str]] = Counter()
+        self._lock = threading.Lock()
+        self._recovered = False
+        self._stop = threading.Event()
+
+    def __call__(self, pipeline: Pipeline, results: Sequence[EpisodeResult]) -> None:
+        """Feed a committed batch's verdicts; runs on the pipeline thread after the commit."""
+        cur = pipeline.cursor
+        if not self._recovered:
+            self._recovered = True
+            self._resolve_leftovers(cur)
+        wall = self.clock()
+        newest: dict[str, float] = {}
+        for result in results:
+            for v in result.verdicts:
+                if v.row.span_id in self._seen:
+                    continue
+                self._remember(v.row.span_id)
+                t = min(v.row.end_ns / 1e9, wall + self.settings.max_clock_skew_s)
+                service = v.row.service or "unknown_service"
+                detector = self.detectors.get(service)
+                if detector is None:
+                    detector = self.detectors[service] = SpikeDetector(service, self.settings)
+                detector.observe(t, no_progress=v.progress is None, episode_id=v.row.episode_id,
+                                 streak=v.streak)
+                newest[service] = max(newest.get(service, t), t)
+        for service, detector in self.detectors.items():
+            now = self._advance(service, newest.get(service), wall)
+            if (alert := detector.evaluate(now)) is not None:
+                self._record(cur, alert)
+
+    def counts(self) -> list[tuple[str, str, int]]:
+        """(service, state, alerts) rows for ``/metrics``; safe from any thread."""
+        with self._lock:
+            return sorted((svc, state, n) for (svc, state), n in self._counts.items())
+
+    def sink_failures(self) -> int:
+        """Alerts a sink failed to deliver (webhook errors and drops); safe from any thread."""
+        sinks = getattr(self.sink, "sinks", (self.sink,))
+        return sum(getattr(sink, "failures", 0) for sink in sinks)
+
+    def start_ticker(self, pipeline: Pipeline) -> None:
+        """While an alert fires, wake the pipeline every bucket so it can resolve in silence.
+
+        The wake-up is an empty job: the pipeline runs an empty batch and calls this hook.
+        """
+        def tick() -> None:
+            while not self._stop.wait(self.settings.bucket_s):
+                if self.firing:
+                    try:
+                        pipeline.submit([])
+                    except Exception:  # stopping, or overloaded: the next batch will do
+                        continue
+
+        threading.Thread(target=tick, daemon=True, name="loopscope-alert-tick").start()
+
+    def close(self) -> None:
+        """Stop the ticker and flush the sinks (webhook posts still queued)."""
+        self._stop.set()
+        close = getattr(self.sink, "close", None)
+        if close is not None:
+            close()
+
+    def _advance(self, service: str, newest: float | None, wall: float) -> float:
+        previous = self._clocks.get(service)
+        now = newest if newest is not None else wall
+        if previous is not None:
+            carried = previous[0] + max(wall - previous[1], 0.0)
+            now = carried if newest is None else max(carried, newest)
+        self._clocks[service] = (now, wall)
+        return now
+
+    def _remember(self, span_id: str, limit: int = 200_000) -> None:
+        self._seen[span_id] = None
+        if len(self._seen) > limit:
+            self._seen.popitem(last=False)
+
+    def _record(self, cur: Any, alert: Alert) -> None:
+        with self._lock:
+            self._counts[(alert.service, alert.state)] += 1
+        self.firing += 1 if alert.state == "firing" else -1
+        try:
+            if alert.state == "firing":
+                insert_rows(cur, "alerts", [{
+                    "alert_id": alert.id, "service": alert.service, "state": alert.state,
+                    "fired_at": _timestamp(alert.fired_at), "resolved_at": None,
+                    "rate": alert.rate, "baseline": alert.baseline, "volume": alert.volume,
+                    "message": alert.message,
+                }], ALERTS)
+            else:
+                cur.execute("update alerts set state = 'resolved', resolved_at = $resolved_at"
+                            " where alert_id = $alert_id",
+                            {"alert_id": alert.id, "resolved_at": _timestamp(alert.resolved_at)})
+        except Exception:
+            logger.exception("could not store alert %s; it is still sent", alert.id)
+        self.sink.send(alert)
+
+    def _resolve_leftovers(self, cur: Any) -> None:
+        """Alerts a previous run left firing have no detector any more: close them now."""
+        try:
+            cur.execute("update alerts set state = 'resolved', resolved_at = $now"
+                        " where state = 'firing'", {"now": _timestamp(self.clock())})
+        except Exception:
+            logger.exception("could not resolve alerts left firing by a previous run")
+
+
+def build_sink(webhooks: Iterable[str], *, log: bool = True) -> FanOutSink:
+    """The collector's sinks: the log (unless ``log`` is False) and one ``WebhookSink`` per
+    URL. Raises ``ValueError`` for a URL that is not http(s)."""
+    sinks: list[AlertSink] = [LogSink()] if log else []
+    sinks += [WebhookSink(url) for url in webhooks]
+    return FanOutSink(tuple(sinks))
