@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,22 +51,37 @@ class EpisodeResult:
 
 
 class _Episode:
-    __slots__ = ("fed", "first_ns", "monitor", "rows", "task_type")
+    """What an episode keeps between batches: its monitor and where the fed calls end.
+
+    The rows themselves stay in the store; a late row makes the detector reload them.
+    """
+
+    __slots__ = ("fed", "first_ns", "last_key", "monitor", "task_type")
 
     def __init__(self, policy: Policy, episode_id: str, task_type: str | None) -> None:
-        self.rows: list[ToolCallRow] = []
         self.monitor = EpisodeMonitor(policy, episode_id=episode_id, task_type=task_type)
         self.fed = 0
         self.first_ns = 0
+        self.last_key: tuple[int, int, str] | None = None
         self.task_type = task_type
 
 
-class StreamingDetector:
-    """Per-episode monitors for the pipeline thread (not thread-safe; one owner)."""
+Loader = Callable[[Sequence[str]], dict[str, list[ToolCallRow]]]
 
-    def __init__(self, policy: Policy | None = None, *, max_active: int = MAX_ACTIVE_EPISODES):
+
+class StreamingDetector:
+    """Per-episode monitors for the pipeline thread (not thread-safe; one owner).
+
+    ``load`` returns the stored tool calls of episodes (the pipeline's batch query); it is
+    used when an episode comes back after an eviction or a restart, and when a late row
+    makes an episode re-run from the start.
+    """
+
+    def __init__(self, policy: Policy | None = None, *, max_active: int = MAX_ACTIVE_EPISODES,
+                 load: Loader | None = None) -> None:
         self.policy = policy or Policy()
         self.max_active = max_active
+        self.load: Loader = load or (lambda ids: {})
         self._episodes: OrderedDict[str, _Episode] = OrderedDict()
 
     @property
@@ -88,41 +103,40 @@ class StreamingDetector:
         rows: Iterable[ToolCallRow],
         *,
         task_type: str | None = None,
-        stored: Iterable[ToolCallRow] = (),
+        stored: Iterable[ToolCallRow] | None = None,
     ) -> EpisodeResult:
         """Add new tool-call rows of one episode and run detection over what changed.
 
-        ``stored`` are the episode's rows already in the store; they are used when the
-        episode has no state in memory (first sight after a restart or an eviction: see
-        ``has``).
+        ``stored`` are the episode's rows already in the store, when the caller has them at
+        hand (otherwise they are loaded when needed).
         """
-        state = self._episodes.get(episode_id)
         new = sorted(rows, key=sort_key)
-        rebuilt = False
-        if state is None:
-            state = _Episode(self.policy, episode_id, task_type)
-            known = {r.span_id for r in new}
-            state.rows = sorted([r for r in stored if r.span_id not in known], key=sort_key)
-            rebuilt = bool(state.rows)
-            self._episodes[episode_id] = state
-            self._evict()
-        else:
+        state = self._episodes.get(episode_id)
+        if state is not None:
             self._episodes.move_to_end(episode_id)
-        in_order = not state.rows or not new or sort_key(new[0]) >= sort_key(state.rows[-1])
-        state.rows.extend(new)
-        if not in_order:
-            state.rows.sort(key=sort_key)
-            rebuilt = True
-        if rebuilt:
-            fresh = _Episode(self.policy, episode_id, task_type or state.task_type)
-            fresh.rows = state.rows
-            state = self._episodes[episode_id] = fresh
-        if not state.first_ns and state.rows:
-            state.first_ns = state.rows[0].start_ns
-        verdicts = [self._feed(state, row, i) for i, row in enumerate(state.rows[state.fed:],
-                                                                        start=state.fed)]
-        state.fed = len(state.rows)
-        return EpisodeResult(episode_id, verdicts, rebuilt)
+            task_type = task_type or state.task_type
+            if not new or state.last_key is None or sort_key(new[0]) >= state.last_key:
+                verdicts = self._feed_all(state, new)
+                return EpisodeResult(episode_id, verdicts, False)
+        # First sight, or a late row: (re)build from everything stored plus the new rows.
+        known = {r.span_id for r in new}
+        earlier = list(stored) if stored is not None else self.load([episode_id]).get(
+            episode_id, [])
+        earlier = [r for r in earlier if r.span_id not in known]
+        state = self._episodes[episode_id] = _Episode(self.policy, episode_id, task_type)
+        self._episodes.move_to_end(episode_id)
+        self._evict()
+        verdicts = self._feed_all(state, sorted([*earlier, *new], key=sort_key))
+        return EpisodeResult(episode_id, verdicts, bool(earlier))
+
+    def _feed_all(self, state: _Episode, rows: list[ToolCallRow]) -> list[Verdict]:
+        if rows and not state.fed:
+            state.first_ns = rows[0].start_ns
+        verdicts = [self._feed(state, row, state.fed + i) for i, row in enumerate(rows)]
+        state.fed += len(rows)
+        if rows:
+            state.last_key = sort_key(rows[-1])
+        return verdicts
 
     def _feed(self, state: _Episode, row: ToolCallRow, ordinal: int) -> Verdict:
         monitor = state.monitor

@@ -149,6 +149,7 @@ class Pipeline:
 
     def _run(self) -> None:
         self._cur = self.db.cursor()
+        self.detector.load = lambda ids: tables.load_tool_calls(self._cur, ids)
         while True:
             jobs, last = self._next_batch()
             if jobs:
@@ -247,11 +248,12 @@ class Pipeline:
         for row in tool_rows:
             by_episode.setdefault(row.episode_id, []).append(row)
         task_types = {e.episode_id: e.task_type for e in episodes}
-        stored = tables.load_tool_calls(
-            cur, [e for e in by_episode if not self.detector.has(e)])
+        unseen = [e for e in by_episode if not self.detector.has(e)]
+        stored = tables.load_tool_calls(cur, unseen)  # one query for the whole batch
         results = [
             self.detector.add(episode_id, rows, task_type=task_types.get(episode_id),
-                              stored=stored.get(episode_id, ()))
+                              stored=stored.get(episode_id, ()) if episode_id in unseen
+                              else None)
             for episode_id, rows in by_episode.items()
         ]
         verdicts = {v.row.span_id: v for r in results for v in r.verdicts}

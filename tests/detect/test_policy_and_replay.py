@@ -6,6 +6,7 @@ import pytest
 from episode_steps import msg, record, run, tool
 
 from loopscope.detect import Budgets, EpisodeMonitor, Policy, ToolCall, ToolResult
+from loopscope.detect.fingerprint import output_hash
 from loopscope.detect.policy import DEFAULT_NO_PROGRESS_K
 from loopscope.detect.replay import (
     EpisodeFormatError,
@@ -303,9 +304,9 @@ def test_monitor_pairs_results_by_call_id():
     m.before_call(ToolCall("b", {"x": 2}, call_id="cb"))
     m.after_call(ToolResult("answer for b", call_id="cb"))
     m.after_call(ToolResult("answer for a", call_id="ca"))
-    assert [(s.tool, s.output) for s in m.history.steps] == [
-        ("b", "answer for b"),
-        ("a", "answer for a"),
+    assert [(s.tool, s.output_hash) for s in m.history.steps] == [
+        ("b", output_hash("answer for b")),
+        ("a", output_hash("answer for a")),
     ]
     with pytest.raises(ValueError, match="without an open call"):
         m.after_call(ToolResult("stray", call_id="zz"))

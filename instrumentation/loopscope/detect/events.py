@@ -170,7 +170,11 @@ ALLOW: Final = Decision(step=-1)
 
 @dataclass(slots=True)
 class StepView:
-    """One completed tool step, as detectors read it from the history."""
+    """One completed tool step, as detectors read it from the history.
+
+    ``args`` and ``output`` are there for the step being checked only; steps in the history
+    keep their hashes, sketches and canonical argument text, not the content.
+    """
 
     index: int
     tool: str

@@ -228,6 +228,7 @@ class EpisodeMonitor:
         self._reconcile(pending.call, step)
         step.progress = self._progress(step, stats)
         self._count_progress(step)
+        step.output = step.args = None  # the history keeps hashes and sketches, not content
         self.history.append(step)
         self.budget.count_result(step.tool, step.status)
         self.budget.count_usage(result.tokens_in + result.tokens_out, result.cost)
