@@ -89,3 +89,244 @@ from alerts
 where ($service is null or service = $service)
 order by fired_at desc
 limit coalesce($limit, 100);
+
+-- name: metrics_breakdown
+-- The collector's metrics as counts (definitions: docs/metrics.md), one row per dimension and
+-- key: 'all' (key null: the headline numbers), 'service', 'agent', 'model', 'tool' (episodes
+-- that called the tool; tool_calls = that tool's calls) and 'kind' (episodes flagged with that
+-- kind). An episode is in the window when it started in it. Rates and Wilson intervals are
+-- derived from these counts by loopscope_collector.metrics. $prices: JSON {model prefix:
+-- {"input": USD per 1M tokens, "output": ...}}, NULL for the built-in table below.
+with sel as materialized (
+    select e.episode_id, e.service, e.agent, e.model, e.outcome, e.cost_usd, e.start_ns,
+           e.input_tokens, e.output_tokens, e.first_flag_ns
+    from episodes e
+    where ($service is null or e.service = $service)
+      and ($agent is null or e.agent = $agent)
+      and ($model is null or e.model = $model)
+      and ($since_ns is null or e.start_ns >= $since_ns)
+      and ($until_ns is null or e.start_ns < $until_ns)
+      and ($tool is null or e.episode_id in (
+            select t.episode_id from tool_calls t where t.tool = $tool))
+),
+flag_events as materialized (
+    -- every flag: the collector's detections (any severity) and the guards' non-allow decisions
+    select d.episode_id, d.span_id, coalesce(t.start_ns, s.start_ns) as at_ns,
+           d.severity = 'kill' as is_kill, d.kind
+    from detections d
+    join sel s using (episode_id)
+    left join tool_calls t on t.trace_id = d.trace_id and t.span_id = d.span_id
+    union all
+    select g.episode_id, g.span_id, g.time_ns,
+           coalesce(g.decision, g.action) in ('block', 'stop'),
+           'guard:' || coalesce(g.flags[1], coalesce(g.decision, g.action))
+    from guard_decisions g
+    join sel s using (episode_id)
+    where coalesce(g.decision, g.action) in ('warn', 'block', 'stop')
+),
+marks as materialized (
+    select s.episode_id,
+           least(s.first_flag_ns, min(f.at_ns)) as first_flag_ns,
+           count(f.episode_id) > 0 or s.first_flag_ns is not null as flagged,
+           bool_or(f.is_kill) as killed,
+           min(f.at_ns) filter (where f.is_kill) as first_kill_ns
+    from sel s
+    left join flag_events f using (episode_id)
+    group by s.episode_id, s.first_flag_ns
+),
+calls as (
+    -- one pass over the calls of the episodes in scope
+    select t.episode_id,
+           count(*) filter (where $tool is null or t.tool = $tool) as n_calls,
+           count(*) as all_calls,
+           count(t.cost_usd) as priced_calls,
+           sum(t.cost_usd) as call_cost,
+           sum(t.tokens_in) as tokens_in,
+           sum(t.tokens_out) as tokens_out
+    from tool_calls t
+    semi join sel s on s.episode_id = t.episode_id
+    group by t.episode_id
+),
+after_flag as (
+    -- the calls of flagged episodes from the first flag on (cost) and after the first kill
+    select t.episode_id,
+           count(*) filter (where t.start_ns >= m.first_flag_ns) as calls_after_flag,
+           coalesce(sum(t.cost_usd) filter (where t.start_ns >= m.first_flag_ns), 0)
+               as call_cost_after_flag,
+           coalesce(bool_or(t.start_ns > m.first_kill_ns
+                            and t.collector_progress not in ('none', 'waiting')), false)
+               as progress_after_kill
+    from tool_calls t
+    join marks m on m.episode_id = t.episode_id and m.first_flag_ns is not null
+    group by t.episode_id
+),
+prices as (
+    select key as prefix, (value ->> 'input')::double as usd_in,
+           (value ->> 'output')::double as usd_out
+    from json_each(coalesce($prices, /*prices*/'{"gpt-4o": {"input": 2.5, "output": 10.0}, "gpt-4o-mini": {"input": 0.15, "output": 0.6}, "gpt-4.1": {"input": 2.0, "output": 8.0}, "gpt-4.1-mini": {"input": 0.4, "output": 1.6}, "o3-mini": {"input": 1.1, "output": 4.4}, "claude-3-5-sonnet": {"input": 3.0, "output": 15.0}, "claude-sonnet-4": {"input": 3.0, "output": 15.0}, "claude-3-5-haiku": {"input": 0.8, "output": 4.0}}'/*end prices*/))
+),
+episode_price as (
+    select s.episode_id, arg_max(p.usd_in, length(p.prefix)) as usd_in,
+           arg_max(p.usd_out, length(p.prefix)) as usd_out
+    from sel s
+    join prices p on s.cost_usd is null and starts_with(lower(s.model), lower(p.prefix))
+    group by s.episode_id
+),
+episode_labels as (
+    select episode_id, max(label) as label  -- 'true_loop' outranks 'no_loop' (never both: key)
+    from labels
+    where span_id = '' and label in ('true_loop', 'no_loop')
+    group by episode_id
+),
+false_kill_labels as (
+    select distinct l.episode_id
+    from labels l
+    left join flag_events k
+        on k.episode_id = l.episode_id and k.span_id = l.span_id and k.is_kill
+    where l.label = 'false_kill' and (l.span_id = '' or k.episode_id is not null)
+),
+facts as (
+    select s.episode_id, s.service, s.agent, s.model, s.outcome, el.label,
+           coalesce(c.n_calls, 0) as n_calls,
+           m.flagged,
+           coalesce(m.killed, false) as killed,
+           fk.episode_id is not null or el.label is not null as human_verdict,
+           case when fk.episode_id is not null then true
+                when el.label is not null then el.label = 'no_loop'
+                else s.outcome = 'success' and coalesce(af.progress_after_kill, false)
+           end as wrong_if_killed,
+           case when s.cost_usd is not null then 'episode'
+                when c.priced_calls > 0 then 'tool_calls'
+                when ep.usd_in is not null then 'tokens'
+                else 'none' end as cost_source,
+           case when s.cost_usd is not null then s.cost_usd
+                when c.priced_calls > 0 then c.call_cost
+                when ep.usd_in is not null then (
+                    case when s.input_tokens + s.output_tokens > 0 then s.input_tokens
+                         else coalesce(c.tokens_in, 0) end * ep.usd_in
+                    + case when s.input_tokens + s.output_tokens > 0 then s.output_tokens
+                           else coalesce(c.tokens_out, 0) end * ep.usd_out) / 1e6
+                else 0.0 end as cost,
+           m.first_flag_ns, c.priced_calls, af.call_cost_after_flag, af.calls_after_flag,
+           c.all_calls
+    from sel s
+    join marks m using (episode_id)
+    left join calls c using (episode_id)
+    left join after_flag af using (episode_id)
+    left join episode_price ep using (episode_id)
+    left join episode_labels el using (episode_id)
+    left join false_kill_labels fk using (episode_id)
+),
+ef as materialized (
+    -- one row per episode in scope: its facts as 0/1 counters, its cost and service/agent/model
+    select episode_id, service, agent, model, n_calls,
+           flagged::int as flagged,
+           (label = 'true_loop')::int as true_loop,
+           (label = 'true_loop' and flagged)::int as true_loop_flagged,
+           (label = 'no_loop')::int as no_loop,
+           (label is null)::int as unlabelled,
+           killed::int as killed,
+           (killed and wrong_if_killed)::int as false_kill,
+           (killed and human_verdict)::int as kill_human,
+           (killed and human_verdict and wrong_if_killed)::int as false_kill_human,
+           (killed and not human_verdict)::int as kill_rule,
+           (killed and not human_verdict and wrong_if_killed)::int as false_kill_rule,
+           (killed and not human_verdict
+                and coalesce(outcome, '') not in ('success', 'failure'))::int as kill_rule_unknown,
+           (outcome = 'success')::int as success,
+           (outcome = 'failure')::int as failure,
+           cost,
+           case when cost_source = 'none' or first_flag_ns is null then 0.0
+                when priced_calls > 0 then call_cost_after_flag
+                else cost * calls_after_flag / all_calls end as cost_after_flag,
+           (cost_source = 'episode')::int as cost_episode,
+           (cost_source = 'tool_calls')::int as cost_calls,
+           (cost_source = 'tokens')::int as cost_tokens,
+           (cost_source = 'none')::int as cost_none
+    from facts
+),
+episode_tools as (
+    select t.episode_id, t.tool, count(*) as n
+    from tool_calls t
+    semi join sel s on s.episode_id = t.episode_id
+    where $tool is null or t.tool = $tool
+    group by t.episode_id, t.tool
+),
+episode_kinds as (
+    select distinct episode_id, kind from flag_events
+),
+dims as (
+    select 'all' as dimension, null::varchar as key, n_calls as dim_calls, ef.* exclude (
+        episode_id, service, agent, model, n_calls) from ef
+    union all
+    select 'service', service, n_calls, ef.* exclude (
+        episode_id, service, agent, model, n_calls) from ef
+    union all
+    select 'agent', agent, n_calls, ef.* exclude (
+        episode_id, service, agent, model, n_calls) from ef
+    union all
+    select 'model', model, n_calls, ef.* exclude (
+        episode_id, service, agent, model, n_calls) from ef
+    union all
+    select 'tool', et.tool, et.n, ef.* exclude (
+        episode_id, service, agent, model, n_calls) from ef join episode_tools et using (episode_id)
+    union all
+    select 'kind', ek.kind, n_calls, ef.* exclude (
+        episode_id, service, agent, model, n_calls) from ef join episode_kinds ek using (episode_id)
+)
+select dimension, key,
+       count(*) as episodes,
+       coalesce(sum(dim_calls), 0)::bigint as tool_calls,
+       coalesce(sum(flagged), 0)::bigint as loops_detected,
+       coalesce(sum(true_loop), 0)::bigint as true_loops,
+       coalesce(sum(true_loop_flagged), 0)::bigint as true_loops_flagged,
+       coalesce(sum(no_loop), 0)::bigint as no_loop_episodes,
+       coalesce(sum(unlabelled), 0)::bigint as unlabelled_episodes,
+       coalesce(sum(killed), 0)::bigint as kills,
+       coalesce(sum(false_kill), 0)::bigint as false_kills,
+       coalesce(sum(kill_human), 0)::bigint as kills_human,
+       coalesce(sum(false_kill_human), 0)::bigint as false_kills_human,
+       coalesce(sum(kill_rule), 0)::bigint as kills_rule,
+       coalesce(sum(false_kill_rule), 0)::bigint as false_kills_rule,
+       coalesce(sum(kill_rule_unknown), 0)::bigint as kills_rule_unknown_outcome,
+       coalesce(sum(success), 0)::bigint as successful_episodes,
+       coalesce(sum(failure), 0)::bigint as failed_episodes,
+       coalesce(sum(cost), 0)::double as cost_usd,
+       coalesce(sum(cost_after_flag), 0)::double as cost_after_first_flag_usd,
+       coalesce(sum(cost_episode), 0)::bigint as cost_from_episode,
+       coalesce(sum(cost_calls), 0)::bigint as cost_from_tool_calls,
+       coalesce(sum(cost_tokens), 0)::bigint as cost_from_tokens,
+       coalesce(sum(cost_none), 0)::bigint as cost_unknown
+from dims
+group by dimension, key
+order by dimension, episodes desc, key nulls last;
+
+-- name: metrics_unknown_latency
+-- UNKNOWN reconcile latency (seconds from a write's UNKNOWN result to its resolution: p50 /
+-- p95 / max, linear interpolation) and the writes still unresolved, per dimension and key like
+-- metrics_breakdown; a write is in the window when its UNKNOWN result came in it.
+select case when grouping(u.service) = 0 then 'service'
+            when grouping(e.agent) = 0 then 'agent'
+            when grouping(e.model) = 0 then 'model'
+            when grouping(u.tool) = 0 then 'tool'
+            else 'all' end as dimension,
+       case when grouping(u.service) = 0 then u.service
+            when grouping(e.agent) = 0 then e.agent
+            when grouping(e.model) = 0 then e.model
+            when grouping(u.tool) = 0 then u.tool end as key,
+       count(*) as unknown_writes,
+       count(u.resolved_at_ns) as resolved,
+       count(*) - count(u.resolved_at_ns) as unresolved,
+       quantile_cont((u.resolved_at_ns - u.unknown_at_ns) / 1e9, 0.5) as p50_s,
+       quantile_cont((u.resolved_at_ns - u.unknown_at_ns) / 1e9, 0.95) as p95_s,
+       max((u.resolved_at_ns - u.unknown_at_ns) / 1e9) as max_s
+from unknown_writes u
+left join episodes e using (episode_id)
+where ($service is null or u.service = $service)
+  and ($agent is null or e.agent = $agent)
+  and ($model is null or e.model = $model)
+  and ($tool is null or u.tool = $tool)
+  and ($since_ns is null or u.unknown_at_ns >= $since_ns)
+  and ($until_ns is null or u.unknown_at_ns < $until_ns)
+group by grouping sets ((), (u.service), (e.agent), (e.model), (u.tool))
+order by dimension, unknown_writes desc, key nulls last;

@@ -1,0 +1,341 @@
+"""`loopscope metrics`: the worked examples of docs/metrics.md, on stores built by hand."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from loopscope.cli import main
+from loopscope_collector.metrics import PRICES, compute_metrics
+from loopscope_collector.storage import Database, open_database
+from loopscope_collector.storage.queries import READS
+
+S = 1_000_000_000  # one second in ns
+T0 = 1_700_000_000 * S
+
+
+class Store:
+    """A store filled row by row; each episode's calls are one second apart."""
+
+    def __init__(self, path: Path) -> None:
+        self.db = open_database(path)
+        self.con = self.db.con
+
+    def episode(
+        self, eid: str, *, calls: int = 4, service: str = "svc", agent: str | None = "agent",
+        model: str | None = "model-x", outcome: str | None = "failure",
+        cost: float | None = None, start: int = T0, tools: list[str] | None = None,
+        progress: list[str] | None = None, call_cost: float | None = None,
+        tokens: tuple[int, int] = (0, 0),
+    ) -> None:
+        self.con.execute(
+            "insert into episodes (episode_id, service, agent, model, outcome, start_ns, end_ns,"
+            " tool_calls, cost_usd, input_tokens, output_tokens, trace_id)"
+            " values ($e, $s, $a, $m, $o, $t, $t + $n::bigint * 1000000000, $n, $c, $ti, $to, $e)",
+            {"e": eid, "s": service, "a": agent, "m": model, "o": outcome, "t": start,
+             "n": calls, "c": cost, "ti": tokens[0], "to": tokens[1]},
+        )
+        for i in range(calls):
+            self.con.execute(
+                "insert into tool_calls (trace_id, span_id, episode_id, service, agent, model,"
+                " tool, start_ns, end_ns, convention, collector_progress, cost_usd)"
+                " values ($e, $sp, $e, $s, $a, $m, $tool, $t, $t + 1, 'loopscope', $p, $c)",
+                {"e": eid, "sp": f"{eid}-{i}", "s": service, "a": agent, "m": model,
+                 "tool": (tools or ["search"])[i % len(tools or ["search"])],
+                 "t": start + i * S, "p": (progress or ["new_output"] * calls)[i],
+                 "c": call_cost},
+            )
+
+    def detect(self, eid: str, call: int, *, severity: str = "warn",
+               kind: str = "exact_repeat", detector: str = "repeated_tool_call") -> None:
+        self.con.execute(
+            "insert into detections (episode_id, trace_id, span_id, ordinal, detector, kind,"
+            " severity, action, message) values ($e, $e, $sp, $o, $d, $k, $sev, $act, 'm')",
+            {"e": eid, "sp": f"{eid}-{call}", "o": call, "d": detector, "k": kind,
+             "sev": severity, "act": "stop" if severity == "kill" else "warn"},
+        )
+
+    def guard(self, eid: str, call: int, *, decision: str, action: str = "allow",
+              start: int = T0) -> None:
+        self.con.execute(
+            "insert into guard_decisions (trace_id, span_id, episode_id, service, tool, mode,"
+            " action, decision, reason, flags, time_ns)"
+            " values ($e, $sp, $e, 'svc', 'search', 'observe', $a, $d, 'r', ['no_progress'], $t)",
+            {"e": eid, "sp": f"{eid}-{call}", "a": action, "d": decision, "t": start + call * S},
+        )
+
+    def label(self, eid: str, label: str, span: str = "") -> None:
+        self.con.execute("insert into labels (episode_id, span_id, label) values ($e, $s, $l)",
+                         {"e": eid, "s": span, "l": label})
+
+    def unknown(self, key: str, latency_s: float | None, *, service: str = "svc",
+                tool: str = "pay", at: int = T0) -> None:
+        self.con.execute(
+            "insert into unknown_writes (idempotency_key, episode_id, service, tool, trace_id,"
+            " span_id, unknown_at_ns, resolved_at_ns) values ($k, 'w', $s, $tool, 'w', $k,"
+            " $at, $r)",
+            {"k": key, "s": service, "tool": tool, "at": at,
+             "r": None if latency_s is None else at + int(latency_s * S)},
+        )
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = Store(tmp_path / "x.duckdb")
+    yield s
+    s.db.close()
+
+
+def metrics(store: Store, **filters: Any) -> dict[str, Any]:
+    return compute_metrics(store.db, **filters)
+
+
+def test_loop_detection_rate_over_human_labels(store: Store) -> None:
+    """4 labelled loops, 3 flagged (any severity, or a guard's warn) → 3/4 = 0.75; no_loop
+    and unlabelled episodes are not in the denominator."""
+    for eid in ("L1", "L2", "L3", "L4", "N1", "U1"):
+        store.episode(eid)
+    for eid in ("L1", "L2", "L3", "L4"):
+        store.label(eid, "true_loop")
+    store.label("N1", "no_loop")
+    store.detect("L1", 2)
+    store.detect("L2", 3, severity="kill")
+    store.guard("L3", 1, decision="warn", action="warn")
+    store.detect("U1", 2)  # flagged, but unlabelled: no ground truth
+    m = metrics(store)
+    assert m["loop_detection_rate"] == {
+        "value": 0.75, "count": 3, "n": 4, "interval": [0.3006, 0.9544], "label_source": "human",
+    }
+    assert m["loops_detected"] == 4
+    assert m["loops_detected_by_kind"] == {"exact_repeat": 3, "guard:no_progress": 1}
+    assert m["labels"]["true_loop"] == 4 and m["labels"]["no_loop"] == 1
+    assert m["labels"]["unlabelled"] == 1
+
+
+def test_false_kill_rate_by_the_unlabelled_rule(store: Store) -> None:
+    """Four killed, unlabelled episodes; only K1 made progress after its kill and succeeded."""
+    after = ["new_output", "none", "none", "new_output"]  # call 3 makes progress
+    store.episode("K1", outcome="success", progress=after)
+    store.detect("K1", 1, severity="kill")
+    store.episode("K2", outcome="failure", progress=after)  # progress, but failed
+    store.detect("K2", 1, severity="kill")
+    store.episode("K3", outcome="success", progress=["new_output", "none", "waiting", "none"])
+    store.detect("K3", 1, severity="kill")  # succeeded, but no progress after the kill
+    store.episode("K4", outcome="failure")
+    store.guard("K4", 2, decision="stop")  # observe mode: the would-be kill counts
+    store.detect("K4", 3, severity="kill")  # a second kill in the same episode: still one
+    store.episode("W1", outcome="success", progress=after)
+    store.detect("W1", 1, severity="warn")  # a warning is not a kill
+    m = metrics(store)
+    fk = m["false_kill_rate"]
+    assert (fk["value"], fk["count"], fk["n"], fk["interval"]) == (0.25, 1, 4, [0.0456, 0.6994])
+    assert fk["by_label_source"]["rule"]["n"] == 4
+    assert fk["by_label_source"]["human"]["n"] == 0
+    assert m["kills"] == 4 and m["false_kills"] == 1
+
+
+def test_first_kill_decides_progress_after_it(store: Store) -> None:
+    """Progress between a first and a second kill still counts: it came after the first."""
+    store.episode("K", outcome="success", progress=["none", "none", "new_output", "none"])
+    store.detect("K", 1, severity="kill")
+    store.detect("K", 3, severity="kill")
+    assert metrics(store)["false_kill_rate"]["count"] == 1
+
+
+def test_human_labels_outrank_the_rule(store: Store) -> None:
+    """no_loop makes a kill false, true_loop makes it right, false_kill on a kill span makes
+    it false whatever the episode label or outcome says."""
+    after = ["new_output", "none", "none", "new_output"]
+    store.episode("H1", outcome="failure")  # the rule would call it right
+    store.detect("H1", 1, severity="kill")
+    store.label("H1", "no_loop")
+    store.episode("H2", outcome="success", progress=after)  # the rule would call it false
+    store.detect("H2", 1, severity="kill")
+    store.label("H2", "true_loop")
+    store.episode("H3", outcome="failure")
+    store.detect("H3", 2, severity="kill")
+    store.label("H3", "false_kill", "H3-2")
+    store.episode("H4", outcome="failure")
+    store.detect("H4", 2, severity="kill")
+    store.label("H4", "false_kill", "H4-0")  # on a call that was not a kill: ignored
+    fk = metrics(store)["false_kill_rate"]
+    assert (fk["count"], fk["n"]) == (2, 4)
+    assert fk["by_label_source"]["human"]["count"] == 2
+    assert fk["by_label_source"]["human"]["n"] == 3
+    assert fk["by_label_source"]["rule"]["n"] == 1
+
+
+def test_unknown_reconcile_latency(store: Store) -> None:
+    """1 s, 3 s, 10 s and one unresolved: p50 3, p95 9.3 (linear interpolation), max 10."""
+    store.unknown("a", 1)
+    store.unknown("b", 3)
+    store.unknown("c", 10)
+    store.unknown("d", None)
+    lat = metrics(store)["unknown_reconcile_latency"]
+    assert lat == {"p50_s": 3.0, "p95_s": 9.3, "max_s": 10.0, "resolved": 3,
+                   "unresolved": 1, "unknown_writes": 4}
+
+
+def test_cost_per_successful_task_and_after_first_flag(store: Store) -> None:
+    """$1 + $0.5 (successes) + $1.5 (a failure) = $3 over 2 successes → $1.5. The failure was
+    flagged at its third call of four: $1.5 × 2/4 = $0.75 after the first flag."""
+    store.episode("E1", outcome="success", cost=1.0)
+    store.episode("E2", outcome="success", cost=0.5)
+    store.episode("E3", outcome="failure", cost=1.5)
+    store.detect("E3", 2)
+    store.detect("E3", 3, severity="kill")
+    cost = metrics(store)["cost_per_successful_task"]
+    assert cost["value"] == 1.5
+    assert cost["total_usd"] == 3.0 and cost["successful_episodes"] == 2
+    assert cost["cost_after_first_flag_usd"] == 0.75
+    assert cost["cost_sources"] == {"episode": 3, "tool_calls": 0, "tokens": 0, "none": 0}
+
+
+def test_cost_from_calls_and_from_tokens(store: Store) -> None:
+    """No episode cost: the calls' costs, else tokens × the price table (longest prefix)."""
+    store.episode("C1", outcome="success", calls=3, call_cost=0.1)
+    store.detect("C1", 2)  # only the third call's $0.1 is after the flag
+    store.episode("C2", outcome="success", model="gpt-4o-2024-08-06",
+                  tokens=(100_000, 10_000))  # 0.1 M × $2.5 + 0.01 M × $10 = $0.35
+    store.episode("C3", outcome="failure", model="gpt-4o-mini", tokens=(1_000_000, 0))
+    store.episode("C4", outcome="failure", model="no-such-model", tokens=(1_000_000, 0))
+    cost = metrics(store)["cost_per_successful_task"]
+    assert PRICES["gpt-4o-mini"]["input"] == 0.15
+    assert cost["total_usd"] == pytest.approx(0.3 + 0.35 + 0.15)
+    assert cost["value"] == pytest.approx((0.3 + 0.35 + 0.15) / 2)
+    assert cost["cost_after_first_flag_usd"] == pytest.approx(0.1)
+    assert cost["cost_sources"] == {"episode": 0, "tool_calls": 1, "tokens": 2, "none": 1}
+
+
+def test_custom_price_table(store: Store) -> None:
+    store.episode("P", outcome="success", model="mine", tokens=(2_000_000, 0))
+    m = compute_metrics(store.db, prices={"mine": {"input": 1.0, "output": 2.0}})
+    assert m["cost_per_successful_task"]["value"] == 2.0
+
+
+def test_filters_by_service_tool_agent_and_time(store: Store) -> None:
+    store.episode("A1", service="a", agent="x", tools=["search", "pay"], start=T0)
+    store.episode("A2", service="a", agent="y", tools=["search"], start=T0 + 3600 * S)
+    store.episode("B1", service="b", agent="x", tools=["fetch"], start=T0 + 7200 * S)
+    store.detect("A1", 1, severity="kill")
+    store.unknown("u1", 2, service="a", tool="pay", at=T0)
+    store.unknown("u2", 4, service="b", tool="fetch", at=T0 + 7200 * S)
+    everything = metrics(store)
+    assert (everything["episodes"], everything["tool_calls"]) == (3, 12)
+    a = metrics(store, service="a")
+    assert (a["episodes"], a["tool_calls"], a["kills"]) == (2, 8, 1)
+    assert a["unknown_reconcile_latency"]["max_s"] == 2.0
+    pay = metrics(store, tool="pay")  # episodes that called pay; calls: pay's own
+    assert (pay["episodes"], pay["tool_calls"], pay["kills"]) == (1, 2, 1)
+    assert metrics(store, agent="x")["episodes"] == 2
+    window = metrics(store, since_ns=T0 + 1800 * S, until_ns=T0 + 7200 * S)
+    assert (window["episodes"], window["tool_calls"]) == (1, 4)
+    assert window["unknown_reconcile_latency"]["unknown_writes"] == 0
+    late = metrics(store, since_ns=T0 + 7200 * S)
+    assert late["episodes"] == 1 and late["unknown_reconcile_latency"]["max_s"] == 4.0
+    empty = metrics(store, service="nobody")
+    assert empty["episodes"] == 0 and empty["loop_detection_rate"]["value"] is None
+    assert empty["cost_per_successful_task"]["value"] is None
+
+
+def test_breakdowns(store: Store) -> None:
+    store.episode("A1", service="a", model="m1", tools=["search", "pay"])
+    store.episode("A2", service="a", model="m2", tools=["search"])
+    store.episode("B1", service="b", model="m1", tools=["fetch"])
+    store.detect("A1", 1, severity="kill", kind="stagnation", detector="no_progress")
+    store.unknown("u1", 2, service="a", tool="pay")
+    b = metrics(store)["breakdown"]
+    service = {r["key"]: r for r in b["service"]}
+    assert service["a"]["episodes"] == 2 and service["a"]["kills"] == 1
+    assert service["a"]["tool_calls"] == 8 and service["b"]["kills"] == 0
+    assert service["a"]["unknown_reconcile_latency"]["p50_s"] == 2.0
+    assert service["b"]["unknown_reconcile_latency"]["unknown_writes"] == 0
+    tool = {r["key"]: r for r in b["tool"]}
+    assert (tool["search"]["episodes"], tool["search"]["tool_calls"]) == (2, 6)
+    assert (tool["pay"]["episodes"], tool["pay"]["tool_calls"]) == (1, 2)
+    assert tool["pay"]["false_kill_rate"]["n"] == 1
+    assert {r["key"]: r["episodes"] for r in b["model"]} == {"m1": 2, "m2": 1}
+    assert {r["key"]: r["loops_detected"] for r in b["kind"]} == {"stagnation": 1}
+    assert [r["key"] for r in b["agent"]] == ["agent"]
+
+
+def test_reads_are_named_reads_with_the_documented_parameters() -> None:
+    """The dashboard reads the same SQL through GET /v1/reads/NAME."""
+    filters = {"service", "agent", "model", "tool", "since_ns", "until_ns"}
+    assert set(READS["metrics_breakdown"].params) == filters | {"prices"}
+    assert set(READS["metrics_unknown_latency"].params) == filters
+
+
+def test_read_only_file_gives_the_same_answer(tmp_path: Path) -> None:
+    store = Store(tmp_path / "x.duckdb")
+    store.episode("E1", outcome="success", cost=2.0)
+    live = compute_metrics(store.db)
+    store.db.close()
+    ro: Database = open_database(tmp_path / "x.duckdb", read_only=True)
+    try:
+        assert compute_metrics(ro) == live
+    finally:
+        ro.close()
+
+
+# -- the command ------------------------------------------------------------------------------
+
+
+def _filled(tmp_path: Path) -> Path:
+    store = Store(tmp_path / "x.duckdb")
+    store.episode("E1", outcome="success", cost=1.0, service="a", tools=["search"])
+    store.episode("E2", outcome="failure", cost=2.0, service="b", tools=["pay"])
+    store.detect("E2", 1, severity="kill")
+    store.unknown("u", 3)
+    store.db.close()
+    return tmp_path / "x.duckdb"
+
+
+def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _filled(tmp_path)
+    assert main(["metrics", "--db", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    for key in ("tool_calls", "episodes", "loops_detected", "loop_detection_rate",
+                "false_kill_rate", "unknown_reconcile_latency", "cost_per_successful_task"):
+        assert key in report
+    for key in ("loop_detection_rate", "false_kill_rate"):
+        assert {"value", "n", "count", "interval"} <= set(report[key])
+    assert report["tool_calls"] == 8 and report["episodes"] == 2
+    assert report["cost_per_successful_task"]["value"] == 3.0
+    assert main(["metrics", "--db", str(path), "--json", "--service", "a"]) == 0
+    assert json.loads(capsys.readouterr().out)["episodes"] == 1
+    assert main(["metrics", "--db", str(path), "--json", "--tool", "pay", "--last", "1h"]) == 0
+    assert json.loads(capsys.readouterr().out)["episodes"] == 0  # stored in 2023
+    assert main(["metrics", "--db", str(path), "--json", "--since", "2023-11-14T00:00:00Z",
+                 "--until", "2023-11-15"]) == 0
+    assert json.loads(capsys.readouterr().out)["episodes"] == 2
+
+
+def test_cli_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["metrics", "--db", str(_filled(tmp_path))]) == 0
+    out = capsys.readouterr().out
+    assert "false-kill rate" in out and "by service:" in out and "cost per successful" in out
+
+
+def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["metrics", "--db", str(tmp_path / "missing.duckdb")]) == 1
+    assert "no such store file" in capsys.readouterr().err
+    other = tmp_path / "other.duckdb"
+    con = duckdb.connect(str(other))
+    con.execute("create table t (x int)")
+    con.close()
+    assert main(["metrics", "--db", str(other)]) == 1
+    assert "not a loopscope store" in capsys.readouterr().err
+    assert main(["metrics", "--db", str(_filled(tmp_path)), "--last", "soon"]) == 2
+    assert "not a duration" in capsys.readouterr().err
+
+
+def test_cli_help_has_an_example(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["metrics", "--help"])
+    assert "Example:" in capsys.readouterr().out
