@@ -14,13 +14,15 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from .events import Decision, Flag, ToolCall, ToolResult
-from .fingerprint import output_text
+from .fingerprint import canonical_json, output_text
 from .monitor import EpisodeMonitor
 from .policy import Policy
 
 Mode = Literal["observe", "warn", "enforce"]
 MODES: Final = ("observe", "warn", "enforce")
-_STATUSES: Final = {None: "ok", "ok": "ok", "error": "error", "timeout": "timeout"}
+_STATUSES: Final = {
+    None: "ok", "ok": "ok", "error": "error", "timeout": "timeout", "blocked": "blocked"
+}
 _KINDS: Final = (None, "read", "write", "poll")
 COST_KEYS: Final = ("agent_cost_usd", "cost_usd", "accumulated_cost_usd", "instance_cost_usd")
 
@@ -107,7 +109,8 @@ def _check_step(episode_id: str, i: int, step: Any) -> None:
             raise EpisodeFormatError(f"{where}.tool: missing or not a string")
         if step.get("status") not in _STATUSES:
             raise EpisodeFormatError(
-                f"{where}.status: {step.get('status')!r} is not ok, error, timeout or null"
+                f"{where}.status: {step.get('status')!r} is not ok, error, timeout, blocked "
+                "or null"
             )
         if step.get("kind") not in _KINDS:
             raise EpisodeFormatError(
@@ -203,6 +206,7 @@ def replay(
         monitor.after_call(
             ToolResult(
                 output=None if output is None else output_text(output),
+                output_hash=_text(step.get("output_hash")),
                 status=_STATUSES[step.get("status")],  # type: ignore[arg-type]
                 call_id=_call_id(step, index),
                 t=t,
@@ -232,10 +236,17 @@ def replay(
 
 def _tool_call(step: Mapping[str, Any], index: int, t: float) -> ToolCall:
     args = step.get("args")
+    signature = _text(step.get("signature"))
+    if signature:  # recorded (e.g. from a span): compare by it, even when args are missing
+        args_text = "" if args is None else canonical_json(args)
+    else:
+        args, args_text = ({} if args is None else args), ""
     deadline = step.get("deadline_s")
     return ToolCall(
         tool=step["tool"],
-        args={} if args is None else args,
+        args=args,
+        signature=signature,
+        args_text=args_text,
         call_id=_call_id(step, index),
         kind=step.get("kind"),
         t=t,
@@ -250,6 +261,10 @@ def _tool_call(step: Mapping[str, Any], index: int, t: float) -> ToolCall:
 def _call_id(step: Mapping[str, Any], index: int) -> str:
     call_id = step.get("tool_call_id")
     return str(call_id) if call_id else f"step-{index}"
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def _int(value: Any) -> int:

@@ -1,0 +1,346 @@
+"""`loopscope analyze` after the fact: OTLP JSON files (as the OTel Collector's file exporter
+writes them) through the same analyze/replay path, and `--db` into a DuckDB store through the
+collector's real pipeline."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf.json_format import MessageToDict
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+import loopscope
+from loopscope import cli
+from loopscope.analysis import analyze
+from loopscope.detect import Policy
+from loopscope.detect.replay import parse_episode, parse_episode_line, replay
+from loopscope.testing import capture_spans
+from loopscope_collector.offline import episode_spans
+from loopscope_collector.storage import open_database
+
+pytestmark = pytest.mark.timeout(120)
+
+SPIN_FROM = 2
+"""Steps 0 and 1 differ; from step 2 on the spinning agent repeats one call."""
+FIRST_FLAG = SPIN_FROM + Policy().repeat_threshold - 1
+"""The call that makes the identical calls reach the policy's threshold."""
+
+
+def _hex_ids(node: Any) -> Any:
+    """protobuf's JSON mapping writes bytes as base64; OTLP JSON wants ids in hex."""
+    if isinstance(node, dict):
+        return {
+            key: base64.b64decode(value).hex()
+            if key in ("traceId", "spanId", "parentSpanId") and isinstance(value, str)
+            else _hex_ids(value)
+            for key, value in node.items()
+        }
+    if isinstance(node, list):
+        return [_hex_ids(item) for item in node]
+    return node
+
+
+def otlp_json_line(spans: Sequence[Any]) -> str:
+    """One ExportTraceServiceRequest as the OpenTelemetry Collector's file exporter writes it."""
+    return json.dumps(_hex_ids(MessageToDict(encode_spans(spans))), separators=(",", ":"))
+
+
+def _run_agents(**settings: Any) -> tuple[list[Any], list[dict[str, Any]]]:
+    """A spinning agent and a healthy one, through the real SDK with content captured."""
+
+    @loopscope.tool(kind="read")
+    def search(query: str) -> str:
+        return f"no results for {query}"
+
+    with capture_spans(mode="observe", **settings) as captured:
+        with loopscope.episode(task="find the order", task_type="lookup",
+                               episode_id="spinner") as ep:
+            search("order 1")
+            search("order 2")
+            for _ in range(6):
+                search("order 3")
+            ep.set_outcome("failure")
+        with loopscope.episode(task="find two orders", episode_id="healthy") as ep:
+            search("order 10")
+            search("order 11")
+            ep.set_outcome("success")
+        return list(captured.spans()), captured.tool_spans()
+
+
+@pytest.fixture
+def otlp_file(tmp_path: Path) -> Path:
+    """Two export lines, as a batch processor would have sent them: the spans split."""
+    spans, _ = _run_agents(capture_content=True)
+    path = tmp_path / "traces.jsonl"
+    half = len(spans) // 2
+    path.write_text(otlp_json_line(spans[:half]) + "\n" + otlp_json_line(spans[half:]) + "\n",
+                    encoding="utf-8")
+    return path
+
+
+def _analyze(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any], str]:
+    code = cli.main(["analyze", *args, "--json"])
+    out, err = capsys.readouterr()
+    return code, json.loads(out), err
+
+
+def _flags(document: dict[str, Any], episode_id: str) -> list[dict[str, Any]]:
+    return next(e for e in document["episodes"] if e["episode_id"] == episode_id)["flags"]
+
+
+def test_otlp_json_lines_report_the_spin_at_the_step_the_sdk_flagged(
+    otlp_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The SDK's own guard flagged the spin on a span; analyze over the exported file flags
+    the same step, and the healthy run not at all, in the --json shape of Episode JSONL."""
+    code, document, err = _analyze(capsys, str(otlp_file), "--format", "otlp")
+    assert code == 0, err
+    assert set(document) == {"episodes", "summary"}
+    assert [e["episode_id"] for e in document["episodes"]] == ["spinner", "healthy"]
+    assert _flags(document, "healthy") == []
+    flags = _flags(document, "spinner")
+    assert flags, document
+    first = flags[0]
+    assert first["step"] == FIRST_FLAG
+    assert first["kind"] == "exact_repeat"
+    assert set(first) == {"step", "detector", "kind", "severity"}
+    assert document["summary"]["episodes"] == 2
+    assert document["summary"]["flagged"] == 1
+    assert document["summary"]["malformed_lines"] == 0
+
+
+def test_the_flagged_step_matches_the_guard_on_the_span(
+    otlp_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Same core, same policy: the first flagged step is the span whose guard flagged."""
+    _, tool_spans = _run_agents(capture_content=True)
+    guarded = [s["attributes"]["loopscope.step"] for s in tool_spans
+               if s["attributes"]["loopscope.episode.id"] == "spinner"
+               and s["attributes"].get("loopscope.flags")]
+    _, document, _ = _analyze(capsys, str(otlp_file))
+    assert guarded[0] == _flags(document, "spinner")[0]["step"]
+
+
+def test_auto_detects_otlp_and_a_whole_file_document(
+    otlp_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--format auto (the default) reads OTLP lines, and a pretty-printed single document."""
+    _, explicit, _ = _analyze(capsys, str(otlp_file), "--format", "otlp")
+    code, auto, err = _analyze(capsys, str(otlp_file))
+    assert code == 0, err
+    assert auto == explicit
+    spans, _ = _run_agents(capture_content=True)
+    whole = tmp_path / "export.json"
+    whole.write_text(json.dumps(json.loads(otlp_json_line(spans)), indent=2), encoding="utf-8")
+    code, document, err = _analyze(capsys, str(whole))
+    assert code == 0, err
+    assert document["episodes"] == explicit["episodes"]
+
+
+def test_content_less_spans_still_compare_by_signature_and_hash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without captured content the spans carry only signature and output hash; the spin is
+    still found, at the same step."""
+    spans, _ = _run_agents(capture_content=False)
+    path = tmp_path / "hashes.jsonl"
+    path.write_text(otlp_json_line(spans) + "\n", encoding="utf-8")
+    code, document, err = _analyze(capsys, str(path))
+    assert code == 0, err
+    assert _flags(document, "spinner")[0]["step"] == FIRST_FLAG
+    assert _flags(document, "healthy") == []
+
+
+def test_a_broken_line_is_reported_as_file_line_and_skipped(
+    otlp_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A truncated line and a line that is no trace export: FILE:LINE, skipped, exit 1."""
+    good = otlp_file.read_text(encoding="utf-8").splitlines()
+    path = tmp_path / "broken.jsonl"
+    path.write_text("\n".join([good[0], good[1][: len(good[1]) // 2], "", '{"hello": 1}',
+                               good[1]]) + "\n", encoding="utf-8")
+    code, document, err = _analyze(capsys, str(path), "--format", "otlp")
+    assert code == 1
+    assert f"{path}:2:" in err and f"{path}:4:" in err
+    assert document["summary"]["malformed_lines"] == 2
+    assert _flags(document, "spinner")  # the good lines were still read
+    code, _, err = _analyze(capsys, str(path))  # auto: the first line decides the format
+    assert code == 1 and f"{path}:2:" in err
+
+
+def test_bad_ids_name_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """protobuf's base64 ids (the common mistake) are refused with the field and a hint."""
+    spans, _ = _run_agents(capture_content=True)
+    path = tmp_path / "base64.jsonl"
+    path.write_text(json.dumps(MessageToDict(encode_spans(spans))) + "\n", encoding="utf-8")
+    code, document, err = _analyze(capsys, str(path), "--format", "otlp")
+    assert code == 1
+    assert f"{path}:1:" in err and "traceId" in err and "hex" in err
+    assert document["episodes"] == []
+
+
+def test_db_stores_tool_calls_episodes_and_detections(
+    otlp_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--db writes through the collector's pipeline; running it twice stores nothing twice."""
+    store = tmp_path / "out.duckdb"
+    code, document, err = _analyze(capsys, str(otlp_file), "--db", str(store))
+    assert code == 0, err
+    assert str(store) in err and "2 episodes" in err
+    code, again, err = _analyze(capsys, str(otlp_file), "--db", str(store))
+    assert code == 0 and again == document
+    assert "0 new spans" in err
+    db = open_database(store, read_only=True)
+    try:
+        calls = db.read("episode_tool_calls", {"episode_id": "spinner"})
+        assert len(calls) == 8
+        assert [c["step"] for c in calls] == list(range(8))
+        assert all(c["content_captured"] for c in calls)
+        assert len(db.read("episode_tool_calls", {"episode_id": "healthy"})) == 2
+        episodes = {e["episode_id"]: e for e in db.read("episodes", {})}
+        assert set(episodes) == {"spinner", "healthy"}
+        assert episodes["spinner"]["outcome"] == "failure"
+        detections = db.read("episode_detections", {"episode_id": "spinner"})
+        by_span = {c["span_id"]: c["step"] for c in calls}
+        stored = sorted((by_span[d["span_id"]], d["detector"], d["kind"]) for d in detections)
+        reported = sorted((f["step"], f["detector"], f["kind"])
+                          for f in _flags(document, "spinner"))
+        assert stored == reported
+        assert db.read("summary")[0]["tool_calls"] == 10
+    finally:
+        db.close()
+
+
+def test_db_locked_by_a_running_collector_is_refused(
+    otlp_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A store held by another process gets a clear message, not a traceback."""
+    import subprocess
+    import sys
+
+    store = tmp_path / "busy.duckdb"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys; con = duckdb.connect(sys.argv[1]); "
+         "print('ready', flush=True); sys.stdin.read()", str(store)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        code = cli.main(["analyze", str(otlp_file), "--db", str(store)])
+        _, err = capsys.readouterr()
+        assert code == 2
+        assert "locked" in err and "collector" in err and "Traceback" not in err
+    finally:
+        holder.communicate("", timeout=30)
+
+
+def test_episode_jsonl_into_the_store_gives_the_flags_analyze_reports(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Real ReAct runs (some flagged) become synthetic loopscope spans; the collector's
+    detection over them stores exactly the flags analyze reports, at the same steps."""
+    lines = (shared_data / "react_hotpotqa_text-davinci-003.jsonl").read_text(
+        encoding="utf-8").splitlines()
+    reports, _ = analyze(parse_episode_line(line) for line in lines[30:45])
+    assert sum(bool(r.flags) for r in reports) >= 2  # the slice has loops in it
+    runs = tmp_path / "react.jsonl"
+    runs.write_text("\n".join(lines[30:45]) + "\n", encoding="utf-8")
+    store = tmp_path / "react.duckdb"
+    code, document, err = _analyze(capsys, str(runs), "--db", str(store))
+    assert code == 0, err
+    assert "15 episodes" in err
+    code, again, err = _analyze(capsys, str(runs), "--db", str(store))
+    assert again == document and "0 new spans" in err
+    db = open_database(store, read_only=True)
+    try:
+        assert db.read("summary")[0]["episodes"] == 15
+        for episode in document["episodes"]:
+            eid = episode["episode_id"]
+            calls = db.read("episode_tool_calls", {"episode_id": eid})
+            by_span = {c["span_id"]: c["step"] for c in calls}
+            stored = sorted((by_span[d["span_id"]], d["detector"], d["kind"], d["severity"])
+                            for d in db.read("episode_detections", {"episode_id": eid}))
+            reported = sorted((f["step"], f["detector"], f["kind"], f["severity"])
+                              for f in episode["flags"])
+            assert stored == reported, eid
+    finally:
+        db.close()
+
+
+def test_synthetic_spans_are_deterministic_and_shaped_like_the_sdks() -> None:
+    """Same episode, same ids; the collector reads them as loopscope tool calls."""
+    from loopscope_collector.normalize import normalize_span
+
+    line = json.dumps({"episode_id": "e-1", "outcome": "success", "steps": [
+        {"type": "message", "role": "user", "content": "hi"},
+        {"type": "tool", "tool": "search", "args": {"q": "x"}, "output": "none", "t": 1.5},
+        {"type": "tool", "tool": "buy", "kind": "write", "args": {}, "status": "timeout"},
+    ]})
+    first = episode_spans(parse_episode_line(line), service="runs", base_ns=10**18)
+    second = episode_spans(parse_episode_line(line), service="runs", base_ns=2 * 10**18)
+    assert [(s.trace_id, s.span_id) for s in first] == [(s.trace_id, s.span_id) for s in second]
+    root, search, buy = (normalize_span(s) for s in first)
+    assert root.episode is not None and root.episode.episode_id == "e-1"
+    assert search.tool_call is not None and buy.tool_call is not None
+    assert (search.tool_call.tool, search.tool_call.step, search.tool_call.output_text) == (
+        "search", 1, "none")
+    assert search.tool_call.start_ns == 10**18 + 1_500_000_000
+    assert buy.tool_call.status == "timeout" and buy.tool_call.kind == "write"
+    assert buy.tool_call.start_ns > search.tool_call.start_ns
+
+
+def test_plain_episode_jsonl_is_unchanged(
+    shared_data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """auto over Episode JSONL gives exactly what --format episodes (the core path) gives."""
+    path = str(shared_data / "react_hotpotqa_text-davinci-003.jsonl")
+    _, auto, _ = _analyze(capsys, path)
+    _, episodes, _ = _analyze(capsys, path, "--format", "episodes")
+    assert auto == episodes
+
+
+def test_an_enforce_mode_trace_with_blocked_calls_is_replayed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An enforce-mode guard blocked the repeats and stopped the run: the blocked calls come
+    back as status "blocked" steps and the first flag is where the guard first acted."""
+
+    @loopscope.tool(kind="read")
+    def search(query: str) -> str:
+        return f"no results for {query}"
+
+    with capture_spans(mode="enforce", capture_content=True) as captured:
+        with pytest.raises(loopscope.LoopDetected), loopscope.episode(episode_id="stopped"):
+            for _ in range(12):
+                search("order 3")
+        spans = list(captured.spans())
+        tools = captured.tool_spans()
+    statuses = [s["attributes"]["loopscope.status"] for s in tools]
+    assert "blocked" in statuses
+    acted = next(s["attributes"]["loopscope.step"] for s in tools
+                 if s["attributes"].get("loopscope.flags"))
+    path = tmp_path / "enforce.jsonl"
+    path.write_text(otlp_json_line(spans) + "\n", encoding="utf-8")
+    code, document, err = _analyze(capsys, str(path))
+    assert code == 0, err
+    flags = _flags(document, "stopped")
+    assert flags[0]["step"] == acted
+    assert any(f["severity"] == "kill" for f in flags)
+
+
+def test_recorded_signature_and_hash_steps_replay_without_content() -> None:
+    """The core honours the optional step fields `signature` and `output_hash`."""
+    step = {"type": "tool", "tool": "search", "args": None, "output": None,
+            "signature": "abc", "output_hash": "def"}
+    other = {**step, "signature": "xyz"}
+    same = replay(parse_episode(
+        {"episode_id": "s", "steps": [dict(step) for _ in range(4)]}))
+    different = replay(parse_episode(
+        {"episode_id": "d", "steps": [dict(step), dict(other)] * 2}))
+    assert same.flags and same.flags[0].kind == "exact_repeat"
+    assert not [f for f in different.flags if f.kind == "exact_repeat"]
