@@ -43,9 +43,10 @@ class PipelineStopped(RuntimeError):
 
 @dataclass(eq=False)
 class Job:
-    """One request's spans, and the event its receiver waits on."""
+    """One request's spans (or human labels), and the event its receiver waits on."""
 
     spans: list[SpanRecord]
+    labels: list[dict[str, Any]] = field(default_factory=list)
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
     stored: int = 0
@@ -132,6 +133,16 @@ class Pipeline:
         self._queue.put(job)
         return job
 
+    def submit_labels(self, labels: list[dict[str, Any]]) -> Job:
+        """Queue human labels (validated by the caller: see ``storage.writes.check_label``);
+        they are written by the pipeline thread, the store's only writer."""
+        job = Job([], labels=labels)
+        with self._lock:
+            if self._stopping:
+                raise PipelineStopped("the collector is shutting down")
+        self._queue.put(job)
+        return job
+
     def stop(self, timeout: float = 10.0) -> None:
         """Finish what is queued, then stop the thread."""
         with self._lock:
@@ -180,7 +191,8 @@ class Pipeline:
     def _process_jobs(self, jobs: list[Job]) -> None:
         count = sum(len(j.spans) for j in jobs)
         try:
-            results = self._store([s for j in jobs for s in j.spans], jobs)
+            results = self._store([s for j in jobs for s in j.spans], jobs,
+                                  [label for j in jobs for label in j.labels])
         except Exception as exc:
             logger.exception("loopscope collector: a batch of %d spans failed; not acknowledged",
                              count)
@@ -200,7 +212,8 @@ class Pipeline:
             for job in jobs:
                 job.done.set()
 
-    def _store(self, spans: Sequence[SpanRecord], jobs: list[Job]) -> list[EpisodeResult]:
+    def _store(self, spans: Sequence[SpanRecord], jobs: list[Job],
+               labels: Sequence[dict[str, Any]] = ()) -> list[EpisodeResult]:
         cur = self._cur
         unique: dict[tuple[str, str], SpanRecord] = {}
         for span in spans:
@@ -211,6 +224,7 @@ class Pipeline:
             new = [s for k, s in unique.items() if k not in stored]
             insert_rows(cur, "spans", [tables.span_row(s) for s in new], tables.SPANS)
             results = self._derive(cur, new)
+            tables.write_labels(cur, labels)
             cur.execute("commit")
         except Exception:
             cur.execute("rollback")

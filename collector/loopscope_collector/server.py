@@ -7,6 +7,9 @@
   idempotent).
 - ``GET /v1/reads`` lists the named reads; ``GET /v1/reads/{name}?param=value`` runs one and
   answers JSON ``{"rows": [...]}``. A client can only name a read, never send SQL.
+- ``POST /v1/labels`` with ``{"episode_id", "span_id" ('' = the episode), "label":
+  "true_loop" | "false_kill" | "no_loop", "note"}``: a human verdict, written by the pipeline
+  (the store's only writer); labels feed the metrics.
 - ``GET /metrics``: Prometheus text format. ``GET /healthz``: ``ok``.
 
 With an auth token, every request must carry ``Authorization: Bearer <token>``.
@@ -38,6 +41,7 @@ from .decode import (
 from .pipeline import Overloaded, Pipeline, PipelineStopped
 from .storage import Database
 from .storage.queries import READS, UnknownRead
+from .storage.writes import check_label
 
 logger = logging.getLogger(__name__)
 
@@ -146,11 +150,33 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         if not self._authorized():
             return
-        if urlsplit(self.path).path != "/v1/traces":
+        path = urlsplit(self.path).path
+        if path == "/v1/traces":
+            self._export()
+        elif path == "/v1/labels":
+            self._label()
+        else:
             self._drain()
             self._json(404, {"error": f"no route POST {self.path}; OTLP goes to /v1/traces"})
+
+    def _label(self) -> None:
+        raw = self.headers.get("Content-Length") or ""
+        if not raw.isdigit() or int(raw) > 65536:
+            self._drain()
+            self._json(400, {"error": "a label is a JSON object of at most 64 KiB"})
             return
-        self._export()
+        try:
+            label = check_label(json.loads(self.rfile.read(int(raw)) or b"null"))
+        except ValueError as exc:  # json.JSONDecodeError is a ValueError too
+            self._json(400, {"error": str(exc)})
+            return
+        try:
+            self.server.pipeline.submit_labels([label]).wait(ACK_TIMEOUT_S)
+        except Exception as exc:
+            self._json(503, {"error": f"not stored, retry later: {exc}"},
+                       {"Retry-After": RETRY_AFTER_S})
+            return
+        self._json(200, {"stored": label})
 
     def do_GET(self) -> None:
         if not self._authorized():

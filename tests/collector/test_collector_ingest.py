@@ -175,3 +175,31 @@ def test_refuses_a_non_loopback_address_without_a_token(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "--auth-token" in result.stderr and "--insecure-remote" in result.stderr
+
+
+def test_labels_are_written_by_the_collector_and_validated(collector: CollectorProcess) -> None:
+    """POST /v1/labels stores a human verdict (replacing an earlier one); a bad label is a 400
+    naming the field."""
+    import urllib.error
+    import urllib.request
+
+    def post(label: dict) -> tuple[int, dict]:
+        req = urllib.request.Request(collector.url + "/v1/labels", method="POST",
+                                     data=json.dumps(label).encode(),
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    assert post({"episode_id": "ep-1", "label": "true_loop"})[0] == 200
+    assert post({"episode_id": "ep-1", "label": "no_loop", "note": "polling"})[0] == 200
+    status, answer = post({"episode_id": "ep-1", "label": "maybe"})
+    assert status == 400 and "label" in answer["error"]
+    status, answer = post({"label": "true_loop"})
+    assert status == 400 and "episode_id" in answer["error"]
+    collector.stop()
+    con = duckdb.connect(str(collector.db), read_only=True)
+    assert con.execute("select label, note from labels").fetchall() == [("no_loop", "polling")]
+    con.close()

@@ -336,3 +336,38 @@ def write_unknown_writes(
                 " where resolved_at_ns is null and idempotency_key = $k and unknown_at_ns <= $t",
                 {"t": c.end_ns, "k": c.idempotency_key},
             )
+
+
+LABELS: Final = pa.schema([
+    ("episode_id", pa.string()), ("span_id", pa.string()), ("label", pa.string()),
+    ("note", pa.string()),
+])
+LABEL_VALUES: Final = ("true_loop", "false_kill", "no_loop")
+
+
+def check_label(data: Any) -> dict[str, Any]:
+    """A human label from a client, validated: raises ``ValueError`` naming the bad field."""
+    if not isinstance(data, dict):
+        raise ValueError("a label must be a JSON object")
+    episode_id = data.get("episode_id")
+    if not isinstance(episode_id, str) or not episode_id:
+        raise ValueError("episode_id: required, a non-empty string")
+    span_id = data.get("span_id") or ""
+    if not isinstance(span_id, str):
+        raise ValueError("span_id: must be a string ('' labels the whole episode)")
+    label = data.get("label")
+    if label not in LABEL_VALUES:
+        raise ValueError(f"label: must be one of {', '.join(LABEL_VALUES)}, not {label!r}")
+    note = data.get("note")
+    if note is not None and not isinstance(note, str):
+        raise ValueError("note: must be a string")
+    unknown = set(data) - {"episode_id", "span_id", "label", "note"}
+    if unknown:
+        raise ValueError(f"unknown field(s): {', '.join(sorted(unknown))}")
+    return {"episode_id": episode_id, "span_id": span_id, "label": label,
+            "note": (note or "")[:2000] or None}
+
+
+def write_labels(cur: duckdb.DuckDBPyConnection, labels: Sequence[dict[str, Any]]) -> int:
+    """Store human labels; a new label for the same episode and span replaces the old one."""
+    return insert_rows(cur, "labels", labels, LABELS, on_conflict="replace")
