@@ -62,6 +62,7 @@ given. Then the scenario library is evaluated (as `loopscope eval`).
 Example:
   loopscope demo
   loopscope demo --endpoint http://127.0.0.1:4318 --mode enforce
+  loopscope demo --endpoint http://127.0.0.1:4318 --forever --pace 0.05
 """
 
 
@@ -124,6 +125,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from .scenarios import generate
 
     modes = ("observe", "warn", "enforce") if args.mode == "all" else (args.mode,)
+    if args.forever and not args.endpoint:
+        raise ValueError("--forever sends live traffic to a collector: give --endpoint URL")
     scripts = generate(seed=args.seed, per_shape=args.per_shape)
     policy = {"budgets": {"tool_calls": DEMO_TOOL_CALL_BUDGET}}
     if args.endpoint:
@@ -140,6 +143,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
             span_processor=SimpleSpanProcessor(exporter),
         )
         where = "kept in memory (pass --endpoint to send them to a collector)"
+    if args.forever:
+        return _demo_forever(args, scripts, modes, where)
+
     print(f"driving {len(scripts)} scripted agents in {', '.join(modes)} mode…", file=sys.stderr)
     totals = drive_all(scripts, modes)
     if args.endpoint:
@@ -164,6 +170,31 @@ def cmd_demo(args: argparse.Namespace) -> int:
     args.files, args.json, args.max_steps, args.policy = [], False, 10, None
     args.mode = "enforce"
     return cmd_eval(args)
+
+
+def _demo_forever(args: argparse.Namespace, scripts: Any, modes: Any, where: str) -> int:
+    import threading
+
+    from . import _config
+    from .demo import drive_forever
+
+    stop = threading.Event()
+    count = [0]
+
+    def report(run: Any) -> None:
+        count[0] += 1
+        if count[0] % 25 == 0:
+            stats = _config.export_stats()
+            print(f"demo: {count[0]} runs, {stats['exported']} spans exported, "
+                  f"{stats['dropped']} dropped", file=sys.stderr, flush=True)
+
+    print(f"demo: scripted agents running until Ctrl-C, spans {where}", file=sys.stderr,
+          flush=True)
+    try:
+        drive_forever(scripts, modes, pace=args.pace, stop=stop, on_run=report)
+    except KeyboardInterrupt:
+        stop.set()
+    return EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -235,6 +266,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=("observe", "warn", "enforce", "all"), default="all")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--per-shape", type=int, default=2)
+    p.add_argument("--forever", action="store_true",
+                   help="keep driving agents, round after round, until Ctrl-C (live traffic "
+                        "for a dashboard); no evaluation at the end")
+    p.add_argument("--pace", type=float, default=0.0, metavar="SECONDS",
+                   help="pause before each tool call, so runs unfold live (default: 0)")
     p.set_defaults(func=cmd_demo)
     for entry in entry_points(group="loopscope.commands"):  # the collector, the dashboard
         try:

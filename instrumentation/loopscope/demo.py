@@ -8,8 +8,12 @@ episode's own timestamps drive the guard's clock, so deadlines behave as recorde
 
 from __future__ import annotations
 
+import itertools
+import random
+import threading
+import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,10 +61,16 @@ class DemoTotals:
         return out
 
 
-def drive(script: Mapping[str, Any], *, mode: str, service: str = "demo") -> DemoRun:
-    """Run one Episode-format record as a scripted agent in ``mode``."""
+def drive(script: Mapping[str, Any], *, mode: str, service: str = "demo", pace: float = 0.0,
+          suffix: str = "") -> DemoRun:
+    """Run one Episode-format record as a scripted agent in ``mode``.
+
+    ``pace`` sleeps that many seconds before each tool call, so a dashboard watching live
+    sees the run unfold; ``suffix`` keeps episode ids unique when scripts are replayed.
+    """
     now = [0.0]
-    run = DemoRun(episode_id=f"{script['episode_id']}-{mode}", mode=mode, stop_reason="completed")
+    run = DemoRun(episode_id=f"{script['episode_id']}-{mode}{suffix}", mode=mode,
+                  stop_reason="completed")
     meta = script.get("meta") or {}
     try:
         with episode(
@@ -89,6 +99,8 @@ def drive(script: Mapping[str, Any], *, mode: str, service: str = "demo") -> Dem
                     ep.record_message(str(step.get("role")), str(step.get("content") or ""))
                     continue
                 run.calls += 1
+                if pace:
+                    time.sleep(pace)
                 _call(ep, step, run)
             if script.get("outcome") in ("success", "failure", "unknown"):
                 ep.set_outcome(str(script["outcome"]))
@@ -129,3 +141,30 @@ def drive_all(scripts: Iterable[Mapping[str, Any]], modes: Iterable[str]) -> Dem
         for script in scripts:
             totals.runs.append(drive(script, mode=mode))
     return totals
+
+
+def drive_forever(
+    scripts: Sequence[Mapping[str, Any]],
+    modes: Sequence[str],
+    *,
+    pace: float,
+    stop: threading.Event,
+    on_run: Callable[[DemoRun], None] | None = None,
+) -> int:
+    """Drive the scripts round after round, modes interleaved, until ``stop`` is set.
+
+    Each round gets fresh episode ids. Returns the number of runs driven.
+    """
+    runs = 0
+    for number in itertools.count(1):
+        order = list(scripts)
+        random.Random(number).shuffle(order)
+        for i, script in enumerate(order):
+            if stop.is_set():
+                return runs
+            run = drive(script, mode=modes[(i + number) % len(modes)], pace=pace,
+                        suffix=f"-r{number}")
+            runs += 1
+            if on_run is not None:
+                on_run(run)
+    return runs
