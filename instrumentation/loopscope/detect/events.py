@@ -128,9 +128,12 @@ class Flag:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Decision:
     """What the policy says about one step, before any guard mode is applied.
+
+    Treat it as read-only. It is not frozen only because two are built for every tool call
+    and a frozen dataclass costs twice as much to construct.
 
     ``action`` is what *enforce* mode does; the guard turns it into a nudge (warn mode) or a
     record only (observe mode). ``correction`` is the message the model should see;

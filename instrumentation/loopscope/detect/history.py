@@ -33,12 +33,13 @@ class SignatureStats:
 class History:
     """The recent tool steps of one episode, newest last."""
 
-    __slots__ = ("_by_sig", "seen_outputs", "steps")
+    __slots__ = ("_by_sig", "_recent", "seen_outputs", "steps")
 
     def __init__(self, size: int) -> None:
         self.steps: deque[StepView] = deque(maxlen=size)
         self.seen_outputs: set[str] = set()
         self._by_sig: dict[str, SignatureStats] = {}
+        self._recent: dict[int, list[StepView]] = {}  # cleared on append
 
     def __iter__(self) -> Iterator[StepView]:
         return iter(self.steps)
@@ -47,12 +48,17 @@ class History:
         return len(self.steps)
 
     def recent(self, n: int) -> list[StepView]:
-        """The last ``n`` steps (fewer at the start), oldest first."""
-        if n >= len(self.steps):
-            return list(self.steps)
-        recent = list(islice(reversed(self.steps), n))
-        recent.reverse()
-        return recent
+        """The last ``n`` steps (fewer at the start), oldest first. Do not modify the list:
+        it is shared by every detector until the next ``append``."""
+        cached = self._recent.get(n)
+        if cached is None:
+            if n >= len(self.steps):
+                cached = list(self.steps)
+            else:
+                cached = list(islice(reversed(self.steps), n))
+                cached.reverse()
+            self._recent[n] = cached
+        return cached
 
     def stats(self, signature: str) -> SignatureStats | None:
         """Stats of ``signature``, or ``None`` if it has not been called."""
@@ -78,6 +84,7 @@ class History:
         if len(stats.outputs) < MAX_OUTPUTS_PER_SIGNATURE:
             stats.outputs.add(step.output_hash)
         self.steps.append(step)
+        self._recent.clear()
         if step.status != "blocked":
             self.seen_outputs.add(step.output_hash)
 

@@ -23,7 +23,7 @@ from .fuzzy_repeat import FuzzyRepeat
 from .history import History
 from .monologue import Monologue
 from .oscillation import Oscillation
-from .output_stagnation import OutputStagnation, same_information
+from .output_stagnation import OutputStagnation, same_info_indexes
 from .policy import Policy
 from .poll_timeout import PollTimeout
 from .repeat_same_error import RepeatSameError
@@ -211,10 +211,8 @@ class EpisodeMonitor:
         )
         if step.status != "blocked":
             similarity = self.policy.stagnation_similarity
-            step.same_info = frozenset(
-                s.index
-                for s in self.history.recent(self.policy.window - 1)
-                if same_information(s, step, similarity)
+            step.same_info = same_info_indexes(
+                step, self.history.recent(self.policy.window - 1), similarity
             )
         findings: list[tuple[str, Finding]] = []
         self._cursor.last_advanced = False

@@ -7,9 +7,10 @@ several tools → ``output_stagnation``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from .base import Finding
 from .events import StepView
-from .fingerprint import similar
 from .history import History
 from .policy import Policy
 
@@ -19,13 +20,37 @@ def same_information(a: StepView, b: StepView, similarity: float) -> bool:
 
     Outputs with no words at all (``""``, ``[]``) carry no information to share.
     """
-    if (a.words is not None and not a.words) or (b.words is not None and not b.words):
-        return False
-    if a.output_hash == b.output_hash:
-        return True
-    if a.words is None or b.words is None:
-        return False
-    return similar(a.words, b.words, similarity)
+    return bool(same_info_indexes(a, [b], similarity))
+
+
+def same_info_indexes(
+    step: StepView, others: Iterable[StepView], similarity: float
+) -> frozenset[int]:
+    """Indexes of ``others`` whose output carried the same information as ``step``'s.
+
+    The monitor calls this once per step over the window (it is on the hot path of every
+    tool call, so the Jaccard test is inlined, with a size bound that skips most
+    intersections).
+    """
+    words, digest = step.words, step.output_hash
+    if words is not None and not words:
+        return frozenset()
+    size = len(words) if words is not None else 0
+    found = []
+    for other in others:
+        theirs = other.words
+        if theirs is not None and not theirs:
+            continue
+        if other.output_hash == digest:
+            found.append(other.index)
+        elif words is not None and theirs is not None:
+            small, large = (size, len(theirs)) if size <= len(theirs) else (len(theirs), size)
+            if small < large * similarity:
+                continue  # even a full overlap could not reach the threshold
+            inter = len(words & theirs)
+            if inter >= similarity * (size + len(theirs) - inter):
+                found.append(other.index)
+    return frozenset(found)
 
 
 class OutputStagnation:
