@@ -330,3 +330,135 @@ where ($service is null or u.service = $service)
   and ($until_ns is null or u.unknown_at_ns < $until_ns)
 group by grouping sets ((), (u.service), (e.agent), (e.model), (u.tool))
 order by dimension, unknown_writes desc, key nulls last;
+
+-- name: filter_options
+-- The values the dashboard's filters offer: one row per dimension (service, agent, model,
+-- tool, outcome) and value seen in the store.
+select 'service' as dimension, service as value from episodes where service is not null
+union
+select 'agent', agent from episodes where agent is not null
+union
+select 'model', model from episodes where model is not null
+union
+select 'outcome', outcome from episodes where outcome is not null
+union
+select 'tool', tool from tool_calls
+order by dimension, value;
+
+-- name: episode_list
+-- Episodes filtered by service, agent, model, outcome, a tool they called, a start window
+-- [$since_ns, $until_ns) and $flagged, newest first, with counts, cost, the first flag and the
+-- flag kinds (the live list of stuck agents is this read with $flagged = true).
+select e.episode_id, e.service, e.agent, e.model, e.task_type, e.outcome, e.stop_reason,
+       e.guard_mode, e.start_ns, e.end_ns, e.cost_usd, e.first_flag_ns,
+       (select count(*) from tool_calls t where t.episode_id = e.episode_id) as tool_calls,
+       (select count(*) from detections d where d.episode_id = e.episode_id) as flags,
+       (select count(*) from detections d where d.episode_id = e.episode_id
+            and d.severity = 'kill') as kills,
+       (select string_agg(distinct d.kind, ', ') from detections d
+            where d.episode_id = e.episode_id) as kinds,
+       (select max(d.detected_at) from detections d
+            where d.episode_id = e.episode_id) as last_flag_at
+from episodes e
+where ($service is null or e.service = $service)
+  and ($agent is null or e.agent = $agent)
+  and ($model is null or e.model = $model)
+  and ($outcome is null or e.outcome = $outcome)
+  and ($since_ns is null or e.start_ns >= $since_ns)
+  and ($until_ns is null or e.start_ns < $until_ns)
+  and ($tool is null or e.episode_id in (
+        select t.episode_id from tool_calls t where t.tool = $tool))
+  and ($flagged is null or $flagged = exists (
+        select 1 from detections d where d.episode_id = e.episode_id))
+order by coalesce(e.end_ns, e.start_ns) desc nulls last, e.episode_id
+limit coalesce($limit, 200);
+
+-- name: no_progress_rate
+-- Tool calls and the collector's no-progress verdicts per time bucket ($bucket_s seconds,
+-- default 60) and service: the rate the spike alerts watch. Filters as episode_list.
+select (t.start_ns // (coalesce($bucket_s, 60)::bigint * 1000000000))
+           * (coalesce($bucket_s, 60)::bigint * 1000000000) as bucket_ns,
+       t.service,
+       count(*) as calls,
+       count(*) filter (where t.collector_progress = 'none') as no_progress,
+       count(*) filter (where t.collector_progress = 'none') / count(*) as rate
+from tool_calls t
+left join episodes e using (episode_id)
+where ($service is null or t.service = $service)
+  and ($agent is null or t.agent = $agent or e.agent = $agent)
+  and ($model is null or t.model = $model or e.model = $model)
+  and ($tool is null or t.tool = $tool)
+  and ($outcome is null or e.outcome = $outcome)
+  and ($since_ns is null or t.start_ns >= $since_ns)
+  and ($until_ns is null or t.start_ns < $until_ns)
+group by all
+order by bucket_ns, t.service;
+
+-- name: loops_by_tool
+-- Per tool: its calls, the calls that made no progress, the flags raised at its calls and the
+-- episodes they flagged, and the cost of its calls from their episode's first flag on.
+-- Filters as episode_list.
+with flags as (
+    select trace_id, span_id, count(*) as flags, any_value(episode_id) as episode_id
+    from detections
+    group by trace_id, span_id
+)
+select t.tool,
+       count(*) as calls,
+       count(distinct t.episode_id) as episodes,
+       count(*) filter (where t.collector_progress = 'none') as no_progress_calls,
+       coalesce(sum(f.flags), 0)::bigint as flags,
+       count(distinct f.episode_id) as flagged_episodes,
+       coalesce(sum(t.cost_usd) filter (where t.start_ns >= e.first_flag_ns), 0)::double
+           as cost_in_loops_usd
+from tool_calls t
+left join flags f on f.trace_id = t.trace_id and f.span_id = t.span_id
+left join episodes e on e.episode_id = t.episode_id
+where ($service is null or t.service = $service)
+  and ($agent is null or t.agent = $agent or e.agent = $agent)
+  and ($model is null or t.model = $model or e.model = $model)
+  and ($tool is null or t.tool = $tool)
+  and ($outcome is null or e.outcome = $outcome)
+  and ($since_ns is null or e.start_ns >= $since_ns)
+  and ($until_ns is null or e.start_ns < $until_ns)
+group by t.tool
+order by flags desc, no_progress_calls desc, t.tool
+limit coalesce($limit, 50);
+
+-- name: signature_steps
+-- Which call signatures flagged episodes make at which step (the call's 0-based position in
+-- its episode): one row per tool, signature and step, counting calls. Filters as episode_list.
+with flagged as (
+    select e.episode_id
+    from episodes e
+    where exists (select 1 from detections d where d.episode_id = e.episode_id)
+      and ($service is null or e.service = $service)
+      and ($agent is null or e.agent = $agent)
+      and ($model is null or e.model = $model)
+      and ($outcome is null or e.outcome = $outcome)
+      and ($since_ns is null or e.start_ns >= $since_ns)
+      and ($until_ns is null or e.start_ns < $until_ns)
+),
+ordered as (
+    select t.tool, t.signature, t.collector_progress,
+           row_number() over (partition by t.episode_id
+                              order by t.start_ns, t.step nulls last, t.span_id) - 1 as step
+    from tool_calls t
+    semi join flagged f on f.episode_id = t.episode_id
+)
+select tool, signature, step, count(*) as calls,
+       count(*) filter (where collector_progress = 'none') as no_progress
+from ordered
+where ($tool is null or tool = $tool)
+group by tool, signature, step
+order by tool, signature, step
+limit coalesce($limit, 5000);
+
+-- name: label_list
+-- Human labels, newest first, with their episode's service and agent.
+select l.episode_id, l.span_id, l.label, l.note, l.labelled_at, e.service, e.agent
+from labels l
+left join episodes e using (episode_id)
+where ($episode_id is null or l.episode_id = $episode_id)
+order by l.labelled_at desc, l.episode_id
+limit coalesce($limit, 200);

@@ -1,0 +1,27 @@
+"""The dashboard's entrypoint: page config, the shared sidebar filters, the router."""
+
+import streamlit as st
+
+from loopscope_dashboard import queries, sidebar
+
+st.set_page_config(page_title="loopscope", page_icon=":material/repeat:", layout="wide")
+page = st.navigation({
+    "Live": [
+        st.Page("views/overview.py", title="Overview", icon=":material/monitoring:", default=True),
+        st.Page("views/alerts.py", title="Alerts", icon=":material/notifications_active:"),
+    ],
+    "Investigate": [
+        st.Page("views/episode.py", title="Episode", icon=":material/timeline:", url_path="episode"),
+        st.Page("views/loops.py", title="Loops", icon=":material/repeat:"),
+        st.Page("views/labels.py", title="Labels", icon=":material/label:"),
+        st.Page("views/importer.py", title="Import", icon=":material/upload_file:"),
+    ],
+})
+try:
+    sidebar.render()
+except queries.SourceError as exc:  # the Import page still works without a source
+    st.sidebar.error(str(exc))
+try:
+    page.run()
+except queries.SourceError as exc:
+    st.error(str(exc))

@@ -1,0 +1,86 @@
+"""The four metric cards (DESIGN.md §4) as plain values: what each card says, from the
+collector's metrics report (``queries.metrics``) and the one of the window before it.
+
+Pure, so the wording is tested without Streamlit; the Overview page only places the cards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Card:
+    """One ``st.metric``: the value, the trend against the previous window, n and interval."""
+
+    label: str
+    value: str
+    delta: str | None
+    caption: str
+    help: str
+    delta_color: str = "normal"
+    """``inverse`` when a rise is bad (false kills, latency, cost)."""
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
+
+
+def _delta(now: float | None, before: float | None, fmt: str) -> str | None:
+    if now is None or before is None:
+        return None
+    return format(now - before, fmt)
+
+
+def _rate_caption(r: Mapping[str, Any]) -> str:
+    if not r["n"]:
+        return "n = 0"
+    lo, hi = r["interval"]
+    return f"{r['count']} of n = {r['n']} · 95% CI {lo:.0%}–{hi:.0%}"
+
+
+def metric_cards(report: Mapping[str, Any],
+                 before: Mapping[str, Any] | None = None) -> list[Card]:
+    """The cards for ``report``; ``before`` (the previous window) gives the trends."""
+    prior = before or {}
+    det = report["loop_detection_rate"]
+    fk = report["false_kill_rate"]
+    lat = report["unknown_reconcile_latency"]
+    cost = report["cost_per_successful_task"]
+
+    def was(*path: str) -> Any:
+        node: Any = prior
+        for key in path:
+            node = node.get(key) if isinstance(node, Mapping) else None
+        return node
+
+    return [
+        Card("Loop-detection rate", _pct(det["value"]),
+             _delta(det["value"], was("loop_detection_rate", "value"), "+.1%"),
+             _rate_caption(det),
+             "Flagged loops / true loops, over episodes labelled true_loop on the Labels page."),
+        Card("False-kill rate", _pct(fk["value"]),
+             _delta(fk["value"], was("false_kill_rate", "value"), "+.1%"),
+             _rate_caption(fk),
+             "Kills (block/stop, or would-be kills in observe mode) that hit a legitimate "
+             "run / all kills. A label outranks the rule: unlabelled, a kill is false when "
+             "the run made progress after it and succeeded.", "inverse"),
+        Card("UNKNOWN reconcile latency",
+             "n/a" if lat["p50_s"] is None else f"{lat['p50_s']:.1f} s p50",
+             _delta(lat["p50_s"], was("unknown_reconcile_latency", "p50_s"), "+.1f"),
+             f"p95 {_num(lat['p95_s'])} · max {_num(lat['max_s'])} · "
+             f"{lat['resolved']} resolved, {lat['unresolved']} still unresolved",
+             "Time from a write's UNKNOWN result (a timeout) to its reconcile.", "inverse"),
+        Card("Cost per successful task",
+             "n/a" if cost["value"] is None else f"${cost['value']:,.4f}",
+             _delta(cost["value"], was("cost_per_successful_task", "value"), "+,.4f"),
+             f"${cost['total_usd']:,.4f} over {cost['successful_episodes']} successes · "
+             f"${cost['cost_after_first_flag_usd']:,.4f} after the first flag",
+             "All cost in the window / successful episodes.", "inverse"),
+    ]
+
+
+def _num(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds:.1f} s"

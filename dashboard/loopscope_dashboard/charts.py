@@ -1,0 +1,247 @@
+"""Pure Plotly builders: a DataFrame in, a ``go.Figure`` out, no Streamlit.
+
+Each chart is a function of the rows a named read returns, so it can be tested on a small
+hand-made DataFrame. Colours carry meaning and are the same on every page: a call signature
+seen more than once in a run gets a colour of its own (a repeat stands out), a signature seen
+once is grey, and loop segments are shaded red (oscillation cycles purple).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+PALETTE: Final = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+                  "#e377c2", "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31")
+UNIQUE_COLOR: Final = "#c7c7c7"
+"""A signature called once in the run: nothing to see."""
+LOOP_FILL: Final = "rgba(214, 39, 40, 0.15)"
+CYCLE_FILL: Final = "rgba(148, 103, 189, 0.22)"
+ALERT_COLOR: Final = "#d62728"
+NO_PROGRESS: Final = "none"
+"""``collector_progress`` of a call that made no progress."""
+_GUARD_SYMBOLS: Final = {"warn": "diamond", "block": "x", "stop": "square"}
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A run of calls (ordinals ``start``..``end`` inclusive) without progress, and why."""
+
+    start: int
+    end: int
+    kind: str
+
+    @property
+    def is_cycle(self) -> bool:
+        """An oscillation: A→B→A→B, drawn in its own colour."""
+        return self.kind == "oscillation"
+
+
+def signature_colors(calls: pd.DataFrame) -> dict[str, str]:
+    """A colour per signature, in order of first appearance; grey for signatures seen once."""
+    if calls.empty:
+        return {}
+    counts = calls["signature"].value_counts()
+    colors: dict[str, str] = {}
+    repeated = 0
+    for signature in dict.fromkeys(calls["signature"]):
+        if counts[signature] > 1:
+            colors[signature] = PALETTE[repeated % len(PALETTE)]
+            repeated += 1
+        else:
+            colors[signature] = UNIQUE_COLOR
+    return colors
+
+
+def loop_segments(calls: pd.DataFrame, detections: pd.DataFrame) -> list[Segment]:
+    """The loop segments of one run: each stretch of two or more consecutive calls without
+    progress that holds a flag, named by that flag's kind, plus each flag outside any such
+    stretch as a one-call segment.
+
+    ``calls`` needs ``ordinal``, ``span_id`` and ``collector_progress``; ``detections``
+    needs ``span_id`` and ``kind`` (the flags' own ordinals count only inside the collector).
+    """
+    if calls.empty:
+        return []
+    ordinal_of = dict(zip(calls["span_id"], calls["ordinal"], strict=True))
+    flags: dict[int, str] = {}
+    if not detections.empty:
+        for span_id, kind in zip(detections["span_id"], detections["kind"], strict=True):
+            if span_id in ordinal_of:
+                flags.setdefault(int(ordinal_of[span_id]), str(kind))
+    stretches: list[tuple[int, int]] = []
+    start: int | None = None
+    ordered = calls.sort_values("ordinal")
+    for ordinal, progress in zip(ordered["ordinal"], ordered["collector_progress"], strict=True):
+        if progress == NO_PROGRESS:
+            start = int(ordinal) if start is None else start
+            end = int(ordinal)
+            continue
+        if start is not None:
+            stretches.append((start, end))
+        start = None
+    if start is not None:
+        stretches.append((start, end))
+    segments: list[Segment] = []
+    covered: set[int] = set()
+    for first, last in stretches:
+        inside = [flags[o] for o in sorted(flags) if first <= o <= last]
+        if last > first and inside:
+            kind = "oscillation" if "oscillation" in inside else inside[0]
+            segments.append(Segment(first, last, kind))
+            covered.update(range(first, last + 1))
+    segments += [Segment(o, o, k) for o, k in sorted(flags.items()) if o not in covered]
+    return sorted(segments, key=lambda s: s.start)
+
+
+def tool_timeline(calls: pd.DataFrame, detections: pd.DataFrame | None = None,
+                  *, budget_limit: float | None = None) -> go.Figure:
+    """The run's tool calls, step across and tool down, one trace per signature; loop
+    segments shaded; below, the calls used against the budget with guard decisions marked.
+
+    ``calls`` is ``queries.episode_tool_calls``: ``ordinal``, ``tool``, ``signature``,
+    ``collector_progress``, ``guard_decision`` / ``guard_action``, ``status``.
+    """
+    detections = detections if detections is not None else pd.DataFrame()
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.72, 0.28],
+                        vertical_spacing=0.06)
+    if calls.empty:
+        return _empty(fig, "no tool calls in this run")
+    colors = signature_colors(calls)
+    for signature, color in colors.items():
+        group = calls[calls["signature"] == signature]
+        stuck = group["collector_progress"].eq(NO_PROGRESS)
+        fig.add_trace(go.Scatter(
+            x=group["ordinal"], y=group["tool"], mode="markers", name=_short(signature),
+            legendgroup=signature, showlegend=color != UNIQUE_COLOR,
+            marker={"color": color, "size": 13,
+                    "symbol": ["circle-open" if s else "circle" for s in stuck],
+                    "line": {"width": 2, "color": color}},
+            customdata=group[["signature", "status", "collector_progress"]].fillna("").values,
+            hovertemplate=("step %{x}: %{y}<br>signature %{customdata[0]}<br>status "
+                           "%{customdata[1]}, progress %{customdata[2]}<extra></extra>"),
+        ), row=1, col=1)
+    for segment in loop_segments(calls, detections):
+        fig.add_vrect(x0=segment.start - 0.45, x1=segment.end + 0.45, line_width=0,
+                      fillcolor=CYCLE_FILL if segment.is_cycle else LOOP_FILL,
+                      annotation_text=segment.kind, annotation_position="top left",
+                      row=1, col=1)
+    used = calls["ordinal"] + 1
+    fig.add_trace(go.Scatter(x=calls["ordinal"], y=used, mode="lines", name="tool calls used",
+                             line={"color": "#555", "shape": "hv"}), row=2, col=1)
+    if budget_limit is not None:
+        fig.add_hline(y=budget_limit, line_dash="dot", line_color=ALERT_COLOR,
+                      annotation_text=f"budget {budget_limit:g}", row=2, col=1)
+    decision = _guard_decision(calls)
+    guarded = calls[decision.isin(list(_GUARD_SYMBOLS))]
+    if not guarded.empty:
+        kinds = decision[guarded.index]
+        fig.add_trace(go.Scatter(
+            x=guarded["ordinal"], y=used[guarded.index], mode="markers", name="guard decision",
+            marker={"symbol": [_GUARD_SYMBOLS[k] for k in kinds], "size": 11,
+                    "color": ALERT_COLOR},
+            text=kinds, hovertemplate="step %{x}: guard %{text}<extra></extra>",
+        ), row=2, col=1)
+    fig.update_yaxes(title_text="tool", row=1, col=1, type="category")
+    fig.update_yaxes(title_text="calls", row=2, col=1, rangemode="tozero")
+    fig.update_xaxes(title_text="step", row=2, col=1, dtick=1 if len(calls) <= 40 else None)
+    fig.update_layout(height=520, margin={"t": 30, "b": 30}, legend_title_text="signature")
+    return fig
+
+
+def rate_over_time(rates: pd.DataFrame, alerts: pd.DataFrame | None = None) -> go.Figure:
+    """No-progress rate per time bucket, one line per service, alerts as red markers.
+
+    ``rates`` is ``queries.no_progress_rate`` (``bucket``, ``service``, ``rate``, ``calls``);
+    ``alerts`` is ``queries.alerts`` (``fired_at``, ``service``, ``rate``, ``message``).
+    """
+    fig = go.Figure()
+    if rates.empty:
+        return _empty(fig, "no tool calls in this time range")
+    for service, group in rates.groupby("service", sort=True):
+        fig.add_trace(go.Scatter(
+            x=group["bucket"], y=group["rate"], mode="lines+markers", name=str(service),
+            customdata=group[["calls", "no_progress"]].values,
+            hovertemplate=("%{x}<br>%{y:.0%} without progress (%{customdata[1]} of "
+                           "%{customdata[0]} calls)<extra>" + str(service) + "</extra>"),
+        ))
+    if alerts is not None and not alerts.empty:
+        fig.add_trace(go.Scatter(
+            x=alerts["fired_at"], y=alerts["rate"], mode="markers", name="alert fired",
+            marker={"symbol": "triangle-up", "size": 14, "color": ALERT_COLOR},
+            text=alerts["message"], hovertemplate="%{x}<br>%{text}<extra>alert</extra>",
+        ))
+    fig.update_yaxes(title_text="no-progress rate", tickformat=".0%", rangemode="tozero")
+    fig.update_xaxes(title_text="time (UTC)")
+    fig.update_layout(height=340, margin={"t": 30, "b": 30})
+    return fig
+
+
+def alert_context(rates: pd.DataFrame, alert: pd.Series) -> go.Figure:
+    """The rate chart around one alert: its service's rate, the firing (and resolution)."""
+    fig = rate_over_time(rates, pd.DataFrame([alert]))
+    fig.add_vline(x=alert["fired_at"], line_color=ALERT_COLOR, line_dash="dash")
+    resolved = alert.get("resolved_at")
+    if resolved is not None and not pd.isna(resolved):
+        fig.add_vline(x=resolved, line_color="#2ca02c", line_dash="dash")
+    fig.update_layout(height=260, showlegend=False)
+    return fig
+
+
+def ranking(frame: pd.DataFrame, *, key: str, value: str, title: str,
+            color: str = "#d62728") -> go.Figure:
+    """A horizontal bar per ``key``, largest ``value`` on top."""
+    fig = go.Figure()
+    if frame.empty:
+        return _empty(fig, "nothing to rank yet")
+    top = frame.sort_values(value, ascending=True).tail(15)
+    fig.add_trace(go.Bar(x=top[value], y=top[key].fillna("(none)").astype(str),
+                         orientation="h", marker_color=color))
+    fig.update_layout(title=title, height=max(220, 28 * len(top) + 80),
+                      margin={"t": 40, "b": 30, "l": 10})
+    return fig
+
+
+def signature_heatmap(matrix: pd.DataFrame) -> go.Figure:
+    """Signature (tool and short hash) down, step across, calls of flagged runs as colour.
+
+    ``matrix`` is ``queries.signature_steps`` (``tool``, ``signature``, ``step``, ``calls``).
+    A loop is a bright horizontal band: one call, step after step.
+    """
+    fig = go.Figure()
+    if matrix.empty:
+        return _empty(fig, "no flagged runs")
+    labels = matrix["tool"].astype(str) + " · " + matrix["signature"].map(_short)
+    grid = (matrix.assign(row=labels)
+            .pivot_table(index="row", columns="step", values="calls", aggfunc="sum",
+                         fill_value=0))
+    order = grid.sum(axis=1).sort_values(ascending=True).index  # busiest on top
+    grid = grid.loc[order]
+    fig.add_trace(go.Heatmap(z=grid.values, x=list(grid.columns), y=list(grid.index),
+                             colorscale="Reds", colorbar={"title": "calls"},
+                             hovertemplate="step %{x}<br>%{y}<br>%{z} calls<extra></extra>"))
+    fig.update_xaxes(title_text="step")
+    fig.update_layout(height=max(260, 22 * len(grid) + 100), margin={"t": 30, "b": 30})
+    return fig
+
+
+def _guard_decision(calls: pd.DataFrame) -> pd.Series:
+    decision = calls.get("guard_decision", pd.Series(index=calls.index, dtype=object))
+    action = calls.get("guard_action", pd.Series(index=calls.index, dtype=object))
+    return decision.where(decision.notna(), action).fillna("")
+
+
+def _short(signature: object) -> str:
+    text = str(signature or "")
+    return text[:10] if text else "(no signature)"
+
+
+def _empty(fig: go.Figure, message: str) -> go.Figure:
+    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper",
+                       yref="paper", font={"size": 14, "color": "#888"})
+    fig.update_layout(height=220)
+    return fig

@@ -1,0 +1,12 @@
+"""The dashboard's settings from the environment, each spelled once (standard library only, so
+``loopscope dashboard`` can read them without importing Streamlit)."""
+
+from typing import Final
+
+COLLECTOR_URL_ENV: Final = "LOOPSCOPE_COLLECTOR_URL"
+"""Base URL of a running collector (default ``http://127.0.0.1:4318``)."""
+SNAPSHOT_ENV: Final = "LOOPSCOPE_DB_SNAPSHOT"
+"""A loopscope DuckDB file to read instead of a collector; wins over the URL."""
+TOKEN_ENV: Final = "LOOPSCOPE_AUTH_TOKEN"
+"""The collector's bearer token, when it was started with one."""
+DEFAULT_COLLECTOR_URL: Final = "http://127.0.0.1:4318"

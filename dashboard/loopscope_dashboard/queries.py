@@ -1,0 +1,356 @@
+"""Every number the dashboard shows comes through this module.
+
+Pages never know where data lives. Live, a ``HttpSource`` asks the collector's read API
+(``GET /v1/reads/NAME``): the collector is the DuckDB file's only writer, so the dashboard
+cannot open it. After the fact (a copied snapshot, an offline investigation, the test suite),
+``LOOPSCOPE_DB_SNAPSHOT`` names a DuckDB file and a ``FileSource`` opens it read-only and runs
+the same named reads from ``storage/sql/reads.sql``, so each read's SQL exists once.
+
+Reads are cached with ``st.cache_data`` for at most two seconds (the live panels refresh every
+two seconds); the source itself is the one ``st.cache_resource``. A source that cannot answer
+raises ``SourceError``, which the entrypoint shows as a message instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from typing import Any, Final, Protocol
+
+import pandas as pd
+import streamlit as st
+
+from .environment_variables import (
+    COLLECTOR_URL_ENV,
+    DEFAULT_COLLECTOR_URL,
+    SNAPSHOT_ENV,
+    TOKEN_ENV,
+)
+
+LIVE_TTL: Final = "2s"
+_TIME_COLUMNS: Final = ("fired_at", "resolved_at", "detected_at", "labelled_at", "last_flag_at")
+
+
+class SourceError(RuntimeError):
+    """The data source cannot answer; the message says why and what to do."""
+
+
+class LabelsUnavailable(SourceError):
+    """Labels are written by the collector; a read-only snapshot cannot take them."""
+
+
+class Source(Protocol):
+    """Where the named reads run: a collector over HTTP, or a DuckDB file."""
+
+    description: str
+    live: bool
+
+    def rows(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Run the named read; ``None`` parameters mean "no filter"."""
+        ...
+
+    def save_label(self, label: Mapping[str, Any]) -> dict[str, Any]:
+        """Store a human label; returns it as stored."""
+        ...
+
+    def send_traces(self, body: bytes) -> None:
+        """Send one OTLP JSON export request to the collector."""
+        ...
+
+
+class HttpSource:
+    """The collector's read API. Thread-safe: each call opens its own connection."""
+
+    live = True
+
+    def __init__(self, url: str, token: str | None = None, *, timeout_s: float = 10.0) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        self.timeout_s = timeout_s
+        self.description = f"live collector at {self.url}"
+
+    def _request(self, path: str, body: bytes | None = None,
+                 content_type: str = "application/json") -> Any:
+        request = urllib.request.Request(self.url + path, data=body,
+                                         method="POST" if body is not None else "GET")
+        if body is not None:
+            request.add_header("Content-Type", content_type)
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as exc:
+            raise SourceError(f"the collector at {self.url} answered {exc.code} to {path}: "
+                              f"{_error_text(exc.read())}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise SourceError(
+                f"cannot reach the collector at {self.url} ({reason}). Start one with "
+                f"`loopscope collector`, or browse a file with `loopscope dashboard --db FILE`"
+            ) from None
+        return json.loads(raw) if raw[:1] in (b"{", b"[") else raw.decode()
+
+    def rows(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """``GET /v1/reads/NAME?param=value``; booleans are sent as ``true`` / ``false``."""
+        query = urllib.parse.urlencode({
+            k: (str(v).lower() if isinstance(v, bool) else v)
+            for k, v in params.items() if v is not None
+        })
+        path = f"/v1/reads/{urllib.parse.quote(name)}" + (f"?{query}" if query else "")
+        return list(self._request(path)["rows"])
+
+    def save_label(self, label: Mapping[str, Any]) -> dict[str, Any]:
+        """``POST /v1/labels``; the collector's pipeline writes it."""
+        answer = self._request("/v1/labels", json.dumps(dict(label)).encode())
+        return dict(answer["stored"])
+
+    def send_traces(self, body: bytes) -> None:
+        """``POST /v1/traces`` with an OTLP JSON body; returns once the spans are stored."""
+        self._request("/v1/traces", body)
+
+
+class FileSource:
+    """A loopscope DuckDB file opened read-only; each read takes its own cursor."""
+
+    live = False
+
+    def __init__(self, path: str) -> None:
+        from loopscope_collector.storage import SchemaError, open_database
+
+        try:
+            self._db = open_database(path, read_only=True)
+        except (FileNotFoundError, SchemaError) as exc:
+            raise SourceError(f"cannot browse {path}: {exc}") from None
+        except Exception as exc:  # duckdb.IOException: a running collector holds the lock
+            raise SourceError(
+                f"cannot open {path} read-only ({exc}). If a collector is writing it, point "
+                f"the dashboard at the collector instead: `loopscope dashboard --collector URL`"
+            ) from None
+        self.path = path
+        self.description = f"snapshot file {path} (read-only)"
+
+    def rows(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Run the named read on a fresh cursor (the read's SQL is the collector's)."""
+        from loopscope_collector.storage.queries import run_read
+
+        given = {k: v for k, v in params.items() if v is not None}  # as HttpSource sends them
+        cur = self._db.cursor()
+        try:
+            return run_read(cur, name, given)
+        finally:
+            cur.close()
+
+    def save_label(self, label: Mapping[str, Any]) -> dict[str, Any]:
+        """Always raises: a snapshot is read-only, and the collector is the only writer."""
+        raise LabelsUnavailable(
+            f"labels need a live collector: {self.path} is opened read-only. Start "
+            "`loopscope collector --db FILE` and `loopscope dashboard --collector URL`")
+
+    def send_traces(self, body: bytes) -> None:
+        """Always raises: only a live collector stores spans."""
+        raise SourceError("sending runs needs a live collector; this dashboard reads a file")
+
+
+def _error_text(raw: bytes) -> str:
+    try:
+        return str(json.loads(raw).get("error") or json.loads(raw).get("message"))
+    except (ValueError, AttributeError):
+        return raw.decode(errors="replace")[:300]
+
+
+@st.cache_resource(show_spinner=False)
+def _source() -> Source:
+    """Live: the collector's read API. Offline or in tests: a DuckDB file, read-only."""
+    if snapshot := os.environ.get(SNAPSHOT_ENV):
+        return FileSource(snapshot)
+    url = os.environ.get(COLLECTOR_URL_ENV) or DEFAULT_COLLECTOR_URL
+    return HttpSource(url, os.environ.get(TOKEN_ENV) or None)
+
+
+def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows)
+    for column in _TIME_COLUMNS:
+        if column in frame.columns:
+            frame[column] = pd.to_datetime(frame[column], format="mixed")
+    return frame
+
+
+def _read(name: str, **params: Any) -> pd.DataFrame:
+    return _frame(_source().rows(name, params))
+
+
+def source_description() -> str:
+    """Where the data comes from, for the sidebar."""
+    return _source().description
+
+
+def source_is_live() -> bool:
+    """True when a collector answers the reads (labels and sending runs work)."""
+    return _source().live
+
+
+# -- reads ------------------------------------------------------------------------------------
+
+
+@st.cache_data(ttl="30s", show_spinner=False)
+def filter_options() -> dict[str, list[str]]:
+    """The values each filter offers: {"service": [...], "agent": [...], ...}."""
+    options: dict[str, list[str]] = {d: [] for d in ("service", "agent", "model", "tool",
+                                                      "outcome")}
+    for row in _source().rows("filter_options", {}):
+        options.setdefault(row["dimension"], []).append(str(row["value"]))
+    return options
+
+
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+def summary(service: str | None = None) -> dict[str, int]:
+    """Totals: tool calls, episodes, flagged episodes, kills, open UNKNOWN writes, alerts."""
+    rows = _source().rows("summary", {"service": service})
+    return {k: int(v or 0) for k, v in (rows[0] if rows else {}).items()}
+
+
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+def metrics(*, service: str | None = None, agent: str | None = None, model: str | None = None,
+            tool: str | None = None, since_ns: int | None = None,
+            until_ns: int | None = None) -> dict[str, Any]:
+    """The four metrics of DESIGN.md §4 with n and intervals, by the collector's own code."""
+    from loopscope_collector.metrics import collect, read_params
+
+    params = read_params(service=service, agent=agent, model=model, tool=tool,
+                         since_ns=since_ns, until_ns=until_ns)
+    source = _source()
+    return collect(lambda name, p: source.rows(name, p), params)
+
+
+def loops_by(dimension: str, **filters: Any) -> pd.DataFrame:
+    """The metrics per ``dimension`` (service, agent, model, tool or kind): episodes, loops
+    detected, kills, false kills, cost and cost after the first flag."""
+    rows = metrics(**filters)["breakdown"].get(dimension, [])
+    return pd.DataFrame([
+        {"key": r["key"], "episodes": r["episodes"], "tool_calls": r["tool_calls"],
+         "loops_detected": r["loops_detected"], "kills": r["kills"],
+         "false_kills": r["false_kills"], "cost_usd": r["cost_usd"],
+         "cost_in_loops_usd": r["cost_after_first_flag_usd"]}
+        for r in rows
+    ])
+
+
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+def episodes(*, flagged: bool | None = None, limit: int = 200, **filters: Any) -> pd.DataFrame:
+    """Episodes newest first (``episode_list``); ``filters`` as ``state.Filters.params()``."""
+    return _read("episode_list", flagged=flagged, limit=limit, **filters)
+
+
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+def no_progress_rate(*, bucket_s: int = 60, **filters: Any) -> pd.DataFrame:
+    """Calls and no-progress calls per time bucket and service, with ``bucket`` as a time."""
+    frame = _read("no_progress_rate", bucket_s=bucket_s, **filters)
+    if not frame.empty:
+        frame["bucket"] = pd.to_datetime(frame["bucket_ns"].astype("int64"), unit="ns")
+    return frame
+
+
+def rate_around(at: pd.Timestamp, *, service: str | None, minutes: int = 30,
+                bucket_s: int = 60) -> pd.DataFrame:
+    """The no-progress rate of ``service`` from ``minutes`` before ``at`` to after it."""
+    at_ns = int(pd.Timestamp(at).value)
+    width = minutes * 60 * 1_000_000_000
+    return no_progress_rate(bucket_s=bucket_s, service=service, since_ns=at_ns - width,
+                            until_ns=at_ns + width)
+
+
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+def alerts(*, service: str | None = None, limit: int = 200) -> pd.DataFrame:
+    """No-progress spike alerts, newest first."""
+    return _read("alerts", service=service, limit=limit)
+
+
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+def episode(episode_id: str) -> dict[str, Any] | None:
+    """One episode's row, or None when the store has no such episode."""
+    rows = _source().rows("episode", {"episode_id": episode_id})
+    return rows[0] if rows else None
+
+
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+def episode_tool_calls(episode_id: str) -> pd.DataFrame:
+    """The episode's tool calls in order, with ``ordinal`` (0-based position) added."""
+    frame = _read("episode_tool_calls", episode_id=episode_id)
+    if not frame.empty:
+        frame.insert(0, "ordinal", range(len(frame)))
+    return frame
+
+
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+def episode_detections(episode_id: str) -> pd.DataFrame:
+    """The collector's flags on one episode, in step order."""
+    return _read("episode_detections", episode_id=episode_id)
+
+
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+def guard_decisions(*, episode_id: str | None = None, service: str | None = None,
+                    limit: int = 500) -> pd.DataFrame:
+    """Decisions in-process guards made, newest first."""
+    return _read("guard_decisions", episode_id=episode_id, service=service, limit=limit)
+
+
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+def unknown_writes(*, service: str | None = None, limit: int = 200) -> pd.DataFrame:
+    """Writes whose result was UNKNOWN, unresolved first."""
+    return _read("unknown_writes", service=service, limit=limit)
+
+
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+def loops_by_tool(**filters: Any) -> pd.DataFrame:
+    """Per tool: calls, no-progress calls, flags and flagged episodes."""
+    return _read("loops_by_tool", **filters)
+
+
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+def signature_steps(**filters: Any) -> pd.DataFrame:
+    """Calls of flagged episodes per (tool, signature, step)."""
+    return _read("signature_steps", **filters)
+
+
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+def labels(*, episode_id: str | None = None, limit: int = 200) -> pd.DataFrame:
+    """Human labels, newest first."""
+    return _read("label_list", episode_id=episode_id, limit=limit)
+
+
+# -- writes (through the collector) -----------------------------------------------------------
+
+
+def save_label(episode_id: str, label: str, *, span_id: str = "",
+               note: str | None = None) -> dict[str, Any]:
+    """Send a human verdict to the collector, which stores it; the metrics count it.
+
+    Raises:
+        LabelsUnavailable: the dashboard reads a snapshot file, which is read-only.
+        SourceError: the collector refused the label or could not be reached.
+    """
+    stored = _source().save_label({"episode_id": episode_id, "span_id": span_id,
+                                   "label": label, "note": note})
+    labels.clear()
+    metrics.clear()
+    return stored
+
+
+def send_traces(bodies: list[bytes]) -> int:
+    """Post OTLP JSON export requests to the collector; returns how many were sent.
+
+    Raises:
+        SourceError: not a live collector, or it refused a request.
+    """
+    source = _source()
+    if not source.live:
+        raise SourceError("sending runs needs a live collector; this dashboard reads a file")
+    for body in bodies:
+        source.send_traces(body)
+    st.cache_data.clear()
+    return len(bodies)

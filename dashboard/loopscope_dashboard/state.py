@@ -1,0 +1,95 @@
+"""Session-state keys, each spelled once, and the typed getters pages use to read them.
+
+The sidebar's filter widgets write these keys (``key=``); every page reads the same
+``Filters`` through ``filters()``, so a filter set on one page holds on the next.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Final
+
+import streamlit as st
+
+SERVICE: Final = "filter_service"
+AGENT: Final = "filter_agent"
+MODEL: Final = "filter_model"
+TOOL: Final = "filter_tool"
+OUTCOME: Final = "filter_outcome"
+TIME_RANGE: Final = "filter_time_range"
+EPISODE: Final = "episode_id"
+"""The episode the Episode page shows (also its ``?episode=`` query parameter)."""
+IMPORT_RESULT: Final = "import_result"
+"""The Import page's last analysis: an ``uploads.Analysis``."""
+LABEL_EPISODE: Final = "label_episode"
+LABEL_FLAG: Final = "label_flag"
+
+ANY: Final = "(all)"
+TIME_RANGES: Final[dict[str, int | None]] = {
+    "All time": None,
+    "Last 15 minutes": 15 * 60,
+    "Last hour": 3600,
+    "Last 24 hours": 24 * 3600,
+    "Last 7 days": 7 * 24 * 3600,
+}
+EPISODE_PAGE: Final = "episode"
+"""URL path of the Episode page (``st.Page(url_path=...)``): deep links are
+``/episode?episode=ID``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """What the sidebar selected; ``None`` means "no filter"."""
+
+    service: str | None = None
+    agent: str | None = None
+    model: str | None = None
+    tool: str | None = None
+    outcome: str | None = None
+    since_ns: int | None = None
+    until_ns: int | None = None
+
+    def params(self) -> dict[str, Any]:
+        """Keyword arguments for the ``queries`` read functions."""
+        return {"service": self.service, "agent": self.agent, "model": self.model,
+                "tool": self.tool, "outcome": self.outcome, "since_ns": self.since_ns,
+                "until_ns": self.until_ns}
+
+    def metric_params(self) -> dict[str, Any]:
+        """Keyword arguments for ``queries.metrics`` (the metrics have no outcome filter)."""
+        params = self.params()
+        del params["outcome"]
+        return params
+
+    def previous(self) -> Filters | None:
+        """The same filters over the window just before this one (for trends), or None
+        when the time range is unbounded."""
+        if self.since_ns is None:
+            return None
+        until = self.until_ns if self.until_ns is not None else time.time_ns()
+        width = until - self.since_ns
+        return Filters(self.service, self.agent, self.model, self.tool, self.outcome,
+                       self.since_ns - width, self.since_ns)
+
+
+def _chosen(key: str) -> str | None:
+    value = st.session_state.get(key)
+    return None if value in (None, ANY) else str(value)
+
+
+def filters() -> Filters:
+    """The sidebar's filters as they stand in this session."""
+    seconds = TIME_RANGES.get(st.session_state.get(TIME_RANGE) or "All time")
+    since = None
+    if seconds is not None:
+        since = (int(time.time()) - seconds) * 1_000_000_000  # whole seconds: cache-friendly
+    return Filters(_chosen(SERVICE), _chosen(AGENT), _chosen(MODEL), _chosen(TOOL),
+                   _chosen(OUTCOME), since, None)
+
+
+def episode_link(episode_id: str) -> str:
+    """A relative deep link to the Episode page for ``episode_id``."""
+    from urllib.parse import quote
+
+    return f"{EPISODE_PAGE}?episode={quote(str(episode_id), safe='')}"

@@ -1,0 +1,67 @@
+"""Import: load an Episode JSONL or OTLP JSON file and analyse it in place."""
+
+import streamlit as st
+
+from loopscope_dashboard import queries, state, uploads
+
+st.title("Import runs")
+st.caption("Episode JSONL (one run per line, see EPISODE_FORMAT.md) or OTLP JSON (the "
+           "OpenTelemetry Collector's file exporter). The file is analysed here, by the same "
+           "detectors the guard runs; nothing is stored until you send it to a collector.")
+upload = st.file_uploader("Runs file", type=["jsonl", "json"], key="import_file")
+mode = st.selectbox("Guard mode to replay", uploads.MODES, key="import_mode")
+if upload is None:
+    st.info("Choose a file to analyse, for example one written by "
+            "`python -c 'from loopscope.scenarios import generate, write_jsonl; "
+            "write_jsonl(\"runs.jsonl\", generate())'`.")
+    st.stop()
+
+done = st.session_state.get(state.IMPORT_RESULT)
+key = (upload.file_id, mode)
+if done is None or done[0] != key:
+    bar = st.progress(0.0, text="Reading…")
+
+    def _progress(count: int, total: int) -> None:
+        bar.progress(count / total, text=f"Analysed {count} of {total} runs")
+
+    analysis = uploads.analyse(upload.name, upload.getvalue(), mode=mode, progress=_progress)
+    bar.empty()
+    st.session_state[state.IMPORT_RESULT] = (key, analysis)
+else:
+    analysis = done[1]
+
+summary = analysis.summary
+numbers = st.columns(4)
+numbers[0].metric("Runs", summary["episodes"], border=True)
+numbers[1].metric("Flagged", summary["flagged"], border=True)
+numbers[2].metric("Would be stopped or blocked", summary["killed"], border=True)
+numbers[3].metric("Unreadable lines", summary["malformed_lines"], border=True)
+if not analysis.reports and not analysis.problems:
+    st.warning("The file holds no runs.")
+if analysis.problems:
+    with st.expander(f"{len(analysis.problems)} line(s) skipped"):
+        st.dataframe(uploads.problems_frame(analysis), hide_index=True)
+
+st.subheader("Flags")
+flags = uploads.flags_frame(analysis)
+if flags.empty:
+    st.success("No run in this file is flagged.")
+else:
+    st.dataframe(flags, hide_index=True, key="import_flags")
+st.subheader("Runs")
+st.dataframe(uploads.episodes_frame(analysis), hide_index=True, key="import_runs")
+
+st.subheader("Browse them with the rest")
+if queries.source_is_live():
+    if st.button(f"Send {summary['episodes']} runs to the collector", key="import_send"):
+        bodies = uploads.otlp_bodies(analysis)
+        sending = st.progress(0.0, text="Sending…")
+        for index, body in enumerate(bodies, start=1):
+            queries.send_traces([body])
+            sending.progress(index / len(bodies), text=f"Sent {index} of {len(bodies)}")
+        st.success("Sent: the runs now appear on the other pages.")
+else:
+    st.info("To see these runs on the other pages, store them: "
+            f"`loopscope analyze {upload.name} --db runs.duckdb` then "
+            "`loopscope dashboard --db runs.duckdb`, or run the dashboard against a live "
+            "collector and send them from here.")

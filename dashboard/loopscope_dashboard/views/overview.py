@@ -1,0 +1,57 @@
+"""Overview: the four metrics, the no-progress rate with its alerts, the live flagged list."""
+
+import streamlit as st
+
+from loopscope_dashboard import cards, charts, queries, state
+
+EMPTY_STORE = (
+    "No episodes yet — point an agent at http://127.0.0.1:4318 (`loopscope.instrument()`), "
+    "run `loopscope demo --endpoint http://127.0.0.1:4318` to see scripted agents loop, or "
+    "load a file on the **Import** page."
+)
+NO_MATCH = "No episodes match these filters — widen the time range or clear a filter."
+
+filters = state.filters()
+st.title("Which agents are stuck")
+if not queries.summary().get("episodes"):
+    st.info(EMPTY_STORE)
+    st.stop()
+
+report = queries.metrics(**filters.metric_params())
+previous = filters.previous()
+before = queries.metrics(**previous.metric_params()) if previous else None
+for column, card in zip(st.columns(4), cards.metric_cards(report, before), strict=True):
+    column.metric(card.label, card.value, card.delta, delta_color=card.delta_color,
+                  help=card.help, border=True)
+    column.caption(card.caption)
+if not report["episodes"]:
+    st.info(NO_MATCH)
+
+st.subheader("No-progress rate")
+rates = queries.no_progress_rate(**filters.params())
+alerts = queries.alerts(service=filters.service)
+st.plotly_chart(charts.rate_over_time(rates, alerts), key="rate_chart")
+
+
+@st.fragment(run_every="2s")
+def flagged_list() -> None:
+    """The newest flagged episodes; reruns alone every two seconds."""
+    st.subheader("Flagged episodes (live)")
+    flagged = queries.episodes(flagged=True, limit=50, **state.filters().params())
+    if flagged.empty:
+        st.success("No flagged episodes in this range. Stuck agents appear here as they loop.")
+        return
+    flagged["open"] = flagged["episode_id"].map(state.episode_link)
+    st.dataframe(
+        flagged, hide_index=True, key="flagged_table",
+        column_order=["open", "service", "agent", "kinds", "flags", "kills", "tool_calls",
+                      "outcome", "stop_reason", "cost_usd", "last_flag_at"],
+        column_config={
+            "open": st.column_config.LinkColumn("episode", display_text=r"episode=(.*)$"),
+            "cost_usd": st.column_config.NumberColumn("cost", format="$%.4f"),
+            "last_flag_at": st.column_config.DatetimeColumn("last flag (UTC)"),
+        },
+    )
+
+
+flagged_list()

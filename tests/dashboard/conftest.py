@@ -1,0 +1,40 @@
+"""Dashboard fixtures: stores built by the collector's real pipeline, fresh Streamlit caches."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import streamlit as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "collector"))
+
+from fixture_store import build_empty_store, build_store
+
+
+@pytest.fixture(scope="session")
+def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Scripted agents' runs (loops, look-alikes, UNKNOWN writes, guard decisions, alerts)."""
+    return build_store(tmp_path_factory.mktemp("store") / "runs.duckdb")
+
+
+@pytest.fixture(scope="session")
+def empty_store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated store with no data: the empty states."""
+    return build_empty_store(tmp_path_factory.mktemp("empty") / "empty.duckdb")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_streamlit_caches(store_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """AppTest runs in-process, so st.cache_data / st.cache_resource (the data source and
+    every read) would otherwise leak from one test, and one store, to the next. Points the
+    dashboard at the fixture store unless a test says otherwise."""
+    monkeypatch.setenv("LOOPSCOPE_DB_SNAPSHOT", str(store_path))
+    monkeypatch.delenv("LOOPSCOPE_COLLECTOR_URL", raising=False)
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    yield
+    st.cache_data.clear()
+    st.cache_resource.clear()

@@ -1,0 +1,114 @@
+"""The chart builders on small hand-made frames: no Streamlit, no store."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from loopscope_dashboard import cards, charts
+
+
+def _calls(*rows: tuple[str, str, str]) -> pd.DataFrame:
+    return pd.DataFrame([
+        {"ordinal": i, "span_id": f"s{i}", "tool": tool, "signature": sig,
+         "collector_progress": progress, "status": "ok", "guard_decision": None,
+         "guard_action": None}
+        for i, (tool, sig, progress) in enumerate(rows)
+    ])
+
+
+SPIN = _calls(("search", "a1", "new_info"), ("read", "b1", "new_info"),
+              ("search", "a2", "new_info"), ("search", "a2", "none"), ("search", "a2", "none"),
+              ("search", "a2", "none"), ("done", "c1", "new_info"))
+
+
+def test_repeated_signatures_get_a_colour_and_one_offs_stay_grey() -> None:
+    colors = charts.signature_colors(SPIN)
+    assert colors["a2"] == charts.PALETTE[0]
+    assert colors["a1"] == colors["b1"] == colors["c1"] == charts.UNIQUE_COLOR
+
+
+def test_timeline_has_one_trace_per_signature_coloured_by_it() -> None:
+    fig = charts.tool_timeline(SPIN, pd.DataFrame({"span_id": ["s5"], "kind": ["exact_repeat"]}))
+    by_name = {t.name: t for t in fig.data if t.legendgroup}
+    assert set(by_name) == {"a1", "b1", "a2", "c1"}
+    assert by_name["a2"].marker.color == charts.PALETTE[0]
+    assert list(by_name["a2"].x) == [2, 3, 4, 5]
+    assert by_name["a2"].showlegend and not by_name["a1"].showlegend
+
+
+def test_the_loop_segment_is_shaded_and_named_by_its_flag() -> None:
+    detections = pd.DataFrame({"span_id": ["s5"], "kind": ["exact_repeat"]})
+    assert charts.loop_segments(SPIN, detections) == [charts.Segment(3, 5, "exact_repeat")]
+    fig = charts.tool_timeline(SPIN, detections)
+    [shade] = fig.layout.shapes
+    assert (shade.x0, shade.x1, shade.fillcolor) == (2.55, 5.45, charts.LOOP_FILL)
+
+
+def test_an_oscillation_is_a_cycle_and_a_lone_flag_its_own_segment() -> None:
+    calls = _calls(("a", "x", "new_info"), ("b", "y", "none"), ("a", "x", "none"),
+                   ("b", "y", "none"), ("a", "x", "none"), ("w", "z", "new_info"),
+                   ("w", "z", "new_info"))
+    detections = pd.DataFrame({"span_id": ["s4", "s6"], "kind": ["oscillation", "other"]})
+    segments = charts.loop_segments(calls, detections)
+    assert segments == [charts.Segment(1, 4, "oscillation"), charts.Segment(6, 6, "other")]
+    assert segments[0].is_cycle
+    fig = charts.tool_timeline(calls, detections)
+    assert fig.layout.shapes[0].fillcolor == charts.CYCLE_FILL
+
+
+def test_no_progress_without_a_flag_is_not_a_loop_segment() -> None:
+    calls = _calls(("poll", "p", "none"), ("poll", "p", "none"))
+    assert charts.loop_segments(calls, pd.DataFrame()) == []
+
+
+def test_guard_decisions_and_the_budget_show_under_the_timeline() -> None:
+    calls = SPIN.copy()
+    calls.loc[5, "guard_decision"] = "stop"
+    fig = charts.tool_timeline(calls, budget_limit=6)
+    [guard] = [t for t in fig.data if t.name == "guard decision"]
+    assert list(guard.x) == [5] and list(guard.marker.symbol) == ["square"]
+    assert any(shape.y0 == 6 for shape in fig.layout.shapes)
+
+
+def test_rate_chart_draws_a_line_per_service_and_the_alerts() -> None:
+    t = pd.to_datetime(["2025-01-01 10:00", "2025-01-01 10:01"])
+    rates = pd.DataFrame({"bucket": [*t, *t], "service": ["a", "a", "b", "b"],
+                          "rate": [0.1, 0.8, 0.0, 0.2], "calls": [10, 10, 5, 5],
+                          "no_progress": [1, 8, 0, 1]})
+    alerts = pd.DataFrame({"fired_at": [t[1]], "rate": [0.8], "message": ["spike"]})
+    fig = charts.rate_over_time(rates, alerts)
+    assert [tr.name for tr in fig.data] == ["a", "b", "alert fired"]
+    assert fig.data[2].marker.color == charts.ALERT_COLOR
+
+
+def test_heatmap_puts_signatures_down_and_steps_across() -> None:
+    matrix = pd.DataFrame({"tool": ["s", "s", "r"], "signature": ["aaaaaaaaaaaa"] * 2 + ["bb"],
+                           "step": [0, 1, 1], "calls": [3, 2, 1]})
+    [heat] = charts.signature_heatmap(matrix).data
+    assert list(heat.x) == [0, 1]
+    assert list(heat.y) == ["r · bb", "s · aaaaaaaaaa"]
+    assert heat.z.tolist() == [[0, 1], [3, 2]]
+
+
+def test_empty_frames_give_a_figure_that_says_so() -> None:
+    for fig in (charts.tool_timeline(pd.DataFrame()), charts.rate_over_time(pd.DataFrame()),
+                charts.signature_heatmap(pd.DataFrame()),
+                charts.ranking(pd.DataFrame(), key="k", value="v", title="t")):
+        assert fig.layout.annotations[0].text
+
+
+def test_metric_cards_give_value_n_interval_and_trend() -> None:
+    def report(count: int, n: int) -> dict:
+        rate = {"value": count / n, "count": count, "n": n, "interval": [0.1, 0.9]}
+        return {"loop_detection_rate": rate, "false_kill_rate": rate,
+                "unknown_reconcile_latency": {"p50_s": 2.0, "p95_s": 3.0, "max_s": 4.0,
+                                              "resolved": 2, "unresolved": 1},
+                "cost_per_successful_task": {"value": 0.5, "total_usd": 1.0,
+                                             "successful_episodes": 2,
+                                             "cost_after_first_flag_usd": 0.25}}
+    detection, false_kill, latency, cost = cards.metric_cards(report(3, 4), report(1, 4))
+    assert (detection.value, detection.delta) == ("75.0%", "+50.0%")
+    assert detection.caption == "3 of n = 4 · 95% CI 10%–90%"
+    assert false_kill.delta_color == "inverse"
+    assert latency.value == "2.0 s p50" and "1 still unresolved" in latency.caption
+    assert cost.value == "$0.5000" and cost.delta == "+0.0000"
