@@ -54,19 +54,24 @@ def test_every_command_has_help_with_an_example() -> None:
         assert "Example:" in sub.format_help(), name
 
 
-@pytest.mark.timeout(600)
-def test_first_readme_command_works_in_a_fresh_venv(tmp_path: Path) -> None:
-    """A clean virtual environment installs the base package (no collector or dashboard
-    dependencies) and runs the demo, as the README's first command does."""
+def _fresh_venv(tmp_path: Path, spec: str) -> Path:
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(ROOT)]
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", spec]
     subprocess.run(pip, check=True, capture_output=True, text=True)
+    return venv
+
+
+@pytest.mark.timeout(600)
+def test_the_base_install_is_what_an_agent_needs(tmp_path: Path) -> None:
+    """``pip install loopscope`` (no extras) pulls no collector or dashboard dependency, and
+    the agent-side commands work in it."""
+    venv = _fresh_venv(tmp_path, str(ROOT))
     installed = subprocess.run(
         [str(venv / "bin" / "python"), "-m", "pip", "list", "--format=freeze"],
         check=True, capture_output=True, text=True,
     ).stdout.lower()
-    for heavy in ("duckdb", "streamlit", "plotly", "pandas", "pyarrow"):
+    for heavy in ("duckdb", "streamlit", "plotly", "pandas", "pyarrow", "grpcio"):
         assert f"\n{heavy}==" not in f"\n{installed}", f"base install pulled {heavy}"
     demo = subprocess.run(
         [str(venv / "bin" / "loopscope"), "demo", "--per-shape", "1"],
@@ -74,3 +79,43 @@ def test_first_readme_command_works_in_a_fresh_venv(tmp_path: Path) -> None:
     )
     assert demo.returncode == 0, demo.stderr
     assert "enforce" in demo.stdout and "loop detection rate" in demo.stdout
+
+
+@pytest.mark.timeout(900)
+def test_first_readme_command_works_in_a_fresh_venv(tmp_path: Path) -> None:
+    """The README's first command, in a clean virtual environment: ``.[all]`` installs and
+    ``loopscope up --demo`` brings up the collector and the dashboard (on free ports here),
+    then stops cleanly on Ctrl-C."""
+    import signal
+    import socket
+    import time
+    import urllib.request
+
+    venv = _fresh_venv(tmp_path, f"{ROOT}[all]")
+    ports = []
+    for _ in range(2):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            ports.append(sock.getsockname()[1])
+    up = subprocess.Popen(
+        [str(venv / "bin" / "loopscope"), "up", "--demo", "--db", str(tmp_path / "up.duckdb"),
+         "--http-port", str(ports[0]), "--grpc-port", "0", "--dashboard-port", str(ports[1])],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        ready = False
+        while time.monotonic() < deadline and up.poll() is None and not ready:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{ports[1]}/_stcore/health", timeout=5)
+                summary = urllib.request.urlopen(
+                    f"http://127.0.0.1:{ports[0]}/v1/reads/summary", timeout=5).read()
+                ready = b'"tool_calls": 0' not in summary
+            except OSError:
+                time.sleep(1)
+        assert ready, "collector, dashboard and demo traffic did not come up"
+    finally:
+        up.send_signal(signal.SIGINT)
+        output = up.communicate(timeout=120)[0]
+    assert up.returncode == 0, output
+    assert "dashboard: http://127.0.0.1:" in output
