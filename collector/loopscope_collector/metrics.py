@@ -51,10 +51,11 @@ def read_params(
     tool: str | None = None,
     since_ns: int | None = None,
     until_ns: int | None = None,
+    outcome: str | None = None,
 ) -> dict[str, Any]:
     """The reads' parameters (``None`` = no filter)."""
     return {"service": service, "agent": agent, "model": model, "tool": tool,
-            "since_ns": since_ns, "until_ns": until_ns}
+            "since_ns": since_ns, "until_ns": until_ns, "outcome": outcome}
 
 
 def compute_metrics(
@@ -66,6 +67,7 @@ def compute_metrics(
     tool: str | None = None,
     since_ns: int | None = None,
     until_ns: int | None = None,
+    outcome: str | None = None,
     prices: Mapping[str, Mapping[str, float]] | None = None,
 ) -> dict[str, Any]:
     """The metrics of the store, optionally filtered (see docs/metrics.md).
@@ -74,7 +76,7 @@ def compute_metrics(
     ``prices`` overrides the built-in price table (``PRICES``).
     """
     params = read_params(service=service, agent=agent, model=model, tool=tool,
-                         since_ns=since_ns, until_ns=until_ns)
+                         since_ns=since_ns, until_ns=until_ns, outcome=outcome)
     return collect(db.read, params, prices=prices)
 
 

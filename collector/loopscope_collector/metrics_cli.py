@@ -62,6 +62,8 @@ def register(sub: Any) -> None:
     p.add_argument("--agent", help="only this agent")
     p.add_argument("--model", help="only this model")
     p.add_argument("--tool", help="only episodes that called this tool (calls: its calls)")
+    p.add_argument("--outcome", choices=("success", "failure", "unknown"),
+                   help="only episodes with this outcome")
     window = p.add_mutually_exclusive_group()
     window.add_argument("--since", metavar="ISO", help="episodes started at or after this time")
     window.add_argument("--last", metavar="DURATION",
@@ -124,7 +126,8 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     """Compute and print the metrics."""
     since_ns, until_ns = _window(args)  # a bad time is a ValueError: usage error upstream
     filters = {"service": args.service, "agent": args.agent, "model": args.model,
-               "tool": args.tool, "since_ns": since_ns, "until_ns": until_ns}
+               "tool": args.tool, "since_ns": since_ns, "until_ns": until_ns,
+               "outcome": args.outcome}
     try:
         from .metrics import collect, format_table
     except ImportError as exc:

@@ -217,12 +217,12 @@ def summary(service: str | None = None) -> dict[str, int]:
 @st.cache_data(ttl=LIVE_TTL, show_spinner=False)
 def metrics(*, service: str | None = None, agent: str | None = None, model: str | None = None,
             tool: str | None = None, since_ns: int | None = None,
-            until_ns: int | None = None) -> dict[str, Any]:
+            until_ns: int | None = None, outcome: str | None = None) -> dict[str, Any]:
     """The four metrics of DESIGN.md §4 with n and intervals, by the collector's own code."""
     from loopscope_collector.metrics import collect, read_params
 
     params = read_params(service=service, agent=agent, model=model, tool=tool,
-                         since_ns=since_ns, until_ns=until_ns)
+                         since_ns=since_ns, until_ns=until_ns, outcome=outcome)
     source = _source()
     return collect(lambda name, p: source.rows(name, p), params)
 

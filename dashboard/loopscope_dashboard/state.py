@@ -56,12 +56,6 @@ class Filters:
                 "tool": self.tool, "outcome": self.outcome, "since_ns": self.since_ns,
                 "until_ns": self.until_ns}
 
-    def metric_params(self) -> dict[str, Any]:
-        """Keyword arguments for ``queries.metrics`` (the metrics have no outcome filter)."""
-        params = self.params()
-        del params["outcome"]
-        return params
-
     def previous(self) -> Filters | None:
         """The same filters over the window just before this one (for trends), or None
         when the time range is unbounded."""

@@ -266,7 +266,7 @@ def test_breakdowns(store: Store) -> None:
 
 def test_reads_are_named_reads_with_the_documented_parameters() -> None:
     """The dashboard reads the same SQL through GET /v1/reads/NAME."""
-    filters = {"service", "agent", "model", "tool", "since_ns", "until_ns"}
+    filters = {"service", "agent", "model", "tool", "since_ns", "until_ns", "outcome"}
     assert set(READS["metrics_breakdown"].params) == filters | {"prices"}
     assert set(READS["metrics_unknown_latency"].params) == filters
 
@@ -339,3 +339,15 @@ def test_cli_help_has_an_example(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["metrics", "--help"])
     assert "Example:" in capsys.readouterr().out
+
+
+def test_outcome_filter_keeps_episodes_with_that_outcome(tmp_path: Path) -> None:
+    """--outcome / $outcome: only successful episodes count towards the cost per success."""
+    store = Store(tmp_path / "x.duckdb")
+    store.episode("E1", outcome="success", cost=2.0)
+    store.episode("E2", outcome="failure", cost=6.0)
+    everything = compute_metrics(store.db)
+    successes = compute_metrics(store.db, outcome="success")
+    assert everything["episodes"] == 2 and successes["episodes"] == 1
+    assert everything["cost_per_successful_task"]["value"] == 8.0
+    assert successes["cost_per_successful_task"]["value"] == 2.0

@@ -6,7 +6,7 @@ from loopscope_dashboard import charts, queries, state
 
 filters = state.filters()
 st.title("Where agents loop")
-report = queries.metrics(**filters.metric_params())
+report = queries.metrics(**filters.params())
 if not report["episodes"]:
     st.info("No episodes match these filters — widen the time range, clear a filter, or send "
             "runs with `loopscope demo --endpoint http://127.0.0.1:4318`.")
@@ -21,8 +21,8 @@ top[1].metric("Cost spent in loops", f"${report['cost_after_first_flag_usd']:,.4
 top[2].metric("Total cost", f"${cost['total_usd']:,.4f}", border=True)
 
 tools = queries.loops_by_tool(**filters.params())
-agents = queries.loops_by("agent", **filters.metric_params())
-models = queries.loops_by("model", **filters.metric_params())
+agents = queries.loops_by("agent", **filters.params())
+models = queries.loops_by("model", **filters.params())
 columns = st.columns(3)
 columns[0].plotly_chart(charts.ranking(tools, key="tool", value="flags",
                                        title="Flags raised at each tool"), key="by_tool")

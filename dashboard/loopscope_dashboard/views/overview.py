@@ -17,9 +17,9 @@ if not queries.summary().get("episodes"):
     st.info(EMPTY_STORE)
     st.stop()
 
-report = queries.metrics(**filters.metric_params())
+report = queries.metrics(**filters.params())
 previous = filters.previous()
-before = queries.metrics(**previous.metric_params()) if previous else None
+before = queries.metrics(**previous.params()) if previous else None
 for column, card in zip(st.columns(4), cards.metric_cards(report, before), strict=True):
     column.metric(card.label, card.value, card.delta, delta_color=card.delta_color,
                   help=card.help, border=True)

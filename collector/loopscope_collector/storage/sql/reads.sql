@@ -106,6 +106,7 @@ with sel as materialized (
       and ($model is null or e.model = $model)
       and ($since_ns is null or e.start_ns >= $since_ns)
       and ($until_ns is null or e.start_ns < $until_ns)
+      and ($outcome is null or e.outcome = $outcome)
       and ($tool is null or e.episode_id in (
             select t.episode_id from tool_calls t where t.tool = $tool))
 ),
@@ -326,6 +327,7 @@ where ($service is null or u.service = $service)
   and ($agent is null or e.agent = $agent)
   and ($model is null or e.model = $model)
   and ($tool is null or u.tool = $tool)
+  and ($outcome is null or e.outcome = $outcome)
   and ($since_ns is null or u.unknown_at_ns >= $since_ns)
   and ($until_ns is null or u.unknown_at_ns < $until_ns)
 group by grouping sets ((), (u.service), (e.agent), (e.model), (u.tool))
