@@ -27,6 +27,33 @@ from .tool import tool
 __version__ = "0.1.0"
 
 
+def instrument_openai_agents() -> None:
+    """Trace and guard the OpenAI Agents SDK's function tools and runs.
+
+    Needs ``pip install 'loopscope[openai-agents]'``.
+    """
+    from .integrations import instrument_framework
+
+    instrument_framework("openai_agents")
+
+
+def instrument_langchain() -> None:
+    """Trace and guard LangChain ``BaseTool`` calls and LangGraph graph runs.
+
+    Needs ``pip install 'loopscope[langchain]'``.
+    """
+    from .integrations import instrument_framework
+
+    instrument_framework("langchain")
+
+
+def instrument_mcp() -> None:
+    """Trace and guard MCP ``ClientSession.call_tool``. Needs ``pip install 'loopscope[mcp]'``."""
+    from .integrations import instrument_framework
+
+    instrument_framework("mcp")
+
+
 def reconcile(ref: str, *, found: bool, result: object = None) -> bool:
     """Settle an UNKNOWN write of the current episode (see ``Episode.reconcile``)."""
     return current_episode().reconcile(ref, found=found, result=result)
@@ -49,6 +76,9 @@ __all__ = [
     "episode",
     "export_stats",
     "instrument",
+    "instrument_langchain",
+    "instrument_mcp",
+    "instrument_openai_agents",
     "intended_duplicate",
     "load_policy",
     "mark_progress",

@@ -138,6 +138,7 @@ def instrument(
     policy: Policy | Mapping[str, Any] | str | os.PathLike[str] | None = None,
     capture_content: bool | None = None,
     span_processor: SpanProcessor | None = None,
+    frameworks: Sequence[str] | None = None,
 ) -> Settings:
     """Connect this process to loopscope. Call once, early; calling again updates settings.
 
@@ -160,6 +161,10 @@ def instrument(
             to ``$LOOPSCOPE_CAPTURE_CONTENT``, then ``False``: only hashes and sizes.
         span_processor: Use this processor instead of the OTLP exporter (tests pass an
             in-memory one).
+        frameworks: Agent frameworks whose tool calls to trace and guard: ``None`` (the
+            default) instruments every supported framework installed (OpenAI Agents SDK,
+            LangChain / LangGraph, MCP clients), a list names some (``["mcp"]``), ``[]``
+            none.
 
     Raises:
         ValueError: a setting is invalid; the message names it and its source. This is the
@@ -182,6 +187,9 @@ def instrument(
         ):
             _install(_otlp_processor(resolved), resolved)
         _STATE.instrumented = True
+    from .integrations import instrument_frameworks
+
+    instrument_frameworks(frameworks)
     return resolved
 
 
