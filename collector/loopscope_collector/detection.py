@@ -14,13 +14,35 @@ import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from loopscope.detect import EpisodeMonitor, Flag, Policy, ToolCall, ToolResult
 
 from .rows import ToolCallRow
 
 MAX_ACTIVE_EPISODES = 20_000
+
+
+KINDS: Final = frozenset({"read", "write", "poll"})
+STATUSES: Final = frozenset({"ok", "error", "timeout", "blocked"})
+
+
+def comparable(row: ToolCallRow) -> tuple[Any, str, str]:
+    """(arguments, signature, output hash) of a row, as detection compares calls.
+
+    Arguments are parsed from the captured text (a non-JSON text becomes ``{"input": text}``).
+    Without content or a recorded signature / hash a call cannot be compared, so it gets a
+    unique one rather than let every such call of a tool look identical.
+    """
+    args: Any = None
+    if row.args_text is not None:
+        try:
+            args = json.loads(row.args_text)
+        except ValueError:
+            args = {"input": row.args_text}
+    signature = row.signature or ("" if row.args_text is not None else f"nosig:{row.span_id}")
+    digest = row.output_hash or ("" if row.output_text is not None else f"nohash:{row.span_id}")
+    return args, signature, digest
 
 
 def sort_key(row: ToolCallRow) -> tuple[int, int, str]:
@@ -141,28 +163,19 @@ class StreamingDetector:
     def _feed(self, state: _Episode, row: ToolCallRow, ordinal: int) -> Verdict:
         monitor = state.monitor
         t = max(row.start_ns - state.first_ns, 0) / 1e9
-        args: Any = None
-        if row.args_text is not None:
-            try:
-                args = json.loads(row.args_text)
-            except ValueError:
-                args = {"input": row.args_text}
-        # Without content or a signature a call cannot be compared: make it unique rather
-        # than let every such call of a tool look identical.
-        signature = row.signature or ("" if row.args_text is not None else f"nosig:{row.span_id}")
+        args, signature, digest = comparable(row)
         before = monitor.before_call(ToolCall(
             tool=row.tool,
             args=args,
             call_id=row.span_id,
-            kind=row.kind if row.kind in ("read", "write", "poll") else None,  # type: ignore[arg-type]
+            kind=row.kind if row.kind in KINDS else None,  # type: ignore[arg-type]
             t=t,
             signature=signature,
             args_text=row.args_text or "",
             intent=row.intent,
             idempotency_key=row.idempotency_key,
         ))
-        status = row.status if row.status in ("ok", "error", "timeout", "blocked") else "ok"
-        digest = row.output_hash or ("" if row.output_text is not None else f"nohash:{row.span_id}")
+        status = row.status if row.status in STATUSES else "ok"
         after = monitor.after_call(ToolResult(
             output=row.output_text,
             output_hash=digest,

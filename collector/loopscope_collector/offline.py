@@ -43,6 +43,7 @@ from loopscope.detect.fingerprint import call_signature, canonical_json, output_
 from loopscope.detect.policy import Policy
 from loopscope.detect.replay import Episode, EpisodeFormatError, parse_episode_line
 
+from .detection import KINDS, STATUSES, comparable, sort_key
 from .spans import SpanRecord
 
 if TYPE_CHECKING:
@@ -68,8 +69,6 @@ _OTHER_SIGNALS: Final = tuple(
 )
 _OTLP_IN_EPISODES: Final = ("this is an OTLP JSON line in a file read as Episode JSONL "
                             "(its first line decided); read OTLP files on their own")
-_STATUSES: Final = frozenset(("ok", "error", "timeout", "blocked"))
-_KINDS: Final = frozenset(("read", "write", "poll"))
 
 HELP_OTLP = """\
 OTLP JSON is read too (--format otlp, or detected per file by auto): one
@@ -396,7 +395,6 @@ def episodes_from_rows(rows: Sequence[ToolCallRow], roots: Sequence[_Root]) -> l
     A row's episode id is its own (``loopscope.episode.id``, else a conversation or session
     id on the span), else the id any row or root of its trace carries, else the trace id.
     """
-    from .detection import sort_key
 
     by_trace: dict[str, str] = {}
     for item in (*rows, *(r.row for r in roots)):
@@ -446,27 +444,18 @@ def _episode(
 
 def _step(row: ToolCallRow, first_ns: int) -> dict[str, Any]:
     """One tool-call row as an Episode tool step (what the collector's detection is fed)."""
-    args: Any = None
-    if row.args_text is not None:
-        try:
-            args = json.loads(row.args_text)
-        except ValueError:
-            args = {"input": row.args_text}
+    args, signature, digest = comparable(row)
     step: dict[str, Any] = {
         "type": "tool",
         "tool": row.tool,
         "tool_call_id": row.call_id,
-        "kind": row.kind if row.kind in _KINDS else None,
+        "kind": row.kind if row.kind in KINDS else None,
         "args": args,
         "output": row.output_text,
-        "status": row.status if row.status in _STATUSES else "ok",
+        "status": row.status if row.status in STATUSES else "ok",
         "t": max(row.start_ns - first_ns, 0) / 1e9,
-        # Without content or a recorded signature / hash a call cannot be compared: make it
-        # unique, as the collector does, rather than let every such call look identical.
-        "signature": row.signature or ("" if row.args_text is not None else
-                                       f"nosig:{row.span_id}"),
-        "output_hash": row.output_hash or ("" if row.output_text is not None else
-                                           f"nohash:{row.span_id}"),
+        "signature": signature,
+        "output_hash": digest,
         "span_id": row.span_id,
     }
     for name in ("idempotency_key", "intent"):
