@@ -64,16 +64,14 @@ def main() -> None:
         results = timed("detection", lambda: [detector.add(e, rows, stored=())
                                               for e, rows in by_episode.items()])
         verdicts = {v.row.span_id: v for r in results for v in r.verdicts}
-        rows = timed("tool_calls rows", lambda: [tables.tool_call_row(r, verdicts.get(r.span_id))
-                                                 for r in calls])
-        timed("tool_calls insert", lambda: insert_rows(cur, "tool_calls", rows,
-                                                       tables.TOOL_CALLS))
+        timed("tool_calls rows + insert",
+              lambda: tables.insert_tool_calls(cur, calls, verdicts, {}))
         db.close()
     total = sum(timings.values())
     print(f"{n} spans, µs per span:")
     for name, us in timings.items():
-        print(f"  {name:<18} {us:7.1f}  ({us / total:5.1%})")
-    print(f"  {'total':<18} {total:7.1f}  -> {1e6 / total:,.0f} spans/s on one core")
+        print(f"  {name:<26} {us:7.1f}  ({us / total:5.1%})")
+    print(f"  {'total':<26} {total:7.1f}  -> {1e6 / total:,.0f} spans/s on one core")
 
 
 if __name__ == "__main__":

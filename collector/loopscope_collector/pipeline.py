@@ -271,11 +271,10 @@ class Pipeline:
             for episode_id, rows in by_episode.items()
         ]
         verdicts = {v.row.span_id: v for r in results for v in r.verdicts}
-        insert_rows(cur, "tool_calls", [
-            tables.tool_call_row(r, verdicts.get(r.span_id), dedup_keys.get(r.span_id))
-            for r in tool_rows], tables.TOOL_CALLS)
+        tables.insert_tool_calls(cur, tool_rows, verdicts, dedup_keys)
+        new_ids = {t.span_id for t in tool_rows}
         tables.update_verdicts(cur, [v for r in results if r.reevaluated for v in r.verdicts
-                                     if v.row.span_id not in {t.span_id for t in tool_rows}])
+                                     if v.row.span_id not in new_ids])
         tables.write_detections(cur, results)
         tables.write_guard_decisions(cur, tool_rows)
         tables.upsert_episodes(cur, episodes, tool_rows)

@@ -6,7 +6,7 @@ Only the pipeline thread calls these, inside its transaction, on its own cursor.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import duckdb
@@ -92,15 +92,36 @@ def span_row(span: SpanRecord) -> dict[str, Any]:
     }
 
 
-def tool_call_row(
-    row: ToolCallRow, verdict: Verdict | None, dedup_key: str | None = None
-) -> dict[str, Any]:
-    """A tool call with the collector's verdict, as a ``tool_calls`` row."""
-    data = {name: getattr(row, name, None) for name in TOOL_CALLS.names}
-    data["dedup_key"] = dedup_key
-    data["collector_progress"] = (verdict.progress or "none") if verdict else None
-    data["collector_streak"] = verdict.streak if verdict else None
-    return data
+def insert_tool_calls(
+    cur: duckdb.DuckDBPyConnection,
+    rows: Sequence[ToolCallRow],
+    verdicts: Mapping[str, Verdict],
+    dedup_keys: Mapping[str, str],
+) -> int:
+    """Insert tool calls with the collector's verdicts, built column by column (no dict per
+    row: this is the pipeline's widest table and its hottest insert)."""
+    if not rows:
+        return 0
+    columns: dict[str, list[Any]] = {
+        name: [getattr(row, name) for row in rows] for name in _ROW_COLUMNS
+    }
+    found = [verdicts.get(row.span_id) for row in rows]
+    columns["dedup_key"] = [dedup_keys.get(row.span_id) for row in rows]
+    columns["collector_progress"] = [(v.progress or "none") if v else None for v in found]
+    columns["collector_streak"] = [v.streak if v else None for v in found]
+    batch = pa.table(columns, schema=TOOL_CALLS)
+    cur.register("incoming_tool_calls", batch)
+    try:
+        cur.execute("insert or ignore into tool_calls by name select * from incoming_tool_calls")
+    finally:
+        cur.unregister("incoming_tool_calls")
+    return batch.num_rows
+
+
+_ROW_COLUMNS: Final = tuple(
+    name for name in TOOL_CALLS.names
+    if name not in ("dedup_key", "collector_progress", "collector_streak")
+)
 
 
 _TOOL_FIELDS: Final = tuple(f for f in ToolCallRow.__slots__)  # type: ignore[attr-defined]
