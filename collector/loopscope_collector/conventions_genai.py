@@ -42,6 +42,8 @@ MCP: Final = "mcp"
 MCP_METHOD: Final = "mcp.method.name"
 TOOLS_CALL: Final = "tools/call"
 _REQUEST_ID_KEYS: Final = ("jsonrpc.request.id", "rpc.jsonrpc.request_id", "mcp.request.id")
+_SDK_CLIENT: Final = "MCP send "
+"""The MCP Python SDK (2.x) names its client spans ``MCP send tools/call {tool}``."""
 _LOGFIRE_CLIENT: Final = "MCP request: tools/call"
 _LOGFIRE_SERVER: Final = "MCP server handle request: tools/call"
 
@@ -135,6 +137,7 @@ def read_mcp(span: SpanRecord) -> Normalized:
         text(first(attrs, c.GEN_AI_TOOL_NAME, "mcp.tool.name"))
         or text(params.get("name"))
         or suffix(name, f"{TOOLS_CALL} ")
+        or suffix(name, f"{_SDK_CLIENT}{TOOLS_CALL} ")
         or (suffix(name, _LOGFIRE_CLIENT) or suffix(name, _LOGFIRE_SERVER))
         or name
     )

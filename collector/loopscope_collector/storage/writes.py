@@ -152,6 +152,66 @@ def load_tool_calls(
     return rows
 
 
+_SPAN_WINDOWS: Final = pa.schema([
+    ("trace_id", pa.string()), ("tool", pa.string()), ("start_ns", pa.int64()),
+    ("end_ns", pa.int64()),
+])
+
+
+def loopscope_spans_of_traces(
+    cur: duckdb.DuckDBPyConnection, traces: Sequence[str]
+) -> list[tuple[str, str, int, int]]:
+    """(trace, tool, start, end) of the stored loopscope tool calls in these traces."""
+    if not traces:
+        return []
+    cur.register("incoming_traces", pa.table({"trace_id": list(traces)}))
+    try:
+        return [tuple(row) for row in cur.execute(  # type: ignore[misc]
+            "select t.trace_id, t.tool, t.start_ns, t.end_ns from tool_calls t"
+            " join incoming_traces i using (trace_id) where t.convention = 'loopscope'"
+        ).fetchall()]
+    finally:
+        cur.unregister("incoming_traces")
+
+
+def delete_mcp_shadows(
+    cur: duckdb.DuckDBPyConnection, windows: Sequence[tuple[str, str, int, int]]
+) -> set[str]:
+    """Delete stored MCP rows that lie within these loopscope calls (same trace and tool);
+    returns the episodes they belonged to."""
+    if not windows:
+        return set()
+    batch = pa.Table.from_pylist(
+        [dict(zip(_SPAN_WINDOWS.names, w, strict=True)) for w in windows], schema=_SPAN_WINDOWS)
+    cur.register("incoming_windows", batch)
+    try:
+        found = cur.execute(
+            "select distinct t.episode_id, t.trace_id, t.span_id from tool_calls t"
+            " join incoming_windows w on t.trace_id = w.trace_id and t.tool = w.tool"
+            " where t.convention = 'mcp' and t.start_ns >= w.start_ns and t.end_ns <= w.end_ns"
+        ).fetchall()
+        if found:
+            cur.register("shadowed", pa.table({"trace_id": [f[1] for f in found],
+                                               "span_id": [f[2] for f in found]}))
+            try:
+                for table in ("tool_calls", "detections"):  # fixed names, never input
+                    cur.execute(f"delete from {table} where (trace_id, span_id) in"
+                                " (select trace_id, span_id from shadowed)")
+            finally:
+                cur.unregister("shadowed")
+            cur.register("emptied", pa.table({"episode_id": list({f[0] for f in found})}))
+            try:  # an episode row made only for the shadows (no root span, no calls left)
+                cur.execute("delete from episodes where root_span_id is null"
+                            " and episode_id in (select episode_id from emptied)"
+                            " and not exists (select 1 from tool_calls t"
+                            "                 where t.episode_id = episodes.episode_id)")
+            finally:
+                cur.unregister("emptied")
+    finally:
+        cur.unregister("incoming_windows")
+    return {f[0] for f in found}
+
+
 def stored_dedup_keys(cur: duckdb.DuckDBPyConnection, keys: Sequence[str]) -> set[str]:
     """The keys among ``keys`` that a stored tool call already has (one call, two reports)."""
     if not keys:

@@ -1,0 +1,64 @@
+"""A call guarded by loopscope's MCP integration is reported three times (loopscope's span,
+the MCP SDK's client and server spans); the store keeps one tool call, whatever the order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from loopscope_collector.pipeline import Pipeline
+from loopscope_collector.spans import SpanRecord
+from loopscope_collector.storage import open_database
+
+TRACE = "ab" * 16
+RESOURCE = {"service.name": "mcp-agent"}
+
+
+def ours(span_id: str, start: int) -> SpanRecord:
+    return SpanRecord(TRACE, span_id, "", "execute_tool search_orders", start, start + 100,
+                      attributes={"gen_ai.operation.name": "execute_tool",
+                                  "gen_ai.tool.name": "search_orders",
+                                  "mcp.method.name": "tools/call",
+                                  "loopscope.episode.id": "ep-mcp",
+                                  "loopscope.tool.signature": "sig-1",
+                                  "loopscope.output.hash": "out-1",
+                                  "loopscope.status": "ok", "loopscope.step": start // 1000},
+                      resource=RESOURCE)
+
+
+def sdk_spans(parent: str, start: int, request_id: str) -> list[SpanRecord]:
+    client = SpanRecord(TRACE, f"c{parent[1:]}", parent, "MCP send tools/call search_orders",
+                        start + 10, start + 90, kind=3,
+                        attributes={"mcp.method.name": "tools/call",
+                                    "jsonrpc.request.id": request_id}, resource=RESOURCE)
+    server = SpanRecord(TRACE, f"d{parent[1:]}", client.span_id, "tools/call search_orders",
+                        start + 20, start + 80, kind=2,
+                        attributes={"mcp.method.name": "tools/call",
+                                    "jsonrpc.request.id": request_id,
+                                    "gen_ai.operation.name": "execute_tool",
+                                    "gen_ai.tool.name": "search_orders"}, resource=RESOURCE)
+    return [client, server]
+
+
+@pytest.mark.parametrize("order", ["one batch", "children first", "parent first"])
+def test_one_row_per_guarded_mcp_call(tmp_path: Path, order: str) -> None:
+    db = open_database(tmp_path / "x.duckdb")
+    pipeline = Pipeline(db).start()
+    try:
+        for i in range(3):
+            parent = f"a{i:015d}"
+            mine, theirs = [ours(parent, i * 1000)], sdk_spans(parent, i * 1000, str(i + 2))
+            batches = {"one batch": [theirs + mine], "children first": [theirs, mine],
+                       "parent first": [mine, theirs]}[order]
+            for batch in batches:
+                pipeline.submit(batch).wait(30)
+        calls = db.read("episode_tool_calls", {"episode_id": "ep-mcp"})
+        assert [c["convention"] for c in calls] == ["loopscope"] * 3
+        assert db.read("summary")[0]["tool_calls"] == 3
+        flags = db.read("episode_detections", {"episode_id": "ep-mcp"})
+        assert [(f["ordinal"], f["detector"]) for f in flags][:1] == [(2, "exact_repeat")]
+        assert [e["episode_id"] for e in db.read("episodes")] == ["ep-mcp"]
+    finally:
+        pipeline.stop()
+        db.close()
