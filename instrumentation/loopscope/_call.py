@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Mapping
 from typing import Any, Final
 
 from opentelemetry import trace
@@ -62,6 +63,7 @@ class ToolCallScope:
         found: bool | None = None,
         deadline_s: float | None = None,
         episode: Episode | None = None,
+        attributes: Mapping[str, Any] | None = None,
     ) -> None:
         self.tool = tool
         self.args = args
@@ -73,6 +75,7 @@ class ToolCallScope:
         self.found = found
         self.deadline_s = deadline_s
         self.episode = episode
+        self.attributes = dict(attributes or {})
         self.blocked = False
         self.result: Any = None
         self.finished = False
@@ -156,6 +159,7 @@ class ToolCallScope:
         self._kind = decision.kind
         self._applied = applied_action(episode.mode, decision)
         attributes: dict[str, Any] = {
+            **self.attributes,
             c.GEN_AI_OPERATION_NAME: c.OP_EXECUTE_TOOL,
             c.GEN_AI_TOOL_NAME: self.tool,
             c.GEN_AI_TOOL_CALL_ID: self.call_id,
@@ -300,6 +304,8 @@ def tool_call(tool: str, args: Any = None, **options: Any) -> ToolCallScope:
 
     Options: ``kind`` (read, write, poll), ``call_id`` (pairs start and finish; generated if
     absent), ``intent="duplicate"`` (an intended repeat of a write), ``idempotency_key``,
-    ``reconciles`` and ``found`` (this read settles an UNKNOWN write), ``deadline_s`` (polls).
+    ``reconciles`` and ``found`` (this read settles an UNKNOWN write), ``deadline_s`` (polls),
+    ``attributes`` (extra span attributes set when the span starts, blocked calls included;
+    loopscope's own keys win).
     """
     return ToolCallScope(tool, args, **options)

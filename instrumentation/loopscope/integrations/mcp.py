@@ -1,0 +1,200 @@
+"""MCP clients: every ``ClientSession.call_tool`` becomes a guarded loopscope tool call.
+
+``instrument()`` patches ``mcp.ClientSession.call_tool`` (and, in mcp 2.x, the high-level
+``mcp.Client.call_tool``, so a call that goes through several input-required rounds is one
+tool call, not a repeat). Each call is a ``ToolCallScope``: the span ``execute_tool {name}``
+carries ``mcp.method.name = "tools/call"`` beside loopscope's attributes, and the SDK's own
+request spans (if any) become its children.
+
+What the guard sees of a ``CallToolResult`` is what the model sees: its one text part, or its
+content parts as JSON (its structured content when it has no content), the same reading as
+the collector's MCP convention. ``isError`` records the call as failed, with the error text;
+a timeout (the request's, or a cancellation of the waiting caller) records it as ``timeout``,
+so a write becomes UNKNOWN. In enforce mode a blocked call never reaches the server: it
+returns a ``CallToolResult`` whose text is the correction plus the cached earlier result; a
+stop raises ``loopscope.LoopDetected``. In warn and enforce modes a correction is put in front
+of the result's text.
+
+Needs ``pip install 'loopscope[mcp]'``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import Any, Final
+
+try:
+    import mcp
+    from mcp import types as mcp_types
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise RuntimeError(
+        "loopscope's MCP integration needs the MCP SDK: pip install 'loopscope[mcp]'"
+    ) from exc
+
+from .._call import ToolCallScope, is_timeout
+from .._errors import swallow_internal_errors
+from ..detect.fingerprint import output_text
+
+MCP_METHOD_NAME: Final = "mcp.method.name"
+"""The MCP method of a span (the collector's MCP convention reads the same key)."""
+TOOLS_CALL: Final = "tools/call"
+_ORIGINAL: Final = "__loopscope_original__"
+_TIMEOUT_CODES: Final = frozenset({getattr(mcp_types, "REQUEST_TIMEOUT", -32001), 408})
+"""JSON-RPC error codes of a request that timed out: mcp 2.x's ``REQUEST_TIMEOUT``, 1.x's 408."""
+
+_IN_CALL: ContextVar[bool] = ContextVar("loopscope_mcp_call", default=False)
+"""Set while a guarded call runs, so the session call inside ``Client.call_tool`` passes."""
+
+
+class MCPToolError(Exception):
+    """A ``CallToolResult`` with ``isError``: the tool ran and reported a failure."""
+
+
+class MCPToolTimeout(TimeoutError):
+    """An MCP ``tools/call`` that did not answer in time (the call may have happened)."""
+
+
+def instrument() -> None:
+    """Guard every MCP ``call_tool``. Idempotent."""
+    for owner in _owners():
+        current = owner.__dict__.get("call_tool")
+        if current is None or hasattr(current, _ORIGINAL):
+            continue
+        owner.call_tool = _guarded(current)
+
+
+def uninstrument() -> None:
+    """Restore the original ``call_tool`` methods."""
+    for owner in _owners():
+        original = getattr(owner.__dict__.get("call_tool"), _ORIGINAL, None)
+        if original is not None:
+            owner.call_tool = original
+
+
+def _owners() -> list[type]:
+    owners: list[type] = [mcp.ClientSession]
+    client = getattr(mcp, "Client", None)  # mcp 2.x's high-level client
+    if isinstance(client, type):
+        owners.append(client)
+    return owners
+
+
+def _guarded(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    async def call_tool(
+        self: Any, name: str, arguments: dict[str, Any] | None = None, *args: Any, **kwargs: Any
+    ) -> Any:
+        # A continuation round (answers to an input-required result) belongs to the call
+        # already guarded; so does the session call inside a guarded ``Client.call_tool``.
+        if (
+            _IN_CALL.get()
+            or kwargs.get("input_responses") is not None
+            or kwargs.get("request_state") is not None
+        ):
+            return await original(self, name, arguments, *args, **kwargs)
+        scope = ToolCallScope(name, dict(arguments or {}), attributes={MCP_METHOD_NAME: TOOLS_CALL})
+        scope.start()  # a stop raises LoopDetected here, before the server is asked
+        if scope.blocked:
+            return _text_result(output_text(scope.result))
+        token = _IN_CALL.set(True)
+        scope.activate()
+        try:
+            result = await original(self, name, arguments, *args, **kwargs)
+        except BaseException as exc:
+            scope.fail(_as_timeout(exc))
+            raise
+        finally:
+            _IN_CALL.reset(token)
+        return _finish(scope, result)
+
+    setattr(call_tool, _ORIGINAL, original)
+    return call_tool
+
+
+def _finish(scope: ToolCallScope, result: Any) -> Any:
+    """Record ``result``; returns it, with the correction in front when there is one."""
+    if not isinstance(result, mcp_types.CallToolResult):
+        # An input-required round or an extension's claimed result: record it, pass it on.
+        scope.finish(_dump(result))
+        return result
+    text = ""
+    with swallow_internal_errors("reading an MCP tool result"):
+        text = model_text(result)
+    if _is_error(result):
+        scope.fail(MCPToolError(text))
+        return result
+    shown = scope.finish(text)  # may raise LoopDetected after recording
+    if not isinstance(shown, str) or shown == text:
+        return result
+    corrected = result
+    with swallow_internal_errors("adding a correction to an MCP tool result"):
+        corrected = _with_text(result, text, shown)
+    return corrected
+
+
+def model_text(result: Any) -> str:
+    """What the model sees of a ``CallToolResult``: its one text part, else its content as JSON
+    (its structured content when the content list is empty)."""
+    content = list(getattr(result, "content", None) or [])
+    if len(content) == 1 and isinstance(content[0], mcp_types.TextContent):
+        return content[0].text
+    if not content:
+        structured = _field(result, "structured_content", "structuredContent")
+        if structured is not None:
+            return output_text(structured)
+    return output_text([_dump_part(part) for part in content])
+
+
+def _with_text(result: Any, text: str, shown: str) -> Any:
+    """``result`` with ``shown`` (the correction, then ``text``) as what the model reads."""
+    content = list(result.content or [])
+    if len(content) == 1 and isinstance(content[0], mcp_types.TextContent):
+        parts = [content[0].model_copy(update={"text": shown})]
+    else:
+        prefix = shown[: len(shown) - len(text)].rstrip() if shown.endswith(text) else shown
+        parts = [mcp_types.TextContent(type="text", text=prefix), *content]
+    return result.model_copy(update={"content": parts})
+
+
+def _text_result(text: str) -> Any:
+    """The ``CallToolResult`` of a blocked call: the correction and the cached result."""
+    return mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=text)])
+
+
+def _is_error(result: Any) -> bool:
+    return _field(result, "is_error", "isError") is True
+
+
+def _field(result: Any, name: str, v1_name: str) -> Any:
+    """A ``CallToolResult`` field by its mcp 2.x name, else by its 1.x (camelCase) name."""
+    value = getattr(result, name, None)
+    return getattr(result, v1_name, None) if value is None else value
+
+
+def _as_timeout(exc: BaseException) -> BaseException:
+    """``exc``, or a ``MCPToolTimeout`` when it means the call may have happened unanswered."""
+    if is_timeout(exc):
+        return exc
+    code = getattr(exc, "code", None)
+    if code is None:
+        code = getattr(getattr(exc, "error", None), "code", None)  # mcp 1.x ``McpError``
+    cancelled = type(exc).__name__ in ("CancelledError", "Cancelled")
+    if code in _TIMEOUT_CODES or cancelled:
+        timeout = MCPToolTimeout(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+        timeout.__cause__ = exc
+        return timeout
+    return exc
+
+
+def _dump(value: Any) -> str:
+    dump = getattr(value, "model_dump", None)
+    if dump is None:
+        return output_text(value)
+    return output_text(dump(mode="json", by_alias=True, exclude_none=True))
+
+
+def _dump_part(part: Any) -> Any:
+    dump = getattr(part, "model_dump", None)
+    return dump(mode="json", by_alias=True, exclude_none=True) if dump is not None else part
