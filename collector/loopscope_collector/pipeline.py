@@ -258,7 +258,7 @@ class Pipeline:
             if normalized.reconcile is not None:
                 reconciles.append(normalized.reconcile)
         self._resolve_episodes(cur, tool_rows, episodes)
-        tool_rows, shadowed = self._drop_mcp_shadows(cur, tool_rows)
+        tool_rows, shadowed = self._drop_shadows(cur, tool_rows)
         by_episode: dict[str, list[ToolCallRow]] = {episode: [] for episode in shadowed}
         for row in tool_rows:
             by_episode.setdefault(row.episode_id, []).append(row)
@@ -283,30 +283,33 @@ class Pipeline:
         self._count(tool_rows, results)
         return results
 
-    def _drop_mcp_shadows(
+    def _drop_shadows(
         self, cur: Any, rows: list[ToolCallRow]
     ) -> tuple[list[ToolCallRow], set[str]]:
-        """One call reported by loopscope's guard and by the MCP SDK's own spans is one call.
+        """One call reported by loopscope's guard and by another instrumentation is one call.
 
-        An MCP row of the same trace and tool whose time lies within a loopscope tool span is
-        that span's shadow: it is dropped when it arrives, and deleted when it arrived first
-        (children end, and are exported, before their parents). Returns the rows to keep and
-        the episodes whose stored calls changed (to be re-evaluated).
+        With loopscope's framework integrations, a framework's own spans (the MCP SDK's client
+        and server spans, OpenLLMetry's tool span, ...) report the same call inside loopscope's
+        span. A foreign row of the same trace and tool whose time lies within a loopscope tool
+        span is that span's shadow: dropped when it arrives, deleted when it arrived first
+        (children end, and are exported, before their parents). loopscope's row wins: it
+        carries the guard's decisions. Returns the rows to keep and the episodes whose stored
+        calls changed (to be re-evaluated).
         """
-        mcp = [r for r in rows if r.convention == "mcp"]
+        foreign = [r for r in rows if r.convention != "loopscope"]
         ours = [r for r in rows if r.convention == "loopscope"]
-        if not mcp and not ours:
+        if not ours and not foreign:
             return rows, set()
-        covers = tables.loopscope_spans_of_traces(cur, list({r.trace_id for r in mcp})) + [
+        covers = tables.loopscope_spans_of_traces(cur, list({r.trace_id for r in foreign})) + [
             (r.trace_id, r.tool, r.start_ns, r.end_ns) for r in ours]
         by_trace: dict[tuple[str, str], list[tuple[int, int]]] = {}
         for trace_id, tool, start, end in covers:
             by_trace.setdefault((trace_id, tool), []).append((start, end))
-        kept = [r for r in rows if r.convention != "mcp" or not any(
+        kept = [r for r in rows if r.convention == "loopscope" or not any(
             start <= r.start_ns and r.end_ns <= end
             for start, end in by_trace.get((r.trace_id, r.tool), ()))]
-        changed = tables.delete_mcp_shadows(cur, [(r.trace_id, r.tool, r.start_ns, r.end_ns)
-                                                  for r in ours])
+        changed = tables.delete_shadows(cur, [(r.trace_id, r.tool, r.start_ns, r.end_ns)
+                                              for r in ours])
         for episode_id in changed:
             self.detector.forget(episode_id)
         return kept, changed

@@ -174,11 +174,11 @@ def loopscope_spans_of_traces(
         cur.unregister("incoming_traces")
 
 
-def delete_mcp_shadows(
+def delete_shadows(
     cur: duckdb.DuckDBPyConnection, windows: Sequence[tuple[str, str, int, int]]
 ) -> set[str]:
-    """Delete stored MCP rows that lie within these loopscope calls (same trace and tool);
-    returns the episodes they belonged to."""
+    """Delete stored rows of other instrumentations that lie within these loopscope calls
+    (same trace and tool: the same call reported twice); returns their episodes."""
     if not windows:
         return set()
     batch = pa.Table.from_pylist(
@@ -188,7 +188,8 @@ def delete_mcp_shadows(
         found = cur.execute(
             "select distinct t.episode_id, t.trace_id, t.span_id from tool_calls t"
             " join incoming_windows w on t.trace_id = w.trace_id and t.tool = w.tool"
-            " where t.convention = 'mcp' and t.start_ns >= w.start_ns and t.end_ns <= w.end_ns"
+            " where t.convention <> 'loopscope'"
+            " and t.start_ns >= w.start_ns and t.end_ns <= w.end_ns"
         ).fetchall()
         if found:
             cur.register("shadowed", pa.table({"trace_id": [f[1] for f in found],

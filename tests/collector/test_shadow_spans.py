@@ -1,5 +1,6 @@
-"""A call guarded by loopscope's MCP integration is reported three times (loopscope's span,
-the MCP SDK's client and server spans); the store keeps one tool call, whatever the order."""
+"""A call guarded by loopscope and also reported by another instrumentation (the MCP SDK's
+client and server spans, OpenLLMetry's tool span) is one tool call in the store, whatever
+order the spans arrive in."""
 
 from __future__ import annotations
 
@@ -59,6 +60,32 @@ def test_one_row_per_guarded_mcp_call(tmp_path: Path, order: str) -> None:
         flags = db.read("episode_detections", {"episode_id": "ep-mcp"})
         assert [(f["ordinal"], f["detector"]) for f in flags][:1] == [(2, "exact_repeat")]
         assert [e["episode_id"] for e in db.read("episodes")] == ["ep-mcp"]
+    finally:
+        pipeline.stop()
+        db.close()
+
+
+def test_another_instrumentations_span_inside_a_loopscope_call_is_the_same_call(
+    tmp_path: Path,
+) -> None:
+    """OpenLLMetry's tool span, started inside loopscope's LangChain integration span, is the
+    same call: one row, loopscope's (it carries the guard's decisions)."""
+    db = open_database(tmp_path / "x.duckdb")
+    pipeline = Pipeline(db).start()
+    try:
+        parent = "a" * 16
+        theirs = SpanRecord(TRACE, "e" * 16, parent, "search_orders.tool", 10, 90,
+                            attributes={"traceloop.span.kind": "tool",
+                                        "traceloop.entity.name": "search_orders",
+                                        "traceloop.entity.input": '{"inputs": {"q": "late"}}',
+                                        "traceloop.entity.output": '"none"'},
+                            resource=RESOURCE)
+        pipeline.submit([theirs]).wait(30)
+        assert db.read("summary")[0]["tool_calls"] == 1
+        pipeline.submit([ours(parent, 0)]).wait(30)
+        calls = db.read("episode_tool_calls", {"episode_id": "ep-mcp"})
+        assert [c["convention"] for c in calls] == ["loopscope"]
+        assert db.read("summary")[0]["tool_calls"] == 1
     finally:
         pipeline.stop()
         db.close()
