@@ -119,3 +119,23 @@ def test_first_readme_command_works_in_a_fresh_venv(tmp_path: Path) -> None:
         output = up.communicate(timeout=120)[0]
     assert up.returncode == 0, output
     assert "dashboard: http://127.0.0.1:" in output
+    deadline = time.monotonic() + 15
+    while (left := _processes_running(str(venv))) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, f"processes left behind: {left}"
+
+
+def _processes_running(marker: str) -> list[str]:
+    """Command lines of live processes that mention ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in cmdline and state != "Z":
+            found.append(cmdline.strip())
+    return found

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -62,11 +61,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     where = f"file {args.db}" if args.db else f"collector {environment(args)[COLLECTOR_URL_ENV]}"
     print(f"loopscope dashboard on http://{args.host}:{args.port} reading {where}",
-          file=sys.stderr)
-    try:
-        return subprocess.call(command(args), env=environment(args))
-    except KeyboardInterrupt:
-        return 0
+          file=sys.stderr, flush=True)
+    # Become Streamlit (same process): signals reach it directly, and a parent that stops
+    # this process stops the server, with no grandchild left behind.
+    os.execve(sys.executable, command(args), environment(args))
+    return 0  # not reached
 
 
 def register(sub: Any) -> None:

@@ -62,6 +62,16 @@ def wait_for(check, timeout: float = 120.0):
     raise AssertionError(f"not ready within {timeout} s")
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid``: children, grandchildren, ... (from /proc)."""
+    found, todo = [], [pid]
+    while todo:
+        kids = children(todo.pop())
+        found += kids
+        todo += kids
+    return found
+
+
 def children(pid: int) -> list[int]:
     """Direct children of ``pid`` (from /proc)."""
     found = []
@@ -140,8 +150,8 @@ def test_up_demo_renders_overview_and_episode_pages(system: dict, chromium: str)
             browser.close()
 
     proc = system["proc"]
-    parts = children(proc.pid)
-    assert len(parts) >= 3  # collector, dashboard, demo agents
+    parts = descendants(proc.pid)
+    assert len(children(proc.pid)) >= 3  # collector, dashboard, demo agents
     proc.send_signal(signal.SIGINT)
     assert proc.wait(60) == 0
     deadline = time.monotonic() + 10
