@@ -6,7 +6,7 @@ uses, so problems are reported the same ``FILE:LINE`` way) and each run is repla
 the detection core, off the store: nothing is written anywhere until the user asks to send
 the runs to a live collector. Then an OTLP file's own export requests are posted as they are,
 and an Episode JSONL run becomes the spans ``loopscope analyze --db`` would store
-(``offline.episode_spans``), encoded as OTLP JSON.
+(``synthetic_spans.episode_spans``), encoded as OTLP JSON.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ import pandas as pd
 
 from loopscope.analysis import Problem, summarize
 from loopscope.detect.replay import Episode, EpisodeReport, replay
-from loopscope_collector.offline import episode_spans, read_inputs
+from loopscope_collector.offline import read_inputs
 from loopscope_collector.spans import SpanRecord
+from loopscope_collector.synthetic_spans import episode_spans
 
 MODES: Final = ("enforce", "observe", "warn")
 EPISODES_PER_REQUEST: Final = 50

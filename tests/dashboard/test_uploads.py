@@ -7,7 +7,7 @@ from pathlib import Path
 
 from loopscope.scenarios import generate
 from loopscope_collector.decode import decode_request
-from loopscope_collector.offline import episodes_from_spans
+from loopscope_collector.otlp_files import episodes_from_spans
 from loopscope_dashboard import uploads
 
 

@@ -1,0 +1,144 @@
+"""The DuckDB store ``loopscope analyze --db`` writes, through the collector's real pipeline.
+
+So the store holds what a running collector would have stored: spans, tool calls, episodes,
+detections. Kept apart from ``offline`` (the command's plug-in) because opening, feeding and
+counting a store is a concept of its own. A store locked by a running collector is refused with
+a clear message.
+
+Nothing heavy is imported at import time: duckdb, pyarrow and the pipeline are imported when a
+store is opened or finished, so ``loopscope --help`` and the plain ``analyze`` keep working
+without the collector extra.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from loopscope.detect.policy import Policy
+
+from .spans import SpanRecord
+
+if TYPE_CHECKING:
+    from .pipeline import Job, Pipeline
+    from .storage import Database
+
+__all__ = ["Store", "StoreCounts", "StoreError"]
+
+CHUNK_SPANS: Final = 5_000
+"""Spans per pipeline job: well under the pipeline's queue limit."""
+IN_FLIGHT_SPANS: Final = 40_000
+"""Spans submitted but not yet committed before the reader waits for the pipeline."""
+STORE_TIMEOUT_S: Final = 600.0
+
+
+class StoreError(RuntimeError):
+    """The DuckDB store cannot be opened or written; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoreCounts:
+    """What one run stored, and what the store holds for the episodes it read."""
+
+    path: str
+    spans_new: int
+    spans_duplicate: int
+    episodes: int
+    tool_calls: int
+    detections: int
+
+    def __str__(self) -> str:
+        return (f"stored in {self.path}: {self.episodes} episodes, {self.tool_calls} tool "
+                f"calls, {self.detections} detections ({self.spans_new} new spans, "
+                f"{self.spans_duplicate} already stored)")
+
+
+class Store:
+    """A DuckDB store written through the collector's ``Pipeline``, as a collector would."""
+
+    def __init__(self, db: Database, pipeline: Pipeline, policy: Policy) -> None:
+        self.db = db
+        self.pipeline = pipeline
+        self.policy = policy
+        self.started_ns = time.time_ns()
+        self._jobs: deque[Job] = deque()
+        self._in_flight = 0
+        self._closed = False
+
+    @classmethod
+    def open(cls, path: str, *, policy: Policy | None = None) -> Store:
+        """Open (creating and migrating) ``path`` and start a pipeline on it.
+
+        Raises:
+            StoreError: the collector extra is missing, the file is locked by a running
+                collector, or it is not a loopscope store this version can write.
+        """
+        try:
+            import duckdb
+
+            from .pipeline import Pipeline
+            from .storage import SchemaError, open_database
+        except ImportError as exc:
+            raise StoreError(f"--db needs the collector extra ({exc.name} is missing): "
+                             "pip install 'loopscope[collector]'") from None
+        try:
+            db = open_database(path)
+        except duckdb.IOException as exc:
+            if "lock" in str(exc).lower():
+                raise StoreError(
+                    f"{path} is locked by another process (a running `loopscope collector`?). "
+                    "Stop it first, or write to another file and browse that one"
+                ) from None
+            raise StoreError(f"cannot open {path}: {exc}") from None
+        except (duckdb.Error, SchemaError) as exc:
+            raise StoreError(f"cannot use {path} as a loopscope store: {exc}") from None
+        policy = policy or Policy()
+        return cls(db, Pipeline(db, policy=policy).start(), policy)
+
+    def submit(self, spans: Sequence[SpanRecord]) -> None:
+        """Queue spans for storing; waits when too many are still being stored."""
+        for start in range(0, len(spans), CHUNK_SPANS):
+            chunk = list(spans[start:start + CHUNK_SPANS])
+            self._jobs.append(self.pipeline.submit(chunk))
+            self._in_flight += len(chunk)
+            while self._in_flight > IN_FLIGHT_SPANS:
+                self._wait_oldest()
+
+    def _wait_oldest(self) -> None:
+        job = self._jobs.popleft()
+        self._in_flight -= len(job.spans)
+        try:
+            job.wait(STORE_TIMEOUT_S)
+        except Exception as exc:
+            raise StoreError(f"storing into {self.db.path} failed: {exc}") from exc
+
+    def finish(self, episode_ids: Iterable[str] = ()) -> StoreCounts:
+        """Wait until everything submitted is committed; count what the store holds for
+        ``episode_ids`` (the episodes the run read)."""
+        import pyarrow as pa
+
+        while self._jobs:
+            self._wait_oldest()
+        self.pipeline.stop(STORE_TIMEOUT_S)
+        self._closed = True
+        stats = self.pipeline.stats
+        cur = self.db.cursor()
+        cur.register("offline_episodes", pa.table({"episode_id": sorted(set(episode_ids))}))
+        try:
+            counts = [cur.execute(f"select count(*) from {table} join offline_episodes "
+                                  "using (episode_id)").fetchall()[0][0]
+                      for table in ("episodes", "tool_calls", "detections")]
+        finally:
+            cur.unregister("offline_episodes")
+            cur.close()
+        return StoreCounts(self.db.path, stats.spans_stored, stats.spans_duplicate, *counts)
+
+    def close(self) -> None:
+        """Stop the pipeline (if still running) and close the file."""
+        if not self._closed:
+            self.pipeline.stop(STORE_TIMEOUT_S)
+            self._closed = True
+        self.db.close()
