@@ -8,7 +8,8 @@ from typing import Any
 from loopscope.detect import Policy
 
 from . import prometheus
-from .alerts import AlertManager, AlertSettings, build_sink
+from .alert_sinks import build_sink
+from .alerts import AlertManager, AlertSettings
 from .pipeline import Pipeline
 from .server import MAX_BODY_BYTES, CollectorHTTPServer
 from .server_grpc import serve_grpc

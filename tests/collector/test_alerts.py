@@ -17,14 +17,12 @@ import pytest
 from collector_process import CollectorProcess, eventually, free_port, start_collector
 from otlp_requests import episode_request, request, tool_span
 
+from loopscope_collector.alert_sinks import FanOutSink, WebhookSink, slack_text
 from loopscope_collector.alerts import (
     Alert,
     AlertManager,
     AlertSettings,
-    FanOutSink,
     SpikeDetector,
-    WebhookSink,
-    slack_text,
 )
 from loopscope_collector.decode import decode_proto_request
 from loopscope_collector.pipeline import Pipeline
