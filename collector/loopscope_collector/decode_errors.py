@@ -1,0 +1,35 @@
+"""The errors an OTLP trace export can fail to decode with, each with its HTTP status.
+
+Both halves of the decoder raise them: ``decode`` (the entry points, decompression and the
+protobuf path) and ``decode_json`` (the OTLP JSON path). They live in this small module of
+their own so that ``decode`` can import ``decode_json`` without a cycle; import them from
+``decode``, which is their public home.
+"""
+
+from __future__ import annotations
+
+__all__ = ["DecodeError", "PayloadTooLarge", "UnsupportedEncoding", "UnsupportedMediaType"]
+
+
+class DecodeError(ValueError):
+    """The body is not a valid OTLP trace export; the message says what and where (HTTP 400)."""
+
+    http_status = 400
+
+
+class UnsupportedMediaType(DecodeError):
+    """The Content-Type is missing or not one we read (HTTP 415)."""
+
+    http_status = 415
+
+
+class UnsupportedEncoding(DecodeError):
+    """The Content-Encoding is not gzip, deflate or identity (HTTP 415)."""
+
+    http_status = 415
+
+
+class PayloadTooLarge(DecodeError):
+    """The body, after decompression, is larger than the limit (HTTP 413)."""
+
+    http_status = 413

@@ -1,0 +1,263 @@
+"""Turn the body of an OTLP/JSON trace export into ``SpanRecord`` objects.
+
+The JSON half of ``decode``, which owns the entry points (``decode_request`` hands the
+decompressed body here) and the protobuf path. Kept in a module of its own because reading
+JSON field by field, with a path for every error, is a concept apart from the protobuf hot path.
+
+OTLP JSON is read as the OTLP spec defines it: hex ids, 64-bit integers as strings or numbers,
+enums as integers. It is lenient where that costs nothing: enum names, snake_case keys and
+``null`` for an absent field are accepted, and unknown fields are ignored. Every error is a
+``DecodeError`` whose message names the problem and where it is.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import functools
+import json
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+
+from loopscope_collector.decode_errors import DecodeError
+from loopscope_collector.spans import SpanEvent, SpanRecord
+
+__all__ = ["decode_json"]
+
+_INT64 = (-(2**63), 2**63 - 1)
+_UINT64 = (0, 2**64 - 1)
+
+
+def decode_json(data: bytes | bytearray) -> list[SpanRecord]:
+    try:
+        doc = json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise DecodeError(
+            f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
+    except UnicodeDecodeError:
+        raise DecodeError("invalid JSON: the body is not UTF-8") from None
+    except RecursionError:
+        raise DecodeError("invalid JSON: nested too deeply") from None
+    try:
+        return _json_request(_obj(doc, "request"))
+    except RecursionError:
+        raise DecodeError("AnyValue nested too deeply") from None
+
+
+def _json_request(doc: dict[str, Any]) -> list[SpanRecord]:
+    records: list[SpanRecord] = []
+    for r, rs in _items(doc, "resourceSpans", ""):
+        p = f"resourceSpans[{r}]"
+        resource = _json_attributes(_obj(_get(rs, "resource"), f"{p}.resource"), f"{p}.resource")
+        for s, ss in _items(rs, "scopeSpans", p):
+            ps = f"{p}.scopeSpans[{s}]"
+            scope = _obj(_get(ss, "scope"), f"{ps}.scope")
+            scope_name_version = (
+                _str(scope, "name", f"{ps}.scope"),
+                _str(scope, "version", f"{ps}.scope"),
+            )
+            for i, span in _items(ss, "spans", ps):
+                records.append(_json_span(span, f"{ps}.spans[{i}]", resource, scope_name_version))
+    return records
+
+
+def _json_span(
+    span: dict[str, Any], path: str, resource: dict[str, Any], scope: tuple[str, str]
+) -> SpanRecord:
+    status = _obj(_get(span, "status"), f"{path}.status")
+    events = [
+        SpanEvent(
+            _str(event, "name", f"{path}.events[{e}]"),
+            _int(_get(event, "timeUnixNano"), f"{path}.events[{e}].timeUnixNano", _UINT64),
+            _json_attributes(event, f"{path}.events[{e}]"),
+        )
+        for e, event in _items(span, "events", path)
+    ]
+    return SpanRecord(
+        trace_id=_hex_id(span, "traceId", 16, path),
+        span_id=_hex_id(span, "spanId", 8, path),
+        parent_span_id=_hex_id(span, "parentSpanId", 8, path),
+        name=_str(span, "name", path),
+        start_ns=_int(_get(span, "startTimeUnixNano"), f"{path}.startTimeUnixNano", _UINT64),
+        end_ns=_int(_get(span, "endTimeUnixNano"), f"{path}.endTimeUnixNano", _UINT64),
+        kind=_enum(_get(span, "kind"), f"{path}.kind", Span.SpanKind, "SPAN_KIND_"),
+        status_code=_enum(
+            _get(status, "code"), f"{path}.status.code", Status.StatusCode, "STATUS_CODE_"
+        ),
+        status_message=_str(status, "message", f"{path}.status"),
+        attributes=_json_attributes(span, path),
+        events=events,
+        resource=dict(resource),
+        scope_name=scope[0],
+        scope_version=scope[1],
+    )
+
+
+@functools.cache
+def _snake(key: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
+
+
+def _get(obj: dict[str, Any], key: str) -> Any:
+    """``obj[key]`` in lowerCamelCase, else snake_case; ``None`` when absent or null."""
+    value = obj.get(key)
+    return obj.get(_snake(key)) if value is None else value
+
+
+def _type(value: Any) -> str:
+    kinds = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
+    return "null" if value is None else kinds.get(type(value), "a number")
+
+
+def _obj(value: Any, path: str) -> dict[str, Any]:
+    """``value`` as an object; ``{}`` for null or absent."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise DecodeError(f"{path}: expected an object, got {_type(value)}")
+    return value
+
+
+def _items(obj: dict[str, Any], key: str, path: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Enumerate the objects in the array ``obj[key]`` (absent or null is empty)."""
+    path = f"{path}.{key}" if path else key
+    for n, item in enumerate(_list(_get(obj, key), path)):
+        yield n, _obj(item, f"{path}[{n}]")
+
+
+def _list(value: Any, path: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise DecodeError(f"{path}: expected an array, got {_type(value)}")
+    return value
+
+
+def _str(obj: dict[str, Any], key: str, path: str) -> str:
+    value = _get(obj, key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise DecodeError(f"{path}.{key}: expected a string, got {_type(value)}")
+    return value
+
+
+def _int(value: Any, path: str, bounds: tuple[int, int] = _INT64) -> int:
+    """A 64-bit integer sent as a number or a decimal string (absent is 0)."""
+    if value is None:
+        return 0
+    number = isinstance(value, (int, str)) and not isinstance(value, bool)
+    try:
+        result = int(value) if number or (type(value) is float and value.is_integer()) else None
+    except ValueError:
+        result = None
+    if result is None:
+        raise DecodeError(f"{path}: expected an integer, got {_type(value)} {value!r}")
+    if not bounds[0] <= result <= bounds[1]:
+        raise DecodeError(f"{path}: {result} is out of range for a 64-bit integer")
+    return result
+
+
+def _enum(value: Any, path: str, enum: Any, prefix: str) -> int:
+    """An enum sent as its number or, leniently, its name (with or without the prefix)."""
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        name = value.strip().upper()
+        for candidate in (name, prefix + name):
+            if candidate in enum.DESCRIPTOR.values_by_name:
+                return int(enum.Value(candidate))
+        if name.isdigit():
+            return int(name)
+    names = ", ".join(enum.keys())
+    raise DecodeError(f"{path}: expected one of {names} or its number, got {value!r}")
+
+
+_HEX = {16: re.compile(r"[0-9a-fA-F]{32}"), 8: re.compile(r"[0-9a-fA-F]{16}")}
+
+
+def _hex_id(span: dict[str, Any], key: str, size: int, path: str) -> str:
+    """A hex id; ``""`` for an absent parent, ``DecodeError`` for an invalid one."""
+    value = _get(span, key)
+    if value is None:
+        value = ""
+    if not isinstance(value, str) or (value and not _HEX[size].fullmatch(value)):
+        # base64 (what protobuf's own JSON mapping would produce) is a common mistake
+        looks_base64 = isinstance(value, str) and len(value) == 4 * -(-size // 3)
+        hint = " (OTLP JSON ids are hex, not base64)" if looks_base64 else ""
+        raise DecodeError(f"{path}.{key}: not {size} bytes of hex{hint}: {value!r}")
+    if value.strip("0") == "":
+        if key == "parentSpanId":
+            return ""
+        raise DecodeError(f"{path}.{key}: empty or all zero, which OTLP defines as invalid")
+    return value.lower()
+
+
+def _json_attributes(obj: dict[str, Any], path: str, key: str = "attributes") -> dict[str, Any]:
+    """Convert the ``KeyValue`` array ``obj[key]`` (attributes, or a kvlist's values)."""
+    out: dict[str, Any] = {}
+    for a, kv in _items(obj, key, path):
+        name = _get(kv, "key")
+        if not isinstance(name, str):
+            raise DecodeError(f"{path}.{key}[{a}].key: expected a string, got {_type(name)}")
+        out[name] = _json_value(_get(kv, "value"), f"{path}.{key}[{a}].value")
+    return out
+
+
+def _json_value(value: Any, path: str) -> Any:
+    """Convert one JSON ``AnyValue``; an empty one (no known member) becomes ``None``."""
+    value = _obj(value, path)
+    for key, convert in _ANY_VALUE:
+        member = _get(value, key)
+        if member is not None:
+            return convert(member, f"{path}.{key}")
+    return None
+
+
+def _typed(kind: type, name: str) -> Callable[[Any, str], Any]:
+    def check(value: Any, path: str) -> Any:
+        if type(value) is not kind:
+            raise DecodeError(f"{path}: expected {name}, got {_type(value)}")
+        return value
+
+    return check
+
+
+def _double(value: Any, path: str) -> float:
+    try:  # the protobuf JSON mapping also allows strings: "NaN", "Infinity", "1.5"
+        if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+            return float(value)
+    except ValueError:
+        pass
+    raise DecodeError(f"{path}: expected a number, got {_type(value)} {value!r}")
+
+
+def _base64(value: Any, path: str) -> bytes:
+    if isinstance(value, str):  # standard or URL-safe alphabet, padding optional
+        text = value.replace("-", "+").replace("_", "/")
+        with contextlib.suppress(binascii.Error, ValueError):
+            return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+    raise DecodeError(f"{path}: expected base64, got {value!r}")
+
+
+def _array(value: Any, path: str) -> list[Any]:
+    values = _list(_get(_obj(value, path), "values"), f"{path}.values")
+    return [_json_value(x, f"{path}.values[{n}]") for n, x in enumerate(values)]
+
+
+_ANY_VALUE: tuple[tuple[str, Callable[[Any, str], Any]], ...] = (
+    ("stringValue", _typed(str, "a string")),
+    ("boolValue", _typed(bool, "a boolean")),
+    ("intValue", _int),
+    ("doubleValue", _double),
+    ("arrayValue", _array),
+    ("kvlistValue", lambda v, p: _json_attributes(_obj(v, p), p, "values")),
+    ("bytesValue", _base64),
+)
