@@ -45,6 +45,7 @@ class WriteLedger:
         self._records: dict[str, WriteRecord] = {}
         self._by_call: dict[str, str] = {}
         self._done_signatures: dict[str, int] = {}
+        self._unknown: dict[str, WriteRecord] = {}  # UNKNOWN writes, so a check is O(open)
 
     def key_for(self, tool: str, explicit: str | None = None) -> str:
         """The idempotency key of the next call of ``tool``: ``run_id:tool#n``, or ``explicit``."""
@@ -56,7 +57,7 @@ class WriteLedger:
 
     def unresolved(self) -> list[WriteRecord]:
         """Writes whose result is still UNKNOWN."""
-        return [r for r in self._records.values() if r.state == "unknown"]
+        return list(self._unknown.values())
 
     def before(self, candidate: StepView, key: str, intent: str | None) -> Finding | None:
         """Check a write before it runs."""
@@ -107,13 +108,16 @@ class WriteLedger:
         if step.status == "ok":
             self._resolve(record, step.signature)
             return "ok"
+        self._unknown.pop(record.key, None)  # a new attempt settles the last one's state
         if step.status == "timeout":
             record.state = "unknown"
+            self._unknown[record.key] = record
             return "unknown"
         record.state = "error"  # exceptions are not cached: the same key may be retried
         return "error"
 
     def _resolve(self, record: WriteRecord, signature: str) -> None:
+        self._unknown.pop(record.key, None)
         record.state = "ok"
         self._done_signatures[signature] = record.step
         self._next_step[record.tool] = self._next_step.get(record.tool, 1) + 1
@@ -131,5 +135,6 @@ class WriteLedger:
         if found:
             self._resolve(record, record.signature)
         else:
+            self._unknown.pop(record.key, None)
             record.state = "absent"
         return record
