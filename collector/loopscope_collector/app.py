@@ -36,12 +36,16 @@ class Collector:
         self.alerts = AlertManager(alert_settings, build_sink(webhooks))  # bad URL: ValueError
         self.db = open_database(db_path)
         self.pipeline = Pipeline(self.db, policy=policy, on_batch=self.alerts)
-        self.http = CollectorHTTPServer(
-            (host, http_port), pipeline=self.pipeline, db=self.db, auth_token=auth_token,
-            prometheus=lambda: prometheus.render(self.pipeline, alerts=self.alerts.counts(),
-                                                 alert_failures=self.alerts.sink_failures()),
-            max_body_bytes=max_request_bytes,
-        )
+        try:
+            self.http = CollectorHTTPServer(
+                (host, http_port), pipeline=self.pipeline, db=self.db, auth_token=auth_token,
+                prometheus=lambda: prometheus.render(self.pipeline, alerts=self.alerts.counts(),
+                                                     alert_failures=self.alerts.sink_failures()),
+                max_body_bytes=max_request_bytes,
+            )
+        except OSError:
+            self.db.close()  # the port is taken: release the store for whoever retries
+            raise
         self.host = host
         self.grpc_port = grpc_port
         self.auth_token = auth_token

@@ -119,14 +119,37 @@ def cmd_collector(args: argparse.Namespace) -> int:
         window_s=args.alert_window, bucket_s=min(5.0, args.alert_window),
         factor=args.alert_factor, threshold=args.alert_threshold,
         min_volume=args.alert_min_volume, cooldown_s=args.alert_cooldown)
-    collector = Collector(db_path=args.db, host=args.host, http_port=args.http_port,
-                          grpc_port=args.grpc_port, auth_token=args.auth_token, policy=policy,
-                          max_request_bytes=args.max_request_bytes,
-                          alert_settings=alert_settings, webhooks=args.webhook)
+    import duckdb
+
+    from .storage import SchemaError
+
+    try:
+        collector = Collector(db_path=args.db, host=args.host, http_port=args.http_port,
+                              grpc_port=args.grpc_port, auth_token=args.auth_token,
+                              policy=policy, max_request_bytes=args.max_request_bytes,
+                              alert_settings=alert_settings, webhooks=args.webhook)
+    except duckdb.IOException as exc:
+        print(f"loopscope collector: error: cannot open the store {args.db}: {exc}. Another "
+              "collector probably owns it (one writer per file): stop it, or pass another "
+              "--db.", file=sys.stderr)
+        return 1
+    except SchemaError as exc:
+        print(f"loopscope collector: error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"loopscope collector: error: cannot listen on {args.host}:{args.http_port} "
+              f"({exc.strerror or exc}); pass another --http-port.", file=sys.stderr)
+        return 1
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    collector.start()
+    try:
+        collector.start()
+    except OSError as exc:  # the gRPC port is taken
+        print(f"loopscope collector: error: {exc}; pass another --grpc-port (0 turns gRPC off).",
+              file=sys.stderr)
+        collector.stop()
+        return 1
     print(f"loopscope collector: OTLP/HTTP on {collector.http_url}/v1/traces"
           + (f", OTLP/gRPC on {args.host}:{collector.grpc_port}" if collector.grpc_port else "")
           + f"; store {args.db}; reads {collector.http_url}/v1/reads; "

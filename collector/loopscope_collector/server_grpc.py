@@ -57,11 +57,15 @@ def serve_grpc(pipeline: Pipeline, host: str, port: int, *,
     """Start the gRPC server (it serves on its own threads); returns it for ``stop``."""
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="loopscope-grpc"),
-        options=[("grpc.max_receive_message_length", MAX_BODY_BYTES)],
+        # No SO_REUSEPORT: a second collector must not silently share (and split) the port.
+        options=[("grpc.max_receive_message_length", MAX_BODY_BYTES), ("grpc.so_reuseport", 0)],
     )
     trace_service_pb2_grpc.add_TraceServiceServicer_to_server(
         TraceService(pipeline, auth_token), server)
-    bound = server.add_insecure_port(f"{host}:{port}")
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError as exc:  # newer grpcio raises instead of returning 0
+        raise OSError(f"cannot listen for OTLP/gRPC on {host}:{port}: {exc}") from None
     if not bound:
         raise OSError(f"cannot listen for OTLP/gRPC on {host}:{port}")
     server.start()

@@ -203,3 +203,24 @@ def test_labels_are_written_by_the_collector_and_validated(collector: CollectorP
     con = duckdb.connect(str(collector.db), read_only=True)
     assert con.execute("select label, note from labels").fetchall() == [("no_loop", "polling")]
     con.close()
+
+
+def test_a_second_collector_on_the_same_store_or_port_is_refused_clearly(
+    collector: CollectorProcess, tmp_path: Path,
+) -> None:
+    """One writer per DuckDB file, one owner per port: the second gets a one-line error, not
+    a traceback, and the first keeps serving."""
+    def second(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "loopscope", "collector", *args],
+                              capture_output=True, text=True, timeout=60)
+
+    locked = second("--db", str(collector.db), "--http-port", "0", "--grpc-port", "0")
+    assert locked.returncode == 1 and "another --db" in locked.stderr
+    assert "Traceback" not in locked.stderr
+    taken = second("--db", str(tmp_path / "other.duckdb"), "--http-port",
+                   str(collector.http_port), "--grpc-port", "0")
+    assert taken.returncode == 1 and "another --http-port" in taken.stderr
+    grpc_taken = second("--db", str(tmp_path / "third.duckdb"), "--http-port", "0",
+                        "--grpc-port", str(collector.grpc_port))
+    assert grpc_taken.returncode == 1 and "another --grpc-port" in grpc_taken.stderr
+    _still_serving(collector)
