@@ -8,8 +8,10 @@ Three receivers get the same load from the same generator, one after the other:
   stops when its REST API returns every span.
 The generator runs in separate processes with persistent connections, sending pre-built OTLP
 protobuf requests (GenAI ``execute_tool`` spans with content, 20 calls per episode, a third
-of the episodes spinning). Reported: spans/s for each, the ratios, and the collector's
-memory per active episode.
+of the episodes spinning). Reported: spans/s for each, the ratios, the collector's
+memory per active episode, and its per-request acknowledgement latency (a 200 is sent once the
+request's spans are stored and their flags written, so this bounds how long a flag takes to be
+in the store after its span reaches the collector).
 
 Run:  .venv/bin/python benchmarks/bench_collector.py [--spans 200000] [--connections 4]
 """
@@ -65,16 +67,24 @@ def build_requests(total: int, per_request: int, seed: int) -> list[bytes]:
 def _send(port: int, bodies: list[bytes], path: str, out: multiprocessing.Queue) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     failures = 0
+    latencies = []
     for body in bodies:
         while True:
+            start = time.perf_counter()
             conn.request("POST", path, body, {"Content-Type": "application/x-protobuf"})
             response = conn.getresponse()
             response.read()
             if response.status == 200:
+                latencies.append(time.perf_counter() - start)
                 break
             failures += 1
             time.sleep(float(response.getheader("Retry-After") or 1))
-    out.put(failures)
+    out.put((failures, latencies))
+
+
+LAST_LATENCIES: list[float] = []
+"""Seconds from sending each request to its 200 of the last ``run_load``: for loopscope, the
+spans are stored and their flags written (same transaction) when the 200 is sent."""
 
 
 def run_load(port: int, bodies: list[bytes], connections: int, path: str = "/v1/traces") -> int:
@@ -84,10 +94,21 @@ def run_load(port: int, bodies: list[bytes], connections: int, path: str = "/v1/
              for i in range(connections)]
     for proc in procs:
         proc.start()
-    retries = sum(out.get() for _ in procs)
+    results = [out.get() for _ in procs]
     for proc in procs:
         proc.join()
-    return retries
+    LAST_LATENCIES[:] = sorted(t for _, latencies in results for t in latencies)
+    return sum(failures for failures, _ in results)
+
+
+def latency_summary() -> dict:
+    """p50 / p95 / max of the last load's request latencies, in seconds."""
+    done = LAST_LATENCIES
+    if not done:
+        return {}
+    return {"p50_s": round(done[len(done) // 2], 4),
+            "p95_s": round(done[min(len(done) - 1, int(len(done) * 0.95))], 4),
+            "max_s": round(done[-1], 4)}
 
 
 def free_port() -> int:
@@ -139,6 +160,7 @@ def bench_loopscope(bodies: list[bytes], total: int, connections: int, tmp: Path
         rss_after = rss_mb(proc.pid)
         return {"seconds": done - start, "ack_seconds": acked - start,
                 "spans_per_s": total / (done - start), "retried_requests": retries,
+                "ack_latency_per_request": latency_summary(),
                 "flagged_episodes": summary["flagged_episodes"], "active_episodes": active,
                 "rss_mb": rss_after,
                 "kb_per_active_episode": (rss_after - rss_before) * 1024 / max(active, 1)}
