@@ -30,6 +30,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 
 import loopscope
 from loopscope import conventions as c
+from loopscope.detect.fingerprint import call_signature, canonical_json, output_hash, output_text
 
 
 class CountingExporter(SpanExporter):
@@ -172,6 +173,23 @@ def main() -> None:
                 search_orders(f"customer {i}")
                 span.set_attributes(END_ATTRS)
 
+    def hashed_span(n: int) -> None:
+        """The bare span plus computing its two content attributes (what any instrumentation
+        recording a call signature and an output hash must do): canonical JSON and SHA-256 of
+        the arguments, JSON and SHA-256 of the result. No guard."""
+        for i in range(n):
+            query = f"customer {i}"
+            with tracer.start_as_current_span(
+                "execute_tool search_orders", attributes=START_ATTRS
+            ) as span:
+                span.set_attribute(
+                    c.SIGNATURE,
+                    call_signature("search_orders", canonical_json({"query": query, "limit": 20})),
+                )
+                result = search_orders(query)
+                span.set_attributes(END_ATTRS)
+                span.set_attribute(c.OUTPUT_HASH, output_hash(output_text(result)))
+
     def guarded(n: int) -> None:
         with loopscope.episode(task="bench", task_type="lookup"):
             for i in range(n):
@@ -180,6 +198,7 @@ def main() -> None:
     variants: dict[str, Callable[[int], None]] = {
         "bare_function": bare,
         "bare_span": bare_span,
+        "span_and_hashes": hashed_span,
         "loopscope": guarded,
     }
     per_call: dict[str, list[float]] = {name: [] for name in variants}
@@ -202,6 +221,9 @@ def main() -> None:
         "rounds": args.rounds,
         "median_ns_per_call": {k: round(v) for k, v in median.items()},
         "ratio_loopscope_vs_bare_span": round(median["loopscope"] / median["bare_span"], 3),
+        "ratio_span_and_hashes_vs_bare_span": round(
+            median["span_and_hashes"] / median["bare_span"], 3
+        ),
         "spans_exported": exporter.count,
     }
     if args.json:
@@ -213,6 +235,7 @@ def main() -> None:
     )
     for name, ns in result["median_ns_per_call"].items():
         print(f"  {name:<14} {ns / 1000:8.2f} µs")
+    print(f"span + hashes / bare span: {result['ratio_span_and_hashes_vs_bare_span']:.3f}x")
     print(f"loopscope / bare span: {result['ratio_loopscope_vs_bare_span']:.3f}x (target <= 1.2x)")
 
 
