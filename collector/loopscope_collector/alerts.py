@@ -268,7 +268,7 @@ ALERTS: Final = pa.schema([
     ("alert_id", pa.string()), ("service", pa.string()), ("state", pa.string()),
     ("fired_at", pa.timestamp("us")), ("resolved_at", pa.timestamp("us")),
     ("rate", pa.float64()), ("baseline", pa.float64()), ("volume", pa.int32()),
-    ("message", pa.string()),
+    ("episodes_in_streak", pa.int32()), ("episodes", pa.int32()), ("message", pa.string()),
 ])
 
 
@@ -384,6 +384,7 @@ class AlertManager:
                     "alert_id": alert.id, "service": alert.service, "state": alert.state,
                     "fired_at": _timestamp(alert.fired_at), "resolved_at": None,
                     "rate": alert.rate, "baseline": alert.baseline, "volume": alert.volume,
+                    "episodes_in_streak": alert.episodes_in_streak, "episodes": alert.episodes,
                     "message": alert.message,
                 }], ALERTS)
             else:

@@ -84,7 +84,8 @@ limit coalesce($limit, 100);
 
 -- name: alerts
 -- No-progress spike alerts, newest first.
-select alert_id, service, state, fired_at, resolved_at, rate, baseline, volume, message
+select alert_id, service, state, fired_at, resolved_at, rate, baseline, volume,
+       episodes_in_streak, episodes, message
 from alerts
 where ($service is null or service = $service)
 order by fired_at desc
