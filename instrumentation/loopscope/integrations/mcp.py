@@ -21,7 +21,7 @@ Needs ``pip install 'loopscope[mcp]'``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any, Final
 
@@ -94,7 +94,9 @@ def _guarded(original: Callable[..., Any]) -> Callable[..., Any]:
             or kwargs.get("request_state") is not None
         ):
             return await original(self, name, arguments, *args, **kwargs)
-        scope = ToolCallScope(name, dict(arguments or {}), attributes={MCP_METHOD_NAME: TOOLS_CALL})
+        call_args = (dict(arguments) if isinstance(arguments, Mapping)
+                     else {} if arguments is None else {"arguments": arguments})
+        scope = ToolCallScope(name, call_args, attributes={MCP_METHOD_NAME: TOOLS_CALL})
         scope.start()  # a stop raises LoopDetected here, before the server is asked
         if scope.blocked:
             return _text_result(output_text(scope.result))
