@@ -58,7 +58,6 @@ class Verdict:
     ordinal: int
     progress: str | None
     streak: int
-    action: str
     flags: list[Flag] = field(default_factory=list)
 
 
@@ -186,9 +185,7 @@ class StreamingDetector:
             tokens_out=row.tokens_out,
             cost=row.cost_usd or 0.0,
         ))
-        ranks = {"allow": 0, "warn": 1, "block": 2, "stop": 3}
-        action = max(before.action, after.action, key=ranks.__getitem__)
-        return Verdict(row, ordinal, after.progress, after.streak, action,
+        return Verdict(row, ordinal, after.progress, after.streak,
                        [*before.new_flags, *after.new_flags])
 
     def _evict(self) -> None:

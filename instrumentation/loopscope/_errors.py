@@ -61,7 +61,3 @@ def swallow_internal_errors(doing: str) -> Iterator[None]:
 
 _internal_errors: dict[str, int] = {}
 
-
-def internal_error_counts() -> dict[str, int]:
-    """How many internal errors were swallowed, by what loopscope was doing."""
-    return dict(_internal_errors)

@@ -20,10 +20,10 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from .detect import Decision, EpisodeMonitor, Policy
+from .detect.events import ACTION_RANK
 from .detect.fingerprint import output_text
 
 MAX_CACHED_RESULTS: Final = 256
-_RANK: Final = {"allow": 0, "warn": 1, "block": 2, "stop": 3}
 
 
 def applied_action(mode: str, decision: Decision) -> str:
@@ -37,7 +37,7 @@ def applied_action(mode: str, decision: Decision) -> str:
 
 def stronger(a: str, b: str) -> str:
     """The more severe of two actions."""
-    return a if _RANK[a] >= _RANK[b] else b
+    return a if ACTION_RANK[a] >= ACTION_RANK[b] else b
 
 
 def with_correction(result: Any, correction: str, *, blocked: bool = False) -> Any:

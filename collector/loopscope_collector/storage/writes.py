@@ -292,10 +292,7 @@ def write_detections(cur: duckdb.DuckDBPyConnection, results: Iterable[EpisodeRe
                     "episode_id": result.episode_id, "trace_id": verdict.row.trace_id,
                     "span_id": verdict.row.span_id, "ordinal": verdict.ordinal,
                     "detector": flag.detector, "kind": flag.kind, "severity": flag.severity,
-                    "action": "stop" if flag.severity == "kill" and flag.detector in (
-                        "no_progress", "budget", "repeated_tool_call", "poll_timeout")
-                    else ("block" if flag.severity == "kill" else "warn"),
-                    "message": flag.message,
+                    "action": flag.action, "message": flag.message,
                 })
     return insert_rows(cur, "detections", rows, DETECTIONS)
 

@@ -115,6 +115,8 @@ class Flag:
     message: str
     key: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    action: str = "warn"
+    """What the policy does at this flag in enforce mode: warn, block or stop."""
 
     def as_dict(self) -> dict[str, Any]:
         """The flag as plain JSON-ready values."""
@@ -167,8 +169,8 @@ class Decision:
         return self.action in ("block", "stop")
 
 
-ALLOW: Final = Decision(step=-1)
-"""A neutral decision for callers that need a placeholder before the first step."""
+ACTION_RANK: Final = {"allow": 0, "warn": 1, "block": 2, "stop": 3}
+"""How severe each action is: when several apply, the highest wins."""
 
 
 @dataclass(slots=True)

@@ -15,7 +15,7 @@ from typing import Any, Final
 from .base import Finding, args_preview
 from .budgets import BudgetMeter, Exhausted
 from .cursor_stuck import CursorStuck
-from .events import Decision, Flag, StepView, ToolCall, ToolResult
+from .events import ACTION_RANK, Decision, Flag, StepView, ToolCall, ToolResult
 from .exact_repeat import ExactRepeat
 from .expectations import AnswerCheck, ExpectationTracker
 from .fingerprint import call_signature, canonical_json, output_hash, word_sketch
@@ -48,7 +48,6 @@ BREAKERS: Final = ("no_progress", "budget", "repeated_tool_call")
 """Stops that are not a loop shape of their own: the circuit breaker, budgets, and a call
 repeated after being blocked ``stop_after_blocks`` times."""
 
-_RANK: Final = {"allow": 0, "warn": 1, "block": 2, "stop": 3}
 _STOP_REASON: Final = {
     "budget": "budget",
     "poll_timeout": "timeout",
@@ -385,6 +384,7 @@ class EpisodeMonitor:
                 message=finding.message,
                 key=finding.key,
                 details=finding.details,
+                action=act,
             )
             flags.append(flag)
             last = self._firing.get((name, finding.key))
@@ -393,7 +393,7 @@ class EpisodeMonitor:
                 new.append(flag)
         self.flags.extend(new)
         name, finding = max(
-            findings, key=lambda f: _RANK[self.policy.action_for(f[0], f[1].action)]
+            findings, key=lambda f: ACTION_RANK[self.policy.action_for(f[0], f[1].action)]
         )
         action = self.policy.action_for(name, finding.action)
         decision = Decision(

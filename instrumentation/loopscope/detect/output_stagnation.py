@@ -11,16 +11,9 @@ from collections.abc import Iterable
 
 from .base import Finding
 from .events import StepView
+from .fingerprint import similar
 from .history import History
 from .policy import Policy
-
-
-def same_information(a: StepView, b: StepView, similarity: float) -> bool:
-    """True when two outputs carry the same information: equal, or near-equal word sets.
-
-    Outputs with no words at all (``""``, ``[]``) carry no information to share.
-    """
-    return bool(same_info_indexes(a, [b], similarity))
 
 
 def same_info_indexes(
@@ -28,28 +21,21 @@ def same_info_indexes(
 ) -> frozenset[int]:
     """Indexes of ``others`` whose output carried the same information as ``step``'s.
 
-    The monitor calls this once per step over the window (it is on the hot path of every
-    tool call, so the Jaccard test is inlined, with a size bound that skips most
-    intersections).
+    The monitor calls this once per step over the window and shares the result with the
+    detectors. Outputs with no words at all (``""``, ``[]``) carry no information to share.
     """
     words, digest = step.words, step.output_hash
     if words is not None and not words:
         return frozenset()
-    size = len(words) if words is not None else 0
     found = []
     for other in others:
         theirs = other.words
         if theirs is not None and not theirs:
             continue
-        if other.output_hash == digest:
+        if other.output_hash == digest or (
+            words is not None and theirs is not None and similar(words, theirs, similarity)
+        ):
             found.append(other.index)
-        elif words is not None and theirs is not None:
-            small, large = (size, len(theirs)) if size <= len(theirs) else (len(theirs), size)
-            if small < large * similarity:
-                continue  # even a full overlap could not reach the threshold
-            inter = len(words & theirs)
-            if inter >= similarity * (size + len(theirs) - inter):
-                found.append(other.index)
     return frozenset(found)
 
 

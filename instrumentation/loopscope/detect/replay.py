@@ -8,6 +8,7 @@ would raise.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -274,4 +275,4 @@ def _int(value: Any) -> int:
 def _as_warning(flag: Flag) -> Flag:
     if flag.severity == "warn":
         return flag
-    return Flag(flag.step, flag.detector, flag.kind, "warn", flag.message, flag.key, flag.details)
+    return dataclasses.replace(flag, severity="warn", action="warn")
