@@ -8,7 +8,9 @@ Three receivers get the same load from the same generator, one after the other:
   stops when its REST API returns every span.
 The generator runs in separate processes with persistent connections, sending pre-built OTLP
 protobuf requests (GenAI ``execute_tool`` spans with content, 20 calls per episode, a third
-of the episodes spinning). Reported: spans/s for each, the ratios, the collector's
+of the episodes spinning). Also timed in this process: the detection core alone over the same
+calls (no decoding, storing or HTTP); twice its rate bounds any collector running the core on
+two cores. Reported: spans/s for each, the ratios, the collector's
 memory per active episode, and its per-request acknowledgement latency (a 200 is sent once the
 request's spans are stored and their flags written, so this bounds how long a flag takes to be
 in the store after its span reaches the collector).
@@ -218,6 +220,30 @@ def bench_phoenix(phoenix: str, bodies: list[bytes], total: int, connections: in
         proc.wait(60)
 
 
+def bench_detection_alone(bodies: list[bytes], total: int) -> dict:
+    """The detection core alone over the same tool calls, in this process on one core:
+    decoding and normalising happen before the clock starts, nothing is stored. With both
+    cores of the machine doing nothing else, twice this is an upper bound on what any
+    collector that runs this core on every span can make queryable."""
+    from loopscope_collector.decode import decode_request
+    from loopscope_collector.detection import StreamingDetector
+    from loopscope_collector.normalize import normalize_span
+
+    by_episode: dict[str, list] = {}
+    for body in bodies:
+        for span in decode_request(body, content_type="application/x-protobuf",
+                                   content_encoding=None, max_bytes=1 << 30):
+            row = normalize_span(span).tool_call
+            if row is not None:
+                by_episode.setdefault(row.episode_id or row.trace_id, []).append(row)
+    detector = StreamingDetector()
+    start = time.perf_counter()
+    for episode_id, rows in by_episode.items():
+        detector.add(episode_id, rows, stored=())
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "spans_per_s": total / seconds}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spans", type=int, default=200_000)
@@ -233,9 +259,13 @@ def main() -> None:
     try:
         drop = bench_drop(bodies, args.spans, args.connections)
         ours = bench_loopscope(bodies, args.spans, args.connections, tmp)
+        alone = bench_detection_alone(bodies, args.spans)
         result = {"spans": args.spans, "per_request": args.per_request,
                   "connections": args.connections, "decode_and_drop": drop, "loopscope": ours,
-                  "loopscope_vs_ceiling": ours["spans_per_s"] / drop["spans_per_s"]}
+                  "detection_alone_one_core": alone,
+                  "loopscope_vs_ceiling": ours["spans_per_s"] / drop["spans_per_s"],
+                  "detection_alone_two_cores_vs_ceiling":
+                      2 * alone["spans_per_s"] / drop["spans_per_s"]}
         if args.phoenix:
             small = build_requests(args.phoenix_spans, args.per_request, seed=2)
             phoenix = bench_phoenix(args.phoenix, small, args.phoenix_spans, args.connections,
