@@ -77,6 +77,8 @@ def _tool_call(span: SpanRecord) -> ToolCallRow:
         row.status = status
     row.kind = text(attrs.get(c.TOOL_KIND))
     row.step = as_int(attrs.get(c.STEP))
+    row.deadline_s = as_float(attrs.get(c.TOOL_DEADLINE_S))
+    row.intent = text(attrs.get(c.TOOL_INTENT))
     row.guard_mode = text(attrs.get(c.GUARD_MODE))
     row.guard_action = text(attrs.get(c.GUARD_ACTION))
     row.guard_decision = text(attrs.get(c.GUARD_DECISION))
@@ -116,4 +118,7 @@ def _episode(span: SpanRecord) -> EpisodeRow:
         input_tokens=as_int(attrs.get(c.GEN_AI_USAGE_INPUT_TOKENS)) or 0,
         output_tokens=as_int(attrs.get(c.GEN_AI_USAGE_OUTPUT_TOKENS)) or 0,
         cost_usd=as_float(attrs.get(c.COST_USD)),
+        scenario_loop=loop if isinstance(loop := attrs.get(c.LABEL_LOOP), bool) else None,
+        scenario_kind=text(attrs.get(c.LABEL_KIND)),
+        scenario_first_loop_step=as_int(attrs.get(c.LABEL_FIRST_LOOP_STEP)),
     )

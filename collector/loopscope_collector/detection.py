@@ -173,6 +173,7 @@ class StreamingDetector:
             args_text=row.args_text or "",
             intent=row.intent,
             idempotency_key=row.idempotency_key,
+            deadline_s=row.deadline_s,
         ))
         status = row.status if row.status in STATUSES else "ok"
         after = monitor.after_call(ToolResult(

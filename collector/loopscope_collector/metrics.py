@@ -98,8 +98,11 @@ def collect(
 
 _ZERO: Final = {
     "episodes": 0, "tool_calls": 0, "loops_detected": 0, "true_loops": 0,
-    "true_loops_flagged": 0, "no_loop_episodes": 0, "unlabelled_episodes": 0, "kills": 0,
-    "false_kills": 0, "kills_human": 0, "false_kills_human": 0, "kills_rule": 0,
+    "true_loops_flagged": 0, "true_loops_human": 0, "true_loops_human_flagged": 0,
+    "true_loops_scenario": 0, "true_loops_scenario_flagged": 0, "labelled_human": 0,
+    "labelled_scenario": 0, "no_loop_episodes": 0, "unlabelled_episodes": 0, "kills": 0,
+    "false_kills": 0, "kills_human": 0, "false_kills_human": 0, "kills_scenario": 0,
+    "false_kills_scenario": 0, "kills_rule": 0,
     "false_kills_rule": 0, "kills_rule_unknown_outcome": 0, "successful_episodes": 0,
     "failed_episodes": 0, "cost_usd": 0.0, "cost_after_first_flag_usd": 0.0,
     "cost_from_episode": 0, "cost_from_tool_calls": 0, "cost_from_tokens": 0, "cost_unknown": 0,
@@ -144,10 +147,17 @@ def _cost(row: Mapping[str, Any]) -> dict[str, Any]:
 
 def _rates(row: Mapping[str, Any]) -> dict[str, Any]:
     detection = rate(int(row["true_loops_flagged"]), int(row["true_loops"]))
-    detection["label_source"] = "human"
+    detection["by_label_source"] = {
+        "human": rate(int(row["true_loops_human_flagged"]), int(row["true_loops_human"])),
+        "scenario": rate(int(row["true_loops_scenario_flagged"]),
+                         int(row["true_loops_scenario"])),
+    }
+    detection["label_source"] = "+".join(
+        name for name, r in detection["by_label_source"].items() if r["n"]) or None
     false_kill = rate(int(row["false_kills"]), int(row["kills"]))
     false_kill["by_label_source"] = {
         "human": rate(int(row["false_kills_human"]), int(row["kills_human"])),
+        "scenario": rate(int(row["false_kills_scenario"]), int(row["kills_scenario"])),
         "rule": rate(int(row["false_kills_rule"]), int(row["kills_rule"])),
     }
     false_kill["rule_kills_with_unknown_outcome"] = int(row["kills_rule_unknown_outcome"])
@@ -199,7 +209,8 @@ def assemble(
             "true_loop": int(total["true_loops"]),
             "no_loop": int(total["no_loop_episodes"]),
             "unlabelled": int(total["unlabelled_episodes"]),
-            "scenario": "not stored; run `loopscope eval` over the scenario library",
+            "by_source": {"human": int(total["labelled_human"]),
+                          "scenario": int(total["labelled_scenario"])},
         },
         "loop_detection_rate": rates["loop_detection_rate"],
         "false_kill_rate": rates["false_kill_rate"],
@@ -240,9 +251,10 @@ def format_table(report: Mapping[str, Any]) -> str:
         f"episodes                   {report['episodes']:,}",
         f"loops detected             {report['loops_detected']:,} episodes (by kind: {kinds})",
         f"loop-detection rate        {_pct(report['loop_detection_rate'])}"
-        "  [human labels]",
+        f"  [labels: {report['loop_detection_rate']['label_source'] or 'none'}]",
         f"false-kill rate            {_pct(fk)}",
         f"  human-labelled kills     {_pct(fk['by_label_source']['human'])}",
+        f"  scenario-labelled kills  {_pct(fk['by_label_source']['scenario'])}",
         f"  unlabelled rule          {_pct(fk['by_label_source']['rule'])}"
         f"; {fk['rule_kills_with_unknown_outcome']} with unknown outcome",
         f"UNKNOWN reconcile latency  p50 {_num(lat['p50_s'], ' s')}, p95 "

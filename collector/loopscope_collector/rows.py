@@ -55,6 +55,7 @@ class ToolCallRow:
     idempotency_key: str | None = None
     write_status: str | None = None
     intent: str | None = None
+    deadline_s: float | None = None
     tokens_in: int = 0
     tokens_out: int = 0
     cost_usd: float | None = None
@@ -82,6 +83,10 @@ class EpisodeRow:
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = None
+    scenario_loop: bool | None = None
+    """The run's ground truth when the agent knew it (``loopscope.label.loop``)."""
+    scenario_kind: str | None = None
+    scenario_first_loop_step: int | None = None
 
 
 @dataclass(slots=True)

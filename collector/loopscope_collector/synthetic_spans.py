@@ -71,6 +71,7 @@ def episode_spans(
         c.GEN_AI_USAGE_INPUT_TOKENS: tokens_in,
         c.GEN_AI_USAGE_OUTPUT_TOKENS: tokens_out,
     }
+    attributes.update(c.label_attributes(episode.label))
     if episode.task_type:
         attributes[c.TASK_TYPE] = episode.task_type
     if episode.task:
@@ -118,6 +119,10 @@ def _tool_span(
         attributes[c.GEN_AI_TOOL_CALL_ID] = str(step["tool_call_id"])
     if step.get("kind"):
         attributes[c.TOOL_KIND] = step["kind"]
+    if isinstance(step.get("intent"), str) and step["intent"]:
+        attributes[c.TOOL_INTENT] = step["intent"]
+    if isinstance(step.get("deadline_s"), int | float):
+        attributes[c.TOOL_DEADLINE_S] = float(step["deadline_s"])
     if isinstance(step.get("idempotency_key"), str) and step["idempotency_key"]:
         attributes[c.IDEMPOTENCY_KEY] = step["idempotency_key"]
     if shown is not None:

@@ -34,11 +34,12 @@ def _delta(now: float | None, before: float | None, fmt: str) -> str | None:
     return format(now - before, fmt)
 
 
-def _rate_caption(r: Mapping[str, Any]) -> str:
+def _rate_caption(r: Mapping[str, Any], sources: str | None = None) -> str:
     if not r["n"]:
         return "n = 0"
     lo, hi = r["interval"]
-    return f"{r['count']} of n = {r['n']} · 95% CI {lo:.0%}–{hi:.0%}"
+    labels = f" · labels: {sources}" if sources else ""
+    return f"{r['count']} of n = {r['n']} · 95% CI {lo:.0%}–{hi:.0%}{labels}"
 
 
 def metric_cards(report: Mapping[str, Any],
@@ -59,14 +60,18 @@ def metric_cards(report: Mapping[str, Any],
     return [
         Card("Loop-detection rate", _pct(det["value"]),
              _delta(det["value"], was("loop_detection_rate", "value"), "+.1%"),
-             _rate_caption(det),
-             "Flagged loops / true loops, over episodes labelled true_loop on the Labels page."),
+             _rate_caption(det, det.get("label_source")) if det["n"]
+             else "n = 0 · no labelled loops yet",
+             "Flagged loops / true loops. A true loop is an episode labelled true_loop on the "
+             "Labels page, else one whose agent reported it as a loop "
+             "(`loopscope.episode(label=...)`, as the demo's scripted runs do)."),
         Card("False-kill rate", _pct(fk["value"]),
              _delta(fk["value"], was("false_kill_rate", "value"), "+.1%"),
              _rate_caption(fk),
              "Kills (block/stop, or would-be kills in observe mode) that hit a legitimate "
-             "run / all kills. A label outranks the rule: unlabelled, a kill is false when "
-             "the run made progress after it and succeeded.", "inverse"),
+             "run / all kills. A human label outranks the agent's own scenario label, which "
+             "outranks the rule: unlabelled, a kill is false when the run made progress after "
+             "it and succeeded.", "inverse"),
         Card("UNKNOWN reconcile latency",
              "n/a" if lat["p50_s"] is None else f"{lat['p50_s']:.1f} s p50",
              _delta(lat["p50_s"], was("unknown_reconcile_latency", "p50_s"), "+.1f"),

@@ -173,6 +173,10 @@ class ToolCallScope:
         }
         if self._kind:
             attributes[c.TOOL_KIND] = self._kind
+        if self.deadline_s is not None:
+            attributes[c.TOOL_DEADLINE_S] = float(self.deadline_s)
+        if self.intent:
+            attributes[c.TOOL_INTENT] = self.intent
         if decision.idempotency_key:
             attributes[c.IDEMPOTENCY_KEY] = decision.idempotency_key
         if episode.capture_content:

@@ -6,7 +6,10 @@ private and marks them as moved. Ours live under ``loopscope.*``. The collector 
 same constants, so a rename cannot split the two sides.
 """
 
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
+
+from .detect.replay import check_label
 
 # -- OpenTelemetry GenAI semantic conventions -----------------------------------------------
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
@@ -28,6 +31,11 @@ EPISODE_ID: Final = "loopscope.episode.id"
 """Groups tool calls into one run; the collector falls back to the trace id."""
 TASK: Final = "loopscope.task"
 TASK_TYPE: Final = "loopscope.task_type"
+LABEL_LOOP: Final = "loopscope.label.loop"
+"""Ground truth of a scripted or evaluation run (the Episode format's ``label.loop``): the
+collector's metrics use it as the *scenario* label source."""
+LABEL_KIND: Final = "loopscope.label.kind"
+LABEL_FIRST_LOOP_STEP: Final = "loopscope.label.first_loop_step"
 OUTCOME: Final = "loopscope.outcome"
 """success | failure | unknown: whether the task was achieved (set by the agent)."""
 STOP_REASON: Final = "loopscope.stop_reason"
@@ -45,6 +53,10 @@ GUARD_MODE: Final = "loopscope.guard.mode"
 STEP: Final = "loopscope.step"
 """0-based index of the step in its episode."""
 TOOL_KIND: Final = "loopscope.tool.kind"
+TOOL_DEADLINE_S: Final = "loopscope.tool.deadline_s"
+TOOL_INTENT: Final = "loopscope.tool.intent"
+"""``duplicate`` when the agent declared a repeated write intended (not flagged)."""
+"""A poll's own deadline in seconds, when the agent declared one (else the policy's)."""
 SIGNATURE: Final = "loopscope.tool.signature"
 """Hash of the tool name and canonical arguments: equal calls have equal signatures."""
 ARGS_SIZE: Final = "loopscope.tool.args_size"
@@ -71,3 +83,22 @@ WRITE_STATUS: Final = "loopscope.write.status"
 CONTENT_CAPTURED: Final = "loopscope.content_captured"
 RECONCILE_KEY: Final = "loopscope.reconcile.key"
 RECONCILE_FOUND: Final = "loopscope.reconcile.found"
+
+
+def label_attributes(label: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The root-span attributes of a run's ground-truth label (EPISODE_FORMAT.md ``label``:
+    ``{"loop": bool, "kind": str, "first_loop_step": int}``, the last two optional; ``why``
+    is not recorded). A label whose ``loop`` is missing or null says nothing: no attributes.
+
+    Raises:
+        ValueError: a field has the wrong type, named in the message.
+    """
+    label = check_label(label)
+    if label.get("loop") is None:
+        return {}
+    attributes: dict[str, Any] = {LABEL_LOOP: label["loop"]}
+    if label.get("kind") is not None:
+        attributes[LABEL_KIND] = label["kind"]
+    if label.get("first_loop_step") is not None:
+        attributes[LABEL_FIRST_LOOP_STEP] = label["first_loop_step"]
+    return attributes

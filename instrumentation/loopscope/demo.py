@@ -80,6 +80,7 @@ def drive(script: Mapping[str, Any], *, mode: str, service: str = "demo", pace: 
             episode_id=run.episode_id,
             mode=mode,
             clock=lambda: now[0],
+            label=script.get("label"),
         ) as ep:
             for step in script.get("steps", ()):
                 if isinstance(step.get("t"), int | float):

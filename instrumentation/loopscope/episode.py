@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar, Token
 from typing import Any, Final
 
@@ -51,10 +51,12 @@ class Episode:
         mode: str | None = None,
         clock: Callable[[], float] | None = None,
         root_span: bool = True,
+        label: Mapping[str, Any] | None = None,
     ) -> None:
         config = settings()
         if mode is not None and mode not in MODES:
             raise ValueError(f"mode must be 'observe', 'warn' or 'enforce', not {mode!r}")
+        self._label = c.label_attributes(label)
         self.id = episode_id or uuid.uuid4().hex
         self.task = task
         self.task_type = task_type
@@ -90,6 +92,7 @@ class Episode:
                     c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT,
                     c.EPISODE_ID: self.id,
                     c.GUARD_MODE: self.mode,
+                    **self._label,
                 }
                 if self.agent_name:
                     attributes[c.GEN_AI_AGENT_NAME] = self.agent_name
@@ -273,6 +276,7 @@ def episode(
     conversation_id: str | None = None,
     mode: str | None = None,
     clock: Callable[[], float] | None = None,
+    label: Mapping[str, Any] | None = None,
 ) -> Episode:
     """Start an agent run: ``with loopscope.episode(task="...", task_type="lookup") as ep:``.
 
@@ -280,7 +284,10 @@ def episode(
     and cost. ``task_type`` (lookup, polling, coding, research, transaction, other) picks the
     no-progress breaker's K. ``mode`` overrides the process's guard mode for this run;
     ``clock`` (seconds since the run started) replaces the wall clock, for replays and
-    tests. Works with ``async with`` too.
+    tests. ``label`` is the run's ground truth when it is known, as in scripted and evaluation
+    runs (the Episode format's ``{"loop": bool, "kind": ..., "first_loop_step": ...}``): it
+    goes on the root span, and the collector's loop-detection and false-kill rates use it as
+    the *scenario* label source. Works with ``async with`` too.
     """
     return Episode(
         task=task,
@@ -290,6 +297,7 @@ def episode(
         conversation_id=conversation_id,
         mode=mode,
         clock=clock,
+        label=label,
     )
 
 

@@ -118,3 +118,36 @@ def test_late_and_out_of_order_spans_are_re_evaluated(collector: CollectorProces
     calls = collector.read("episode_tool_calls", episode_id=reversed_.hex())
     assert [c["collector_progress"] for c in calls] == ["new_info", "none", "none", "none",
                                                         "none"]
+
+
+def test_labelled_runs_from_the_sdk_fill_the_scenario_rates(
+    collector: CollectorProcess, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Scripted runs that know their ground truth (``loopscope.episode(label=...)``, as the
+    demo's are) send it on the root span; `loopscope metrics` over the live collector then
+    reports loop-detection and false-kill rates from the scenario label source."""
+    import json
+
+    from loopscope.cli import main
+    from loopscope.demo import drive
+    from loopscope.scenarios import generate
+
+    loopscope.instrument(service_name="labelled", endpoint=collector.url, mode="observe")
+    scripts = generate(seed=5, per_shape=1, faults=False,
+                       shapes=["read_spin", "oscillation", "healthy_lookup", "poll_legit"])
+    for script in scripts:
+        drive(script, mode="observe", service="labelled")
+    trace.get_tracer_provider().force_flush()  # type: ignore[attr-defined]
+    loops = sum(1 for s in scripts if s["label"]["loop"])
+    assert 0 < loops < len(scripts)
+
+    def report() -> dict | None:
+        main(["metrics", "--collector", collector.url, "--json"])
+        found = json.loads(capsys.readouterr().out)
+        return found if found["labels"]["by_source"]["scenario"] == len(scripts) else None
+
+    m = eventually(report)
+    detection = m["loop_detection_rate"]
+    assert detection["label_source"] == "scenario"
+    assert (detection["count"], detection["n"]) == (loops, loops)  # both spins caught
+    assert m["false_kill_rate"]["by_label_source"]["scenario"]["count"] == 0

@@ -31,24 +31,28 @@ class Store:
         model: str | None = "model-x", outcome: str | None = "failure",
         cost: float | None = None, start: int = T0, tools: list[str] | None = None,
         progress: list[str] | None = None, call_cost: float | None = None,
-        tokens: tuple[int, int] = (0, 0),
+        tokens: tuple[int, int] = (0, 0), scenario: tuple[bool, int | None] | None = None,
     ) -> None:
+        """``scenario``: the agent's own label (loop, first loop step); call i is step i."""
         self.con.execute(
             "insert into episodes (episode_id, service, agent, model, outcome, start_ns, end_ns,"
-            " tool_calls, cost_usd, input_tokens, output_tokens, trace_id)"
-            " values ($e, $s, $a, $m, $o, $t, $t + $n::bigint * 1000000000, $n, $c, $ti, $to, $e)",
+            " tool_calls, cost_usd, input_tokens, output_tokens, trace_id, scenario_loop,"
+            " scenario_first_loop_step)"
+            " values ($e, $s, $a, $m, $o, $t, $t + $n::bigint * 1000000000, $n, $c, $ti, $to, $e,"
+            " $sl, $sf)",
             {"e": eid, "s": service, "a": agent, "m": model, "o": outcome, "t": start,
-             "n": calls, "c": cost, "ti": tokens[0], "to": tokens[1]},
+             "n": calls, "c": cost, "ti": tokens[0], "to": tokens[1],
+             "sl": scenario[0] if scenario else None, "sf": scenario[1] if scenario else None},
         )
         for i in range(calls):
             self.con.execute(
                 "insert into tool_calls (trace_id, span_id, episode_id, service, agent, model,"
-                " tool, start_ns, end_ns, convention, collector_progress, cost_usd)"
-                " values ($e, $sp, $e, $s, $a, $m, $tool, $t, $t + 1, 'loopscope', $p, $c)",
+                " tool, start_ns, end_ns, convention, collector_progress, cost_usd, step)"
+                " values ($e, $sp, $e, $s, $a, $m, $tool, $t, $t + 1, 'loopscope', $p, $c, $i)",
                 {"e": eid, "sp": f"{eid}-{i}", "s": service, "a": agent, "m": model,
                  "tool": (tools or ["search"])[i % len(tools or ["search"])],
                  "t": start + i * S, "p": (progress or ["new_output"] * calls)[i],
-                 "c": call_cost},
+                 "c": call_cost, "i": i},
             )
 
     def detect(self, eid: str, call: int, *, severity: str = "warn",
@@ -108,13 +112,51 @@ def test_loop_detection_rate_over_human_labels(store: Store) -> None:
     store.guard("L3", 1, decision="warn", action="warn")
     store.detect("U1", 2)  # flagged, but unlabelled: no ground truth
     m = metrics(store)
+    human = {"value": 0.75, "count": 3, "n": 4, "interval": [0.3006, 0.9544]}
     assert m["loop_detection_rate"] == {
-        "value": 0.75, "count": 3, "n": 4, "interval": [0.3006, 0.9544], "label_source": "human",
+        **human, "label_source": "human",
+        "by_label_source": {"human": human, "scenario": {
+            "value": None, "count": 0, "n": 0, "interval": None}},
     }
     assert m["loops_detected"] == 4
     assert m["loops_detected_by_kind"] == {"exact_repeat": 3, "guard:no_progress": 1}
     assert m["labels"]["true_loop"] == 4 and m["labels"]["no_loop"] == 1
     assert m["labels"]["unlabelled"] == 1
+
+
+def test_scenario_labels_count_flags_from_the_first_loop_step(store: Store) -> None:
+    """The agent's own labels (``loopscope.episode(label=...)``) are the scenario source, as
+    in ``loopscope eval``: a scenario loop is detected by a flag at or after its first loop
+    step; a kill before that step, or on a scenario non-loop, is a false kill. A human label
+    outranks the scenario label (H1). Worked example of docs/metrics.md."""
+    store.episode("S1", calls=6, scenario=(True, 2))
+    store.detect("S1", 3)                               # in the loop: detected
+    store.episode("S2", calls=6, scenario=(True, 4))
+    store.detect("S2", 1, severity="kill")              # before the loop: missed, false kill
+    store.episode("S3", calls=6, scenario=(True, None))
+    store.detect("S3", 0)                               # no first step given: any flag
+    store.episode("S4", calls=6, scenario=(True, 2))    # never flagged: missed
+    store.episode("S5", calls=6, scenario=(True, 1))
+    store.guard("S5", 2, decision="stop", action="stop")  # in the loop: detected, right kill
+    store.episode("N1", calls=6, scenario=(False, None))
+    store.guard("N1", 3, decision="stop")               # observe's would-be kill: false kill
+    store.episode("H1", calls=6, scenario=(False, None))
+    store.label("H1", "true_loop")                      # the human says loop
+    store.detect("H1", 0)
+    m = metrics(store)
+    det = m["loop_detection_rate"]
+    assert (det["count"], det["n"]) == (4, 6) and det["value"] == pytest.approx(4 / 6)
+    assert det["label_source"] == "human+scenario"
+    assert det["by_label_source"]["scenario"]["count"] == 3  # S1, S3, S5 of S1-S5
+    assert det["by_label_source"]["scenario"]["n"] == 5
+    assert det["by_label_source"]["human"]["count"] == det["by_label_source"]["human"]["n"] == 1
+    fk = m["false_kill_rate"]
+    assert (fk["count"], fk["n"]) == (2, 3)                  # S2 and N1 of S2, S5, N1
+    assert fk["by_label_source"]["scenario"]["count"] == 2
+    assert fk["by_label_source"]["scenario"]["n"] == 3
+    assert fk["by_label_source"]["rule"]["n"] == 0
+    assert m["labels"]["by_source"] == {"human": 1, "scenario": 6}
+    assert (m["labels"]["true_loop"], m["labels"]["no_loop"]) == (6, 1)
 
 
 def test_false_kill_rate_by_the_unlabelled_rule(store: Store) -> None:

@@ -344,3 +344,54 @@ def test_recorded_signature_and_hash_steps_replay_without_content() -> None:
         {"episode_id": "d", "steps": [dict(step), dict(other)] * 2}))
     assert same.flags and same.flags[0].kind == "exact_repeat"
     assert not [f for f in different.flags if f.kind == "exact_repeat"]
+
+
+def test_labelled_runs_into_the_store_give_the_rates_eval_reports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The scenario library's labels travel into the store with `analyze --db`; the
+    collector's loop-detection and false-kill rates over them (scenario label source) are the
+    ones `loopscope eval` reports for loopscope over the same runs. (Monologue runs are left
+    out: their flags fall on assistant messages, which are not tool spans, so the collector
+    never sees them; docs/metrics.md says so.)"""
+    from loopscope.evaluation import evaluate
+    from loopscope.scenarios import SHAPES, generate, write_jsonl
+    from loopscope_collector.metrics import compute_metrics
+
+    runs = tmp_path / "scenarios.jsonl"
+    shapes = [name for name in SHAPES if name != "monologue"]
+    write_jsonl(str(runs), generate(seed=3, per_shape=2, faults=False, shapes=shapes))
+    episodes = [parse_episode_line(line) for line in runs.read_text().splitlines()]
+    assert {e.loop_label for e in episodes} == {True, False}
+    reports, _ = analyze(episodes)
+    expected = evaluate(reports)["systems"][0]["labelled"]
+    store = tmp_path / "scenarios.duckdb"
+    code, _, err = _analyze(capsys, str(runs), "--db", str(store))
+    assert code == 0, err
+    db = open_database(store, read_only=True)
+    try:
+        m = compute_metrics(db)
+    finally:
+        db.close()
+    assert m["labels"]["by_source"] == {"human": 0, "scenario": len(episodes)}
+    detection = m["loop_detection_rate"]
+    assert detection["label_source"] == "scenario"
+    assert (detection["count"], detection["n"]) == (
+        expected["loop_detection_rate"]["count"], expected["loop_detection_rate"]["n"])
+    assert 0 < detection["count"] < detection["n"] or detection["count"] == detection["n"] > 0
+    false_kill = m["false_kill_rate"]["by_label_source"]["scenario"]
+    assert (false_kill["count"], false_kill["n"]) == (
+        expected["false_kill_rate"]["count"], expected["false_kill_rate"]["n"])
+
+
+def test_a_label_of_the_wrong_type_is_reported_with_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = tmp_path / "bad-label.jsonl"
+    good = {"episode_id": "ok", "label": {"loop": False}, "steps": []}
+    bad = {"episode_id": "bad", "label": {"loop": "yes"}, "steps": []}
+    runs.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n", encoding="utf-8")
+    code, document, err = _analyze(capsys, str(runs))
+    assert code != 0
+    assert f"{runs}:2" in err and "label.loop" in err
+    assert [e["episode_id"] for e in document["episodes"]] == ["ok"]

@@ -208,6 +208,46 @@ def test_root_span_is_parent_and_carries_totals_usage_and_cost() -> None:
     assert attrs[c.GEN_AI_REQUEST_MODEL] == "m-1"
 
 
+def test_a_known_label_goes_on_the_root_span() -> None:
+    """A scripted or evaluation run's ground truth would not reach the collector's metrics
+    (the scenario label source) unless the root span carries it."""
+    label = {"loop": True, "kind": "exact_repeat", "first_loop_step": 3, "why": "spins"}
+    with capture_spans() as spans, loopscope.episode(label=label):
+        pass
+    attrs = _root(spans)["attributes"]
+    assert attrs[c.LABEL_LOOP] is True
+    assert attrs[c.LABEL_KIND] == "exact_repeat"
+    assert attrs[c.LABEL_FIRST_LOOP_STEP] == 3
+    with capture_spans() as spans, loopscope.episode(label={"loop": None, "why": "unknown"}):
+        pass
+    assert not any(k.startswith("loopscope.label.") for k in _root(spans)["attributes"])
+
+
+@pytest.mark.parametrize(("label", "field"), [
+    ({"loop": "yes"}, "label.loop"), ({"loop": True, "first_loop_step": -1}, "first_loop_step"),
+    ({"loop": False, "kind": 3}, "label.kind"), ("loop", "label"),
+])
+def test_a_label_of_the_wrong_type_is_refused_naming_the_field(label: Any, field: str) -> None:
+    with pytest.raises(ValueError, match=field):
+        loopscope.episode(label=label)
+
+
+def test_declared_deadline_and_intent_are_on_the_tool_span() -> None:
+    """The collector runs the same detectors: without them on the span it would judge a
+    poll by the default deadline and flag an intended duplicate write."""
+    with capture_spans() as spans, loopscope.episode() as ep:
+        with ep.tool_call("job_status", {"id": 1}, kind="poll", deadline_s=30) as call:
+            call.finish("running")
+        with ep.tool_call("send_reminder", {"to": "a"}, kind="write",
+                          intent="duplicate") as call:
+            call.finish("sent")
+    poll, write = spans.tool_spans()
+    assert poll["attributes"][c.TOOL_DEADLINE_S] == 30.0
+    assert c.TOOL_INTENT not in poll["attributes"]
+    assert write["attributes"][c.TOOL_INTENT] == "duplicate"
+    assert c.TOOL_DEADLINE_S not in write["attributes"]
+
+
 def test_completed_run_without_outcome_is_unknown_not_success() -> None:
     """A run that merely ended would be reported as a success (seed 000)."""
     with capture_spans() as spans, loopscope.episode():

@@ -38,7 +38,8 @@ TOOL_CALLS: Final = pa.schema([
     ("guard_mode", pa.string()), ("guard_action", pa.string()), ("guard_decision", pa.string()),
     ("guard_reason", pa.string()), ("guard_flags", pa.list_(pa.string())),
     ("progress", pa.string()), ("streak", pa.int32()), ("idempotency_key", pa.string()),
-    ("write_status", pa.string()), ("intent", pa.string()), ("tokens_in", pa.int64()),
+    ("write_status", pa.string()), ("intent", pa.string()), ("deadline_s", pa.float64()),
+    ("tokens_in", pa.int64()),
     ("tokens_out", pa.int64()), ("cost_usd", pa.float64()), ("dedup_key", pa.string()),
     ("collector_progress", pa.string()), ("collector_streak", pa.int32()),
 ])
@@ -326,7 +327,8 @@ def upsert_episodes(
     for root in roots:
         row = merged.setdefault(root.episode_id, {"episode_id": root.episode_id})
         for name in ("service", "agent", "model", "task_type", "outcome", "stop_reason",
-                     "stop_diagnostic", "guard_mode", "convention", "cost_usd"):
+                     "stop_diagnostic", "guard_mode", "convention", "cost_usd",
+                     "scenario_loop", "scenario_kind", "scenario_first_loop_step"):
             value = getattr(root, name)
             if value is not None:
                 row[name] = value
@@ -353,15 +355,17 @@ EPISODES: Final = pa.schema([
     ("root_span_id", pa.string()), ("outcome", pa.string()), ("stop_reason", pa.string()),
     ("stop_diagnostic", pa.string()), ("guard_mode", pa.string()), ("convention", pa.string()),
     ("start_ns", pa.int64()), ("end_ns", pa.int64()), ("input_tokens", pa.int64()),
-    ("output_tokens", pa.int64()), ("cost_usd", pa.float64()),
+    ("output_tokens", pa.int64()), ("cost_usd", pa.float64()), ("scenario_loop", pa.bool_()),
+    ("scenario_kind", pa.string()), ("scenario_first_loop_step", pa.int64()),
 ])
 _UPSERT_EPISODES: Final = """
 insert into episodes (episode_id, service, agent, model, task_type, trace_id, root_span_id,
     outcome, stop_reason, stop_diagnostic, guard_mode, convention, start_ns, end_ns,
-    input_tokens, output_tokens, cost_usd)
+    input_tokens, output_tokens, cost_usd, scenario_loop, scenario_kind, scenario_first_loop_step)
 select episode_id, coalesce(service, 'unknown_service'), agent, model, task_type, trace_id,
     root_span_id, outcome, stop_reason, stop_diagnostic, guard_mode, convention, start_ns,
-    end_ns, coalesce(input_tokens, 0), coalesce(output_tokens, 0), cost_usd
+    end_ns, coalesce(input_tokens, 0), coalesce(output_tokens, 0), cost_usd, scenario_loop,
+    scenario_kind, scenario_first_loop_step
 from incoming_episodes
 on conflict (episode_id) do update set
     service = coalesce(excluded.service, episodes.service),
@@ -380,6 +384,10 @@ on conflict (episode_id) do update set
     input_tokens = greatest(excluded.input_tokens, episodes.input_tokens),
     output_tokens = greatest(excluded.output_tokens, episodes.output_tokens),
     cost_usd = coalesce(excluded.cost_usd, episodes.cost_usd),
+    scenario_loop = coalesce(excluded.scenario_loop, episodes.scenario_loop),
+    scenario_kind = coalesce(excluded.scenario_kind, episodes.scenario_kind),
+    scenario_first_loop_step = coalesce(excluded.scenario_first_loop_step,
+                                        episodes.scenario_first_loop_step),
     updated_at = now()
 """
 

@@ -76,9 +76,10 @@ def parse_episode(record: Any) -> Episode:
         raise EpisodeFormatError(f"{episode_id}: steps: missing or not a list")
     for i, step in enumerate(steps):
         _check_step(episode_id, i, step)
-    label = record.get("label") or {}
-    if not isinstance(label, dict):
-        raise EpisodeFormatError(f"{episode_id}: label: not an object")
+    try:
+        label = check_label(record.get("label"))
+    except EpisodeFormatError as exc:
+        raise EpisodeFormatError(f"{episode_id}: {exc}") from None
     meta = record.get("meta") or {}
     return Episode(
         episode_id=episode_id,
@@ -89,6 +90,30 @@ def parse_episode(record: Any) -> Episode:
         meta=meta if isinstance(meta, dict) else {},
         task=record.get("task") if isinstance(record.get("task"), str) else "",
     )
+
+
+def check_label(label: Any) -> dict[str, Any]:
+    """A run's ground-truth ``label``, checked: ``loop`` True, False or null; ``kind`` a
+    string or null; ``first_loop_step`` a step index (int >= 0) or null. Other keys (``why``)
+    pass through. None is an empty label.
+
+    Raises:
+        EpisodeFormatError: naming the field of the wrong type.
+    """
+    if label is None:
+        return {}
+    if not isinstance(label, Mapping):
+        raise EpisodeFormatError(f"label: must be an object like {{'loop': true}}, not {label!r}")
+    loop, kind, first = label.get("loop"), label.get("kind"), label.get("first_loop_step")
+    if loop is not None and not isinstance(loop, bool):
+        raise EpisodeFormatError(f"label.loop: must be true, false or null, not {loop!r}")
+    if kind is not None and not isinstance(kind, str):
+        raise EpisodeFormatError(f"label.kind: must be a string or null, not {kind!r}")
+    if first is not None and (isinstance(first, bool) or not isinstance(first, int)
+                              or first < 0):
+        raise EpisodeFormatError(
+            f"label.first_loop_step: must be a step index (an int >= 0) or null, not {first!r}")
+    return dict(label)
 
 
 def parse_episode_line(line: str) -> Episode:

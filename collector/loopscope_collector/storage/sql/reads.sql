@@ -100,7 +100,8 @@ limit coalesce($limit, 100);
 -- {"input": USD per 1M tokens, "output": ...}}, NULL for the built-in table below.
 with sel as materialized (
     select e.episode_id, e.service, e.agent, e.model, e.outcome, e.cost_usd, e.start_ns,
-           e.input_tokens, e.output_tokens, e.first_flag_ns
+           e.input_tokens, e.output_tokens, e.first_flag_ns, e.scenario_loop,
+           e.scenario_first_loop_step
     from episodes e
     where ($service is null or e.service = $service)
       and ($agent is null or e.agent = $agent)
@@ -114,16 +115,17 @@ with sel as materialized (
 flag_events as materialized (
     -- every flag: the collector's detections (any severity) and the guards' non-allow decisions
     select d.episode_id, d.span_id, coalesce(t.start_ns, s.start_ns) as at_ns,
-           d.severity = 'kill' as is_kill, d.kind
+           d.severity = 'kill' as is_kill, d.kind, t.step
     from detections d
     join sel s using (episode_id)
     left join tool_calls t on t.trace_id = d.trace_id and t.span_id = d.span_id
     union all
     select g.episode_id, g.span_id, g.time_ns,
            coalesce(g.decision, g.action) in ('block', 'stop'),
-           'guard:' || coalesce(g.flags[1], coalesce(g.decision, g.action))
+           'guard:' || coalesce(g.flags[1], coalesce(g.decision, g.action)), t.step
     from guard_decisions g
     join sel s using (episode_id)
+    left join tool_calls t on t.trace_id = g.trace_id and t.span_id = g.span_id
     where coalesce(g.decision, g.action) in ('warn', 'block', 'stop')
 ),
 marks as materialized (
@@ -131,10 +133,16 @@ marks as materialized (
            least(s.first_flag_ns, min(f.at_ns)) as first_flag_ns,
            count(f.episode_id) > 0 or s.first_flag_ns is not null as flagged,
            bool_or(f.is_kill) as killed,
-           min(f.at_ns) filter (where f.is_kill) as first_kill_ns
+           min(f.at_ns) filter (where f.is_kill) as first_kill_ns,
+           arg_min(f.step, f.at_ns) filter (where f.is_kill) as first_kill_step,
+           -- a flag at or after the scenario's first loop step (a flag without a step counts)
+           coalesce(bool_or(f.step is null
+                            or f.step >= coalesce(s.scenario_first_loop_step, 0))
+                        filter (where f.episode_id is not null),
+                    s.first_flag_ns is not null) as flagged_in_loop
     from sel s
     left join flag_events f using (episode_id)
-    group by s.episode_id, s.first_flag_ns
+    group by s.episode_id, s.first_flag_ns, s.scenario_first_loop_step
 ),
 calls as (
     -- one pass over the calls of the episodes in scope
@@ -188,13 +196,25 @@ false_kill_labels as (
     where l.label = 'false_kill' and (l.span_id = '' or k.episode_id is not null)
 ),
 facts as (
-    select s.episode_id, s.service, s.agent, s.model, s.outcome, el.label,
+    select s.episode_id, s.service, s.agent, s.model, s.outcome,
+           -- label source, in order: human (labels), scenario (episodes.scenario_loop), none
+           coalesce(el.label, case when s.scenario_loop then 'true_loop'
+                                   when not s.scenario_loop then 'no_loop' end) as label,
+           case when el.label is not null then 'human'
+                when s.scenario_loop is not null then 'scenario' end as label_source,
            coalesce(c.n_calls, 0) as n_calls,
            m.flagged,
+           -- a human true_loop counts any flag; a scenario loop one from its first loop step
+           case when el.label is not null then m.flagged else m.flagged_in_loop end
+               as detected,
            coalesce(m.killed, false) as killed,
-           fk.episode_id is not null or el.label is not null as human_verdict,
+           case when fk.episode_id is not null or el.label is not null then 'human'
+                when s.scenario_loop is not null then 'scenario'
+                else 'rule' end as verdict_source,
            case when fk.episode_id is not null then true
                 when el.label is not null then el.label = 'no_loop'
+                when s.scenario_loop is not null then not s.scenario_loop
+                    or coalesce(m.first_kill_step < s.scenario_first_loop_step, false)
                 else s.outcome = 'success' and coalesce(af.progress_after_kill, false)
            end as wrong_if_killed,
            case when s.cost_usd is not null then 'episode'
@@ -224,16 +244,27 @@ ef as materialized (
     select episode_id, service, agent, model, n_calls,
            flagged::int as flagged,
            (label = 'true_loop')::int as true_loop,
-           (label = 'true_loop' and flagged)::int as true_loop_flagged,
+           (label = 'true_loop' and detected)::int as true_loop_flagged,
+           (label = 'true_loop' and label_source = 'human')::int as true_loop_human,
+           (label = 'true_loop' and label_source = 'human' and detected)::int
+               as true_loop_human_flagged,
+           (label = 'true_loop' and label_source = 'scenario')::int as true_loop_scenario,
+           (label = 'true_loop' and label_source = 'scenario' and detected)::int
+               as true_loop_scenario_flagged,
            (label = 'no_loop')::int as no_loop,
            (label is null)::int as unlabelled,
+           (label_source = 'human')::int as labelled_human,
+           (label_source = 'scenario')::int as labelled_scenario,
            killed::int as killed,
            (killed and wrong_if_killed)::int as false_kill,
-           (killed and human_verdict)::int as kill_human,
-           (killed and human_verdict and wrong_if_killed)::int as false_kill_human,
-           (killed and not human_verdict)::int as kill_rule,
-           (killed and not human_verdict and wrong_if_killed)::int as false_kill_rule,
-           (killed and not human_verdict
+           (killed and verdict_source = 'human')::int as kill_human,
+           (killed and verdict_source = 'human' and wrong_if_killed)::int as false_kill_human,
+           (killed and verdict_source = 'scenario')::int as kill_scenario,
+           (killed and verdict_source = 'scenario' and wrong_if_killed)::int
+               as false_kill_scenario,
+           (killed and verdict_source = 'rule')::int as kill_rule,
+           (killed and verdict_source = 'rule' and wrong_if_killed)::int as false_kill_rule,
+           (killed and verdict_source = 'rule'
                 and coalesce(outcome, '') not in ('success', 'failure'))::int as kill_rule_unknown,
            (outcome = 'success')::int as success,
            (outcome = 'failure')::int as failure,
@@ -282,12 +313,20 @@ select dimension, key,
        coalesce(sum(flagged), 0)::bigint as loops_detected,
        coalesce(sum(true_loop), 0)::bigint as true_loops,
        coalesce(sum(true_loop_flagged), 0)::bigint as true_loops_flagged,
+       coalesce(sum(true_loop_human), 0)::bigint as true_loops_human,
+       coalesce(sum(true_loop_human_flagged), 0)::bigint as true_loops_human_flagged,
+       coalesce(sum(true_loop_scenario), 0)::bigint as true_loops_scenario,
+       coalesce(sum(true_loop_scenario_flagged), 0)::bigint as true_loops_scenario_flagged,
+       coalesce(sum(labelled_human), 0)::bigint as labelled_human,
+       coalesce(sum(labelled_scenario), 0)::bigint as labelled_scenario,
        coalesce(sum(no_loop), 0)::bigint as no_loop_episodes,
        coalesce(sum(unlabelled), 0)::bigint as unlabelled_episodes,
        coalesce(sum(killed), 0)::bigint as kills,
        coalesce(sum(false_kill), 0)::bigint as false_kills,
        coalesce(sum(kill_human), 0)::bigint as kills_human,
        coalesce(sum(false_kill_human), 0)::bigint as false_kills_human,
+       coalesce(sum(kill_scenario), 0)::bigint as kills_scenario,
+       coalesce(sum(false_kill_scenario), 0)::bigint as false_kills_scenario,
        coalesce(sum(kill_rule), 0)::bigint as kills_rule,
        coalesce(sum(false_kill_rule), 0)::bigint as false_kills_rule,
        coalesce(sum(kill_rule_unknown), 0)::bigint as kills_rule_unknown_outcome,
