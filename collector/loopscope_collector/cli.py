@@ -48,8 +48,9 @@ def register(sub: Any) -> None:
                        description=COLLECTOR_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback)")
-    p.add_argument("--http-port", type=int, default=4318, help="OTLP/HTTP and reads (default 4318)")
-    p.add_argument("--grpc-port", type=int, default=4317,
+    p.add_argument("--http-port", type=port_number, default=4318,
+                   help="OTLP/HTTP and reads (default 4318)")
+    p.add_argument("--grpc-port", type=port_number, default=4317,
                    help="OTLP/gRPC (default 4317; 0 disables it)")
     p.add_argument("--db", default=os.environ.get("LOOPSCOPE_DB", "loopscope.duckdb"),
                    help="DuckDB file (default: ./loopscope.duckdb or $LOOPSCOPE_DB)")
@@ -75,6 +76,17 @@ def register(sub: Any) -> None:
     a.add_argument("--alert-cooldown", metavar="SECONDS", type=float, default=300.0,
                    help="least time between two firings for one service (default 300)")
     p.set_defaults(func=cmd_collector)
+
+
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 0 (any free port / off) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port {port} is out of range (0-65535)")
+    return port
 
 
 def read_policy(path: str | None) -> Any:
@@ -129,9 +141,10 @@ def cmd_collector(args: argparse.Namespace) -> int:
                               policy=policy, max_request_bytes=args.max_request_bytes,
                               alert_settings=alert_settings, webhooks=args.webhook)
     except duckdb.IOException as exc:
-        print(f"loopscope collector: error: cannot open the store {args.db}: {exc}. Another "
-              "collector probably owns it (one writer per file): stop it, or pass another "
-              "--db.", file=sys.stderr)
+        hint = (" Another collector probably owns it (one writer per file): stop it, or pass "
+                "another --db." if "lock" in str(exc).lower() else "")
+        print(f"loopscope collector: error: cannot open the store {args.db}: {exc}.{hint}",
+              file=sys.stderr)
         return 1
     except SchemaError as exc:
         print(f"loopscope collector: error: {exc}", file=sys.stderr)

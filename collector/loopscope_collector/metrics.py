@@ -131,8 +131,10 @@ def _latency(row: Mapping[str, Any] | None) -> dict[str, Any]:
 def _cost(row: Mapping[str, Any]) -> dict[str, Any]:
     successes = int(row["successful_episodes"])
     total = _usd(row["cost_usd"])
-    return {
-        "value": round(total / successes, 6) if successes else None,
+    priced = int(row["cost_from_episode"]) + int(row["cost_from_tool_calls"]) + int(
+        row["cost_from_tokens"])
+    return {  # no cost recorded at all is unknown, not $0
+        "value": round(total / successes, 6) if successes and priced else None,
         "total_usd": total,
         "successful_episodes": successes,
         "cost_after_first_flag_usd": _usd(row["cost_after_first_flag_usd"]),
@@ -262,7 +264,11 @@ def format_table(report: Mapping[str, Any]) -> str:
         f"{lat['unresolved']} unresolved of {lat['unknown_writes']}",
         "cost per successful task   "
         + (f"${cost['value']:,.4f}" if cost["value"] is not None else "n/a")
-        + f" (${cost['total_usd']:,.4f} / {cost['successful_episodes']} successes)",
+        + (f" (${cost['total_usd']:,.4f} / {cost['successful_episodes']} successes)"
+           if cost["value"] is not None else
+           f" (no cost recorded for the {report['episodes']:,} episodes)"
+           if not cost["cost_sources"]["episode"] + cost["cost_sources"]["tool_calls"]
+           + cost["cost_sources"]["tokens"] else ""),
         f"cost after first flag      ${cost['cost_after_first_flag_usd']:,.4f}",
     ]
     for dim in DIMENSIONS:

@@ -191,9 +191,9 @@ def _sniff(path: str, lines: list[str] | None) -> str:
         head = "".join(lines)[:_SNIFF_CHARS]
     else:
         try:
-            with Path(path).open(encoding="utf-8") as handle:
-                head = handle.read(_SNIFF_CHARS)
-        except (OSError, UnicodeDecodeError):
+            with Path(path).open(encoding="utf-8-sig", errors="replace") as handle:
+                head = handle.read(_SNIFF_CHARS)  # a bad byte is reported by its line later
+        except OSError:
             return "episodes"  # read_episodes reports it as FILE:0
     first = next((line for line in head.splitlines() if line.strip()), "")
     try:

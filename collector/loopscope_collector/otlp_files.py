@@ -19,11 +19,10 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from loopscope import conventions as c
-from loopscope.analysis import Problem
+from loopscope.analysis import Problem, decoded_lines
 from loopscope.detect.replay import Episode
 
 from .detection import KINDS, STATUSES, comparable, sort_key
@@ -81,16 +80,13 @@ def read_otlp_file(
         return None
 
     counter = [0, 0]  # lines, spans
+    bad: list[Problem] = []
     try:
-        if lines is None:
-            with Path(path).open(encoding="utf-8") as handle:
-                yield from _otlp_lines(path, handle, decode, counter, progress)
-        else:
-            yield from _otlp_lines(path, lines, decode, counter, progress)
+        yield from _otlp_lines(path, decoded_lines(path, bad) if lines is None else lines,
+                               decode, counter, progress)
     except OSError as exc:
         yield Problem(path, 0, f"cannot read: {exc.strerror or exc}")
-    except UnicodeDecodeError as exc:
-        yield Problem(path, 0, f"not UTF-8 text: {exc.reason}")
+    yield from bad
     if progress is not None and counter[0] >= _PROGRESS_LINES:
         progress.write(f"\rread {counter[0]} lines, {counter[1]} spans from {path}.\n")
         progress.flush()

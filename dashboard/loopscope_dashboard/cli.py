@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from loopscope_collector.cli import port_number
+
 from .environment_variables import COLLECTOR_URL_ENV, DEFAULT_COLLECTOR_URL, SNAPSHOT_ENV
 
 HELP = """\
@@ -78,7 +80,7 @@ def register(sub: Any) -> None:
                              f"{DEFAULT_COLLECTOR_URL})")
     source.add_argument("--db", metavar="FILE",
                         help="read this loopscope DuckDB file instead (read-only)")
-    parser.add_argument("--port", type=int, default=8501, help="port to serve on (default: "
+    parser.add_argument("--port", type=port_number, default=8501, help="port to serve on (default: "
                                                                "8501)")
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to bind (default: 127.0.0.1)")

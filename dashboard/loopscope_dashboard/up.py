@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from loopscope_collector.cli import port_number
+
 UP_HELP = """\
 Bring up the collector, the dashboard and (with --demo) demo agents on this machine.
 
@@ -48,9 +50,11 @@ def register(sub: Any) -> None:
     p.add_argument("--db", default=os.environ.get("LOOPSCOPE_DB", "loopscope.duckdb"),
                    help="DuckDB file of the collector (default: ./loopscope.duckdb)")
     p.add_argument("--host", default="127.0.0.1", help="address to serve on (default: loopback)")
-    p.add_argument("--http-port", type=int, default=4318, help="OTLP/HTTP and reads (4318)")
-    p.add_argument("--grpc-port", type=int, default=4317, help="OTLP/gRPC (4317; 0: off)")
-    p.add_argument("--dashboard-port", type=int, default=8501, help="dashboard (8501)")
+    p.add_argument("--http-port", type=port_number, default=4318,
+                   help="OTLP/HTTP and reads (4318)")
+    p.add_argument("--grpc-port", type=port_number, default=4317,
+                   help="OTLP/gRPC (4317; 0: off)")
+    p.add_argument("--dashboard-port", type=port_number, default=8501, help="dashboard (8501)")
     p.add_argument("--demo", action="store_true", help="also run scripted demo agents")
     p.add_argument("--demo-pace", type=float, default=0.05, metavar="SECONDS",
                    help="pause before each demo tool call (default: 0.05)")

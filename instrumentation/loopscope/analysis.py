@@ -41,9 +41,12 @@ def read_episodes(paths: Sequence[str], *, fmt: str = "auto") -> Iterator[Episod
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     for path in paths:
+        bad: list[Problem] = []
         try:
-            stream: Iterable[str] = sys.stdin if path == "-" else _lines(Path(path))
+            stream: Iterable[str] = sys.stdin if path == "-" else decoded_lines(path, bad)
             for number, line in enumerate(stream, start=1):
+                yield from bad
+                bad.clear()
                 if not line.strip():
                     continue
                 try:
@@ -52,13 +55,23 @@ def read_episodes(paths: Sequence[str], *, fmt: str = "auto") -> Iterator[Episod
                     yield Problem(path, number, _explain(line, str(exc)))
         except OSError as exc:
             yield Problem(path, 0, f"cannot read: {exc.strerror or exc}")
-        except UnicodeDecodeError as exc:
-            yield Problem(path, 0, f"not UTF-8 text: {exc.reason}")
+        yield from bad
 
 
-def _lines(path: Path) -> Iterator[str]:
-    with path.open(encoding="utf-8") as handle:
-        yield from handle
+def decoded_lines(path: str, problems: list[Problem]) -> Iterator[str]:
+    """The lines of a UTF-8 text file, decoded one at a time (a leading byte-order mark is
+    dropped). A line that is not UTF-8 is added to ``problems`` with its number and read as
+    an empty line, so one bad byte costs one line, not the rest of the file."""
+    with Path(path).open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                problems.append(Problem(path, number, f"not UTF-8 text: {exc.reason} at byte "
+                                                      f"{exc.start} of the line"))
+                yield "\n"
 
 
 def _explain(line: str, message: str) -> str:

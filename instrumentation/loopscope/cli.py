@@ -22,7 +22,7 @@ DEMO_TOOL_CALL_BUDGET = 40
 ANALYZE_HELP = """\
 Run the detection core over recorded runs and report what the guard would flag.
 
-Reads Episode JSONL (one run per line; see EPISODE_FORMAT.md). A malformed line is
+Reads Episode JSONL (one run per line; see docs/episode-format.md). A malformed line is
 reported on stderr as FILE:LINE and skipped; the exit status is then 1.
 
 With --json, stdout is exactly one JSON object:
@@ -77,7 +77,7 @@ def _add_policy(parser: argparse.ArgumentParser) -> None:
         "--policy",
         metavar="FILE",
         help="JSON file of policy settings (thresholds, budgets, K per task "
-        "type); defaults as in DESIGN.md",
+        "type; unset fields keep the defaults of loopscope.detect.Policy)",
     )
 
 

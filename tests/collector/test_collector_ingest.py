@@ -17,6 +17,8 @@ import pytest
 from collector_process import CollectorProcess, eventually, start_collector
 from otlp_requests import episode_request
 
+from loopscope_collector.storage import SchemaError, open_database
+
 pytestmark = pytest.mark.timeout(180)
 
 
@@ -224,3 +226,30 @@ def test_a_second_collector_on_the_same_store_or_port_is_refused_clearly(
                         "--grpc-port", str(collector.grpc_port))
     assert grpc_taken.returncode == 1 and "another --grpc-port" in grpc_taken.stderr
     _still_serving(collector)
+
+
+def test_a_store_that_is_not_a_duckdb_file_is_refused_and_left_alone(tmp_path: Path) -> None:
+    """DuckDB reads a path named like data (runs.jsonl) as that data on an in-memory database:
+    a collector on it would acknowledge spans and lose them. It is refused, the file is left
+    as it was, and the message names the problem (not a lock); so are out-of-range ports."""
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "loopscope", "collector", *args,
+                               "--http-port", "0", "--grpc-port", "0"],
+                              capture_output=True, text=True, timeout=60)
+
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text('{"episode_id": "e", "steps": []}\n', encoding="utf-8")
+    refused = run("--db", str(runs))
+    assert refused.returncode == 1 and "not a DuckDB file" in refused.stderr
+    assert "another --db" not in refused.stderr and "Traceback" not in refused.stderr
+    assert runs.read_text(encoding="utf-8") == '{"episode_id": "e", "steps": []}\n'
+    missing_dir = run("--db", str(tmp_path / "no" / "such" / "x.duckdb"))
+    assert missing_dir.returncode == 1 and "another --db" not in missing_dir.stderr
+    bad_port = subprocess.run([sys.executable, "-m", "loopscope", "collector", "--grpc-port",
+                               "70001"], capture_output=True, text=True, timeout=60)
+    assert bad_port.returncode == 2 and "out of range" in bad_port.stderr
+    db = tmp_path / "fine.duckdb"
+    with pytest.raises(SchemaError, match="not a DuckDB file"):
+        open_database(runs)
+    open_database(db).close()  # a new file of any name that DuckDB stores into is fine
+    open_database(db, read_only=True).close()

@@ -395,3 +395,25 @@ def test_a_label_of_the_wrong_type_is_reported_with_its_line(
     assert code != 0
     assert f"{runs}:2" in err and "label.loop" in err
     assert [e["episode_id"] for e in document["episodes"]] == ["ok"]
+
+
+def test_a_line_that_is_not_utf8_costs_that_line_only(
+    otlp_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One bad byte is reported as FILE:LINE; the lines around it are still read, in both
+    formats, and a byte-order mark at the start of a file is no problem."""
+    runs = tmp_path / "runs.jsonl"
+    lines = [json.dumps({"episode_id": name, "steps": []}).encode() for name in "abcd"]
+    lines[2] = lines[2].replace(b'"c"', b'"c\xff"')
+    runs.write_bytes(b"\xef\xbb\xbf" + b"\n".join(lines) + b"\n")
+    code, document, err = _analyze(capsys, str(runs))
+    assert code == 1 and f"{runs}:3: not UTF-8" in err
+    assert [e["episode_id"] for e in document["episodes"]] == ["a", "b", "d"]
+    otlp_lines = otlp_file.read_bytes().splitlines()
+    broken = tmp_path / "broken-otlp.jsonl"
+    broken.write_bytes(b"\n".join([otlp_lines[0], b'{"resourceSpans": ["\xff"]}',
+                                    *otlp_lines[1:], b""]))
+    code, document, err = _analyze(capsys, str(broken))
+    _, whole, _ = _analyze(capsys, str(otlp_file))
+    assert code == 1 and f"{broken}:2: not UTF-8" in err
+    assert document["episodes"] == whole["episodes"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import duckdb
 
@@ -59,7 +59,7 @@ def open_database(path: str | Path, *, read_only: bool = False) -> Database:
     if read_only:
         if not Path(path).exists():
             raise FileNotFoundError(f"no such DuckDB file: {path}")
-        con = duckdb.connect(path, read_only=True)
+        con = _connect(path, read_only=True)
         version = current_version(con)
         if version == 0:
             con.close()
@@ -69,6 +69,43 @@ def open_database(path: str | Path, *, read_only: bool = False) -> Database:
             raise SchemaError(f"{path} has schema version {version}; this loopscope reads "
                               f"up to {LATEST}")
         return Database(con, path, True)
-    con = duckdb.connect(path)
+    con = _connect(path, read_only=False)
     migrate(con)
     return Database(con, path, False)
+
+
+DUCKDB_MAGIC: Final = b"DUCK"
+"""A DuckDB database file has these bytes at offset 8."""
+
+
+def _connect(path: str, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """Connect to a DuckDB *file*, refusing anything DuckDB would not store into.
+
+    DuckDB reads a path named like data (``runs.jsonl``, ``x.csv``, ...) as that data, on an
+    in-memory database: every write would be acknowledged and lost. So an existing file must
+    be a DuckDB file, and the database opened must be backed by ``path``.
+
+    Raises:
+        SchemaError: ``path`` is not (and cannot become) a DuckDB database file.
+    """
+    if path != ":memory:":
+        file = Path(path)
+        if file.is_dir():
+            raise SchemaError(f"{path} is a directory, not a DuckDB file")
+        if file.is_file() and file.stat().st_size > 0:
+            with file.open("rb") as handle:
+                head = handle.read(16)
+            if head[8:12] != DUCKDB_MAGIC:
+                raise SchemaError(f"{path} is not a DuckDB file (is it the wrong file?); "
+                                  "give the store a new name, such as loopscope.duckdb")
+    con = duckdb.connect(path, read_only=read_only)
+    if path != ":memory:":
+        backing = con.execute(
+            "select path from duckdb_databases() where database_name = current_database()"
+        ).fetchall()
+        if not backing or not backing[0][0]:
+            con.close()
+            raise SchemaError(f"DuckDB would read {path} as data rather than store into it "
+                              "(names ending in .jsonl, .csv, .parquet, ...); give the store a "
+                              "name ending in .duckdb")
+    return con

@@ -5,7 +5,7 @@ import streamlit as st
 from loopscope_dashboard import queries, state, uploads
 
 st.title("Import runs")
-st.caption("Episode JSONL (one run per line, see EPISODE_FORMAT.md) or OTLP JSON (the "
+st.caption("Episode JSONL (one run per line, see docs/episode-format.md) or OTLP JSON (the "
            "OpenTelemetry Collector's file exporter). The file is analysed here, by the same "
            "detectors the guard runs; nothing is stored until you send it to a collector.")
 upload = st.file_uploader("Runs file", type=["jsonl", "json"], key="import_file")
