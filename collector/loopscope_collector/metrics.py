@@ -244,6 +244,13 @@ def format_table(report: Mapping[str, Any]) -> str:
     """The report as readable text."""
     lat = report["unknown_reconcile_latency"]
     cost = report["cost_per_successful_task"]
+    if cost["value"] is not None:
+        cost_text = (f"${cost['value']:,.4f} (${cost['total_usd']:,.4f} / "
+                     f"{cost['successful_episodes']} successes)")
+    elif cost["cost_sources"]["none"] == report["episodes"] and report["episodes"]:
+        cost_text = f"n/a (no cost recorded for the {report['episodes']:,} episodes)"
+    else:
+        cost_text = "n/a (no successful episode)"
     fk = report["false_kill_rate"]
     kinds = ", ".join(f"{k} {n}" for k, n in report["loops_detected_by_kind"].items()) or "none"
     filters = ", ".join(f"{k}={v}" for k, v in report["filters"].items()) or "none"
@@ -262,13 +269,7 @@ def format_table(report: Mapping[str, Any]) -> str:
         f"UNKNOWN reconcile latency  p50 {_num(lat['p50_s'], ' s')}, p95 "
         f"{_num(lat['p95_s'], ' s')}, max {_num(lat['max_s'], ' s')}; "
         f"{lat['unresolved']} unresolved of {lat['unknown_writes']}",
-        "cost per successful task   "
-        + (f"${cost['value']:,.4f}" if cost["value"] is not None else "n/a")
-        + (f" (${cost['total_usd']:,.4f} / {cost['successful_episodes']} successes)"
-           if cost["value"] is not None else
-           f" (no cost recorded for the {report['episodes']:,} episodes)"
-           if not cost["cost_sources"]["episode"] + cost["cost_sources"]["tool_calls"]
-           + cost["cost_sources"]["tokens"] else ""),
+        f"cost per successful task   {cost_text}",
         f"cost after first flag      ${cost['cost_after_first_flag_usd']:,.4f}",
     ]
     for dim in DIMENSIONS:

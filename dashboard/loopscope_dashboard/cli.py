@@ -80,8 +80,8 @@ def register(sub: Any) -> None:
                              f"{DEFAULT_COLLECTOR_URL})")
     source.add_argument("--db", metavar="FILE",
                         help="read this loopscope DuckDB file instead (read-only)")
-    parser.add_argument("--port", type=port_number, default=8501, help="port to serve on (default: "
-                                                               "8501)")
+    parser.add_argument("--port", type=port_number, default=8501,
+                        help="port to serve on (default: 8501)")
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to bind (default: 127.0.0.1)")
     parser.set_defaults(func=run)

@@ -393,3 +393,18 @@ def test_outcome_filter_keeps_episodes_with_that_outcome(tmp_path: Path) -> None
     assert everything["episodes"] == 2 and successes["episodes"] == 1
     assert everything["cost_per_successful_task"]["value"] == 8.0
     assert successes["cost_per_successful_task"]["value"] == 2.0
+
+
+def test_no_cost_recorded_is_unknown_not_zero(store: Store) -> None:
+    """Runs of a priced model that report no cost and no tokens: the cost per successful task
+    is unknown (null, "n/a"), not $0."""
+    for eid in ("A", "B"):
+        store.episode(eid, model="gpt-4o", outcome="success")
+    m = metrics(store)
+    cost = m["cost_per_successful_task"]
+    assert cost["value"] is None and cost["successful_episodes"] == 2
+    assert cost["cost_sources"]["none"] == 2 and cost["cost_sources"]["tokens"] == 0
+    store.episode("C", model="gpt-4o", outcome="failure", tokens=(1_000_000, 0))
+    priced = metrics(store)["cost_per_successful_task"]
+    assert priced["value"] == pytest.approx(2.5 / 2) and priced["cost_sources"]["tokens"] == 1
+

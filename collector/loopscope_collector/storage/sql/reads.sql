@@ -217,9 +217,11 @@ facts as (
                     or coalesce(m.first_kill_step < s.scenario_first_loop_step, false)
                 else s.outcome = 'success' and coalesce(af.progress_after_kill, false)
            end as wrong_if_killed,
+           -- tokens price a run only when it reported some: no tokens is no cost known
            case when s.cost_usd is not null then 'episode'
                 when c.priced_calls > 0 then 'tool_calls'
-                when ep.usd_in is not null then 'tokens'
+                when ep.usd_in is not null and s.input_tokens + s.output_tokens
+                     + coalesce(c.tokens_in, 0) + coalesce(c.tokens_out, 0) > 0 then 'tokens'
                 else 'none' end as cost_source,
            case when s.cost_usd is not null then s.cost_usd
                 when c.priced_calls > 0 then c.call_cost
