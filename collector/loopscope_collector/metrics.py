@@ -247,7 +247,7 @@ def format_table(report: Mapping[str, Any]) -> str:
     if cost["value"] is not None:
         cost_text = (f"${cost['value']:,.4f} (${cost['total_usd']:,.4f} / "
                      f"{cost['successful_episodes']} successes)")
-    elif cost["cost_sources"]["none"] == report["episodes"] and report["episodes"]:
+    elif cost["successful_episodes"]:  # successes, but nothing priced (see _cost)
         cost_text = f"n/a (no cost recorded for the {report['episodes']:,} episodes)"
     else:
         cost_text = "n/a (no successful episode)"

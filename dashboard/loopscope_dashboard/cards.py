@@ -34,9 +34,10 @@ def _delta(now: float | None, before: float | None, fmt: str) -> str | None:
     return format(now - before, fmt)
 
 
-def _rate_caption(r: Mapping[str, Any], sources: str | None = None) -> str:
+def _rate_caption(r: Mapping[str, Any], sources: str | None = None,
+                  empty: str = "n = 0") -> str:
     if not r["n"]:
-        return "n = 0"
+        return empty
     lo, hi = r["interval"]
     labels = f" · labels: {sources}" if sources else ""
     return f"{r['count']} of n = {r['n']} · 95% CI {lo:.0%}–{hi:.0%}{labels}"
@@ -60,8 +61,7 @@ def metric_cards(report: Mapping[str, Any],
     return [
         Card("Loop-detection rate", _pct(det["value"]),
              _delta(det["value"], was("loop_detection_rate", "value"), "+.1%"),
-             _rate_caption(det, det.get("label_source")) if det["n"]
-             else "n = 0 · no labelled loops yet",
+             _rate_caption(det, det.get("label_source"), empty="n = 0 · no labelled loops yet"),
              "Flagged loops / true loops. A true loop is an episode labelled true_loop on the "
              "Labels page, else one whose agent reported it as a loop "
              "(`loopscope.episode(label=...)`, as the demo's scripted runs do)."),
