@@ -101,7 +101,7 @@ _ZERO: Final = {
     "true_loops_flagged": 0, "true_loops_human": 0, "true_loops_human_flagged": 0,
     "true_loops_scenario": 0, "true_loops_scenario_flagged": 0, "labelled_human": 0,
     "labelled_scenario": 0, "no_loop_episodes": 0, "unlabelled_episodes": 0, "kills": 0,
-    "false_kills": 0, "kills_human": 0, "false_kills_human": 0, "kills_scenario": 0,
+    "false_kills": 0, "budget_stops": 0, "kills_human": 0, "false_kills_human": 0, "kills_scenario": 0,
     "false_kills_scenario": 0, "kills_rule": 0,
     "false_kills_rule": 0, "kills_rule_unknown_outcome": 0, "successful_episodes": 0,
     "failed_episodes": 0, "cost_usd": 0.0, "cost_after_first_flag_usd": 0.0,
@@ -163,6 +163,8 @@ def _rates(row: Mapping[str, Any]) -> dict[str, Any]:
         "rule": rate(int(row["false_kills_rule"]), int(row["kills_rule"])),
     }
     false_kill["rule_kills_with_unknown_outcome"] = int(row["kills_rule_unknown_outcome"])
+    # beside the rate, never in it: a budget is the user's cap, not a detector's verdict
+    false_kill["budget_stops"] = int(row["budget_stops"])
     return {"loop_detection_rate": detection, "false_kill_rate": false_kill}
 
 
@@ -176,6 +178,7 @@ def _breakdown_row(row: Mapping[str, Any], latency: Mapping[str, Any] | None) ->
         "loops_detected": int(row["loops_detected"]),
         "kills": int(row["kills"]),
         "false_kills": int(row["false_kills"]),
+        "budget_stops": int(row["budget_stops"]),
         "loop_detection_rate": rates["loop_detection_rate"],
         "false_kill_rate": rates["false_kill_rate"],
         "successful_episodes": cost["successful_episodes"],
@@ -207,6 +210,7 @@ def assemble(
         "loops_detected_by_kind": by_kind,
         "kills": int(total["kills"]),
         "false_kills": int(total["false_kills"]),
+        "budget_stops": int(total["budget_stops"]),
         "labels": {
             "true_loop": int(total["true_loops"]),
             "no_loop": int(total["no_loop_episodes"]),
@@ -266,6 +270,8 @@ def format_table(report: Mapping[str, Any]) -> str:
         f"  scenario-labelled kills  {_pct(fk['by_label_source']['scenario'])}",
         f"  unlabelled rule          {_pct(fk['by_label_source']['rule'])}"
         f"; {fk['rule_kills_with_unknown_outcome']} with unknown outcome",
+        f"budget stops               {report['budget_stops']:,} episodes (a user's cap: not "
+        "in the false-kill rate)",
         f"UNKNOWN reconcile latency  p50 {_num(lat['p50_s'], ' s')}, p95 "
         f"{_num(lat['p95_s'], ' s')}, max {_num(lat['max_s'], ' s')}; "
         f"{lat['unresolved']} unresolved of {lat['unknown_writes']}",
@@ -278,7 +284,7 @@ def format_table(report: Mapping[str, Any]) -> str:
             continue
         lines += ["", f"by {dim}:",
                   f"  {'key':<24} {'calls':>9} {'episodes':>8} {'loops':>6} {'kills':>6} "
-                  f"{'false':>6} {'detect':>7} {'$/success':>10} {'unk p50':>8} {'unres':>6}"]
+                  f"{'false':>6} {'budget':>6} {'detect':>7} {'$/success':>10} {'unk p50':>8} {'unres':>6}"]
         for row in rows:
             det = row["loop_detection_rate"]["value"]
             lat_row = row["unknown_reconcile_latency"]
@@ -290,6 +296,6 @@ def format_table(report: Mapping[str, Any]) -> str:
             lines.append(
                 f"  {key[:24]:<24} {row['tool_calls']:>9,} {row['episodes']:>8,} "
                 f"{row['loops_detected']:>6,} {row['kills']:>6,} {row['false_kills']:>6,} "
-                f"{det_s:>7} {per_s:>10} {p50_s:>8} {lat_row['unresolved']:>6}"
+                f"{row['budget_stops']:>6,} {det_s:>7} {per_s:>10} {p50_s:>8} {lat_row['unresolved']:>6}"
             )
     return "\n".join(lines)

@@ -67,11 +67,12 @@ def metric_cards(report: Mapping[str, Any],
              "(`loopscope.episode(label=...)`, as the demo's scripted runs do)."),
         Card("False-kill rate", _pct(fk["value"]),
              _delta(fk["value"], was("false_kill_rate", "value"), "+.1%"),
-             _rate_caption(fk),
-             "Kills (block/stop, or would-be kills in observe mode) that hit a legitimate "
-             "run / all kills. A human label outranks the agent's own scenario label, which "
-             "outranks the rule: unlabelled, a kill is false when the run made progress after "
-             "it and succeeded.", "inverse"),
+             _rate_caption(fk) + f" · {fk.get('budget_stops', 0)} budget stop(s) beside it",
+             "Detector kills (block/stop, or would-be kills in observe and warn mode) that hit "
+             "a legitimate run / all detector kills. A human label outranks the agent's own "
+             "scenario label, which outranks the rule: unlabelled, a kill is false when the "
+             "run made progress after it and succeeded. Budget stops are a user's cap, not a "
+             "detector's verdict: counted beside the rate, never in it.", "inverse"),
         Card("UNKNOWN reconcile latency",
              "n/a" if lat["p50_s"] is None else f"{lat['p50_s']:.1f} s p50",
              _delta(lat["p50_s"], was("unknown_reconcile_latency", "p50_s"), "+.1f"),

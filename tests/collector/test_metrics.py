@@ -65,12 +65,13 @@ class Store:
         )
 
     def guard(self, eid: str, call: int, *, decision: str, action: str = "allow",
-              start: int = T0) -> None:
+              start: int = T0, reason: str = "r") -> None:
         self.con.execute(
             "insert into guard_decisions (trace_id, span_id, episode_id, service, tool, mode,"
             " action, decision, reason, flags, time_ns)"
-            " values ($e, $sp, $e, 'svc', 'search', 'observe', $a, $d, 'r', ['no_progress'], $t)",
-            {"e": eid, "sp": f"{eid}-{call}", "a": action, "d": decision, "t": start + call * S},
+            " values ($e, $sp, $e, 'svc', 'search', 'observe', $a, $d, $r, ['no_progress'], $t)",
+            {"e": eid, "sp": f"{eid}-{call}", "a": action, "d": decision, "t": start + call * S,
+             "r": reason},
         )
 
     def label(self, eid: str, label: str, span: str = "") -> None:
@@ -179,6 +180,22 @@ def test_false_kill_rate_by_the_unlabelled_rule(store: Store) -> None:
     assert fk["by_label_source"]["rule"]["n"] == 4
     assert fk["by_label_source"]["human"]["n"] == 0
     assert m["kills"] == 4 and m["false_kills"] == 1
+
+
+def test_budget_stops_are_beside_the_false_kill_rate(store: Store) -> None:
+    """A budget stop of a run that made progress and succeeded is the user's cap: counted in
+    budget_stops, not as a kill, a false kill or a loop flag."""
+    store.episode("B1", outcome="success")
+    store.guard("B1", 3, decision="stop", action="stop", reason="budget")
+    store.episode("B2", outcome="success")
+    store.detect("B2", 2, severity="kill", kind="budget", detector="budget")
+    store.episode("K1", outcome="failure", progress=["new_output", "none", "none", "none"])
+    store.detect("K1", 1, severity="kill")
+    m = metrics(store)
+    assert (m["kills"], m["false_kills"], m["budget_stops"]) == (1, 0, 2)
+    assert m["false_kill_rate"]["n"] == 1 and m["false_kill_rate"]["budget_stops"] == 2
+    assert m["loops_detected"] == 1
+    assert "budget" not in m["loops_detected_by_kind"]
 
 
 def test_first_kill_decides_progress_after_it(store: Store) -> None:

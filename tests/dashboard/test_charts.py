@@ -110,5 +110,6 @@ def test_metric_cards_give_value_n_interval_and_trend() -> None:
     assert (detection.value, detection.delta) == ("75.0%", "+50.0%")
     assert detection.caption == "3 of n = 4 · 95% CI 10%–90%"
     assert false_kill.delta_color == "inverse"
+    assert false_kill.caption.endswith("· 0 budget stop(s) beside it")
     assert latency.value == "2.0 s p50" and "1 still unresolved" in latency.caption
     assert cost.value == "$0.5000" and cost.delta == "+0.0000"

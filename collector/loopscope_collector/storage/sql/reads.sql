@@ -113,16 +113,20 @@ with sel as materialized (
             select t.episode_id from tool_calls t where t.tool = $tool))
 ),
 flag_events as materialized (
-    -- every flag: the collector's detections (any severity) and the guards' non-allow decisions
+    -- every flag: the collector's detections (any severity) and the guards' non-allow
+    -- decisions. A budget stop is a user's cap, not a loop verdict: is_budget keeps it out of
+    -- the loop flags and kills, and counts it beside them (budget_stops).
     select d.episode_id, d.span_id, coalesce(t.start_ns, s.start_ns) as at_ns,
-           d.severity = 'kill' as is_kill, d.kind, t.step
+           d.severity = 'kill' as is_kill, d.kind, t.step,
+           d.detector = 'budget' or d.kind = 'budget' as is_budget
     from detections d
     join sel s using (episode_id)
     left join tool_calls t on t.trace_id = d.trace_id and t.span_id = d.span_id
     union all
     select g.episode_id, g.span_id, g.time_ns,
            coalesce(g.decision, g.action) in ('block', 'stop'),
-           'guard:' || coalesce(g.flags[1], coalesce(g.decision, g.action)), t.step
+           'guard:' || coalesce(g.flags[1], coalesce(g.decision, g.action)), t.step,
+           coalesce(g.reason = 'budget', false)
     from guard_decisions g
     join sel s using (episode_id)
     left join tool_calls t on t.trace_id = g.trace_id and t.span_id = g.span_id
@@ -130,15 +134,19 @@ flag_events as materialized (
 ),
 marks as materialized (
     select s.episode_id,
-           least(s.first_flag_ns, min(f.at_ns)) as first_flag_ns,
-           count(f.episode_id) > 0 or s.first_flag_ns is not null as flagged,
-           bool_or(f.is_kill) as killed,
-           min(f.at_ns) filter (where f.is_kill) as first_kill_ns,
-           arg_min(f.step, f.at_ns) filter (where f.is_kill) as first_kill_step,
+           least(s.first_flag_ns, min(f.at_ns) filter (where not f.is_budget))
+               as first_flag_ns,
+           count(f.episode_id) filter (where not f.is_budget) > 0
+               or s.first_flag_ns is not null as flagged,
+           bool_or(f.is_kill and not f.is_budget) as killed,
+           coalesce(bool_or(f.is_kill and f.is_budget), false) as budget_stopped,
+           min(f.at_ns) filter (where f.is_kill and not f.is_budget) as first_kill_ns,
+           arg_min(f.step, f.at_ns) filter (where f.is_kill and not f.is_budget)
+               as first_kill_step,
            -- a flag at or after the scenario's first loop step (a flag without a step counts)
            coalesce(bool_or(f.step is null
                             or f.step >= coalesce(s.scenario_first_loop_step, 0))
-                        filter (where f.episode_id is not null),
+                        filter (where f.episode_id is not null and not f.is_budget),
                     s.first_flag_ns is not null) as flagged_in_loop
     from sel s
     left join flag_events f using (episode_id)
@@ -208,6 +216,7 @@ facts as (
            case when el.label is not null then m.flagged else m.flagged_in_loop end
                as detected,
            coalesce(m.killed, false) as killed,
+           m.budget_stopped,
            case when fk.episode_id is not null or el.label is not null then 'human'
                 when s.scenario_loop is not null then 'scenario'
                 else 'rule' end as verdict_source,
@@ -258,6 +267,7 @@ ef as materialized (
            (label_source = 'human')::int as labelled_human,
            (label_source = 'scenario')::int as labelled_scenario,
            killed::int as killed,
+           budget_stopped::int as budget_stopped,
            (killed and wrong_if_killed)::int as false_kill,
            (killed and verdict_source = 'human')::int as kill_human,
            (killed and verdict_source = 'human' and wrong_if_killed)::int as false_kill_human,
@@ -288,7 +298,7 @@ episode_tools as (
     group by t.episode_id, t.tool
 ),
 episode_kinds as (
-    select distinct episode_id, kind from flag_events
+    select distinct episode_id, kind from flag_events where not is_budget
 ),
 dims as (
     select 'all' as dimension, null::varchar as key, n_calls as dim_calls, ef.* exclude (
@@ -325,6 +335,7 @@ select dimension, key,
        coalesce(sum(unlabelled), 0)::bigint as unlabelled_episodes,
        coalesce(sum(killed), 0)::bigint as kills,
        coalesce(sum(false_kill), 0)::bigint as false_kills,
+       coalesce(sum(budget_stopped), 0)::bigint as budget_stops,
        coalesce(sum(kill_human), 0)::bigint as kills_human,
        coalesce(sum(false_kill_human), 0)::bigint as false_kills_human,
        coalesce(sum(kill_scenario), 0)::bigint as kills_scenario,
