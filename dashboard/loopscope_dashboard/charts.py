@@ -15,6 +15,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from . import truth
+
 PALETTE: Final = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
                   "#e377c2", "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31")
 UNIQUE_COLOR: Final = "#c7c7c7"
@@ -22,6 +24,8 @@ UNIQUE_COLOR: Final = "#c7c7c7"
 LOOP_FILL: Final = "rgba(214, 39, 40, 0.15)"
 CYCLE_FILL: Final = "rgba(148, 103, 189, 0.22)"
 ALERT_COLOR: Final = "#d62728"
+WOULD_COLOR: Final = "#7f7f7f"
+"""A would-be action (what enforce would have done; the call ran): hollow and grey."""
 NO_PROGRESS: Final = "none"
 """``collector_progress`` of a call that made no progress."""
 _GUARD_SYMBOLS: Final = {"warn": "diamond", "block": "x", "stop": "square"}
@@ -29,7 +33,7 @@ _GUARD_SYMBOLS: Final = {"warn": "diamond", "block": "x", "stop": "square"}
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    """A run of calls (ordinals ``start``..``end`` inclusive) without progress, and why."""
+    """A run of calls (call ordinals ``start``..``end`` inclusive) without progress, and why."""
 
     start: int
     end: int
@@ -62,12 +66,12 @@ def loop_segments(calls: pd.DataFrame, detections: pd.DataFrame) -> list[Segment
     progress that holds a flag, named by that flag's kind, plus each flag outside any such
     stretch as a one-call segment.
 
-    ``calls`` needs ``ordinal``, ``span_id`` and ``collector_progress``; ``detections``
-    needs ``span_id`` and ``kind`` (the flags' own ordinals count only inside the collector).
+    ``calls`` needs ``call`` (the tool-call ordinal), ``span_id`` and ``collector_progress``;
+    ``detections`` needs ``span_id`` and ``kind`` (flags are placed by span).
     """
     if calls.empty:
         return []
-    ordinal_of = dict(zip(calls["span_id"], calls["ordinal"], strict=True))
+    ordinal_of = dict(zip(calls["span_id"], calls["call"], strict=True))
     flags: dict[int, str] = {}
     if not detections.empty:
         for span_id, kind in zip(detections["span_id"], detections["kind"], strict=True):
@@ -75,8 +79,8 @@ def loop_segments(calls: pd.DataFrame, detections: pd.DataFrame) -> list[Segment
                 flags.setdefault(int(ordinal_of[span_id]), str(kind))
     stretches: list[tuple[int, int]] = []
     start: int | None = None
-    ordered = calls.sort_values("ordinal")
-    for ordinal, progress in zip(ordered["ordinal"], ordered["collector_progress"], strict=True):
+    ordered = calls.sort_values("call")
+    for ordinal, progress in zip(ordered["call"], ordered["collector_progress"], strict=True):
         if progress == NO_PROGRESS:
             start = int(ordinal) if start is None else start
             end = int(ordinal)
@@ -100,11 +104,14 @@ def loop_segments(calls: pd.DataFrame, detections: pd.DataFrame) -> list[Segment
 
 def tool_timeline(calls: pd.DataFrame, detections: pd.DataFrame | None = None,
                   *, budget_limit: float | None = None) -> go.Figure:
-    """The run's tool calls, step across and tool down, one trace per signature; loop
-    segments shaded; below, the calls used against the budget with guard decisions marked.
+    """The run's tool calls, call ordinal across and tool down, one trace per signature; loop
+    segments shaded; below, the calls used against the budget with what the guard did
+    (filled: warned, blocked, stopped) apart from what enforce would have done where that is
+    more (hollow: would warn, would block, would stop).
 
-    ``calls`` is ``queries.episode_tool_calls``: ``ordinal``, ``tool``, ``signature``,
-    ``collector_progress``, ``guard_decision`` / ``guard_action``, ``status``.
+    ``calls`` is ``queries.episode_tool_calls``: ``call``, ``tool``, ``signature``,
+    ``collector_progress``, ``guard_action`` / ``guard_decision``, ``status``, and
+    ``args_text`` when content was captured (then it names the signatures).
     """
     detections = detections if detections is not None else pd.DataFrame()
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.72, 0.28],
@@ -116,13 +123,14 @@ def tool_timeline(calls: pd.DataFrame, detections: pd.DataFrame | None = None,
         group = calls[calls["signature"] == signature]
         stuck = group["collector_progress"].eq(NO_PROGRESS)
         fig.add_trace(go.Scatter(
-            x=group["ordinal"], y=group["tool"], mode="markers", name=_short(signature),
+            x=group["call"], y=group["tool"], mode="markers",
+            name=signature_label(group.iloc[0]),
             legendgroup=signature, showlegend=color != UNIQUE_COLOR,
             marker={"color": color, "size": 13,
                     "symbol": ["circle-open" if s else "circle" for s in stuck],
                     "line": {"width": 2, "color": color}},
             customdata=group[["signature", "status", "collector_progress"]].fillna("").values,
-            hovertemplate=("step %{x}: %{y}<br>signature %{customdata[0]}<br>status "
+            hovertemplate=("call %{x}: %{y}<br>signature %{customdata[0]}<br>status "
                            "%{customdata[1]}, progress %{customdata[2]}<extra></extra>"),
         ), row=1, col=1)
     for segment in loop_segments(calls, detections):
@@ -130,27 +138,62 @@ def tool_timeline(calls: pd.DataFrame, detections: pd.DataFrame | None = None,
                       fillcolor=CYCLE_FILL if segment.is_cycle else LOOP_FILL,
                       annotation_text=segment.kind, annotation_position="top left",
                       row=1, col=1)
-    used = calls["ordinal"] + 1
-    fig.add_trace(go.Scatter(x=calls["ordinal"], y=used, mode="lines", name="tool calls used",
+    used = pd.Series(range(1, len(calls) + 1), index=calls.index)
+    fig.add_trace(go.Scatter(x=calls["call"], y=used, mode="lines", name="tool calls used",
                              line={"color": "#555", "shape": "hv"}), row=2, col=1)
     if budget_limit is not None:
         fig.add_hline(y=budget_limit, line_dash="dot", line_color=ALERT_COLOR,
                       annotation_text=f"budget {budget_limit:g}", row=2, col=1)
-    decision = _guard_decision(calls)
-    guarded = calls[decision.isin(list(_GUARD_SYMBOLS))]
-    if not guarded.empty:
-        kinds = decision[guarded.index]
+    done, would = _guard_marks(calls)
+    for action, rows in done.items():
         fig.add_trace(go.Scatter(
-            x=guarded["ordinal"], y=used[guarded.index], mode="markers", name="guard decision",
-            marker={"symbol": [_GUARD_SYMBOLS[k] for k in kinds], "size": 11,
-                    "color": ALERT_COLOR},
-            text=kinds, hovertemplate="step %{x}: guard %{text}<extra></extra>",
+            x=calls.loc[rows, "call"], y=used[rows], mode="markers", name=truth.DONE[action],
+            marker={"symbol": _GUARD_SYMBOLS[action], "size": 11, "color": ALERT_COLOR},
+            hovertemplate=f"call %{{x}}: the guard {truth.DONE[action]} it<extra></extra>",
+        ), row=2, col=1)
+    for action, rows in would.items():
+        fig.add_trace(go.Scatter(
+            x=calls.loc[rows, "call"], y=used[rows], mode="markers",
+            name=f"{truth.WOULD[action]} (enforce)",
+            marker={"symbol": _GUARD_SYMBOLS[action] + "-open", "size": 11,
+                    "color": WOULD_COLOR, "line": {"width": 2, "color": WOULD_COLOR}},
+            hovertemplate=(f"call %{{x}}: enforce mode {truth.WOULD[action]}; the call ran"
+                           "<extra></extra>"),
         ), row=2, col=1)
     fig.update_yaxes(title_text="tool", row=1, col=1, type="category")
     fig.update_yaxes(title_text="calls", row=2, col=1, rangemode="tozero")
-    fig.update_xaxes(title_text="step", row=2, col=1, dtick=1 if len(calls) <= 40 else None)
+    fig.update_xaxes(title_text="call", row=2, col=1, dtick=1 if len(calls) <= 40 else None)
     fig.update_layout(height=520, margin={"t": 30, "b": 30}, legend_title_text="signature")
     return fig
+
+
+def signature_label(call: pd.Series) -> str:
+    """A signature as a person reads it: ``tool(arguments…)`` when content was captured, else
+    ``tool · short hash``."""
+    args = call.get("args_text")
+    if isinstance(args, str) and args:
+        return f"{call['tool']}({args[:40]}{'…' if len(args) > 40 else ''})"
+    return f"{call.get('tool', '')} · {_short(call.get('signature'))}"
+
+
+def _guard_marks(calls: pd.DataFrame) -> tuple[dict[str, list], dict[str, list]]:
+    """Rows by what the guard did (warn, block, stop), and by what enforce would have done
+    where that is more than what happened."""
+    done: dict[str, list] = {}
+    would: dict[str, list] = {}
+    action = calls.get("guard_action", pd.Series(index=calls.index, dtype=object))
+    decision = calls.get("guard_decision", pd.Series(index=calls.index, dtype=object))
+    blocked = calls.get("status", pd.Series(index=calls.index, dtype=object)).eq("blocked")
+    for index in calls.index:
+        did = action[index] if isinstance(action[index], str) else None
+        if did is None and blocked[index]:
+            did = "block"
+        if did in _GUARD_SYMBOLS:
+            done.setdefault(did, []).append(index)
+        wanted = decision[index] if isinstance(decision[index], str) else None
+        if wanted in _GUARD_SYMBOLS and truth.rank(wanted) > truth.rank(did):
+            would.setdefault(wanted, []).append(index)
+    return done, would
 
 
 def rate_over_time(rates: pd.DataFrame, alerts: pd.DataFrame | None = None) -> go.Figure:
@@ -227,12 +270,6 @@ def signature_heatmap(matrix: pd.DataFrame) -> go.Figure:
     fig.update_xaxes(title_text="step")
     fig.update_layout(height=max(260, 22 * len(grid) + 100), margin={"t": 30, "b": 30})
     return fig
-
-
-def _guard_decision(calls: pd.DataFrame) -> pd.Series:
-    decision = calls.get("guard_decision", pd.Series(index=calls.index, dtype=object))
-    action = calls.get("guard_action", pd.Series(index=calls.index, dtype=object))
-    return decision.where(decision.notna(), action).fillna("")
 
 
 def _short(signature: object) -> str:

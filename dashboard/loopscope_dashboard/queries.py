@@ -24,6 +24,7 @@ from typing import Any, Final, Protocol
 import pandas as pd
 import streamlit as st
 
+from . import truth
 from .environment_variables import (
     COLLECTOR_URL_ENV,
     DEFAULT_COLLECTOR_URL,
@@ -241,9 +242,17 @@ def loops_by(dimension: str, **filters: Any) -> pd.DataFrame:
 
 
 @st.cache_data(ttl=LIVE_TTL, show_spinner=False)
-def episodes(*, flagged: bool | None = None, limit: int = 200, **filters: Any) -> pd.DataFrame:
-    """Episodes newest first (``episode_list``); ``filters`` as ``state.Filters.params()``."""
-    return _read("episode_list", flagged=flagged, limit=limit, **filters)
+def episodes(*, flagged: bool | None = None, limit: int = 200, episode_id: str | None = None,
+             **filters: Any) -> pd.DataFrame:
+    """Episodes newest first (``episode_list``), with what happened (``happened``, ``kills``)
+    apart from what enforce would have done (``enforce_would``, ``would_be_kills``) and
+    ``would_be`` ("would stop") where that is more; ``filters`` as ``state.Filters.params()``."""
+    frame = _read("episode_list", flagged=flagged, limit=limit, episode_id=episode_id,
+                  **filters)
+    if not frame.empty:
+        frame["would_be"] = [truth.would_be(h, w) for h, w in
+                             zip(frame["happened"], frame["enforce_would"], strict=True)]
+    return frame
 
 
 @st.cache_data(ttl=LIVE_TTL, show_spinner=False)
@@ -279,11 +288,8 @@ def episode(episode_id: str) -> dict[str, Any] | None:
 
 @st.cache_data(ttl=LIVE_TTL, show_spinner=False)
 def episode_tool_calls(episode_id: str) -> pd.DataFrame:
-    """The episode's tool calls in order, with ``ordinal`` (0-based position) added."""
-    frame = _read("episode_tool_calls", episode_id=episode_id)
-    if not frame.empty:
-        frame.insert(0, "ordinal", range(len(frame)))
-    return frame
+    """The episode's tool calls in order, with ``call`` (the tool-call ordinal: 1, 2, …)."""
+    return truth.number_calls(_read("episode_tool_calls", episode_id=episode_id))
 
 
 @st.cache_data(ttl=LIVE_TTL, show_spinner=False)

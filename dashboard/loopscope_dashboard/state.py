@@ -82,6 +82,25 @@ def filters() -> Filters:
                    _chosen(OUTCOME), since, None)
 
 
+EPISODE_COLUMNS: Final[dict[str, Any]] = {
+    "open": st.column_config.LinkColumn("episode", display_text=r"episode=(.*)$"),
+    "guard_mode": st.column_config.TextColumn("mode"),
+    "happened": st.column_config.TextColumn(
+        "happened", help="What the guard really did to the run: stopped, blocked, warned or "
+        "allowed (loopscope.guard.action and the run's real stop)."),
+    "would_be": st.column_config.TextColumn(
+        "enforce would", help="What enforce mode would have done, where it is more than what "
+        "happened (observe and warn mode record it; the calls ran)."),
+    "kills": st.column_config.NumberColumn(
+        "kills", help="Calls the guard really blocked or stopped."),
+    "would_be_kills": st.column_config.NumberColumn(
+        "would-be kills", help="Calls enforce mode would have blocked or stopped, which ran."),
+    "cost_usd": st.column_config.NumberColumn("cost", format="$%.4f"),
+    "last_flag_at": st.column_config.DatetimeColumn("last flag (UTC)"),
+}
+"""Column headers and help of an episode list (``queries.episodes``), the same on every page."""
+
+
 def episode_link(episode_id: str) -> str:
     """A relative deep link to the Episode page for ``episode_id``."""
     from urllib.parse import quote

@@ -9,7 +9,7 @@ from loopscope_dashboard import cards, charts
 
 def _calls(*rows: tuple[str, str, str]) -> pd.DataFrame:
     return pd.DataFrame([
-        {"ordinal": i, "span_id": f"s{i}", "tool": tool, "signature": sig,
+        {"call": i + 1, "span_id": f"s{i}", "tool": tool, "signature": sig,
          "collector_progress": progress, "status": "ok", "guard_decision": None,
          "guard_action": None}
         for i, (tool, sig, progress) in enumerate(rows)
@@ -30,18 +30,24 @@ def test_repeated_signatures_get_a_colour_and_one_offs_stay_grey() -> None:
 def test_timeline_has_one_trace_per_signature_coloured_by_it() -> None:
     fig = charts.tool_timeline(SPIN, pd.DataFrame({"span_id": ["s5"], "kind": ["exact_repeat"]}))
     by_name = {t.name: t for t in fig.data if t.legendgroup}
-    assert set(by_name) == {"a1", "b1", "a2", "c1"}
-    assert by_name["a2"].marker.color == charts.PALETTE[0]
-    assert list(by_name["a2"].x) == [2, 3, 4, 5]
-    assert by_name["a2"].showlegend and not by_name["a1"].showlegend
+    assert set(by_name) == {"search · a1", "read · b1", "search · a2", "done · c1"}
+    assert by_name["search · a2"].marker.color == charts.PALETTE[0]
+    assert list(by_name["search · a2"].x) == [3, 4, 5, 6]  # call ordinals: call 1 is the first
+    assert by_name["search · a2"].showlegend and not by_name["search · a1"].showlegend
+
+
+def test_captured_arguments_name_the_signature() -> None:
+    calls = SPIN.assign(args_text='{"q":"usb-c dock"}')
+    names = {t.name for t in charts.tool_timeline(calls).data if t.legendgroup}
+    assert 'search({"q":"usb-c dock"})' in names
 
 
 def test_the_loop_segment_is_shaded_and_named_by_its_flag() -> None:
     detections = pd.DataFrame({"span_id": ["s5"], "kind": ["exact_repeat"]})
-    assert charts.loop_segments(SPIN, detections) == [charts.Segment(3, 5, "exact_repeat")]
+    assert charts.loop_segments(SPIN, detections) == [charts.Segment(4, 6, "exact_repeat")]
     fig = charts.tool_timeline(SPIN, detections)
     [shade] = fig.layout.shapes
-    assert (shade.x0, shade.x1, shade.fillcolor) == (2.55, 5.45, charts.LOOP_FILL)
+    assert (shade.x0, shade.x1, shade.fillcolor) == (3.55, 6.45, charts.LOOP_FILL)
 
 
 def test_an_oscillation_is_a_cycle_and_a_lone_flag_its_own_segment() -> None:
@@ -50,7 +56,7 @@ def test_an_oscillation_is_a_cycle_and_a_lone_flag_its_own_segment() -> None:
                    ("w", "z", "new_info"))
     detections = pd.DataFrame({"span_id": ["s4", "s6"], "kind": ["oscillation", "other"]})
     segments = charts.loop_segments(calls, detections)
-    assert segments == [charts.Segment(1, 4, "oscillation"), charts.Segment(6, 6, "other")]
+    assert segments == [charts.Segment(2, 5, "oscillation"), charts.Segment(7, 7, "other")]
     assert segments[0].is_cycle
     fig = charts.tool_timeline(calls, detections)
     assert fig.layout.shapes[0].fillcolor == charts.CYCLE_FILL
@@ -61,13 +67,28 @@ def test_no_progress_without_a_flag_is_not_a_loop_segment() -> None:
     assert charts.loop_segments(calls, pd.DataFrame()) == []
 
 
-def test_guard_decisions_and_the_budget_show_under_the_timeline() -> None:
+def test_what_the_guard_did_and_the_budget_show_under_the_timeline() -> None:
     calls = SPIN.copy()
-    calls.loc[5, "guard_decision"] = "stop"
+    calls.loc[4, ["guard_action", "guard_decision"]] = "block"
+    calls.loc[5, ["guard_action", "guard_decision"]] = "stop"
     fig = charts.tool_timeline(calls, budget_limit=6)
-    [guard] = [t for t in fig.data if t.name == "guard decision"]
-    assert list(guard.x) == [5] and list(guard.marker.symbol) == ["square"]
+    by_name = {t.name: t for t in fig.data}
+    assert list(by_name["blocked"].x) == [5] and by_name["blocked"].marker.symbol == "x"
+    assert list(by_name["stopped"].x) == [6]
+    assert not any("would" in str(name) for name in by_name)
     assert any(shape.y0 == 6 for shape in fig.layout.shapes)
+
+
+def test_a_would_be_stop_is_drawn_hollow_and_named_as_such() -> None:
+    """Observe mode: the guard allowed the call; enforce would have stopped the run."""
+    calls = SPIN.copy()
+    calls["guard_action"] = "allow"
+    calls.loc[5, "guard_decision"] = "stop"
+    fig = charts.tool_timeline(calls)
+    by_name = {t.name: t for t in fig.data}
+    assert "stopped" not in by_name and "blocked" not in by_name
+    would = by_name["would stop (enforce)"]
+    assert list(would.x) == [6] and would.marker.symbol == "square-open"
 
 
 def test_rate_chart_draws_a_line_per_service_and_the_alerts() -> None:

@@ -43,8 +43,17 @@ def _texts(at: AppTest, kind: str) -> str:
 
 
 def _stopped_episode(store: Path) -> str:
+    """The enforce-mode run its guard really stopped."""
     with duckdb.connect(str(store), read_only=True) as con:
-        return con.execute("select episode_id from episodes where stop_diagnostic is not null"
+        return con.execute("select episode_id from episodes where stop_reason ="
+                           " 'repeated_tool_call' order by episode_id limit 1").fetchone()[0]
+
+
+def _would_be_stopped_episode(store: Path) -> str:
+    """An observe-mode run that finished, with a would-be stop diagnostic."""
+    with duckdb.connect(str(store), read_only=True) as con:
+        return con.execute("select episode_id from episodes where guard_mode = 'observe'"
+                           " and stop_reason = 'completed' and stop_diagnostic is not null"
                            " order by episode_id limit 1").fetchone()[0]
 
 
@@ -76,17 +85,69 @@ def test_overview_trend_compares_with_the_window_before() -> None:
 def test_episode_page_opens_from_a_deep_link(store_path: Path) -> None:
     episode_id = _stopped_episode(store_path)
     at = _page("views/episode.py", episode=episode_id)
-    assert at.title[0].value == f"Episode {episode_id}"
+    assert at.title[0].value == "shop-read_spin"  # the agent, with the task under it
+    assert "**Task:** Lena Fischer" in _texts(at, "markdown")
+    assert episode_id in _texts(at, "caption")
     [timeline] = _charts(at)
     tools = {t["name"] for t in timeline["data"] if t.get("legendgroup")}
-    assert tools  # one trace per signature
+    assert 'search_orders({"limit":5,"q":"customer:C-19545 usb-c d…)' in tools
     assert any(shape.get("fillcolor", "").startswith("rgba(214") for shape in
                timeline["layout"].get("shapes", []))  # a shaded loop segment
-    steps = next(d.value for d in at.dataframe if "tool" in d.value.columns
-                 and "signature" in d.value.columns)
+    assert {"blocked", "stopped"} <= {t["name"] for t in timeline["data"]}
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["What happened"] == "stopped"
+    steps = _steps(at)
     assert steps["args_text"].notna().all()  # content was captured
     assert at.json  # the stop diagnostic
-    assert "Stopped by" in _texts(at, "warning")
+    assert "Stopped at call 7 by repeated_tool_call" in _texts(at, "warning")
+
+
+def test_an_observe_run_with_would_be_kills_is_not_shown_as_stopped(store_path: Path) -> None:
+    """The guard only recorded what enforce would have done: every part of the page says the
+    run was allowed and finished, and names the would-be stop as such."""
+    episode_id = _would_be_stopped_episode(store_path)
+    at = _page("views/episode.py", episode=episode_id)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["What happened"] == "allowed"
+    assert metrics["Enforce mode would have"] == "would stop"
+    assert "Stopped" not in _texts(at, "warning")
+    story = _texts(at, "info")
+    assert "Not stopped: this observe-mode run ended with stop reason completed" in story
+    assert "Enforce mode would have stopped it at call" in story
+    [timeline] = _charts(at)
+    names = {t["name"] for t in timeline["data"]}
+    assert "would stop (enforce)" in names
+    assert not {"blocked", "stopped", "warned"} & names
+    guard = next(d.value for d in at.dataframe if "enforce_would" in d.value.columns)
+    assert set(guard["happened"]) == {"allowed"}
+    assert "would stop" in set(guard["enforce_would"])
+    for page in ("views/overview.py", "views/labels.py"):
+        listed = next(d.value for d in _page(page).dataframe if "happened" in d.value.columns)
+        row = listed[listed["open"].str.endswith(episode_id)].iloc[0]
+        assert (row["happened"], row["would_be"], row["kills"]) == ("allowed", "would stop", 0)
+        assert row["would_be_kills"] > 0
+
+
+def test_step_numbers_agree_between_steps_flags_and_the_diagnostic(store_path: Path) -> None:
+    """One numbering, the tool-call ordinal: call 1 is the first tool call; the diagnostic's
+    stop lands on the Steps row the guard stopped, and its streak counts the calls before."""
+    episode_id = _stopped_episode(store_path)
+    at = _page("views/episode.py", episode=episode_id)
+    steps = _steps(at)
+    assert list(steps["call"]) == list(range(1, len(steps) + 1))
+    stopped = steps[steps["guard_action"] == "stop"].iloc[0]
+    assert f"Stopped at call {stopped['call']} " in _texts(at, "warning")
+    before = steps[steps["call"] == stopped["call"] - 1].iloc[0]
+    assert f"{before['collector_streak']} call(s) without progress before it" in \
+        _texts(at, "warning")
+    flags = next(d.value for d in at.dataframe if "detector" in d.value.columns)
+    assert set(flags["call"]) <= set(steps["call"])
+    assert stopped["call"] in set(flags["call"])
+
+
+def _steps(at: AppTest):
+    return next(d.value for d in at.dataframe if "tool" in d.value.columns
+                and "signature" in d.value.columns)
 
 
 def test_episode_page_says_when_an_episode_is_missing() -> None:

@@ -1,14 +1,18 @@
-"""Episode: one run's tool calls on a timeline, its flags, guard decisions, steps and the stop
-diagnostic. Deep link: ``/episode?episode=ID``."""
+"""Episode: one run — its task, what happened apart from what enforce would have done, its
+calls on a timeline, its flags and guard decisions, and how it ended. Every table counts calls
+the same way (call 1 is the first tool call). Deep link: ``/episode?episode=ID``."""
 
 import json
 
 import streamlit as st
 
-from loopscope_dashboard import charts, queries, state
+from loopscope_dashboard import charts, downloads, queries, state, truth
 
-recent = queries.episodes(limit=200, **state.filters().params())
-options = list(recent["episode_id"]) if not recent.empty else []
+filters = state.filters().params()
+flagged = queries.episodes(flagged=True, limit=200, **filters)
+recent = queries.episodes(limit=200, **filters)
+# the latest flagged run first, then every run newest first
+options = list(dict.fromkeys([*flagged.get("episode_id", []), *recent.get("episode_id", [])]))
 wanted = st.query_params.get("episode")
 if wanted and wanted not in options:
     options.insert(0, wanted)
@@ -27,24 +31,42 @@ def _follow() -> None:
 
 episode_id = st.sidebar.selectbox("Episode", options, key=state.EPISODE, on_change=_follow)
 episode = queries.episode(episode_id)
-st.title(f"Episode {episode_id}")
 if episode is None:
+    st.title("Episode")
     st.warning(f"This store has no episode {episode_id!r}. Pick one in the sidebar, or check "
                "the link.")
     st.stop()
 
+listed = queries.episodes(episode_id=episode_id, limit=1)
+row = listed.iloc[0].to_dict() if not listed.empty else {}
+episode = {**episode, **{k: row.get(k) for k in ("happened", "enforce_would", "would_be",
+                                                  "kills", "would_be_kills")}}
 calls = queries.episode_tool_calls(episode_id)
-detections = queries.episode_detections(episode_id)
+detections = truth.flag_calls(queries.episode_detections(episode_id), calls)
 diagnostic = json.loads(episode["stop_diagnostic"]) if episode.get("stop_diagnostic") else None
 
+st.title(episode.get("agent") or f"Episode {episode_id}")
+if episode.get("task"):
+    st.markdown(f"**Task:** {episode['task']}")
+st.caption(f"episode `{episode_id}` · service **{episode['service']}** · agent "
+           f"**{episode.get('agent') or '— (name it: loopscope.episode(agent_name=…))'}** · model "
+           f"**{episode.get('model') or '—'}** · task type {episode.get('task_type') or '—'} · "
+           f"guard mode **{episode.get('guard_mode') or 'none'}**")
+
+happened = episode.get("happened") or "—"
+would = episode.get("would_be")
 facts = st.columns(4)
-facts[0].metric("Outcome", episode.get("outcome") or "unknown")
-facts[1].metric("Stop reason", episode.get("stop_reason") or "—")
-facts[2].metric("Tool calls", len(calls))
-facts[3].metric("Cost", "—" if episode.get("cost_usd") is None else f"${episode['cost_usd']:.4f}")
-st.caption(f"service **{episode['service']}** · agent **{episode.get('agent') or '—'}**")
-st.caption(f"model {episode.get('model') or '—'} · task type {episode.get('task_type') or '—'}"
-           f" · guard mode {episode.get('guard_mode') or '—'} · {len(detections)} flag(s)")
+facts[0].metric("What happened", happened, border=True,
+                help="The strongest action the guard really took (loopscope.guard.action); "
+                     "a run is stopped only when its guard stopped it.")
+facts[1].metric("Enforce mode would have", would or "done the same", border=True,
+                help="What the policy decided (loopscope.guard.decision, or the collector's "
+                     "flags), where it is more than what happened: a would-be action.")
+facts[2].metric("Tool calls", len(calls), border=True)
+facts[3].metric("Cost", "—" if episode.get("cost_usd") is None
+                else f"${episode['cost_usd']:.4f}", border=True)
+st.markdown(f"Outcome **{episode.get('outcome') or 'unknown'}** · stop reason "
+            f"**{episode.get('stop_reason') or 'unknown'}** · {len(detections)} flag(s)")
 
 st.subheader("Timeline")
 limit = (diagnostic or {}).get("limit") if (diagnostic or {}).get("terminated_by") == "budget" \
@@ -52,7 +74,8 @@ limit = (diagnostic or {}).get("limit") if (diagnostic or {}).get("terminated_by
 st.plotly_chart(charts.tool_timeline(calls, detections, budget_limit=limit), key="timeline")
 st.caption("One marker per call, coloured by signature (grey: called once); hollow markers "
            "made no progress. Red bands are loop segments, purple ones oscillation cycles. "
-           "Below: calls used, with guard decisions (◆ warn, ✕ block, ■ stop).")
+           "Below: calls used; filled red marks are what the guard did (◆ warned, ✕ blocked, "
+           "■ stopped), hollow grey ones what enforce mode would have done where the call ran.")
 
 left, right = st.columns(2)
 with left:
@@ -61,17 +84,22 @@ with left:
         st.success("The collector raised no flag on this run.")
     else:
         st.dataframe(detections, hide_index=True, key="flags_table",
-                     column_order=["ordinal", "severity", "kind", "detector", "action",
-                                   "message"])
+                     column_order=["call", "severity", "kind", "detector", "action",
+                                   "message"],
+                     column_config={"action": st.column_config.TextColumn("enforce would"),
+                                    "message": st.column_config.TextColumn(width="large")})
 with right:
     st.subheader("Guard decisions")
-    decisions = queries.guard_decisions(episode_id=episode_id)
-    if decisions.empty:
+    decisions = truth.guard_rows(calls)
+    if calls.empty or calls["guard_mode"].isna().all():
         st.info("No in-process guard reported a decision (the agent ran without loopscope's "
                 "guard, or another instrumentation sent the spans).")
+    elif decisions.empty:
+        st.success("The guard allowed every call.")
     else:
         st.dataframe(decisions, hide_index=True, key="guard_table",
-                     column_order=["tool", "mode", "action", "decision", "reason", "flags"])
+                     column_config={"enforce_would": st.column_config.TextColumn(
+                         "enforce would", help="Empty when it is what happened.")})
 
 st.subheader("Steps")
 if calls.empty:
@@ -80,27 +108,40 @@ else:
     if not calls["content_captured"].any():
         st.caption("Arguments and outputs were not captured; start the agent with "
                    "`loopscope.instrument(capture_content=True)` to see previews.")
+    steps = calls.assign(would_be=[truth.would_be(a, d) for a, d in zip(
+        calls["guard_action"], calls["guard_decision"], strict=True)])
     st.dataframe(
-        calls, hide_index=True, key="steps_table",
-        column_order=["ordinal", "tool", "kind", "status", "collector_progress",
-                      "collector_streak", "guard_action", "guard_decision", "args_text",
-                      "output_text", "signature", "output_hash", "write_status",
-                      "idempotency_key", "error_message"],
+        steps, hide_index=True, key="steps_table",
+        column_order=["call", "tool", "args_text", "output_text", "status",
+                      "collector_progress", "collector_streak", "guard_action", "would_be",
+                      "kind", "write_status", "idempotency_key", "error_message", "signature",
+                      "output_hash"],
         column_config={
-            "ordinal": st.column_config.NumberColumn("step"),
+            "call": st.column_config.NumberColumn("call", help="Tool-call ordinal: call 1 is "
+                                                  "the run's first tool call."),
             "collector_progress": st.column_config.TextColumn("progress"),
-            "collector_streak": st.column_config.NumberColumn("no-progress streak"),
+            "collector_streak": st.column_config.NumberColumn(
+                "no-progress streak", help="Calls in a row without progress, this one "
+                "included (a stop diagnostic counts the calls before the stopped one)."),
+            "guard_action": st.column_config.TextColumn("guard did"),
+            "would_be": st.column_config.TextColumn("enforce would"),
             "args_text": st.column_config.TextColumn("arguments", max_chars=200),
             "output_text": st.column_config.TextColumn("output", max_chars=200),
         },
     )
+    downloads.offer(steps, f"{episode_id}-steps", key="steps")
 
-st.subheader("Stop diagnostic")
-if diagnostic is None:
-    st.info(f"No stop diagnostic: the guard did not stop this run "
-            f"(stop reason: {episode.get('stop_reason') or 'unknown'}).")
+st.subheader("How the run ended")
+kind, story = truth.stop_story(episode, diagnostic, calls)
+if kind == "stopped":
+    st.warning(story)
+elif kind == "would":
+    st.info(story)
 else:
-    if diagnostic.get("hint"):
-        st.warning(f"Stopped by {diagnostic.get('terminated_by', 'the guard')}: "
-                   f"{diagnostic['hint']}")
-    st.json(diagnostic)
+    st.success(story)
+if diagnostic is not None:
+    title = "Stop diagnostic" if kind == "stopped" else "Would-be stop diagnostic (enforce)"
+    with st.expander(title, expanded=kind == "stopped"):
+        st.caption("As the guard recorded it: its `step` counts the agent's steps (messages "
+                   "included); the text above gives call numbers.")
+        st.json(diagnostic)

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from loopscope_dashboard import queries, state
+from loopscope_dashboard import downloads, queries, state, truth
 
 VERDICTS = {
     "true_loop": "True loop — the agent was stuck",
@@ -26,9 +26,12 @@ if flagged.empty:
 else:
     episode_id = st.selectbox("Flagged episode", list(flagged["episode_id"]),
                               key=state.LABEL_EPISODE)
-    flags = queries.episode_detections(episode_id)
+    st.markdown(f":material/open_in_new: [Open {episode_id} on the Episode page]"
+                f"({state.episode_link(episode_id)})")
+    flags = truth.flag_calls(queries.episode_detections(episode_id),
+                             queries.episode_tool_calls(episode_id))
     targets = {"": "the whole episode"} | {
-        row.span_id: f"step {row.ordinal}: {row.detector} ({row.severity}, {row.kind})"
+        row.span_id: f"call {row.call}: {row.detector} (enforce would {row.action}, {row.kind})"
         for row in flags.itertuples()
     }
     with st.form("label_form"):
@@ -45,9 +48,12 @@ else:
         else:
             st.success(f"Labelled {targets[span_id]} of {episode_id} as {verdict}; the metrics "
                        "now count it.")
+    flagged["open"] = flagged["episode_id"].map(state.episode_link)
     st.dataframe(flagged, hide_index=True, key="flagged_to_label",
-                 column_order=["episode_id", "service", "agent", "kinds", "flags", "kills",
-                               "outcome"])
+                 column_order=["open", "service", "agent", "guard_mode", "happened",
+                               "would_be", "kinds", "flags", "kills", "would_be_kills",
+                               "outcome"],
+                 column_config=state.EPISODE_COLUMNS)
 
 st.subheader("Labels so far")
 existing = queries.labels()
@@ -55,3 +61,4 @@ if existing.empty:
     st.info("No labels yet.")
 else:
     st.dataframe(existing, hide_index=True, key="labels_table")
+    downloads.offer(existing, "labels", key="labels")

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from loopscope_dashboard import cards, charts, queries, state
+from loopscope_dashboard import cards, charts, downloads, queries, state
 
 EMPTY_STORE = (
     "No episodes yet — point an agent at http://127.0.0.1:4318 (`loopscope.instrument()`), "
@@ -44,14 +44,12 @@ def flagged_list() -> None:
     flagged["open"] = flagged["episode_id"].map(state.episode_link)
     st.dataframe(
         flagged, hide_index=True, key="flagged_table",
-        column_order=["open", "service", "agent", "kinds", "flags", "kills", "tool_calls",
-                      "outcome", "stop_reason", "cost_usd", "last_flag_at"],
-        column_config={
-            "open": st.column_config.LinkColumn("episode", display_text=r"episode=(.*)$"),
-            "cost_usd": st.column_config.NumberColumn("cost", format="$%.4f"),
-            "last_flag_at": st.column_config.DatetimeColumn("last flag (UTC)"),
-        },
+        column_order=["open", "service", "agent", "guard_mode", "happened", "would_be",
+                      "kinds", "flags", "kills", "would_be_kills", "tool_calls", "outcome",
+                      "stop_reason", "cost_usd", "last_flag_at"],
+        column_config=state.EPISODE_COLUMNS,
     )
+    downloads.offer(flagged.drop(columns=["open"]), "flagged-episodes", key="flagged")
 
 
 flagged_list()

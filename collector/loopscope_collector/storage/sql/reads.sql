@@ -9,8 +9,15 @@ select
     (select count(distinct d.episode_id) from detections d
         join episodes e using (episode_id)
         where $service is null or e.service = $service) as flagged_episodes,
-    (select count(*) from detections d join episodes e using (episode_id)
-        where ($service is null or e.service = $service) and d.severity = 'kill') as kills,
+    -- kills: calls a guard really blocked or stopped; would_be_kills: calls where enforce
+    -- would have (the guard's decision, or a collector detection) but nothing was stopped
+    (select count(*) from tool_calls t where ($service is null or t.service = $service)
+        and (t.guard_action in ('block', 'stop') or t.status = 'blocked')) as kills,
+    (select count(*) from tool_calls t where ($service is null or t.service = $service)
+        and not (coalesce(t.guard_action in ('block', 'stop'), false) or t.status = 'blocked')
+        and (t.guard_decision in ('block', 'stop') or exists (
+            select 1 from detections d where d.trace_id = t.trace_id and d.span_id = t.span_id
+                and d.severity = 'kill'))) as would_be_kills,
     (select count(*) from unknown_writes where resolved_at_ns is null
         and ($service is null or service = $service)) as unresolved_unknown_writes,
     (select count(*) from alerts where state = 'firing'
@@ -34,8 +41,12 @@ order by coalesce(e.end_ns, e.start_ns) desc nulls last
 limit coalesce($limit, 100);
 
 -- name: episode
--- One episode's row.
-select * from episodes where episode_id = $episode_id;
+-- One episode's row, with the task its root span reported (loopscope.task).
+select e.*,
+       (select s.attributes ->> 'loopscope.task' from spans s
+            where s.trace_id = e.trace_id and s.span_id = e.root_span_id) as task
+from episodes e
+where e.episode_id = $episode_id;
 
 -- name: episode_tool_calls
 -- Every tool call of one episode, in the order they ran.
@@ -402,19 +413,54 @@ order by dimension, value;
 
 -- name: episode_list
 -- Episodes filtered by service, agent, model, outcome, a tool they called, a start window
--- [$since_ns, $until_ns) and $flagged, newest first, with counts, cost, the first flag and the
+-- [$since_ns, $until_ns), $flagged and $episode_id (one run), newest first, with counts, cost, the first flag and the
 -- flag kinds (the live list of stuck agents is this read with $flagged = true).
+-- What happened and what enforce would have done are apart: `happened` is the strongest
+-- action a guard really took (stopped, blocked, warned, allowed; a run its guard stopped is
+-- stopped) and `kills` the calls it really blocked or stopped; `enforce_would` is the strongest
+-- action enforce mode would have taken (the guard's decision, or a collector detection) and
+-- `would_be_kills` the calls it would have blocked or stopped where nothing was.
+with ranked as (
+    select t.episode_id,
+           case when t.guard_action = 'stop' then 3
+                when t.guard_action = 'block' or t.status = 'blocked' then 2
+                when t.guard_action = 'warn' then 1
+                when t.guard_action is not null then 0 end as acted,
+           greatest(case t.guard_decision when 'stop' then 3 when 'block' then 2
+                        when 'warn' then 1 when 'allow' then 0 end,
+                    (select max(case d.action when 'stop' then 3 when 'block' then 2
+                                    when 'warn' then 1 else 0 end)
+                     from detections d
+                     where d.trace_id = t.trace_id and d.span_id = t.span_id)) as decided
+    from tool_calls t
+),
+truth as (
+    select episode_id, max(acted) as acted, max(decided) as decided,
+           count(*) filter (where acted >= 2) as kills,
+           count(*) filter (where coalesce(acted, 0) < 2 and decided >= 2) as would_be_kills
+    from ranked
+    group by episode_id
+)
 select e.episode_id, e.service, e.agent, e.model, e.task_type, e.outcome, e.stop_reason,
        e.guard_mode, e.start_ns, e.end_ns, e.cost_usd, e.first_flag_ns,
+       case when r.acted = 3 or e.stop_reason in ('no_progress', 'repeated_tool_call', 'budget')
+                 then 'stopped'
+            when r.acted = 2 then 'blocked'
+            when r.acted = 1 then 'warned'
+            when r.acted = 0 then 'allowed'
+            else 'no guard' end as happened,
+       case coalesce(r.decided, 0) when 3 then 'stop' when 2 then 'block' when 1 then 'warn'
+            else 'allow' end as enforce_would,
+       coalesce(r.kills, 0) as kills,
+       coalesce(r.would_be_kills, 0) as would_be_kills,
        (select count(*) from tool_calls t where t.episode_id = e.episode_id) as tool_calls,
        (select count(*) from detections d where d.episode_id = e.episode_id) as flags,
-       (select count(*) from detections d where d.episode_id = e.episode_id
-            and d.severity = 'kill') as kills,
        (select string_agg(distinct d.kind, ', ') from detections d
             where d.episode_id = e.episode_id) as kinds,
        (select max(d.detected_at) from detections d
             where d.episode_id = e.episode_id) as last_flag_at
 from episodes e
+left join truth r using (episode_id)
 where ($service is null or e.service = $service)
   and ($agent is null or e.agent = $agent)
   and ($model is null or e.model = $model)
@@ -425,6 +471,7 @@ where ($service is null or e.service = $service)
         select t.episode_id from tool_calls t where t.tool = $tool))
   and ($flagged is null or $flagged = exists (
         select 1 from detections d where d.episode_id = e.episode_id))
+  and ($episode_id is null or e.episode_id = $episode_id)
 order by coalesce(e.end_ns, e.start_ns) desc nulls last, e.episode_id
 limit coalesce($limit, 200);
 

@@ -1,0 +1,141 @@
+"""What happened to a run, apart from what enforce mode would have done, and one numbering.
+
+Two facts are easy to mix up, and every page keeps them apart:
+
+- **what happened**: the action a guard really took at a call (``loopscope.guard.action``:
+  allow, warn, block, stop) and the run's real stop reason. An observe-mode or warn-mode run
+  that finished was never stopped, whatever its guard decided.
+- **what enforce would have done**: the policy's decision (``loopscope.guard.decision``, or a
+  collector detection's action). Where it is stronger than what happened, it is a *would-be*
+  action ("would stop"), and named as such.
+
+Calls are numbered once, by their **tool-call ordinal**: call 1 is the run's first tool call.
+Tables, timelines, flags and the stop diagnostic all use it; the agent's own step index
+(``tool_calls.step``, which counts the model's messages too) is translated to it here.
+
+Pure functions over the frames ``queries`` returns, so the wording is tested without Streamlit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import pandas as pd
+
+RANK: Final = {"allow": 0, "warn": 1, "block": 2, "stop": 3}
+DONE: Final = {"allow": "allowed", "warn": "warned", "block": "blocked", "stop": "stopped"}
+"""An action as something that happened."""
+WOULD: Final = {"warn": "would warn", "block": "would block", "stop": "would stop"}
+"""An action enforce mode would have taken, where it did not happen."""
+GUARD_STOPS: Final = ("no_progress", "repeated_tool_call", "budget")
+"""Stop reasons that mean a guard ended the run."""
+
+
+def rank(action: object) -> int:
+    """0 allow … 3 stop; anything else (None, NaN) is 0."""
+    return RANK.get(action, 0) if isinstance(action, str) else 0
+
+
+def would_be(happened: object, enforce_would: object) -> str | None:
+    """``"would stop"`` when enforce would have done more than happened, else None.
+
+    ``happened`` is an episode's ``happened`` (stopped, blocked, warned, allowed) or a call's
+    ``guard_action``; ``enforce_would`` an action (stop, block, warn, allow).
+    """
+    done = {v: k for k, v in DONE.items()}.get(str(happened), happened)
+    if rank(enforce_would) > rank(done):
+        return WOULD.get(str(enforce_would))
+    return None
+
+
+def number_calls(calls: pd.DataFrame) -> pd.DataFrame:
+    """``calls`` (in the order they ran) with ``call`` = 1, 2, … as its first column."""
+    numbered = calls.copy()
+    if "call" not in numbered.columns:
+        numbered.insert(0, "call", range(1, len(numbered) + 1))
+    return numbered
+
+
+def call_of_step(calls: pd.DataFrame, step: object) -> int | None:
+    """The tool-call ordinal of the agent's step index ``step`` (``tool_calls.step``), or None
+    when no call of the run has that step."""
+    if calls.empty or not isinstance(step, int) or isinstance(step, bool):
+        return None
+    if "step" not in calls.columns:
+        return None
+    hit = calls.loc[calls["step"] == step, "call"]
+    return int(hit.iloc[0]) if not hit.empty else None
+
+
+def flag_calls(detections: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
+    """``detections`` with ``call``: the flagged call's ordinal (by span, else the collector's
+    0-based ordinal + 1), first column, in call order."""
+    if detections.empty:
+        return detections
+    by_span = dict(zip(calls.get("span_id", []), calls.get("call", []), strict=True))
+    flagged = detections.copy()
+    fallback = flagged["ordinal"] + 1 if "ordinal" in flagged.columns else None
+    flagged.insert(0, "call", [
+        by_span.get(span, None if fallback is None else int(fallback.iloc[i]))
+        for i, span in enumerate(flagged["span_id"])
+    ])
+    return flagged.sort_values("call", kind="stable")
+
+
+def guard_rows(calls: pd.DataFrame) -> pd.DataFrame:
+    """The calls at which a guard did or decided something other than allow, oldest first:
+    ``call``, ``tool``, ``mode``, ``happened`` (what the guard did), ``enforce_would`` (the
+    would-be action where it is stronger than what happened), ``reason``, ``flags``."""
+    columns = ["call", "tool", "mode", "happened", "enforce_would", "reason", "flags"]
+    if calls.empty or "guard_action" not in calls.columns:
+        return pd.DataFrame(columns=columns)
+    action = calls["guard_action"]
+    decision = calls["guard_decision"].where(calls["guard_decision"].notna(), action)
+    busy = calls[(decision.map(rank) > 0) | (action.map(rank) > 0)]
+    return pd.DataFrame({
+        "call": busy["call"],
+        "tool": busy["tool"],
+        "mode": busy["guard_mode"],
+        "happened": [DONE.get(str(a), "—") if isinstance(a, str) else "—"
+                     for a in busy["guard_action"]],
+        "enforce_would": [would_be(a, d) for a, d in
+                          zip(busy["guard_action"], decision[busy.index], strict=True)],
+        "reason": busy["guard_reason"],
+        "flags": busy["guard_flags"].map(_flag_text),
+    }, columns=columns)
+
+
+def stop_story(episode: Mapping[str, Any], diagnostic: Mapping[str, Any] | None,
+               calls: pd.DataFrame) -> tuple[str, str]:
+    """How the run ended, as (kind, text): kind ``stopped`` (a guard stopped it), ``would``
+    (it was not stopped, but enforce would have), or ``none``. Call numbers are ordinals."""
+    reason = episode.get("stop_reason") or "unknown"
+    mode = episode.get("guard_mode") or "no"
+    stopped = episode.get("happened") == "stopped" or reason in GUARD_STOPS
+    if diagnostic is None:
+        if stopped:
+            return "stopped", f"Stopped: {reason}."
+        return "none", f"Not stopped: the run ended with stop reason {reason}."
+    at = call_of_step(calls, diagnostic.get("step"))
+    where = f" at call {at}" if at is not None else ""
+    by = diagnostic.get("detector") or diagnostic.get("terminated_by") or "the guard"
+    streak = diagnostic.get("no_progress_streak")
+    last = call_of_step(calls, diagnostic.get("last_progress_step"))
+    facts = []
+    if isinstance(streak, int):
+        facts.append(f"{streak} call(s) without progress before it")
+    if last is not None:
+        facts.append(f"last progress at call {last}")
+    tail = f" ({'; '.join(facts)})" if facts else ""
+    hint = f" {diagnostic['hint']}" if diagnostic.get("hint") else ""
+    if stopped:
+        return "stopped", f"Stopped{where} by {by}{tail}.{hint}"
+    return "would", (f"Not stopped: this {mode}-mode run ended with stop reason {reason}. "
+                     f"Enforce mode would have stopped it{where} by {by}{tail}.{hint}")
+
+
+def _flag_text(value: object) -> str:
+    if isinstance(value, list | tuple) or hasattr(value, "tolist"):
+        return ", ".join(str(v) for v in list(value))
+    return "" if value is None or (isinstance(value, float) and pd.isna(value)) else str(value)
