@@ -73,20 +73,25 @@ def text(value: Any) -> str | None:
     return None
 
 
-def as_int(value: Any) -> int | None:
-    """An integer attribute (also from a float or a numeric string), else ``None``."""
+def as_int(value: Any, *, bits: int = 64) -> int | None:
+    """An integer attribute (also from a float or a numeric string) that a signed ``bits``-bit
+    column can hold, else ``None``: a value the store cannot hold is ignored like any other
+    unreadable attribute (the span keeps it as sent)."""
     if isinstance(value, bool):
         return None
+    number: int | None = None
     if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str):
         try:
-            return int(value)
+            number = int(value)
         except ValueError:
             return None
-    return None
+    if number is None or not -(2 ** (bits - 1)) <= number < 2 ** (bits - 1):
+        return None
+    return number
 
 
 def as_float(value: Any) -> float | None:

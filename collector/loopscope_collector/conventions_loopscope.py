@@ -69,14 +69,14 @@ def _tool_call(span: SpanRecord) -> ToolCallRow:
     row.output_hash = text(attrs.get(c.OUTPUT_HASH)) or (
         output_hash(row.output_text) if row.output_text is not None else ""
     )
-    row.output_size = as_int(attrs.get(c.OUTPUT_SIZE))
+    row.output_size = as_int(attrs.get(c.OUTPUT_SIZE), bits=32)
     if row.output_size is None and row.output_text is not None:
         row.output_size = len(row.output_text)
     status = text(attrs.get(c.STATUS))
     if status:
         row.status = status
     row.kind = text(attrs.get(c.TOOL_KIND))
-    row.step = as_int(attrs.get(c.STEP))
+    row.step = as_int(attrs.get(c.STEP), bits=32)
     row.deadline_s = as_float(attrs.get(c.TOOL_DEADLINE_S))
     row.intent = text(attrs.get(c.TOOL_INTENT))
     row.guard_mode = text(attrs.get(c.GUARD_MODE))
@@ -89,7 +89,7 @@ def _tool_call(span: SpanRecord) -> ToolCallRow:
     elif isinstance(flags, str) and flags:
         row.guard_flags = [flags]
     row.progress = text(attrs.get(c.PROGRESS))
-    row.streak = as_int(attrs.get(c.STREAK))
+    row.streak = as_int(attrs.get(c.STREAK), bits=32)
     row.idempotency_key = text(attrs.get(c.IDEMPOTENCY_KEY))
     row.write_status = text(attrs.get(c.WRITE_STATUS))
     return row
@@ -114,11 +114,11 @@ def _episode(span: SpanRecord) -> EpisodeRow:
         stop_reason=text(attrs.get(c.STOP_REASON)),
         stop_diagnostic=diagnostic if isinstance(diagnostic, str) else None,
         guard_mode=text(attrs.get(c.GUARD_MODE)),
-        tool_calls=as_int(attrs.get(c.TOOL_CALLS)),
+        tool_calls=as_int(attrs.get(c.TOOL_CALLS), bits=32),
         input_tokens=as_int(attrs.get(c.GEN_AI_USAGE_INPUT_TOKENS)) or 0,
         output_tokens=as_int(attrs.get(c.GEN_AI_USAGE_OUTPUT_TOKENS)) or 0,
         cost_usd=as_float(attrs.get(c.COST_USD)),
         scenario_loop=loop if isinstance(loop := attrs.get(c.LABEL_LOOP), bool) else None,
         scenario_kind=text(attrs.get(c.LABEL_KIND)),
-        scenario_first_loop_step=as_int(attrs.get(c.LABEL_FIRST_LOOP_STEP)),
+        scenario_first_loop_step=as_int(attrs.get(c.LABEL_FIRST_LOOP_STEP), bits=32),
     )

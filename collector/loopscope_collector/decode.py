@@ -139,8 +139,9 @@ def decode_proto_request(request: ExportTraceServiceRequest) -> list[SpanRecord]
     Called by the gRPC receiver with the message it parsed, and by ``decode_request``.
 
     Raises:
-        DecodeError: A trace or span id is empty, all zero or of the wrong length; the
-            message gives its path, e.g. ``resourceSpans[0].scopeSpans[0].spans[2].traceId``.
+        DecodeError: A trace or span id is empty, all zero or of the wrong length, or a value
+            is out of its column's range (a time past 2262, a kind or status code over 127);
+            the message gives its path, e.g. ``resourceSpans[0].scopeSpans[0].spans[2].kind``.
     """
     records: list[SpanRecord] = []
     append = records.append
@@ -159,6 +160,13 @@ def decode_proto_request(request: ExportTraceServiceRequest) -> list[SpanRecord]
                 ):
                     _raise_bad_proto_ids(span, f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]")
                 status = span.status
+                if (
+                    span.start_time_unix_nano > _MAX_NS
+                    or span.end_time_unix_nano > _MAX_NS
+                    or not _TINYINT_MIN <= span.kind <= _TINYINT_MAX
+                    or not _TINYINT_MIN <= status.code <= _TINYINT_MAX
+                ):
+                    _raise_unstorable(span, f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]")
                 append(
                     SpanRecord(
                         trace_id.hex(),
@@ -184,6 +192,21 @@ def decode_proto_request(request: ExportTraceServiceRequest) -> list[SpanRecord]
 
 
 _ZERO16, _ZERO8 = bytes(16), bytes(8)
+# What the store's columns hold: times are bigint nanoseconds (OTLP's uint64 past 2262 is not),
+# kind and status code are tinyint (OTLP's enums are int32).
+_MAX_NS = 2**63 - 1
+_TINYINT_MIN, _TINYINT_MAX = -128, 127
+
+
+def _raise_unstorable(span: Span, path: str) -> None:
+    for name, value, low, high in (
+        ("startTimeUnixNano", span.start_time_unix_nano, 0, _MAX_NS),
+        ("endTimeUnixNano", span.end_time_unix_nano, 0, _MAX_NS),
+        ("kind", span.kind, _TINYINT_MIN, _TINYINT_MAX),
+        ("status.code", span.status.code, _TINYINT_MIN, _TINYINT_MAX),
+    ):
+        if not low <= value <= high:
+            raise DecodeError(f"{path}.{name}: {value} is out of range ({low} to {high})")
 
 
 def _raise_bad_proto_ids(span: Span, path: str) -> None:

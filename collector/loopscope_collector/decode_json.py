@@ -30,6 +30,10 @@ __all__ = ["decode_json"]
 
 _INT64 = (-(2**63), 2**63 - 1)
 _UINT64 = (0, 2**64 - 1)
+_TIME_NS = (0, 2**63 - 1)
+"""Span times are OTLP uint64, stored as DuckDB ``bigint``: past 2262 they cannot be held."""
+_TINYINT = (-128, 127)
+"""Span kind and status code are stored as ``tinyint``."""
 
 
 def decode_json(data: bytes | bytearray) -> list[SpanRecord]:
@@ -83,8 +87,8 @@ def _json_span(
         span_id=_hex_id(span, "spanId", 8, path),
         parent_span_id=_hex_id(span, "parentSpanId", 8, path),
         name=_str(span, "name", path),
-        start_ns=_int(_get(span, "startTimeUnixNano"), f"{path}.startTimeUnixNano", _UINT64),
-        end_ns=_int(_get(span, "endTimeUnixNano"), f"{path}.endTimeUnixNano", _UINT64),
+        start_ns=_int(_get(span, "startTimeUnixNano"), f"{path}.startTimeUnixNano", _TIME_NS),
+        end_ns=_int(_get(span, "endTimeUnixNano"), f"{path}.endTimeUnixNano", _TIME_NS),
         kind=_enum(_get(span, "kind"), f"{path}.kind", Span.SpanKind, "SPAN_KIND_"),
         status_code=_enum(
             _get(status, "code"), f"{path}.status.code", Status.StatusCode, "STATUS_CODE_"
@@ -144,6 +148,18 @@ def _str(obj: dict[str, Any], key: str, path: str) -> str:
         return ""
     if not isinstance(value, str):
         raise DecodeError(f"{path}.{key}: expected a string, got {_type(value)}")
+    return _text(value, f"{path}.{key}")
+
+
+def _text(value: str, path: str) -> str:
+    """``value``, if it is valid Unicode: JSON may escape a lone surrogate (``"\\ud800"``),
+    which no UTF-8 text, and so no stored string, can hold."""
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise DecodeError(f"{path}: a lone surrogate {value[exc.start]!r} at character "
+                              f"{exc.start}, which is not valid Unicode") from None
     return value
 
 
@@ -159,7 +175,7 @@ def _int(value: Any, path: str, bounds: tuple[int, int] = _INT64) -> int:
     if result is None:
         raise DecodeError(f"{path}: expected an integer, got {_type(value)} {value!r}")
     if not bounds[0] <= result <= bounds[1]:
-        raise DecodeError(f"{path}: {result} is out of range for a 64-bit integer")
+        raise DecodeError(f"{path}: {result} is out of range ({bounds[0]} to {bounds[1]})")
     return result
 
 
@@ -167,15 +183,21 @@ def _enum(value: Any, path: str, enum: Any, prefix: str) -> int:
     """An enum sent as its number or, leniently, its name (with or without the prefix)."""
     if value is None:
         return 0
+    number = None
     if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str):
+        number = value
+    elif isinstance(value, str):
         name = value.strip().upper()
         for candidate in (name, prefix + name):
             if candidate in enum.DESCRIPTOR.values_by_name:
                 return int(enum.Value(candidate))
         if name.isdigit():
-            return int(name)
+            number = int(name)
+    if number is not None:
+        if not _TINYINT[0] <= number <= _TINYINT[1]:
+            low, high = _TINYINT
+            raise DecodeError(f"{path}: {number} is out of range ({low} to {high})")
+        return number
     names = ", ".join(enum.keys())
     raise DecodeError(f"{path}: expected one of {names} or its number, got {value!r}")
 
@@ -207,6 +229,7 @@ def _json_attributes(obj: dict[str, Any], path: str, key: str = "attributes") ->
         name = _get(kv, "key")
         if not isinstance(name, str):
             raise DecodeError(f"{path}.{key}[{a}].key: expected a string, got {_type(name)}")
+        name = _text(name, f"{path}.{key}[{a}].key")
         out[name] = _json_value(_get(kv, "value"), f"{path}.{key}[{a}].value")
     return out
 
@@ -225,7 +248,7 @@ def _typed(kind: type, name: str) -> Callable[[Any, str], Any]:
     def check(value: Any, path: str) -> Any:
         if type(value) is not kind:
             raise DecodeError(f"{path}: expected {name}, got {_type(value)}")
-        return value
+        return _text(value, path) if kind is str else value
 
     return check
 

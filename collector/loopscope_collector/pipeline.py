@@ -10,6 +10,7 @@ and the receiver answers 503 with Retry-After.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import queue
@@ -20,8 +21,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import duckdb
+import pyarrow as pa
+
 from loopscope.detect import Policy
 
+from .batch_undo import BatchUndo
 from .detection import EpisodeResult, StreamingDetector
 from .normalize import normalize_span
 from .rows import EpisodeRow, ReconcileRow, ToolCallRow
@@ -39,6 +44,11 @@ class Overloaded(RuntimeError):
 
 class PipelineStopped(RuntimeError):
     """The pipeline is shutting down and accepts nothing more."""
+
+
+class Rejected(ValueError):
+    """The store refused this request's data (HTTP 400, gRPC INVALID_ARGUMENT): a retry of
+    the same data would fail the same way."""
 
 
 @dataclass(eq=False)
@@ -69,6 +79,8 @@ class Stats:
     spans_duplicate: int = 0
     spans_rejected: int = 0
     requests_overloaded: int = 0
+    requests_rejected: Counter[str] = field(default_factory=Counter)
+    """Requests answered 4xx for their content (malformed, too large, unstorable), by code."""
     batches: int = 0
     tool_calls: int = 0
     no_progress_steps: int = 0
@@ -105,6 +117,7 @@ class Pipeline:
         self._thread = threading.Thread(target=self._run, name="loopscope-pipeline", daemon=True)
         self._trace_episode: OrderedDict[str, str] = OrderedDict()
         self._dedup: OrderedDict[str, None] = OrderedDict()
+        self._undo = BatchUndo()
 
     # -- receivers' side ------------------------------------------------------------------
 
@@ -142,6 +155,11 @@ class Pipeline:
                 raise PipelineStopped("the collector is shutting down")
         self._queue.put(job)
         return job
+
+    def count_rejected(self, status: int) -> None:
+        """Count a request refused for its content with HTTP ``status`` (any receiver thread)."""
+        with self._lock:
+            self.stats.requests_rejected[str(status)] += 1
 
     def stop(self, timeout: float = 10.0) -> None:
         """Finish what is queued, then stop the thread."""
@@ -191,14 +209,7 @@ class Pipeline:
     def _process_jobs(self, jobs: list[Job]) -> None:
         count = sum(len(j.spans) for j in jobs)
         try:
-            results = self._store([s for j in jobs for s in j.spans], jobs,
-                                  [label for j in jobs for label in j.labels])
-        except Exception as exc:
-            logger.exception("loopscope collector: a batch of %d spans failed; not acknowledged",
-                             count)
-            for job in jobs:
-                job.error = exc
-        else:
+            results = self._store_jobs(jobs)
             if self.on_batch is not None:
                 try:
                     self.on_batch(self, results)
@@ -212,23 +223,62 @@ class Pipeline:
             for job in jobs:
                 job.done.set()
 
-    def _store(self, spans: Sequence[SpanRecord], jobs: list[Job],
-               labels: Sequence[dict[str, Any]] = ()) -> list[EpisodeResult]:
+    def _store_jobs(self, jobs: list[Job]) -> list[EpisodeResult]:
+        """Store the jobs as one batch; if the store refuses the batch's data, store them one
+        by one, so only the request at fault fails (``Rejected``). Sets each job's error."""
+        try:
+            return self._store(jobs)
+        except Exception as exc:
+            if len(jobs) == 1 or not is_data_error(exc):
+                self._fail(jobs, exc)
+                return []
+            logger.warning("loopscope collector: the store refused a batch of %d requests "
+                           "(%s); storing them one by one", len(jobs), exc)
+        results: list[EpisodeResult] = []
+        for job in jobs:
+            try:
+                results += self._store([job])
+            except Exception as exc:
+                self._fail([job], exc)
+        return results
+
+    def _fail(self, jobs: list[Job], exc: Exception) -> None:
+        spans = sum(len(j.spans) for j in jobs)
+        if is_data_error(exc):
+            logger.warning("loopscope collector: refused a request of %d spans: %s", spans, exc)
+            error: Exception = Rejected(f"the store cannot hold this request's data: {exc}")
+            with self._lock:
+                self.stats.spans_rejected += spans
+        else:
+            logger.error("loopscope collector: a batch of %d spans failed; not acknowledged: "
+                         "%s: %s", spans, type(exc).__name__, exc)
+            error = exc
+        for job in jobs:
+            job.error = error
+
+    def _store(self, jobs: Sequence[Job]) -> list[EpisodeResult]:
+        """One transaction for the jobs' spans and labels; on rollback the in-memory state
+        is restored too (``BatchUndo``), so a retry is judged as if this never happened."""
         cur = self._cur
+        spans = [s for j in jobs for s in j.spans]
         unique: dict[tuple[str, str], SpanRecord] = {}
         for span in spans:
             unique.setdefault((span.trace_id, span.span_id), span)
+        self._undo = undo = BatchUndo()
         cur.execute("begin transaction")
         try:
             stored = existing_keys(cur, list(unique))
             new = [s for k, s in unique.items() if k not in stored]
             insert_rows(cur, "spans", [tables.span_row(s) for s in new], tables.SPANS)
             results = self._derive(cur, new)
-            tables.write_labels(cur, labels)
+            tables.write_labels(cur, [label for j in jobs for label in j.labels])
             cur.execute("commit")
         except Exception:
-            cur.execute("rollback")
+            with contextlib.suppress(Exception):  # a failed commit has already rolled back
+                cur.execute("rollback")
+            undo.undo(self.detector.forget)
             raise
+        undo.commit()
         self.stats.spans_stored += len(new)
         self.stats.spans_duplicate += len(spans) - len(new)
         for job in jobs:
@@ -265,6 +315,7 @@ class Pipeline:
         task_types = {e.episode_id: e.task_type for e in episodes}
         unseen = [e for e in by_episode if not self.detector.has(e)]
         stored = tables.load_tool_calls(cur, unseen)  # one query for the whole batch
+        self._undo.episodes.update(by_episode)
         results = [
             self.detector.add(episode_id, rows, task_type=task_types.get(episode_id),
                               stored=stored.get(episode_id, ()) if episode_id in unseen
@@ -280,7 +331,7 @@ class Pipeline:
         tables.write_guard_decisions(cur, tool_rows)
         tables.upsert_episodes(cur, episodes, tool_rows)
         tables.write_unknown_writes(cur, tool_rows, reconciles)
-        self._count(tool_rows, results)
+        self._undo.on_commit.append(lambda: self._count(tool_rows, results))
         return results
 
     def _drop_shadows(
@@ -338,13 +389,9 @@ class Pipeline:
                 self.detector.forget(ep.trace_id)
                 self.detector.forget(ep.episode_id)
 
-    @staticmethod
-    def _remember(cache: OrderedDict[str, Any], key: str, value: Any,
+    def _remember(self, cache: OrderedDict[str, Any], key: str, value: Any,
                   limit: int = 100_000) -> None:
-        cache[key] = value
-        cache.move_to_end(key)
-        if len(cache) > limit:
-            cache.popitem(last=False)
+        self._undo.remember(cache, key, value, limit)
 
     def _count(self, rows: list[ToolCallRow], results: list[EpisodeResult]) -> None:
         stats = self.stats
@@ -365,3 +412,15 @@ class Pipeline:
         data = asdict(self.stats)
         data["detection_active_episodes"] = self.detector.active
         return json.loads(json.dumps(data, default=dict))
+
+
+def is_data_error(exc: BaseException) -> bool:
+    """Whether the store refused the data itself (a retry fails the same way), rather than
+    failed to write it (disk full, file gone: a retry may succeed)."""
+    return isinstance(exc, _DATA_ERRORS) and "invalidated" not in str(exc)
+
+
+_DATA_ERRORS = (
+    duckdb.DataError, duckdb.IntegrityError, duckdb.InvalidInputException, pa.ArrowException,
+    UnicodeError, OverflowError, RecursionError,
+)

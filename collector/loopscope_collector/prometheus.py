@@ -33,7 +33,12 @@ def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = (),
     lines += _lines("loopscope_spans_duplicate_total", "counter",
                     "Spans received again (client retries), ignored.", [({}, s.spans_duplicate)])
     lines += _lines("loopscope_spans_rejected_total", "counter",
-                    "Spans refused: malformed or unsupported requests.", [({}, s.spans_rejected)])
+                    "Spans of decoded requests that the store refused (answered 400).",
+                    [({}, s.spans_rejected)])
+    lines += _lines("loopscope_requests_rejected_total", "counter",
+                    "Export requests refused for their content (malformed 400, too large 413, "
+                    "unsupported 415, unstorable 400), by status code.",
+                    [({"code": k}, v) for k, v in sorted(s.requests_rejected.items())])
     lines += _lines("loopscope_requests_overloaded_total", "counter",
                     "Export requests refused with 503 because the queue was full.",
                     [({}, s.requests_overloaded)])

@@ -31,14 +31,8 @@ from urllib.parse import parse_qsl, urlsplit
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from .decode import (
-    DecodeError,
-    PayloadTooLarge,
-    UnsupportedEncoding,
-    UnsupportedMediaType,
-    decode_request,
-)
-from .pipeline import Overloaded, Pipeline, PipelineStopped
+from .decode import DecodeError, decode_request
+from .pipeline import Overloaded, Pipeline, PipelineStopped, Rejected
 from .storage import Database
 from .storage.queries import READS, UnknownRead
 from .storage.writes import check_label
@@ -134,6 +128,11 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._json(code, {"code": code, "message": message}, headers)
 
+    def _reject(self, code: int, message: str, *, protobuf: bool) -> None:
+        """Answer an export refused for its content, and count it."""
+        self.server.pipeline.count_rejected(code)
+        self._otlp_error(code, message, protobuf=protobuf)
+
     def _authorized(self) -> bool:
         token = self.server.auth_token
         if not token:
@@ -170,8 +169,15 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError as exc:  # json.JSONDecodeError is a ValueError too
             self._json(400, {"error": str(exc)})
             return
+        except RecursionError:
+            self._json(400, {"error": "a label is a flat JSON object; this one is nested too "
+                                      "deeply to read"})
+            return
         try:
             self.server.pipeline.submit_labels([label]).wait(ACK_TIMEOUT_S)
+        except Rejected as exc:
+            self._json(400, {"error": str(exc)})
+            return
         except Exception as exc:
             self._json(503, {"error": f"not stored, retry later: {exc}"},
                        {"Retry-After": RETRY_AFTER_S})
@@ -234,27 +240,24 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(raw_length)
         if length > self.server.max_body_bytes:
             self._discard(length)
-            self._otlp_error(413, f"body of {length} bytes is over the limit of "
-                                  f"{self.server.max_body_bytes}", protobuf=protobuf)
+            self._reject(413, f"body of {length} bytes is over the limit of "
+                              f"{self.server.max_body_bytes}", protobuf=protobuf)
             return
         body = self.rfile.read(length)
         try:
             spans = decode_request(body, content_type=content_type,
                                    content_encoding=self.headers.get("Content-Encoding"),
                                    max_bytes=self.server.max_body_bytes)
-        except (UnsupportedMediaType, UnsupportedEncoding) as exc:
-            self._otlp_error(415, str(exc), protobuf=protobuf)
-            return
-        except PayloadTooLarge as exc:
-            self._otlp_error(413, str(exc), protobuf=protobuf)
-            return
-        except DecodeError as exc:
-            self._otlp_error(400, str(exc), protobuf=protobuf)
+        except DecodeError as exc:  # 400, or 413 / 415 for its subclasses
+            self._reject(exc.http_status, str(exc), protobuf=protobuf)
             return
         retry = {"Retry-After": RETRY_AFTER_S}
         try:
             job = self.server.pipeline.submit(spans)
             job.wait(ACK_TIMEOUT_S)
+        except Rejected as exc:
+            self._reject(400, str(exc), protobuf=protobuf)
+            return
         except (Overloaded, PipelineStopped, TimeoutError) as exc:
             self._otlp_error(503, f"not stored, retry later: {exc}", protobuf=protobuf,
                              headers=retry)

@@ -15,7 +15,7 @@ import grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
 from .decode import DecodeError, decode_proto_request
-from .pipeline import Overloaded, Pipeline, PipelineStopped
+from .pipeline import Overloaded, Pipeline, PipelineStopped, Rejected
 from .server import ACK_TIMEOUT_S, MAX_BODY_BYTES
 
 MAX_WORKERS: Final = 8
@@ -41,9 +41,13 @@ class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
         try:
             spans = decode_proto_request(request)
         except DecodeError as exc:
+            self.pipeline.count_rejected(400)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         try:
             self.pipeline.submit(spans).wait(ACK_TIMEOUT_S)
+        except Rejected as exc:
+            self.pipeline.count_rejected(400)
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except (Overloaded, PipelineStopped, TimeoutError) as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE, f"not stored, retry later: {exc}")
         except Exception as exc:

@@ -451,6 +451,13 @@ def check_label(data: Any) -> dict[str, Any]:
     unknown = set(data) - {"episode_id", "span_id", "label", "note"}
     if unknown:
         raise ValueError(f"unknown field(s): {', '.join(sorted(unknown))}")
+    for name, value in (("episode_id", episode_id), ("span_id", span_id), ("note", note)):
+        if isinstance(value, str) and not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ValueError(f"{name}: a lone surrogate at character {exc.start}, which is "
+                                 "not valid Unicode") from None
     return {"episode_id": episode_id, "span_id": span_id, "label": label,
             "note": (note or "")[:2000] or None}
 

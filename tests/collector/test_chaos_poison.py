@@ -1,0 +1,190 @@
+"""Chaos: spans the store cannot hold, mixed into concurrent good traffic.
+
+A poison span is refused at decode time with a 400 (gRPC INVALID_ARGUMENT) naming its field;
+every good request sent beside it is acknowledged at its first try and stored exactly once.
+What still reaches the store and fails there fails only its own request.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import grpc
+import pytest
+from collector_process import CollectorProcess, start_collector
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+from otlp_requests import episode_request, request, tool_span
+
+from loopscope_collector.pipeline import Pipeline, Rejected
+from loopscope_collector.spans import SpanRecord
+from loopscope_collector.storage import open_database
+
+pytestmark = pytest.mark.timeout(180)
+
+START = 1_700_000_000_000_000_000
+PATH = "resourceSpans[0].scopeSpans[0].spans[0]"
+
+
+@pytest.fixture
+def collector(tmp_path: Path) -> Iterator[CollectorProcess]:
+    proc = start_collector(tmp_path / "store.duckdb")
+    yield proc
+    proc.stop()
+
+
+def _proto_poison(**fields: int) -> bytes:
+    span = tool_span(os.urandom(16), os.urandom(8), tool="search", args="{}", result="r",
+                     start_ns=START)
+    for name, value in fields.items():
+        if name == "status_code":
+            span.status.code = value  # type: ignore[assignment]
+        else:
+            setattr(span, name, value)
+    return request([span]).SerializeToString()
+
+
+def _json_poison(name: str = "x", key: str = "k", value: str = "v") -> bytes:
+    """OTLP JSON with these strings; ``LONE`` in one becomes the raw escape ``\\ud800``."""
+    span = {"traceId": os.urandom(16).hex(), "spanId": os.urandom(8).hex(), "name": name,
+            "startTimeUnixNano": "1", "endTimeUnixNano": "2",
+            "attributes": [{"key": key, "value": {"stringValue": value}}]}
+    text = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]})
+    return text.replace("LONE", "\\ud800").encode()
+
+
+POISONS = [
+    (_proto_poison(kind=200), "application/x-protobuf", f"{PATH}.kind: 200 is out of range"),
+    (_proto_poison(status_code=200), "application/x-protobuf", f"{PATH}.status.code: 200"),
+    (_proto_poison(start_time_unix_nano=2**63), "application/x-protobuf",
+     f"{PATH}.startTimeUnixNano: {2**63} is out of range"),
+    (_json_poison(name="LONE"), "application/json", f"{PATH}.name: a lone surrogate"),
+    (_json_poison(key="aLONE"), "application/json", f"{PATH}.attributes[0].key: a lone"),
+    (_json_poison(value="LONEx"), "application/json",
+     f"{PATH}.attributes[0].value.stringValue: a lone surrogate"),
+]
+
+
+def _post_label(collector: CollectorProcess, body: bytes) -> tuple[int, str]:
+    req = urllib.request.Request(collector.url + "/v1/labels", data=body, method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_poison_gets_400_naming_the_field_and_good_traffic_is_stored_once(
+    collector: CollectorProcess,
+) -> None:
+    """Three clients send only poison (every kind above, and labels holding a lone
+    surrogate) while four send good requests: every good request is acknowledged at its first
+    try, every poison gets a 400 naming its field, and each good span is stored once."""
+    good: list[tuple[int, list[str]]] = []
+    poison: list[tuple[int, str, str]] = []
+
+    def send_good() -> None:
+        for _ in range(15):
+            req, ids = episode_request(3)
+            good.append((collector.post(req.SerializeToString())[0], ids))
+
+    def send_poison() -> None:
+        for _ in range(5):
+            for body, content_type, says in POISONS:
+                status, _, answer = collector.post(body, content_type=content_type)
+                poison.append((status, answer.decode("utf-8", "replace"), says))
+            label = b'{"episode_id": "e", "label": "no_loop", "note": "\\ud800"}'
+            status, answer = _post_label(collector, label)
+            poison.append((status, answer, "note: a lone surrogate"))
+
+    threads = [threading.Thread(target=send_good) for _ in range(4)]
+    threads += [threading.Thread(target=send_poison) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+
+    assert [status for status, _ in good] == [200] * 60
+    for status, answer, says in poison:
+        assert status == 400, answer
+        assert says in answer
+    metrics = collector.get("/metrics")
+    assert 'loopscope_requests_rejected_total{code="400"} 90' in metrics
+
+    collector.stop()
+    con = duckdb.connect(str(collector.db), read_only=True)
+    stored = Counter(row[0] for row in con.execute("select span_id from spans").fetchall())
+    calls = con.execute("select count(*) from tool_calls").fetchall()[0][0]
+    labels = con.execute("select count(*) from labels").fetchall()[0][0]
+    con.close()
+    wanted = [span_id for _, ids in good for span_id in ids]
+    assert stored == Counter(wanted)
+    assert calls == 180 and labels == 0
+
+
+def test_grpc_poison_is_invalid_argument(collector: CollectorProcess) -> None:
+    """The same check on the gRPC receiver: INVALID_ARGUMENT with the field path."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    body = _proto_poison(kind=200)
+    with grpc.insecure_channel(f"127.0.0.1:{collector.grpc_port}") as channel:
+        stub = trace_service_pb2_grpc.TraceServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as caught:
+            stub.Export(ExportTraceServiceRequest.FromString(body), timeout=30)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert f"{PATH}.kind: 200 is out of range" in str(caught.value.details())
+
+
+def test_an_attribute_the_store_cannot_hold_is_ignored_and_the_span_kept(
+    collector: CollectorProcess,
+) -> None:
+    """``loopscope.step`` of 2**40 does not fit the step column: the call is stored without a
+    step (read leniently, like any unreadable attribute) and the span keeps the value."""
+    span = tool_span(os.urandom(16), os.urandom(8), tool="search", args="{}", result="r",
+                     start_ns=START)
+    span.attributes.add(key="loopscope.step").value.int_value = 2**40
+    span.attributes.add(key="loopscope.episode.id").value.string_value = "ep-big-step"
+    assert collector.post(request([span]).SerializeToString())[0] == 200
+    assert [row["step"] for row in collector.read("episode_tool_calls", episode_id="ep-big-step")] \
+        == [None]
+
+
+def _record(span_id: str, *, kind: int = 1) -> SpanRecord:
+    return SpanRecord(trace_id="ab" * 16, span_id=span_id, parent_span_id="", name="x",
+                      start_ns=START, end_ns=START + 1, kind=kind)
+
+
+def test_a_request_the_store_refuses_fails_alone(tmp_path: Path) -> None:
+    """Spans built past the decoder (kind 200 does not fit tinyint) reach DuckDB in the same
+    batch as good requests: the batch is retried request by request, the poison alone gets
+    ``Rejected`` (a 400) and the others are stored."""
+    db = open_database(tmp_path / "x.duckdb")
+    pipeline = Pipeline(db)  # not started: the three jobs are taken as one batch
+    try:
+        first = pipeline.submit([_record("01" * 8)])
+        bad = pipeline.submit([_record("02" * 8, kind=200)])
+        last = pipeline.submit([_record("03" * 8)])
+        pipeline.start()
+        first.wait(30)
+        last.wait(30)
+        with pytest.raises(Rejected, match="cannot hold"):
+            bad.wait(30)
+        assert pipeline.stats.spans_rejected == 1
+        assert pipeline.stats.spans_stored == 2
+    finally:
+        pipeline.stop()
+    con = db.cursor()
+    assert sorted(r[0] for r in con.execute("select span_id from spans").fetchall()) == [
+        "01" * 8, "03" * 8]
+    db.close()
+
