@@ -107,10 +107,13 @@ class Ep:
         return len(self.steps) - 1
 
     def call(self, tool: str, args: dict[str, Any], output: Any, *, kind: str | None = None,
-             status: str = "ok", dt: float | None = None, **extra: Any) -> int:
+             status: str = "ok", dt: float | None = None, took: float = 0.0,
+             **extra: Any) -> int:
         """A tool call and its result; returns its step index.
 
-        ``dt`` is the time since the previous step (a poll passes the wait it took);
+        ``t`` is when the call started. ``dt`` is the time since the previous step (a poll
+        passes the wait it took); ``took`` is how long the call itself ran (a timeout, a test
+        run), added before the next step;
         ``extra`` carries the optional fields a real integration would set
         (``idempotency_key``, ``intent``, ``deadline_s``).
         """
@@ -125,6 +128,7 @@ class Ep:
         step.update(extra)
         self.steps.append(step)
         self.ctx += out + max(6, len(text) // 4)
+        self.t = round(self.t + took, 3)
         return len(self.steps) - 1
 
     def wait(self, seconds: float) -> None:
@@ -535,6 +539,949 @@ def read_spin_ok_config_twice() -> dict[str, Any]:
            "The file deploy/gunicorn.conf.py has been edited.", kind="write")
     e.say("Done: deploy/gunicorn.conf.py now sets workers = 8 (threads stay at 2).")
     return e.legit("none", "the config is read twice before a single edit; then the task is done")
+
+
+# ---- 2. housekeeping between progress ----------------------------------------------------------
+
+_CONDENSED = "History condensed into a summary; kept the last 4 messages."
+
+
+@case
+def housekeeping_ok_condense_research() -> dict[str, Any]:
+    e = Ep("corpus-housekeeping-ok-condense-research", "housekeeping",
+           "Write me a short brief on heat pump sales in Europe in 2023: the top 3 markets by "
+           "units sold and the main policy drivers, with sources.", "research", domain="research")
+    e.call("web_search", {"query": "heat pump sales Europe 2023 by country EHPA"},
+           j([{"title": "European heat pump sales fell 5% in 2023 - EHPA market report",
+               "url": "https://www.ehpa.org/news/heat-pump-sales-2023"},
+              {"title": "Heat pump market data 2023 | Stats", "url": "https://stats.ehpa.org/"}]),
+           kind="read")
+    e.call("condense_context", {}, _CONDENSED)
+    e.call("fetch", {"url": "https://www.ehpa.org/news/heat-pump-sales-2023"},
+           "Heat pump sales in 14 European countries fell by around 5% in 2023 to some 2.64 "
+           "million units... France remained the largest market with 611,000 units, followed by "
+           "Italy (468,000) and Germany (440,000)...", kind="read")
+    e.call("condense_context", {}, _CONDENSED)
+    e.call("web_search", {"query": "Germany Gebäudeenergiegesetz 2023 heat pump subsidy BEG"},
+           j([{"title": "Germany's building energy act (GEG) explained - Clean Energy Wire",
+               "url": "https://www.cleanenergywire.org/factsheets/geg-heating-law"}]),
+           kind="read")
+    e.call("condense_context", {}, _CONDENSED)
+    e.call("fetch", {"url": "https://www.cleanenergywire.org/factsheets/geg-heating-law"},
+           "The amended Building Energy Act (GEG), passed in September 2023, requires new heating "
+           "systems to run on at least 65% renewable energy from 2024 in new builds... Subsidies "
+           "under the BEG cover up to 70% of costs...", kind="read")
+    e.call("condense_context", {}, _CONDENSED)
+    e.call("web_search", {"query": "MaPrimeRénov heat pump 2023 France subsidy"},
+           j([{"title": "MaPrimeRénov' 2023 : montants pour une pompe à chaleur",
+               "url": "https://www.service-public.fr/particuliers/actualites/A16247"}]),
+           kind="read")
+    e.call("fetch", {"url": "https://www.service-public.fr/particuliers/actualites/A16247"},
+           "MaPrimeRénov' : en 2023, l'aide pour une pompe à chaleur air/eau peut atteindre "
+           "5 000 euros pour les ménages très modestes...", kind="read")
+    e.say("**Heat pumps in Europe, 2023**\n\nTop markets by units: France (~611k), Italy "
+          "(~468k), Germany (~440k); the 14 tracked markets fell ~5% to ~2.64M (EHPA).\n\n"
+          "Policy drivers: Germany's amended GEG (65% renewable heating rule) and BEG subsidies "
+          "up to 70%; France's MaPrimeRénov' grants up to €5,000; in Italy, the Superbonus "
+          "wind-down pulled demand forward.\n\nSources: ehpa.org, cleanenergywire.org, "
+          "service-public.fr.")
+    return e.legit("none",
+                   "condense_context repeats identically, but every search and fetch between "
+                   "brings new sources; the brief is delivered")
+
+
+_AGENT_STATUS = {"agent": "triage-bot-7", "state": "available", "queue": "billing",
+                 "shift_ends": "18:00Z"}
+
+
+@case
+def housekeeping_ok_agent_status_triage() -> dict[str, Any]:
+    e = Ep("corpus-housekeeping-ok-agent-status-triage", "housekeeping",
+           "Triage the four oldest tickets in the billing queue: set a priority and a category "
+           "on each.", "other", domain="support")
+    tickets = [
+        ("BIL-20931", "Charged after cancelling trial", "high", "refund"),
+        ("BIL-20944", "Need VAT number on invoices", "low", "invoice_change"),
+        ("BIL-20950", "Card declined but bank says fine", "normal", "payment_failure"),
+        ("BIL-20957", "Double charge this month", "high", "refund"),
+    ]
+    e.call("list_tickets", {"queue": "billing", "sort": "oldest", "limit": 4},
+           j([{"id": t[0], "subject": t[1]} for t in tickets]), kind="read")
+    for tid, subject, prio, cat in tickets:
+        e.call("get_agent_status", {}, _AGENT_STATUS, kind="read")
+        e.call("get_ticket", {"ticket_id": tid},
+               {"id": tid, "subject": subject, "status": "new", "priority": None,
+                "category": None}, kind="read")
+        e.call("update_ticket", {"ticket_id": tid, "priority": prio, "category": cat},
+               {"id": tid, "priority": prio, "category": cat, "status": "open"}, kind="write")
+    e.say("Triaged 4 tickets: BIL-20931 high/refund, BIL-20944 low/invoice_change, BIL-20950 "
+          "normal/payment_failure, BIL-20957 high/refund.")
+    return e.legit("none",
+                   "the identical get_agent_status check precedes each ticket, and each ticket is "
+                   "read and updated once: steady progress")
+
+
+@case
+def housekeeping_ok_list_tabs_compare() -> dict[str, Any]:
+    e = Ep("corpus-housekeeping-ok-list-tabs-compare", "housekeeping",
+           "Compare the Framework 13 (Ryzen 7 7840U), the Dell XPS 13 9340 and the ThinkPad X1 "
+           "Carbon Gen 12 on price and battery life, from the makers' own sites.", "research",
+           domain="research")
+    tabs: list[str] = []
+    pages = [
+        ("https://frame.work/laptop13", "Framework Laptop 13 (AMD Ryzen 7040) - from $1,049; "
+         "61Wh battery; up to 11h video playback"),
+        ("https://www.dell.com/xps-13-9340", "XPS 13 Laptop - from $1,299; 55Wh battery; up to "
+         "19h (FHD+) streaming video"),
+        ("https://www.lenovo.com/x1-carbon-gen-12", "ThinkPad X1 Carbon Gen 12 - from $1,709; "
+         "57Wh battery; up to 14.9h (MobileMark 2018)"),
+    ]
+    for url, text in pages:
+        e.call("list_tabs", {}, j([{"tab": i, "url": u} for i, u in enumerate(tabs)]))
+        e.call("open_tab", {"url": url}, {"tab": len(tabs), "status": "loaded"})
+        tabs.append(url)
+        e.call("read_page", {"tab": len(tabs) - 1}, text)
+    e.call("list_tabs", {}, j([{"tab": i, "url": u} for i, u in enumerate(tabs)]))
+    e.say("| laptop | from | battery | claimed life |\n|---|---|---|---|\n"
+          "| Framework 13 (7840U) | $1,049 | 61Wh | ~11h video |\n"
+          "| Dell XPS 13 9340 | $1,299 | 55Wh | ~19h video (FHD+) |\n"
+          "| ThinkPad X1 Carbon G12 | $1,709 | 57Wh | ~14.9h MobileMark |\n\n"
+          "Claims use different tests, so battery figures are not directly comparable.")
+    return e.legit("none",
+                   "list_tabs repeats between pages, and each new tab brings a new product page; "
+                   "the comparison is delivered")
+
+
+@case
+def housekeeping_ok_get_time_logs() -> dict[str, Any]:
+    e = Ep("corpus-housekeeping-ok-get-time-logs", "housekeeping",
+           "Look at the auth-service logs for the last 3 hours and tell me when the 401 spike "
+           "started and what caused it.", "other", domain="devops")
+    e.call("get_time", {}, "2024-06-11T15:02:44Z")
+    e.call("query_logs", {"service": "auth-service", "query": "status:401",
+                          "from": "2024-06-11T12:00:00Z", "to": "2024-06-11T15:00:00Z",
+                          "group_by": "15m"},
+           "12:00 212\n12:15 198\n12:30 224\n12:45 205\n13:00 219\n13:15 1843\n13:30 2210\n"
+           "13:45 2187\n14:00 2305\n14:15 2291\n14:30 2240\n14:45 2198\n")
+    e.call("get_time", {}, "2024-06-11T15:03:09Z")
+    e.call("query_logs", {"service": "auth-service", "query": "status:401",
+                          "from": "2024-06-11T13:00:00Z", "to": "2024-06-11T13:20:00Z",
+                          "group_by": "1m"},
+           "13:00 14\n13:01 15\n...\n13:07 13\n13:08 388\n13:09 402\n13:10 411\n...")
+    e.call("get_time", {}, "2024-06-11T15:03:40Z")
+    e.call("query_logs", {"service": "auth-service", "query": "status:401 13:08",
+                          "from": "2024-06-11T13:07:30Z", "to": "2024-06-11T13:09:00Z",
+                          "fields": ["msg", "kid"]},
+           "13:08:02 token verification failed: unknown kid 'k-2024-06b'\n"
+           "13:08:02 token verification failed: unknown kid 'k-2024-06b'\n...")
+    e.call("get_time", {}, "2024-06-11T15:04:02Z")
+    e.call("query_logs", {"service": "key-rotator", "query": "*",
+                          "from": "2024-06-11T13:00:00Z", "to": "2024-06-11T13:10:00Z"},
+           "13:07:58 rotated signing key: new kid 'k-2024-06b' published to issuer\n"
+           "13:07:58 JWKS cache TTL on consumers: 3600s\n")
+    e.say("The 401 spike started at 13:08 UTC (~15/min to ~400/min). At 13:07:58 key-rotator "
+          "published a new signing key (kid k-2024-06b) while auth-service still caches the old "
+          "JWKS for 3600s, so every token signed with the new key is rejected. Fix: refresh "
+          "auth-service's JWKS cache (or restart it) and lower the TTL.")
+    return e.legit("none",
+                   "get_time repeats before every log query, and each query narrows in on new "
+                   "evidence; root cause found")
+
+
+_MARKET_OPEN = {"market": "NYSE", "state": "open", "closesAt": "16:00 ET"}
+
+
+@case
+def housekeeping_ok_market_status_quotes() -> dict[str, Any]:
+    e = Ep("corpus-housekeeping-ok-market-status-quotes", "housekeeping",
+           "What's my portfolio worth right now? 40 AAPL, 25 MSFT, 60 KO, 15 JNJ.", "lookup",
+           domain="finance")
+    quotes = [("AAPL", 212.49), ("MSFT", 441.06), ("KO", 62.81), ("JNJ", 147.92)]
+    for sym, px in quotes:
+        e.call("getMarketStatus", {}, _MARKET_OPEN)
+        e.call("getQuote", {"symbol": sym},
+               {"symbol": sym, "last": px, "currency": "USD", "delayedMinutes": 0})
+    e.say("At current prices: AAPL 40 × $212.49 = $8,499.60; MSFT 25 × $441.06 = $11,026.50; "
+          "KO 60 × $62.81 = $3,768.60; JNJ 15 × $147.92 = $2,218.80. Total: $25,513.50.")
+    return e.legit("none",
+                   "the same market-status check precedes each quote, and every quote is a new "
+                   "symbol; the total is computed")
+
+
+_RIVIAN_RESULTS = j([
+    {"title": "Rivian Reports Fourth Quarter and Full Year 2022 Financial Results",
+     "url": "https://rivian.com/newsroom/article/q4-2022-financial-results"},
+    {"title": "Rivian 10-K 2022 - SEC", "url": "https://www.sec.gov/Archives/rivn-20221231.htm"},
+    {"title": "Amazon has 1,000 Rivian vans on the road", "url": "https://www.theverge.com/..."},
+])
+
+
+@case
+def housekeeping_loop_condense_search() -> dict[str, Any]:
+    e = Ep("corpus-housekeeping-loop-condense-search", "housekeeping",
+           "What was Rivian's 2022 revenue from the commercial van segment alone?", "research",
+           domain="research")
+    q = {"query": "Rivian 2022 commercial van revenue segment"}
+    e.call("web_search", q, _RIVIAN_RESULTS, kind="read")
+    e.call("fetch", {"url": "https://rivian.com/newsroom/article/q4-2022-financial-results"},
+           "Rivian produced 24,337 vehicles and delivered 20,332 in 2022... total revenues of "
+           "$1,658 million... The company reports a single segment.", kind="read")
+    e.call("condense_context", {}, _CONDENSED)
+    e.call("web_search", q, _RIVIAN_RESULTS, kind="read")
+    e.say("The results don't break out van revenue. Let me condense and search again.")
+    e.call("condense_context", {}, _CONDENSED)
+    first = e.call("web_search", q, _RIVIAN_RESULTS, kind="read")
+    for _ in range(4):
+        e.call("condense_context", {}, _CONDENSED)
+        e.call("web_search", q, _RIVIAN_RESULTS, kind="read")
+    return e.loop("exact_repeat", first,
+                  "condense, then the same search with the same 3 results, 6 times; the answer "
+                  "(Rivian reports one segment) was already fetched and ignored")
+
+
+@case
+def housekeeping_loop_time_metrics() -> dict[str, Any]:
+    e = Ep("corpus-housekeeping-loop-time-metrics", "housekeeping",
+           "Was the p99 latency of the search API above 800 ms at any point during last night's "
+           "02:00-03:00 UTC batch window?", "lookup", domain="devops")
+    q = {"metric": "http_server_duration_p99", "service": "search-api",
+         "from": "2024-06-11T02:00:00Z", "to": "2024-06-11T03:00:00Z", "step": "5m"}
+    series = j({"series": "search-api p99 ms", "points": [
+        ["02:00", 412], ["02:05", 436], ["02:10", 903], ["02:15", 1187], ["02:20", 964],
+        ["02:25", 611], ["02:30", 455], ["02:35", 431], ["02:40", 420], ["02:45", 418],
+        ["02:50", 409], ["02:55", 415]]})
+    first = None
+    for n, ts in enumerate(["09:14:03", "09:14:11", "09:14:20", "09:14:27", "09:14:39",
+                            "09:14:46", "09:14:58"]):
+        e.call("get_time", {}, f"2024-06-11T{ts}Z")
+        i = e.call("query_metrics", q, series)
+        if n == 2:
+            first = i
+        if n == 3:
+            e.say("I'll re-check the metric for the batch window to be sure.")
+    assert first is not None
+    return e.loop("exact_repeat", first,
+                  "get_time then the same fixed-window metric query with the same series, 7 "
+                  "times; the answer (yes, 02:10-02:20) was in the first result")
+
+
+@case
+def housekeeping_loop_status_ticket() -> dict[str, Any]:
+    e = Ep("corpus-housekeeping-loop-status-ticket", "housekeeping",
+           "Reply to ticket BIL-21007 with our refund policy for annual plans and close it.",
+           "other", domain="support")
+    ticket = {"id": "BIL-21007", "subject": "Refund for annual plan?", "status": "open",
+              "requester": "dana@orchardlabs.co",
+              "body": "We signed up for the annual plan 10 days ago. Can we get a refund?"}
+    first = None
+    for n in range(7):
+        e.call("get_agent_status", {}, _AGENT_STATUS, kind="read")
+        i = e.call("get_ticket", {"ticket_id": "BIL-21007"}, ticket, kind="read")
+        if n == 2:
+            first = i
+        if n == 1:
+            e.say("Let me review the ticket before replying.")
+    assert first is not None
+    return e.loop("exact_repeat", first,
+                  "status check + the same ticket read, 7 times, same output; the agent never "
+                  "writes the reply it was asked for")
+
+
+@case
+def housekeeping_loop_tabs_read_page() -> dict[str, Any]:
+    e = Ep("corpus-housekeeping-loop-tabs-read-page", "housekeeping",
+           "Find the return window for electronics on bestbuy.com and tell me if opened "
+           "headphones can be returned.", "research", domain="retail")
+    tabs = j([{"tab": 0, "url": "https://www.google.com/search?q=best+buy+return+policy"},
+              {"tab": 1, "url": "https://www.bestbuy.com/site/help-topics/return-exchange-"
+                                "policy/pcmcat260800050014.c"}])
+    page = ("Return & Exchange Policy | Best Buy\nSign in for the best experience\n"
+            "Most products: 15 days. My Best Buy Plus and Total members: 60 days.\n"
+            "[Show exceptions]\nWas this helpful? Yes No")
+    e.call("open_tab", {"url": "https://www.bestbuy.com/site/help-topics/return-exchange-policy/"
+                               "pcmcat260800050014.c"}, {"tab": 1, "status": "loaded"})
+    first = None
+    for n in range(7):
+        e.call("list_tabs", {}, tabs)
+        i = e.call("read_page", {"tab": 1}, page)
+        if n == 2:
+            first = i
+        if n == 2:
+            e.say("The exceptions section is collapsed. Reading the page again.")
+    assert first is not None
+    return e.loop("exact_repeat", first,
+                  "list_tabs + read_page on the same tab return the same collapsed page 7 times; "
+                  "the agent never clicks 'Show exceptions'")
+
+
+@case
+def housekeeping_loop_git_status_read() -> dict[str, Any]:
+    e = Ep("corpus-housekeeping-loop-git-status-read", "housekeeping",
+           "The /healthz endpoint returns 500 when Redis is down; it should return 200 with "
+           "{\"redis\": \"down\"}. Fix it in app/health.py.", "coding", domain="coding")
+    status = "On branch fix/healthz\nnothing to commit, working tree clean\n"
+    src = ("from fastapi import APIRouter\nfrom .deps import redis_client\n\n"
+           "router = APIRouter()\n\n\n@router.get(\"/healthz\")\nasync def healthz():\n"
+           "    await redis_client.ping()\n    return {\"redis\": \"up\"}\n")
+    first = None
+    for n in range(7):
+        e.call("git_status", {}, status, kind="read")
+        i = e.call("read_file", {"path": "app/health.py"}, src, kind="read")
+        if n == 2:
+            first = i
+        if n == 1:
+            e.say("The ping is not wrapped in a try/except. Let me look at the file again.")
+    assert first is not None
+    return e.loop("exact_repeat", first,
+                  "git status + the same read of app/health.py, 7 times, same output; the agent "
+                  "named the fix and never made it")
+
+
+# ---- 3. writes judged by identity, not by arguments -------------------------------------------
+
+@case
+def write_identity_ok_send_again() -> dict[str, Any]:
+    e = Ep("corpus-write-identity-ok-send-again", "write_identity",
+           "Email the signed NDA to legal@kestrelbio.com with the subject 'Signed NDA - "
+           "Halvorsen Labs'. The file is in my documents as NDA_Kestrel_signed.pdf.",
+           "transaction", domain="support")
+    e.call("find_document", {"name": "NDA_Kestrel_signed.pdf"},
+           {"document_id": "doc_71Kq2", "name": "NDA_Kestrel_signed.pdf", "size_kb": 412},
+           kind="read")
+    mail = {"to": ["legal@kestrelbio.com"], "subject": "Signed NDA - Halvorsen Labs",
+            "body": "Hello,\n\nPlease find attached the signed NDA.\n\nBest regards,\n"
+                    "Ingrid Halvorsen",
+            "attachments": ["doc_71Kq2"]}
+    e.call("send_email", mail, {"message_id": "<CAF=q1x7Y2@mail.halvorsenlabs.com>",
+                                "status": "sent"}, kind="write")
+    e.say("Sent to legal@kestrelbio.com with NDA_Kestrel_signed.pdf attached.")
+    e.user("They say it never arrived, probably their spam filter. Can you send it again "
+           "exactly the same?")
+    e.call("send_email", mail, {"message_id": "<CAF=r8Lm0a@mail.halvorsenlabs.com>",
+                                "status": "sent"}, kind="write", intent="duplicate")
+    e.say("Sent again (new message id). If it still doesn't arrive, they may need to "
+          "allow-list halvorsenlabs.com.")
+    return e.legit("write_retry_legit",
+                   "the identical send_email runs twice because the user asked for a resend in a "
+                   "new turn")
+
+
+_MONITOR_ORDER = {"user_id": "liam_brennan_5512", "address": {
+    "address1": "400 Market St", "address2": "Floor 6", "city": "San Francisco", "state": "CA",
+    "zip": "94111", "country": "USA"}, "items": [{"item_id": "2990817663", "quantity": 1}],
+    "payment_method_id": "credit_card_8830114"}
+
+
+@case
+def write_identity_ok_colleague_order() -> dict[str, Any]:
+    e = Ep("corpus-write-identity-ok-colleague-order", "write_identity",
+           "Order the 27-inch 4K monitor (item 2990817663) to the office, 400 Market St floor 6, "
+           "with my work card. User liam_brennan_5512.", "transaction", domain="retail")
+    e.call("get_product_details", {"item_id": "2990817663"},
+           {"item_id": "2990817663", "name": "Monitor 27\" 4K IPS", "price": 349.00,
+            "available": True}, kind="read")
+    e.call("place_order", _MONITOR_ORDER,
+           {"order_id": "#W5510294", "status": "pending", "total": 349.00}, kind="write")
+    e.say("Ordered: #W5510294, Monitor 27\" 4K IPS, $349.00, to 400 Market St floor 6.")
+    e.user("Perfect. Yes, please book one more, the same one, for my colleague. Same office "
+           "address, same card.")
+    e.call("place_order", _MONITOR_ORDER,
+           {"order_id": "#W5510377", "status": "pending", "total": 349.00}, kind="write")
+    e.say("Second monitor ordered: #W5510377, same item, address and card. Two orders total, "
+          "$698.00.")
+    return e.legit("write_retry_legit",
+                   "an identical place_order runs again because the user asked for a second unit "
+                   "in a new turn; it gets a new order id")
+
+
+@case
+def write_identity_ok_three_placeholders() -> dict[str, Any]:
+    e = Ep("corpus-write-identity-ok-three-placeholders", "write_identity",
+           "In project PLAT, create three identical placeholder tickets titled 'TBD - Q3 "
+           "capacity work', type Task, label q3-planning. I'll fill them in later.",
+           "transaction", domain="devops")
+    args = {"project": "PLAT", "issueType": "Task", "summary": "TBD - Q3 capacity work",
+            "labels": ["q3-planning"]}
+    keys = ["PLAT-4411", "PLAT-4412", "PLAT-4413"]
+    for key in keys:
+        e.call("createIssue", args,
+               {"key": key, "self": f"https://jira.northwind.io/rest/api/2/issue/{key}"})
+    e.say("Created PLAT-4411, PLAT-4412 and PLAT-4413, all 'TBD - Q3 capacity work' (Task, "
+          "q3-planning).")
+    return e.legit("write_retry_legit",
+                   "the task asks for three identical tickets; three identical writes, each with "
+                   "a new issue key")
+
+
+@case
+def write_identity_ok_four_workers() -> dict[str, Any]:
+    e = Ep("corpus-write-identity-ok-four-workers", "write_identity",
+           "Spin up 4 identical render workers: e2-standard-8, image render-worker-v14, zone "
+           "europe-west4-a, label pool=render.", "transaction", domain="devops")
+    args = {"machineType": "e2-standard-8", "image": "render-worker-v14",
+            "zone": "europe-west4-a", "labels": {"pool": "render"}}
+    names = ["render-wkr-8h2kd", "render-wkr-q7x1m", "render-wkr-2vzpt", "render-wkr-kk94c"]
+    for name in names:
+        e.call("createInstance", args,
+               {"name": name, "status": "PROVISIONING", "zone": "europe-west4-a"}, kind="write")
+    e.call("listInstances", {"filter": "labels.pool=render"},
+           j([{"name": n, "status": "RUNNING"} for n in names]), kind="read", dt=48.0)
+    e.say("4 render workers are running in europe-west4-a: " + ", ".join(names) + ".")
+    return e.legit("write_retry_legit",
+                   "the task asks for four identical workers; each identical createInstance "
+                   "returns a new instance name")
+
+
+@case
+def write_identity_ok_idempotent_charge() -> dict[str, Any]:
+    e = Ep("corpus-write-identity-ok-idempotent-charge", "write_identity",
+           "Charge customer cus_Q2kd91 $480 for the June consulting invoice INV-0612.",
+           "transaction", domain="finance")
+    args = {"customer": "cus_Q2kd91", "amount": 48000, "currency": "usd",
+            "description": "Invoice INV-0612 (June consulting)",
+            "idempotency_key": "inv-0612-charge"}
+    e.call("create_charge", args,
+           "Error: Read timed out. (read timeout=20) while calling POST /v1/charges",
+           kind="write", status="timeout", idempotency_key="inv-0612-charge", took=20.0)
+    e.say("The charge request timed out. The request carries idempotency key inv-0612-charge, "
+          "so retrying returns the original charge if it went through.")
+    e.call("create_charge", args,
+           {"id": "ch_3PQx8sK2m1", "amount": 48000, "currency": "usd", "status": "succeeded",
+            "idempotent_replayed": True}, kind="write", idempotency_key="inv-0612-charge",
+           dt=5.0)
+    e.say("Charged: $480.00 to cus_Q2kd91 (charge ch_3PQx8sK2m1). The retry replayed the first "
+          "request, so the customer was charged once.")
+    return e.legit("write_retry_legit",
+                   "a timed-out charge is retried with the caller's own idempotency key; the "
+                   "provider returns the same charge")
+
+
+@case
+def write_identity_ok_client_token() -> dict[str, Any]:
+    e = Ep("corpus-write-identity-ok-client-token", "write_identity",
+           "Launch one t3.large from ami-0c7217cdde317cfec in subnet-0a91f3 for the load test, "
+           "tagged Name=loadtest-runner.", "transaction", domain="devops")
+    args = {"ImageId": "ami-0c7217cdde317cfec", "InstanceType": "t3.large", "MinCount": 1,
+            "MaxCount": 1, "SubnetId": "subnet-0a91f3",
+            "TagSpecifications": [{"ResourceType": "instance",
+                                   "Tags": [{"Key": "Name", "Value": "loadtest-runner"}]}],
+            "ClientToken": "loadtest-runner-20240611-01"}
+    e.call("ec2_run_instances", args,
+           "ConnectTimeoutError: Connect timeout on endpoint URL: "
+           "\"https://ec2.us-east-1.amazonaws.com/\"", status="timeout", took=60.0)
+    e.call("ec2_run_instances", args,
+           {"ReservationId": "r-0f3b9a51c8e2d7a44",
+            "Instances": [{"InstanceId": "i-07a1c3e95d2b84f10", "State": {"Name": "pending"}}]},
+           dt=4.2)
+    e.say("Launched i-07a1c3e95d2b84f10 (t3.large, loadtest-runner). The retry used the same "
+          "ClientToken, so EC2 would have returned the existing instance rather than a second "
+          "one.")
+    return e.legit("write_retry_legit",
+                   "a timed-out RunInstances is retried with the same ClientToken, which EC2 "
+                   "guarantees idempotent")
+
+
+@case
+def write_identity_ok_reconcile_then_retry() -> dict[str, Any]:
+    e = Ep("corpus-write-identity-ok-reconcile-then-retry", "write_identity",
+           "Reorder my usual coffee beans (Ethiopia Guji, 1 kg, whole bean) to my home address. "
+           "I'm nina_park_3378.", "transaction", domain="retail")
+    e.call("get_user_details", {"user_id": "nina_park_3378"},
+           {"user_id": "nina_park_3378", "orders": ["#W8822013"],
+            "payment_methods": {"credit_card_6611204": {"brand": "visa", "last_four": "7720"}}},
+           kind="read")
+    args = {"user_id": "nina_park_3378", "items": [{"item_id": "7017453906", "quantity": 1}],
+            "payment_method_id": "credit_card_6611204", "address_id": "home"}
+    e.call("place_order", args, "Error: upstream timeout after 30000ms (order-service)",
+           kind="write", status="timeout", took=30.0)
+    e.say("The order request timed out, so it may or may not have been placed. Checking your "
+          "orders before retrying.")
+    e.call("list_orders", {"user_id": "nina_park_3378", "created_after": "2024-06-11T10:40:00Z"},
+           j([]), kind="read")
+    e.say("No new order was created. Placing it again.")
+    e.call("place_order", args, {"order_id": "#W8830457", "status": "pending", "total": 38.50},
+           kind="write")
+    e.say("Ordered: #W8830457, Ethiopia Guji 1 kg whole bean, $38.50, to your home address.")
+    return e.legit("write_retry_legit",
+                   "after the timeout the agent looked the order up, found none, and retried "
+                   "once; exactly one order exists")
+
+
+@case
+def write_identity_ok_booking_reconcile() -> dict[str, Any]:
+    e = Ep("corpus-write-identity-ok-booking-reconcile", "write_identity",
+           "Book me on HAT227 from JFK to SFO on May 30, economy, paying with my credit card. "
+           "User id aisha_karim_7021.", "transaction", domain="airline")
+    e.call("get_user_details", {"user_id": "aisha_karim_7021"},
+           {"user_id": "aisha_karim_7021", "reservations": ["Q1WE7A"],
+            "payment_methods": {"credit_card_3301986": {"brand": "amex", "last_four": "1005"}}},
+           kind="read")
+    args = {"user_id": "aisha_karim_7021", "origin": "JFK", "destination": "SFO",
+            "flight_type": "one_way", "cabin": "economy",
+            "flights": [{"flight_number": "HAT227", "date": "2024-05-30"}],
+            "passengers": [{"first_name": "Aisha", "last_name": "Karim", "dob": "1991-07-19"}],
+            "payment_methods": [{"payment_id": "credit_card_3301986", "amount": 218}],
+            "total_baggages": 0, "nonfree_baggages": 0, "insurance": "no"}
+    e.call("book_reservation", args, "Error: timeout waiting for reservation service",
+           kind="write", status="timeout", took=25.0)
+    e.call("get_user_details", {"user_id": "aisha_karim_7021"},
+           {"user_id": "aisha_karim_7021", "reservations": ["Q1WE7A"],
+            "payment_methods": {"credit_card_3301986": {"brand": "amex", "last_four": "1005"}}},
+           kind="read")
+    e.say("The booking timed out and no new reservation appears on your profile, so it did not "
+          "go through. Trying again.")
+    e.call("book_reservation", args,
+           {"reservation_id": "M7TQ2C", "status": "confirmed", "flights": [
+               {"flight_number": "HAT227", "date": "2024-05-30"}]}, kind="write")
+    e.say("Booked: reservation M7TQ2C, HAT227 JFK→SFO on May 30, economy, $218 on your Amex.")
+    return e.legit("write_retry_legit",
+                   "the timed-out booking was reconciled against the profile (no new "
+                   "reservation) before one retry")
+
+
+@case
+def write_identity_loop_user_exists() -> dict[str, Any]:
+    e = Ep("corpus-write-identity-loop-user-exists", "write_identity",
+           "Create an admin-console account for our new hire Priya Nair (priya.nair@northwind.io) "
+           "and add her to the analytics group.", "transaction", domain="support")
+    args = {"email": "priya.nair@northwind.io", "first_name": "Priya", "last_name": "Nair",
+            "role": "member"}
+    conflict = ("HTTP 409 Conflict: {\"error\": \"user_exists\", \"message\": \"A user with email "
+                "priya.nair@northwind.io already exists\", \"user_id\": \"usr_5V2kQ8\"}")
+    e.call("create_user", args, conflict, kind="write", status="error")
+    e.say("The create call returned a conflict. Let me try creating the account again.")
+    e.call("create_user", args, conflict, kind="write", status="error")
+    first = e.call("create_user", args, conflict, kind="write", status="error")
+    e.say("Retrying account creation for Priya Nair.")
+    for _ in range(4):
+        e.call("create_user", args, conflict, kind="write", status="error")
+    return e.loop("write_duplicate", first,
+                  "create_user gets the same 409 'already exists' (with the user id) 7 times; the "
+                  "agent never uses usr_5V2kQ8 to add her to the group")
+
+
+@case
+def write_identity_loop_transfer_timeouts() -> dict[str, Any]:
+    e = Ep("corpus-write-identity-loop-transfer-timeouts", "write_identity",
+           "Pay the contractor invoice: transfer €3,200 from the operations account to "
+           "NL91ABNA0417164300 (Van Dijk Design), reference INV-2024-118.", "transaction",
+           domain="finance")
+    args = {"from_account": "ops-eur-01", "to_iban": "NL91ABNA0417164300",
+            "beneficiary": "Van Dijk Design", "amount": "3200.00", "currency": "EUR",
+            "reference": "INV-2024-118"}
+    first = None
+    for n in range(6):
+        i = e.call("create_transfer", args,
+                   "Error: gateway timeout (504) from payments-core after 30s", kind="write",
+                   status="timeout", took=30.0)
+        if n == 1:
+            first = i
+        if n == 2:
+            e.say("The payment gateway keeps timing out. Retrying the transfer.")
+    assert first is not None
+    return e.loop("write_duplicate", first,
+                  "a money transfer times out and is retried 5 times without ever checking "
+                  "whether an earlier attempt went through")
+
+
+@case
+def write_identity_loop_sms_repeat() -> dict[str, Any]:
+    e = Ep("corpus-write-identity-loop-sms-repeat", "write_identity",
+           "Text the customer on +1 415 555 0142 that their refund for order #W3310872 has been "
+           "processed.", "transaction", domain="support")
+    args = {"to": "+14155550142",
+            "body": "Hi! Your refund for order #W3310872 has been processed. It should appear on "
+                    "your statement within 5-10 business days."}
+    e.call("get_order_details", {"order_id": "#W3310872"},
+           {"order_id": "#W3310872", "status": "refunded", "refund_amount": 64.90}, kind="read")
+    sids = ["SM8f2c1a", "SM91d0be", "SMa33e7f", "SM0c5d92", "SM6b7a14", "SM2e98c0", "SMd41f63"]
+    first = None
+    for n, sid in enumerate(sids):
+        i = e.call("send_sms", args, {"sid": sid + "0d4e6b2f91a7", "status": "queued"},
+                   kind="write")
+        if n == 1:
+            first = i
+        if n == 3:
+            e.say("Sending the refund notification to the customer.")
+    assert first is not None
+    return e.loop("write_duplicate", first,
+                  "one notification was asked for; the same SMS is sent 7 times in a row and "
+                  "each one is queued to the customer")
+
+
+@case
+def write_identity_loop_room_conflict() -> dict[str, Any]:
+    e = Ep("corpus-write-identity-loop-room-conflict", "write_identity",
+           "Book the Fjord room for the design review on June 12, 10-11am, and send the invite "
+           "to the design team.", "transaction", domain="other")
+    args = {"roomId": "fjord-3f", "start": "2024-06-12T10:00:00+02:00",
+            "end": "2024-06-12T11:00:00+02:00", "title": "Design review"}
+    out = ("Error 409: room 'Fjord' is already booked 10:00-11:00 on 2024-06-12 by you "
+           "(booking BK-22931)")
+    first = None
+    for n in range(7):
+        i = e.call("reserveMeetingRoom", args, out, status="error")
+        if n == 2:
+            first = i
+        if n == 1:
+            e.say("The room seems taken; trying the reservation again.")
+    assert first is not None
+    return e.loop("write_duplicate", first,
+                  "the same room booking is refused 7 times because the agent already holds it "
+                  "(BK-22931); the invite is never sent")
+
+
+@case
+def write_identity_loop_noop_update() -> dict[str, Any]:
+    e = Ep("corpus-write-identity-loop-noop-update", "write_identity",
+           "Escalate ticket #58213 to tier 2 and let the customer know we've done so.", "other",
+           domain="support")
+    args = {"ticket_id": 58213, "group": "tier2", "priority": "high"}
+    e.call("get_ticket", {"ticket_id": 58213},
+           {"id": 58213, "group": "tier1", "priority": "normal", "status": "open",
+            "requester": "marcus@fieldway.app"}, kind="read")
+    first = None
+    for n in range(7):
+        i = e.call("update_ticket", args, "Ticket #58213 updated.", kind="write")
+        if n == 2:
+            first = i
+        if n == 1:
+            e.say("Ticket escalated. Making sure the escalation is applied.")
+    assert first is not None
+    return e.loop("write_duplicate", first,
+                  "the same escalation update returns the same 'updated' confirmation 7 times; "
+                  "the customer message is never written")
+
+
+@case
+def write_identity_loop_booking_timeouts() -> dict[str, Any]:
+    e = Ep("corpus-write-identity-loop-booking-timeouts", "write_identity",
+           "Book the 7:15 HAT041 from BOS to ORD on June 3 for me, economy, same passenger as "
+           "usual. User id tomas_varga_1193.", "transaction", domain="airline")
+    e.call("get_user_details", {"user_id": "tomas_varga_1193"},
+           {"user_id": "tomas_varga_1193", "reservations": ["P0KXW2"],
+            "saved_passengers": [{"first_name": "Tomas", "last_name": "Varga",
+                                  "dob": "1979-11-02"}],
+            "payment_methods": {"credit_card_9031257": {"brand": "visa", "last_four": "5152"}}})
+    args = {"user_id": "tomas_varga_1193", "origin": "BOS", "destination": "ORD",
+            "flight_type": "one_way", "cabin": "economy",
+            "flights": [{"flight_number": "HAT041", "date": "2024-06-03"}],
+            "passengers": [{"first_name": "Tomas", "last_name": "Varga", "dob": "1979-11-02"}],
+            "payment_methods": [{"payment_id": "credit_card_9031257", "amount": 187}],
+            "total_baggages": 1, "nonfree_baggages": 0, "insurance": "no"}
+    first = None
+    for n in range(5):
+        i = e.call("book_reservation", args, "Error: request to reservations timed out",
+                   status="timeout", took=20.0)
+        if n == 1:
+            first = i
+        if n == 2:
+            e.say("The booking system is slow; trying again.")
+    e.say("I'm sorry, the booking system is not responding. Please try again later.")
+    return e.loop("write_duplicate", first,
+                  "a booking that timed out is retried 4 times with no look-up; any attempt may "
+                  "have booked (and charged) a seat", outcome="unknown")
+
+
+# ---- 4. polls judged by evidence and the task's stated time -----------------------------------
+
+@case
+def poll_ok_price_watch() -> dict[str, Any]:
+    e = Ep("corpus-poll-ok-price-watch", "poll",
+           "Watch the BTC-USD price and tell me as soon as it goes above $68,000.", "polling",
+           domain="finance")
+    prices = ["67412.10", "67530.55", "67488.02", "67702.90", "67815.33", "67769.48",
+              "67940.11", "68012.47"]
+    for n, px in enumerate(prices):
+        e.call("get_spot_price", {"pair": "BTC-USD"},
+               {"data": {"base": "BTC", "currency": "USD", "amount": px}},
+               dt=None if n == 0 else e.rng.uniform(29.0, 33.0))
+        if n == 3:
+            e.say("BTC is at $67,702.90, still under $68,000. I'll keep checking every 30 "
+                  "seconds.")
+    e.say("BTC-USD just crossed $68,000: it is at $68,012.47 now.")
+    return e.legit("poll_legit",
+                   "a price polled every 30 s changes on every call; the watch ends when the "
+                   "threshold is crossed")
+
+
+@case
+def poll_ok_error_rate_watch() -> dict[str, Any]:
+    e = Ep("corpus-poll-ok-error-rate-watch", "poll",
+           "We just deployed checkout v2.31. Watch the checkout 5xx error rate for the next 10 "
+           "minutes and tell me whether it stays under 1%.", "polling", domain="devops")
+    rates = ["0.42", "0.51", "0.47", "0.63", "0.58", "0.71", "0.55", "0.49", "0.52", "0.46",
+             "0.44"]
+    for n, rate in enumerate(rates):
+        e.call("query_metric",
+               {"expr": "sum(rate(http_requests_total{service=\"checkout\",code=~\"5..\"}[1m])) "
+                        "/ sum(rate(http_requests_total{service=\"checkout\"}[1m])) * 100"},
+               {"status": "success", "value": rate, "unit": "percent"},
+               dt=None if n == 0 else e.rng.uniform(58.0, 62.0))
+    e.say("Checkout v2.31 5xx error rate stayed under 1% for the full 10 minutes: between "
+          "0.42% and 0.71% (peak at minute 5), ending at 0.44%.")
+    return e.legit("poll_legit",
+                   "a metric sampled once a minute for the 10 minutes the task asked; every "
+                   "value differs and the watch ends on time")
+
+
+@case
+def poll_ok_restore_in_window() -> dict[str, Any]:
+    e = Ep("corpus-poll-ok-restore-in-window", "poll",
+           "Restore staging-db from last night's automated snapshot. Restores usually take 10-15 "
+           "minutes; tell me when it's usable.", "polling", domain="devops")
+    e.call("describe_db_snapshots", {"DBInstanceIdentifier": "staging-db",
+                                     "SnapshotType": "automated"},
+           {"DBSnapshots": [{"DBSnapshotIdentifier": "rds:staging-db-2024-06-11-03-10",
+                             "Status": "available"}]}, kind="read")
+    e.call("restore_db_instance_from_snapshot",
+           {"DBInstanceIdentifier": "staging-db-restored",
+            "DBSnapshotIdentifier": "rds:staging-db-2024-06-11-03-10"},
+           {"DBInstance": {"DBInstanceIdentifier": "staging-db-restored",
+                           "DBInstanceStatus": "creating"}}, kind="write")
+    creating = {"DBInstances": [{"DBInstanceIdentifier": "staging-db-restored",
+                                 "DBInstanceStatus": "creating"}]}
+    for n in range(8):
+        e.call("describe_db_instances", {"DBInstanceIdentifier": "staging-db-restored"},
+               creating, kind="poll", dt=e.rng.uniform(85.0, 95.0))
+        if n == 4:
+            e.say("Still creating (about 7.5 minutes in), within the usual 10-15 minutes.")
+    e.call("describe_db_instances", {"DBInstanceIdentifier": "staging-db-restored"},
+           {"DBInstances": [{"DBInstanceIdentifier": "staging-db-restored",
+                             "DBInstanceStatus": "available",
+                             "Endpoint": {"Address": "staging-db-restored.c9xq2.eu-west-1.rds."
+                                                     "amazonaws.com", "Port": 5432}}]},
+           kind="poll", dt=91.0)
+    e.say("staging-db-restored is available (about 13.5 minutes) at staging-db-restored.c9xq2."
+          "eu-west-1.rds.amazonaws.com:5432.")
+    return e.legit("poll_legit",
+                   "an unchanged 'creating' status polled every ~90 s inside the 10-15 minutes "
+                   "the task states, ending available")
+
+
+@case
+def poll_ok_pipeline_with_sleep() -> dict[str, Any]:
+    e = Ep("corpus-poll-ok-pipeline-with-sleep", "poll",
+           "Kick off the nightly-e2e pipeline on main and tell me the result. It should be done "
+           "within an hour.", "polling", domain="devops")
+    e.call("trigger_pipeline", {"project": "web/storefront", "ref": "main",
+                                "pipeline": "nightly-e2e"},
+           {"pipeline_id": 884213, "status": "created",
+            "web_url": "https://gitlab.tidewater.io/web/storefront/-/pipelines/884213"},
+           kind="write")
+    running = {"pipeline_id": 884213, "status": "running", "ref": "main"}
+    for _ in range(7):
+        e.call("get_pipeline", {"pipeline_id": 884213}, running, kind="poll")
+        e.call("sleep", {"seconds": 300}, "slept 300s", took=300.0)
+    e.call("get_pipeline", {"pipeline_id": 884213},
+           {"pipeline_id": 884213, "status": "success", "ref": "main", "duration": 2104,
+            "jobs": {"passed": 148, "failed": 0, "skipped": 6}}, kind="poll")
+    e.say("nightly-e2e on main passed (pipeline 884213, 35 minutes): 148 jobs passed, 6 "
+          "skipped, none failed.")
+    return e.legit("poll_legit",
+                   "poll and a 5-minute sleep alternate with identical outputs, well inside the "
+                   "hour the task allows; the pipeline succeeds")
+
+
+@case
+def poll_ok_declared_deadline() -> dict[str, Any]:
+    e = Ep("corpus-poll-ok-declared-deadline", "poll",
+           "Export the Q2 audit log to CSV and give me the download link. Exports can take up to "
+           "half an hour.", "polling", domain="support")
+    e.call("create_export", {"dataset": "audit_log", "from": "2024-04-01", "to": "2024-06-30",
+                             "format": "csv"},
+           {"export_id": "exp_40kd82", "state": "PENDING"}, kind="write")
+    pending = {"export_id": "exp_40kd82", "state": "PENDING"}
+    for n in range(6):
+        e.call("get_export", {"export_id": "exp_40kd82"}, pending, kind="poll",
+               dt=5.0 if n == 0 else e.rng.uniform(80.0, 100.0), deadline_s=1800)
+    e.call("get_export", {"export_id": "exp_40kd82"},
+           {"export_id": "exp_40kd82", "state": "DONE", "rows": 182204,
+            "url": "https://exports.tidewater.io/exp_40kd82.csv?sig=4c1e9a"},
+           kind="poll", dt=88.0, deadline_s=1800)
+    e.say("The Q2 audit log export is ready (182,204 rows): "
+          "https://exports.tidewater.io/exp_40kd82.csv?sig=4c1e9a")
+    return e.legit("poll_legit",
+                   "a declared poll (30-minute deadline) sees PENDING six times and DONE after "
+                   "about 9 minutes")
+
+
+@case
+def poll_ok_certificate_validation() -> dict[str, Any]:
+    e = Ep("corpus-poll-ok-certificate-validation", "poll",
+           "Get a TLS certificate for shop.tidewater.io with DNS validation and tell me when "
+           "it's issued. DNS validation usually takes 5 to 30 minutes.", "polling",
+           domain="devops")
+    arn = "arn:aws:acm:us-east-1:441782093310:certificate/6f1d3c2a-90b7-4e58-a1c4-2d7b8e0f5a19"
+    e.call("requestCertificate", {"DomainName": "shop.tidewater.io",
+                                  "ValidationMethod": "DNS"}, {"CertificateArn": arn},
+           kind="write")
+    e.call("describeCertificate", {"CertificateArn": arn},
+           {"Status": "PENDING_VALIDATION", "ResourceRecord": {
+               "Name": "_3c1f9e.shop.tidewater.io.", "Type": "CNAME",
+               "Value": "_8a2d41.mzlfeqexyx.acm-validations.aws."}}, kind="poll")
+    e.call("changeResourceRecordSets", {"HostedZoneId": "Z04411823QK2", "Changes": [{
+        "Action": "UPSERT", "Name": "_3c1f9e.shop.tidewater.io.", "Type": "CNAME",
+        "Value": "_8a2d41.mzlfeqexyx.acm-validations.aws.", "TTL": 300}]},
+           {"ChangeInfo": {"Id": "/change/C2H8K1Q", "Status": "PENDING"}}, kind="write")
+    pending = {"Status": "PENDING_VALIDATION", "ResourceRecord": {
+        "Name": "_3c1f9e.shop.tidewater.io.", "Type": "CNAME",
+        "Value": "_8a2d41.mzlfeqexyx.acm-validations.aws."}}
+    for _ in range(8):
+        e.call("describeCertificate", {"CertificateArn": arn}, pending, kind="poll",
+               dt=e.rng.uniform(115.0, 125.0))
+    e.call("describeCertificate", {"CertificateArn": arn},
+           {"Status": "ISSUED", "NotAfter": "2025-07-10T23:59:59Z"}, kind="poll", dt=121.0)
+    e.say("The certificate for shop.tidewater.io is issued (valid until 2025-07-10), about 18 "
+          "minutes after the validation record was added.")
+    return e.legit("poll_legit",
+                   "PENDING_VALIDATION polled every 2 minutes inside the 5-30 minutes the task "
+                   "states, then ISSUED")
+
+
+@case
+def poll_loop_smoke_test_overdue() -> dict[str, Any]:
+    e = Ep("corpus-poll-loop-smoke-test-overdue", "poll",
+           "Run the checkout smoke test job against staging and report the result. It completes "
+           "in under 60 seconds.", "polling", domain="devops")
+    start = e.call("start_job", {"job": "checkout-smoke", "env": "staging"},
+                   {"job_id": "smk-8812", "state": "RUNNING"}, kind="write")
+    launched = e.steps[start]["t"]
+    running = {"job_id": "smk-8812", "state": "RUNNING", "started_at": "2024-06-11T10:02:14Z"}
+    first = None
+    for n in range(15):
+        i = e.call("get_job_status", {"job_id": "smk-8812"}, running, kind="poll",
+                   dt=e.rng.uniform(40.0, 50.0) if n else 20.0)
+        if first is None and e.steps[i]["t"] > launched + 60:
+            first = i
+        if n in (5, 11):
+            e.say("The smoke test is still running. I'll check again shortly.")
+    assert first is not None
+    return e.loop("poll_timeout", first,
+                  "a job the task says finishes in under 60 s is still RUNNING and still polled "
+                  "at 11 minutes; the agent never reports or investigates")
+
+
+@case
+def poll_loop_dns_past_limit() -> dict[str, Any]:
+    e = Ep("corpus-poll-loop-dns-past-limit", "poll",
+           "I changed the A record of api.tidewater.io to 35.201.96.14. Check until Google DNS "
+           "returns the new IP; give up after 20 minutes and tell me.", "polling",
+           domain="devops")
+    old = {"name": "api.tidewater.io.", "type": "A", "answers": ["34.117.12.8"], "ttl": 3600,
+           "resolver": "8.8.8.8"}
+    first = None
+    t0 = None
+    for n in range(31):
+        i = e.call("checkDns", {"name": "api.tidewater.io", "type": "A", "resolver": "8.8.8.8"},
+                   old, dt=e.rng.uniform(57.0, 63.0) if n else 4.0)
+        t0 = e.steps[i]["t"] if t0 is None else t0
+        if first is None and e.steps[i]["t"] > t0 + 1200:
+            first = i
+        if n == 12:
+            e.say("8.8.8.8 still returns the old IP (TTL 3600). Checking again in a minute.")
+    assert first is not None
+    return e.loop("poll_timeout", first,
+                  "the task says give up after 20 minutes; the unchanged old IP is still polled "
+                  "at 30 minutes and the user is never told")
+
+
+@case
+def poll_loop_rollout_no_rollback() -> dict[str, Any]:
+    e = Ep("corpus-poll-loop-rollout-no-rollback", "poll",
+           "Roll out orders:v5.2.0 to prod. The rollout should finish within 5 minutes; if it "
+           "doesn't, roll back.", "polling", domain="devops")
+    w = e.call("run_shell", {"command": "kubectl set image deployment/orders "
+                                        "orders=registry.tidewater.io/orders:v5.2.0 -n prod"},
+               "deployment.apps/orders image updated\n")
+    started = e.steps[w]["t"]
+    waiting = ("Waiting for deployment \"orders\" rollout to finish: 1 of 4 updated replicas "
+               "are available...\n")
+    first = None
+    for n in range(19):
+        i = e.call("run_shell", {"command": "kubectl rollout status deployment/orders -n prod "
+                                            "--timeout=10s"},
+                   waiting + "error: timed out waiting for the condition\n", status="error",
+                   dt=e.rng.uniform(28.0, 32.0))
+        if first is None and e.steps[i]["t"] > started + 300:
+            first = i
+        if n == 8:
+            e.say("Rollout is progressing slowly; 1 of 4 replicas available. Waiting.")
+    assert first is not None
+    return e.loop("poll_timeout", first,
+                  "the rollout is stuck at 1 of 4 and polled to ~10 minutes, past the 5 the task "
+                  "allows; the requested rollback never happens")
+
+
+@case
+def poll_loop_hammer_queued() -> dict[str, Any]:
+    e = Ep("corpus-poll-loop-hammer-queued", "poll",
+           "Re-run last night's failed ETL for the sales_daily table and let me know when it "
+           "finishes.", "polling", domain="devops")
+    e.call("trigger_run", {"dag": "sales_daily", "logical_date": "2024-06-10"},
+           {"run_id": "manual__2024-06-11T09:12:40", "state": "queued"}, kind="write")
+    queued = {"run_id": "manual__2024-06-11T09:12:40", "state": "queued",
+              "queue_position": 37, "estimated_start": "in ~25 min"}
+    first = None
+    for n in range(42):
+        i = e.call("get_run_status", {"dag": "sales_daily",
+                                      "run_id": "manual__2024-06-11T09:12:40"},
+                   queued, kind="poll", dt=e.rng.uniform(0.8, 1.4))
+        if n == 9:
+            first = i
+        if n in (4, 20):
+            e.say("The run is still queued. Checking the status again.")
+    assert first is not None
+    return e.loop("exact_repeat", first,
+                  "a run queued '~25 min' away is polled 42 times about once a second with no "
+                  "wait and no change, until the agent's budget runs out")
+
+
+@case
+def poll_loop_hammer_build() -> dict[str, Any]:
+    e = Ep("corpus-poll-loop-hammer-build", "poll",
+           "Start a release build of the Android app from the release/4.12 branch and send me "
+           "the APK link when it's done.", "polling", domain="coding")
+    e.call("startBuild", {"project": "fieldway-android", "branch": "release/4.12",
+                          "variant": "release"},
+           {"buildId": "b-20931", "status": "PENDING"})
+    pending = {"buildId": "b-20931", "status": "PENDING", "agentsBusy": 6, "agentsTotal": 6}
+    first = None
+    for n in range(36):
+        i = e.call("getBuildStatus", {"buildId": "b-20931"}, pending,
+                   dt=e.rng.uniform(0.9, 1.6))
+        if n == 9:
+            first = i
+        if n == 18:
+            e.say("Build b-20931 is pending. Let me check on it again.")
+    assert first is not None
+    return e.loop("exact_repeat", first,
+                  "a build waiting for a free agent is polled 36 times in under a minute with "
+                  "no wait and no change; the run ends on its call budget")
+
+
+@case
+def poll_loop_declared_deadline_passed() -> dict[str, Any]:
+    e = Ep("corpus-poll-loop-declared-deadline-passed", "poll",
+           "Start an export of the customers table to CSV. If it isn't ready within 15 minutes, "
+           "cancel it and tell me.", "polling", domain="support")
+    e.call("create_export", {"dataset": "customers", "format": "csv"},
+           {"export_id": "exp_51mz07", "state": "PENDING"}, kind="write")
+    pending = {"export_id": "exp_51mz07", "state": "PENDING"}
+    first = None
+    t0 = None
+    for n in range(22):
+        i = e.call("get_export", {"export_id": "exp_51mz07"}, pending, kind="poll",
+                   dt=e.rng.uniform(55.0, 65.0) if n else 6.0, deadline_s=900)
+        t0 = e.steps[i]["t"] if t0 is None else t0
+        if first is None and e.steps[i]["t"] > t0 + 900:
+            first = i
+        if n == 10:
+            e.say("Export is still pending; continuing to wait.")
+    assert first is not None
+    return e.loop("poll_timeout", first,
+                  "a poll declared with a 15-minute deadline (the task's limit) goes on to 21 "
+                  "minutes; the cancel the task asks for never happens")
 
 
 # ---- end of cases ----
