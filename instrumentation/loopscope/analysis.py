@@ -23,20 +23,41 @@ FORMATS = ("auto", "episodes")
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """A line that could not be read: where, and why."""
+    """A line that could not be read, or a file (``line`` None) that could not be opened."""
 
     path: str
-    line: int
+    line: int | None
     message: str
 
     def __str__(self) -> str:
+        if self.line is None:
+            return f"{self.path}: {self.message}"
         return f"{self.path}:{self.line}: {self.message}"
+
+
+def call_ordinals(episode: Episode) -> list[int | None]:
+    """Per index into ``episode.steps``: its tool-call ordinal (1 for the first tool call),
+    or None for a message. Every report names calls by this number."""
+    ordinals: list[int | None] = []
+    count = 0
+    for step in episode.steps:
+        if step.get("type") == "tool":
+            count += 1
+            ordinals.append(count)
+        else:
+            ordinals.append(None)
+    return ordinals
+
+
+def _call_of(ordinals: Sequence[int | None], step: int) -> int | None:
+    return ordinals[step] if 0 <= step < len(ordinals) else None
 
 
 def read_episodes(paths: Sequence[str], *, fmt: str = "auto") -> Iterator[Episode | Problem]:
     """Yield each episode of each file in order, or a ``Problem`` for a line that is not one.
 
-    ``-`` reads standard input. A file that cannot be opened is one ``Problem`` (line 0).
+    ``-`` reads standard input. A file that cannot be opened is one ``Problem`` whose
+    ``line`` is None.
     """
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
@@ -54,7 +75,7 @@ def read_episodes(paths: Sequence[str], *, fmt: str = "auto") -> Iterator[Episod
                 except EpisodeFormatError as exc:
                     yield Problem(path, number, _explain(line, str(exc)))
         except OSError as exc:
-            yield Problem(path, 0, f"cannot read: {exc.strerror or exc}")
+            yield Problem(path, None, f"cannot read the file: {exc.strerror or exc}")
         yield from bad
 
 
@@ -130,21 +151,47 @@ def summarize(
         "by_kind": dict(by_kind.most_common()),
         "by_detector": dict(by_detector.most_common()),
         "by_outcome": by_outcome,
-        "malformed_lines": len(problems),
+        "malformed_lines": sum(1 for p in problems if p.line is not None),
+        "unreadable_files": sum(1 for p in problems if p.line is None),
     }
 
 
 def as_json(
     reports: Sequence[EpisodeReport], problems: Sequence[Problem], *, mode: str | None = None
 ) -> str:
-    """The ``--json`` document: exactly one object with ``episodes`` and ``summary``."""
+    """The ``--json`` document: exactly one object with ``episodes`` and ``summary``.
+
+    Each flag keeps ``step`` (the index into the episode's ``steps``, messages included) and
+    adds ``call`` (the tool-call ordinal of that step, None for a message) and ``action``
+    (warn, block or stop: what the chosen mode's guard does there)."""
+    episodes = []
+    for report in reports:
+        document = report.as_dict()
+        ordinals = call_ordinals(report.episode)
+        for flag, shown in zip(report.flags, document["flags"], strict=True):
+            shown["call"] = _call_of(ordinals, flag.step)
+            shown["action"] = flag.action if flag.severity == "kill" else "warn"
+        episodes.append(document)
     return json.dumps(
-        {
-            "episodes": [r.as_dict() for r in reports],
-            "summary": summarize(reports, problems, mode=mode),
-        },
+        {"episodes": episodes, "summary": summarize(reports, problems, mode=mode)},
         ensure_ascii=False,
     )
+
+
+def _distinct(flags: Sequence[Any]) -> list[tuple[Any, list[str]]]:
+    """The flags one per (step, kind): the strongest, with the other detectors that saw the
+    same thing at the same step (exact_repeat and window_repeat fire together)."""
+    grouped: dict[tuple[int, str], list[Any]] = {}
+    for flag in flags:
+        grouped.setdefault((flag.step, flag.kind), []).append(flag)
+    shown = []
+    for same in grouped.values():
+        lead = max(same, key=lambda f: (f.severity == "kill", _RANK.get(f.action, 0)))
+        shown.append((lead, [f.detector for f in same if f is not lead]))
+    return shown
+
+
+_RANK = {"warn": 1, "block": 2, "stop": 3}
 
 
 def as_text(
@@ -156,12 +203,17 @@ def as_text(
         if not report.flags:
             continue
         ep = report.episode
+        ordinals = call_ordinals(ep)
         stop = f", would stop: {report.stop.stop_reason}" if report.stop else ""
-        lines.append(f"{ep.episode_id}  (outcome: {ep.outcome or 'unknown'}{stop})")
-        for flag in report.flags:
-            lines.append(
-                f"  step {flag.step:>3}  {flag.severity:<4}  {flag.detector:<18} {flag.message}"
-            )
+        calls = sum(1 for o in ordinals if o is not None)
+        lines.append(f"{ep.episode_id}  ({calls} tool calls, outcome: {ep.outcome or 'unknown'}"
+                     f"{stop})")
+        for flag, also in _distinct(report.flags):
+            call = _call_of(ordinals, flag.step)
+            where = f"call {call:>3}" if call is not None else f"msg @{flag.step:>3}"
+            action = flag.action if flag.severity == "kill" else "warn"
+            seen = f"{flag.kind} ({', '.join([flag.detector, *also])})"
+            lines.append(f"  {where}  {action:<5}  {seen:<40} {flag.message}")
         lines.append("")
     s = summarize(reports, problems, mode=mode)
     lines.append(
@@ -171,10 +223,16 @@ def as_text(
     for outcome, row in sorted(s["by_outcome"].items()):
         lines.append(
             f"  {outcome:<8} {row['episodes']:>5} episodes  {row['flagged']:>4} flagged"
-            f"  {row['killed']:>4} killed"
+            f"  {row['killed']:>4} blocked or stopped"
         )
     if s["by_kind"]:
-        lines.append("  by kind: " + ", ".join(f"{k} {v}" for k, v in s["by_kind"].items()))
-    if problems:
-        lines.append(f"  {len(problems)} malformed line(s) skipped (see stderr)")
+        lines.append("  flags by kind: "
+                     + ", ".join(f"{k} {v}" for k, v in s["by_kind"].items()))
+    if s["by_detector"]:
+        lines.append("  flags by detector: "
+                     + ", ".join(f"{k} {v}" for k, v in s["by_detector"].items()))
+    if s["malformed_lines"]:
+        lines.append(f"  {s['malformed_lines']} malformed line(s) skipped (see stderr)")
+    if s["unreadable_files"]:
+        lines.append(f"  {s['unreadable_files']} file(s) could not be read (see stderr)")
     return "\n".join(lines)

@@ -23,13 +23,17 @@ ANALYZE_HELP = """\
 Run the detection core over recorded runs and report what the guard would flag.
 
 Reads Episode JSONL (one run per line; see docs/episode-format.md). A malformed line is
-reported on stderr as FILE:LINE and skipped; the exit status is then 1.
+reported on stderr as FILE:LINE and skipped, a file that cannot be read as FILE; the exit
+status is then 1. The text report names calls by their tool-call ordinal ("call 3" is the
+run's third tool call) and shows each finding once, with every detector that saw it.
 
 With --json, stdout is exactly one JSON object:
-  {"episodes": [{"episode_id", "outcome", "flags": [{"step", "detector", "kind",
-   "severity"}]}], "summary": {...}}
-"step" is the 0-based index into the episode's steps; severity "kill" means the
-policy of the chosen mode would block or stop there ("warn" mode never kills).
+  {"episodes": [{"episode_id", "outcome", "flags": [{"step", "call", "detector", "kind",
+   "severity", "action"}]}], "summary": {...}}
+"step" is the 0-based index into the episode's steps (messages included); "call" is the
+tool-call ordinal of that step (1 for the first tool call; null for a message); severity
+"kill" means the policy of the chosen mode would block or stop there, and "action" says
+which (warn, block, stop; "warn" mode never kills).
 
 Example:
   loopscope analyze ../shared/data/taubench_gpt-4o_airline.jsonl

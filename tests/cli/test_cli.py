@@ -120,8 +120,56 @@ def test_analyze_missing_file(tmp_path: Path, runs: Path,
     code = cli.main(["analyze", str(missing), str(runs), "--json"])
     out, err = capsys.readouterr()
     assert code == 1
-    assert str(missing) in err
-    assert len(json.loads(out)["episodes"]) == 2  # the good file is still analysed
+    assert f"{missing}: cannot read the file" in err
+    assert f"{missing}:0" not in err  # a file is not a malformed line
+    document = json.loads(out)
+    assert len(document["episodes"]) == 2  # the good file is still analysed
+    assert (document["summary"]["malformed_lines"], document["summary"]["unreadable_files"]) \
+        == (0, 1)
+    cli.main(["analyze", str(missing), str(runs)])
+    out = capsys.readouterr().out
+    assert "1 file(s) could not be read" in out and "malformed" not in out
+
+
+WITH_MESSAGES = {
+    "episode_id": "chatty-1", "outcome": "failure",
+    "steps": [{"type": "message", "role": "user", "content": "find x"},
+              _tool("x", "nothing found for x"),
+              {"type": "message", "role": "assistant", "content": "let me look again"},
+              *[_tool("x", "nothing found for x") for _ in range(4)]],
+}
+
+
+def test_analyze_json_adds_the_call_ordinal_beside_the_step(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``step`` indexes the steps (messages too); ``call`` counts tool calls only."""
+    path = tmp_path / "chatty.jsonl"
+    path.write_text(json.dumps(WITH_MESSAGES) + "\n", encoding="utf-8")
+    code, document, _ = _analyze_json(capsys, str(path))
+    assert code == 0
+    flags = _check_flags(document)
+    for flag in flags:
+        step = WITH_MESSAGES["steps"][flag["step"]]
+        assert step["type"] == "tool"
+        calls_so_far = sum(1 for s in WITH_MESSAGES["steps"][: flag["step"] + 1]
+                           if s["type"] == "tool")
+        assert flag["call"] == calls_so_far
+        assert flag["action"] in {"warn", "block", "stop"}
+    assert (flags[0]["step"], flags[0]["call"]) == (4, 3)
+
+
+def test_analyze_text_names_calls_blocks_and_each_finding_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """exact_repeat and window_repeat firing together are one line; a block is a block."""
+    path = tmp_path / "chatty.jsonl"
+    path.write_text(json.dumps(WITH_MESSAGES) + "\n", encoding="utf-8")
+    assert cli.main(["analyze", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "chatty-1  (5 tool calls" in out
+    assert "call   3  block  exact_repeat (exact_repeat, window_repeat)" in out
+    assert "call   5  stop" in out
+    assert "kill" not in out and "step" not in out
+    assert "flags by kind: exact_repeat" in out and "flags by detector:" in out
 
 
 @pytest.mark.parametrize("policy", ['{"nope": 1}', "not json", None],

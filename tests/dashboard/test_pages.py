@@ -145,6 +145,26 @@ def test_step_numbers_agree_between_steps_flags_and_the_diagnostic(store_path: P
     assert stopped["call"] in set(flags["call"])
 
 
+def test_analyze_json_names_the_same_call_as_the_episode_page(
+        store_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The scripted run the store holds, replayed by ``loopscope analyze --json``: its stop
+    flag's ``call`` is the call the Episode page says the guard stopped."""
+    from loopscope.cli import main
+    from loopscope.scenarios import generate, write_jsonl
+
+    episode_id = _stopped_episode(store_path)
+    [script] = generate(seed=0, per_shape=1, shapes=("read_spin",), faults=False)
+    write_jsonl(str(tmp_path / "runs.jsonl"), [script])
+    capsys.readouterr()
+    assert main(["analyze", str(tmp_path / "runs.jsonl"), "--json"]) == 0
+    [replayed] = json.loads(capsys.readouterr().out)["episodes"]
+    stop_call = next(f["call"] for f in replayed["flags"] if f["action"] == "stop")
+    at = _page("views/episode.py", episode=episode_id)
+    steps = _steps(at)
+    assert f"Stopped at call {stop_call} " in _texts(at, "warning")
+    assert steps.loc[steps["call"] == stop_call, "guard_action"].item() == "stop"
+
+
 def _steps(at: AppTest):
     return next(d.value for d in at.dataframe if "tool" in d.value.columns
                 and "signature" in d.value.columns)
