@@ -173,10 +173,17 @@ class ToolCallScope:
         }
         if self._kind:
             attributes[c.TOOL_KIND] = self._kind
-        if self.deadline_s is not None:
-            attributes[c.TOOL_DEADLINE_S] = float(self.deadline_s)
-        if self.intent:
-            attributes[c.TOOL_INTENT] = self.intent
+        if decision.turn:
+            attributes[c.TURN] = decision.turn
+        deadline = decision.deadline_s or self.deadline_s
+        if deadline is not None:
+            attributes[c.TOOL_DEADLINE_S] = float(deadline)
+        if decision.intent or self.intent:
+            attributes[c.TOOL_INTENT] = decision.intent or self.intent
+        if self.reconciles:
+            attributes[c.RECONCILE_KEY] = self.reconciles
+            if self.found is not None:
+                attributes[c.RECONCILE_FOUND] = bool(self.found)
         if decision.idempotency_key:
             attributes[c.IDEMPOTENCY_KEY] = decision.idempotency_key
         if episode.capture_content:
@@ -298,6 +305,8 @@ class ToolCallScope:
                 attributes[c.GUARD_CORRECTION] = lead.correction[:1000]
         if after.write_status:
             attributes[c.WRITE_STATUS] = after.write_status
+        if after.reconciled:
+            attributes[c.RECONCILED] = list(after.reconciled)
         if episode.capture_content and outcome.output is not None:
             attributes[c.GEN_AI_TOOL_CALL_RESULT] = outcome.output[: episode.max_content_chars]
         span.set_attributes(attributes)

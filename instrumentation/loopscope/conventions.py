@@ -83,6 +83,12 @@ WRITE_STATUS: Final = "loopscope.write.status"
 CONTENT_CAPTURED: Final = "loopscope.content_captured"
 RECONCILE_KEY: Final = "loopscope.reconcile.key"
 RECONCILE_FOUND: Final = "loopscope.reconcile.found"
+"""On a ``reconcile`` span, and on a tool span that looks an UNKNOWN write up (``reconciles=``):
+the write's idempotency key or call id, and whether the record was found."""
+RECONCILED: Final = "loopscope.reconciled"
+"""On a tool span: the UNKNOWN writes (idempotency keys) the guard saw this call look up."""
+TURN: Final = "loopscope.turn"
+"""The user turn a tool call belongs to (1 = the task): a new turn starts a new intent."""
 
 
 def label_attributes(label: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -70,6 +70,7 @@ class Episode:
             policy=config.policy,
             episode_id=self.id,
             task_type=task_type,
+            task=task,
             clock=clock,
         )
         self.outcome: str | None = None

@@ -64,11 +64,14 @@ class Guard:
         policy: Policy,
         episode_id: str,
         task_type: str | None = None,
+        task: str = "",
         clock: Callable[[], float] | None = None,
     ) -> None:
         self.mode = mode
         self._clock = clock
-        self.monitor = EpisodeMonitor(policy, episode_id=episode_id, task_type=task_type)
+        self.monitor = EpisodeMonitor(
+            policy, episode_id=episode_id, task_type=task_type, task=task
+        )
         self.lock = threading.RLock()
         self.started = time.monotonic()
         self._results: OrderedDict[str, Any] = OrderedDict()

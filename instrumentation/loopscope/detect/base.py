@@ -1,16 +1,21 @@
-"""The detector contract: small classes with optional ``before`` and ``after`` hooks.
+"""The detector contract: small classes with optional hooks, and a default ladder.
 
 ``before(history, candidate)`` runs before a call executes; ``candidate.output_hash`` is the
 output this call returned last time (empty if never), so a detector can predict a repeat and
 the guard can block it without running the tool. It must not change any state.
-``after(history, step)`` runs when the call has returned, before ``step`` joins the history.
-Each returns a ``Finding`` or ``None``; the monitor turns findings into flags and decisions.
+``after(history, step)`` runs when the call has returned, before ``step`` joins the history;
+it may note progress evidence in ``step.markers``. ``message(history, role, content)`` sees
+user and assistant messages; ``new_turn()`` is told when a user turn starts a new intent.
+Each hook returns a ``Finding`` or ``None``. The monitor knows no detector by name: it calls
+whichever hooks a detector has and puts every finding on the detector's ladder (``rungs``):
+the first sign gets the first rung, and each time the condition persists with no progress
+after a rung was delivered, the next one.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from .events import StepView
 from .history import History
@@ -22,16 +27,33 @@ class Finding:
     """A detector's raw verdict; ``action`` is its default, which the policy may override."""
 
     kind: str
-    action: str
     message: str
     key: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    rungs: tuple[str, ...] | None = None
+    """This finding's own ladder, when it is not the detector's: ``("block", "stop")`` for a
+    retry of an UNKNOWN write, which is acted on at once."""
+    stop_reason: str = "repeated_tool_call"
+    """Why the run ends if this finding reaches a stop (one of ``STOP_REASONS``)."""
+
+
+BEFORE_RUNGS: Final = ("warn", "block", "stop")
+"""A condition seen before the call: nudge, then skip the call, then stop."""
+AFTER_RUNGS: Final = ("warn", "warn", "stop")
+"""A condition seen only once the call has run cannot skip it: nudge twice, then stop."""
+WARN_RUNGS: Final = ("warn",)
+"""A signal that is never reason enough to stop by itself."""
 
 
 class Detector(Protocol):
-    """One loop shape. Instances live for one episode and may keep per-episode state."""
+    """One loop shape. Instances live for one episode and may keep per-episode state.
+
+    Optional hooks (the monitor calls those a detector has): ``before``, ``after``,
+    ``message`` and ``new_turn``, as the module docstring describes.
+    """
 
     name: str
+    rungs: tuple[str, ...]
 
     def __init__(self, policy: Policy) -> None: ...
 
@@ -42,6 +64,14 @@ class BeforeDetector(Detector, Protocol):
 
 class AfterDetector(Detector, Protocol):
     def after(self, history: History, step: StepView) -> Finding | None: ...
+
+
+class MessageDetector(Detector, Protocol):
+    def message(self, history: History, role: str, content: str) -> Finding | None: ...
+
+
+class TurnAware(Detector, Protocol):
+    def new_turn(self) -> None: ...
 
 
 def args_preview(step: StepView, limit: int = 200) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from .base import Finding
+from .base import AFTER_RUNGS, Finding
 from .events import StepView
 from .fingerprint import canonical_json
 from .history import History
@@ -55,16 +55,15 @@ class CursorStuck:
 
     A page does not advance when its output equals the previous page's, or when the output
     names the cursor that was sent as the next one. The ``cursor_threshold``-th such page
-    fires. ``last_advanced`` tells the progress marker about real advances.
+    fires. A page that moves on is marked ``cursor_advance`` in ``step.markers`` (progress).
     """
 
     name = "cursor_stuck"
+    rungs = AFTER_RUNGS
 
     def __init__(self, policy: Policy) -> None:
         self.threshold = policy.cursor_threshold
         self._series: dict[str, tuple[str, int]] = {}  # series -> (last output, stuck count)
-        self.last_advanced = False
-        """Whether the step just seen was a page that moved its cursor on."""
 
     def _series_key(self, step: StepView) -> tuple[str, Any] | None:
         found = cursor_of(step.args)
@@ -76,7 +75,6 @@ class CursorStuck:
 
     def after(self, history: History, step: StepView) -> Finding | None:
         found = self._series_key(step)
-        self.last_advanced = False
         if found is None or step.status != "ok":
             return None
         series, sent = found
@@ -86,13 +84,13 @@ class CursorStuck:
             announced is not None and announced == sent
         )
         stuck = stuck + 1 if not_advancing else 0
-        self.last_advanced = not not_advancing
+        if not not_advancing:
+            step.markers = {*(step.markers or ()), "cursor_advance"}
         self._series[series] = (step.output_hash, stuck)
         if stuck < self.threshold:
             return None
         return Finding(
             kind="cursor_stuck",
-            action="warn",
             message=(
                 f"{step.tool} returned the same page for cursor {sent!r} "
                 f"{stuck} times: the cursor is not advancing. Use the next cursor from the "

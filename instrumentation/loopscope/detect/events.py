@@ -79,6 +79,9 @@ class ToolCall:
     """With ``reconciles``: whether the looked-up business record exists."""
     deadline_s: float | None = None
     """For polls: seconds after the first poll of this call when polling must stop."""
+    turn: int | None = None
+    """The user turn the call belongs to (1 = the task), when the caller knows it; a call
+    with a higher turn than the last starts a new intent, as ``on_message("user")`` does."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +120,9 @@ class Flag:
     details: dict[str, Any] = field(default_factory=dict)
     action: str = "warn"
     """What the policy does at this flag in enforce mode: warn, block or stop."""
+    rung: int = 0
+    """How far up its detector's ladder the condition is: 0 at the first sign, one more
+    each time it persists, with no progress, after the previous rung was delivered."""
 
     def as_dict(self) -> dict[str, Any]:
         """The flag as plain JSON-ready values."""
@@ -125,6 +131,8 @@ class Flag:
             "detector": self.detector,
             "kind": self.kind,
             "severity": self.severity,
+            "action": self.action,
+            "rung": self.rung,
             "message": self.message,
             **({"details": self.details} if self.details else {}),
         }
@@ -161,8 +169,17 @@ class Decision:
     streak: int = 0
     """Consecutive no-progress tool calls after this step."""
     kind: str | None = None
-    """The call's effective kind: declared, configured, or ``poll`` by shape."""
-
+    """The call's effective kind: declared, configured, or ``poll`` by shape or content."""
+    deadline_s: float | None = None
+    """Before a poll: the deadline it is judged by (declared, the task's, or the default)."""
+    intent: str | None = None
+    """Before a write: ``duplicate`` when repeating an earlier one is intended (declared, or
+    asked for by the task or the user's latest turn)."""
+    turn: int = 0
+    """The user turn this step belongs to."""
+    reconciled: tuple[str, ...] = ()
+    """After a call: the UNKNOWN writes (idempotency keys) this call settled by looking the
+    record up."""
     @property
     def is_kill(self) -> bool:
         """Block and stop end or skip work; allow and warn do not."""
@@ -199,3 +216,11 @@ class StepView:
     same_info: frozenset[int] = frozenset()
     """Indexes of the steps in the history whose output carried the same information
     (computed once per step by the monitor, read by several detectors)."""
+    loose: str = ""
+    """The tool and its arguments with case, punctuation and spacing ignored."""
+    shape: str = ""
+    """Hash of the output with numbers, ids, timestamps and durations masked."""
+    idempotency_key: str | None = None
+    intent: str | None = None
+    markers: set[str] | None = None
+    """Progress evidence a detector saw in this step (e.g. ``cursor_advance``)."""

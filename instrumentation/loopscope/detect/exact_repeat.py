@@ -1,39 +1,53 @@
-"""Consecutive repeat: the same call, returning the same output, N times in a row (seed 001)."""
+"""Read spin: the same call, with the same output, again inside one no-progress stretch.
+
+Seed 001's consecutive rule and seed 003's "3 of the last 6" are one rule here: identical
+calls (same signature, same output) are counted among the last ``window`` calls, but only
+inside the current no-progress stretch, plus the one earlier call that first brought the
+result. A housekeeping call repeated between steps that each bring new information never
+adds up; a read repeated while nothing else is learned does.
+"""
 
 from __future__ import annotations
 
-from .base import Finding, repeat_correction
+from .base import BEFORE_RUNGS, Finding, repeat_correction
 from .events import StepView
 from .history import History
 from .policy import Policy
 
 
 class ExactRepeat:
-    """Fires before the ``repeat_threshold``-th identical read in a row whose output is fixed.
-
-    Writes and polls are left to their own rules; a call whose output has changed before is
-    polling by shape and never counts.
-    """
+    """Fires before the ``repeat_threshold``-th identical read of a stretch, predicting that it
+    returns what it returned last time. Writes, polls and failures have their own rules; a
+    call whose output has changed within the window is not repeating."""
 
     name = "exact_repeat"
+    rungs = BEFORE_RUNGS
 
     def __init__(self, policy: Policy) -> None:
         self.threshold = policy.repeat_threshold
+        self.window = policy.window
 
     def before(self, history: History, candidate: StepView) -> Finding | None:
         if candidate.kind in ("write", "poll") or not candidate.output_hash:
             return None
-        for run, step in enumerate(reversed(history.steps), start=1):
-            if step.signature != candidate.signature or step.output_hash != candidate.output_hash:
-                break
-            if step.status not in ("ok", "blocked"):
+        stats = history.stats(candidate.signature)
+        if stats is None or stats.last_status not in ("ok", "blocked"):
+            return None
+        inside = 0
+        for step in reversed(history.recent(self.window - 1)):
+            if step.signature != candidate.signature:
+                continue
+            if step.output_hash != candidate.output_hash or step.status == "error":
                 return None
-            if run + 1 >= self.threshold:
-                return Finding(
-                    kind="exact_repeat",
-                    action="block",
-                    message=repeat_correction(candidate, run + 1),
-                    key=candidate.signature,
-                    details={"tool": candidate.tool, "count": run + 1},
-                )
-        return None
+            if not history.in_stretch(step):
+                break
+            inside += 1
+        count = 1 + inside + (1 if stats.calls > inside else 0)
+        if count < self.threshold:
+            return None
+        return Finding(
+            kind="exact_repeat",
+            message=repeat_correction(candidate, count),
+            key=candidate.signature,
+            details={"tool": candidate.tool, "count": count, "window": self.window},
+        )

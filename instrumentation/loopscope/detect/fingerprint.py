@@ -226,3 +226,55 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
         a, b = b, a
     inter = len(a & b)
     return inter / (len(a) + len(b) - inter)
+
+
+_VOLATILE = re.compile(
+    r"\d{4}-\d\d-\d\d(?:[tT ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:[zZ]|[+-]\d\d:?\d\d)?)?"  # times
+    r"|\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"  # uuid
+    r"|\b0x[0-9a-fA-F]+\b|\b(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{8,}\b"  # hex ids
+    r"|\d+(?:[.,]\d+)*"  # numbers, durations, line numbers
+)
+
+
+def masked(text: str, limit: int = SKETCH_CHARS) -> str:
+    """``text`` with numbers, hex ids, UUIDs, timestamps and durations masked, whitespace
+    collapsed and lower-cased: two failures that differ only in a line number, a request id
+    or how long they took read the same."""
+    return " ".join(_VOLATILE.sub("#", text[:limit]).lower().split())
+
+
+_LOOSE = str.maketrans({c: " " for c in string.punctuation})
+
+
+def loose_text(text: str) -> str:
+    """Canonical argument text with case, punctuation and spacing ignored: ``"foo"``,
+    ``"Foo "`` and ``"foo."`` are the same request, slightly reworded."""
+    return " ".join(text.lower().translate(_LOOSE).split())
+
+
+TRANSITIONAL: Final = frozenset(
+    ["pending", "running", "queued", "creating", "provisioning", "starting", "processing", "building", "deploying", "initializing", "initialising", "in_progress", "inprogress", "waiting", "scheduled", "updating", "deleting", "submitted", "rebooting", "restarting", "migrating", "syncing", "copying", "uploading", "downloading", "exporting", "importing", "validating", "verifying", "preparing"]
+)
+"""Words of a status that is still on its way: polling it again is waiting, not spinning."""
+STATUS_MAX_WORDS: Final = 60
+
+
+def is_transitional(words: frozenset[str] | None) -> bool:
+    """Whether a short output reads like a status still on its way (RUNNING, in progress)."""
+    if not words or len(words) > STATUS_MAX_WORDS:
+        return False
+    return not TRANSITIONAL.isdisjoint(words) or ("in" in words and "progress" in words)
+
+
+_NEGATIVE = re.compile(
+    r"\b(?:no|not|none|nothing|zero|0|could ?n[o']?t|cannot|can't|unable)\b"
+    r"(?:\W+\w+){0,4}?\W+(?:found|results?|matches?|match|hits?|available|exists?|records?|"
+    r"items?|entries|data|such|flights?|orders?|pages?|files?|documents?|information)\b"
+    r"|\bnot found\b|\bno such\b|\bdoes not exist\b|\bempty\b",
+    re.IGNORECASE,
+)
+
+
+def is_negative(text: str | None) -> bool:
+    """Whether an output says that nothing was found ("No results", "Could not find X")."""
+    return bool(text) and _NEGATIVE.search(text[:500]) is not None  # type: ignore[arg-type]

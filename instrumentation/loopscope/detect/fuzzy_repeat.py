@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import Finding, args_preview
+from .base import AFTER_RUNGS, Finding, args_preview
 from .events import StepView
 from .fingerprint import similar, trigrams
 from .history import History
@@ -14,13 +14,15 @@ class FuzzyRepeat:
     3-gram Jaccard similarity at or above ``fuzzy_similarity`` with the current call,
     ``fuzzy_threshold`` times within the window (the current call included). With
     ``fuzzy_requires_same_output`` (the default) a similar call counts only if its output
-    carried the same information as this one: the edits changed nothing.
+    carried the same information as this one: the edits changed nothing. Only calls inside
+    the current no-progress stretch count.
 
     Exact repeats are the other detectors' business; this one needs at least two distinct
     argument texts among the matches.
     """
 
     name = "fuzzy_repeat"
+    rungs = AFTER_RUNGS
 
     def __init__(self, policy: Policy) -> None:
         self.window = policy.window
@@ -47,6 +49,7 @@ class FuzzyRepeat:
             and len(s.args_text) >= self.min_chars
             and similar(mine, self._grams_of(s), self.similarity)
             and (not self.same_output or s.index in step.same_info)
+            and history.in_stretch(s)
         ]
         oldest = history.steps[0].index if history.steps else step.index
         self._grams = {i: g for i, g in self._grams.items() if i >= oldest}
@@ -56,7 +59,6 @@ class FuzzyRepeat:
             return None
         return Finding(
             kind="param_jitter",
-            action="warn",
             message=(
                 f"You have called {step.tool} {len(matches) + 1} times with nearly the same "
                 f"arguments (last: {args_preview(step)}). Small edits to the arguments are not "

@@ -10,10 +10,17 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import islice
+from typing import Any, Final
 
 from .events import StepView
+from .fingerprint import is_transitional
 
 MAX_OUTPUTS_PER_SIGNATURE = 8
+MAX_FAILS = 16
+TRANSIENT: Final = frozenset(
+    ["timeout", "timed", "temporarily", "unavailable", "overloaded", "throttled", "throttling", "429", "502", "503", "504", "busy", "later"]
+)
+"""Words of a failure that a plain retry may cure."""
 """Distinct outputs remembered per signature: enough to tell 'changing' from 'fixed'."""
 
 
@@ -23,23 +30,63 @@ class SignatureStats:
 
     calls: int = 0
     first_t: float = 0.0
+    last_t: float = 0.0
     last_output: str = ""
     last_status: str = "ok"
     outputs: set[str] = field(default_factory=set)
-    blocks: int = 0
     same_output_run: int = 0
+    fail_run: int = 0
+    """Consecutive failures (error or timeout), whatever each error said."""
+    fails: list[int] = field(default_factory=list)
+    """Step indexes of the current run of failures (the last ``MAX_FAILS``)."""
+    fail_transient: bool = False
+    """The last failure read as transient (a timeout, 503, "try again")."""
+    last_index: int = -1
+    last_words: frozenset[str] | None = None
+    transitional: bool = False
+    """The last output read like a status still on its way (RUNNING, PENDING, …)."""
 
 
 class History:
     """The recent tool steps of one episode, newest last."""
 
-    __slots__ = ("_by_sig", "_recent", "seen_outputs", "steps")
+    __slots__ = (
+        "_by_sig",
+        "_recent",
+        "default_deadline_s",
+        "intended",
+        "seen_loose",
+        "seen_outputs",
+        "steps",
+        "stretch_start",
+        "task_deadline_s",
+        "task_type",
+        "turn",
+        "writes",
+    )
 
     def __init__(self, size: int) -> None:
         self.steps: deque[StepView] = deque(maxlen=size)
         self.seen_outputs: set[str] = set()
+        self.seen_loose: set[str] = set()
         self._by_sig: dict[str, SignatureStats] = {}
         self._recent: dict[int, list[StepView]] = {}  # cleared on append
+        self.stretch_start = 0
+        """Steps from this index on make up the current no-progress stretch."""
+        self.turn = 0
+        """User turns so far (1 once the task has been given)."""
+        self.task_type: str | None = None
+        self.task_deadline_s: float | None = None
+        """A polling deadline the task's text states, if any."""
+        self.default_deadline_s = 0.0
+        self.intended = 1
+        """Identical writes the current turn asks for (1: no repeat asked for)."""
+        self.writes: Any = None
+        """The episode's ``WriteLedger`` (set by the monitor)."""
+
+    def in_stretch(self, step: StepView) -> bool:
+        """Whether ``step`` is inside the current no-progress stretch."""
+        return step.index >= self.stretch_start
 
     def __iter__(self) -> Iterator[StepView]:
         return iter(self.steps)
@@ -81,15 +128,24 @@ class History:
         stats.calls += 1
         stats.last_output = step.output_hash
         stats.last_status = step.status
+        stats.last_t = step.t
+        stats.last_index = step.index
+        stats.transitional = is_transitional(step.words)
+        stats.last_words = step.words
+        if step.status in ("error", "timeout"):
+            stats.fail_run += 1
+            stats.fails = [*stats.fails[-(MAX_FAILS - 1) :], step.index]
+            stats.fail_transient = step.status == "timeout" or not TRANSIENT.isdisjoint(
+                step.words or ()
+            )
+        elif step.status == "ok":
+            stats.fail_run = 0
+            stats.fails = []
         if len(stats.outputs) < MAX_OUTPUTS_PER_SIGNATURE:
             stats.outputs.add(step.output_hash)
         self.steps.append(step)
         self._recent.clear()
         if step.status != "blocked":
             self.seen_outputs.add(step.output_hash)
-
-    def note_block(self, signature: str) -> int:
-        """Count a block of ``signature``; returns how many it has had."""
-        stats = self._by_sig.setdefault(signature, SignatureStats())
-        stats.blocks += 1
-        return stats.blocks
+            if step.loose:
+                self.seen_loose.add(step.loose)

@@ -12,48 +12,56 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .base import Finding, args_preview
+from .base import AFTER_RUNGS, Finding, args_preview
 from .budgets import BudgetMeter, Exhausted
 from .cursor_stuck import CursorStuck
+from .edit_revert import EditRevert
 from .events import ACTION_RANK, Decision, Flag, StepView, ToolCall, ToolResult
 from .exact_repeat import ExactRepeat
 from .expectations import AnswerCheck, ExpectationTracker
-from .fingerprint import call_signature, canonical_json, output_hash, word_sketch
+from .fingerprint import (
+    call_signature,
+    canonical_json,
+    is_negative,
+    loose_text,
+    masked,
+    output_hash,
+    word_sketch,
+)
 from .fuzzy_repeat import FuzzyRepeat
 from .history import History
+from .ladder import Ladder
 from .monologue import Monologue
 from .oscillation import Oscillation
 from .output_stagnation import OutputStagnation, same_info_indexes
 from .policy import Policy
 from .poll_timeout import PollTimeout
 from .repeat_same_error import RepeatSameError
-from .window_repeat import WindowRepeat
-from .writes import WriteLedger
+from .task import intended_repeats, task_deadline
+from .writes import WriteDuplicate, WriteLedger
 
 DEFAULT_DETECTORS: Final = (
     PollTimeout,
     RepeatSameError,
     ExactRepeat,
-    WindowRepeat,
     Oscillation,
+    EditRevert,
     FuzzyRepeat,
     OutputStagnation,
     CursorStuck,
-    WriteLedger,
+    WriteDuplicate,
     Monologue,
 )
 """Every detector, in the order they are consulted. The README's table is checked against it."""
 
-BREAKERS: Final = ("no_progress", "budget", "repeated_tool_call")
-"""Stops that are not a loop shape of their own: the circuit breaker, budgets, and a call
-repeated after being blocked ``stop_after_blocks`` times."""
+BREAKERS: Final = ("no_progress", "budget")
+"""Stops that are not a loop shape of their own: the no-progress circuit breaker and budgets."""
 
-_STOP_REASON: Final = {
-    "budget": "budget",
-    "poll_timeout": "timeout",
-    "no_progress": "no_progress",
-    "repeated_tool_call": "repeated_tool_call",
-}
+BUDGET_RUNGS: Final = ("stop",)
+NEUTRAL: Final = ("waiting", "new_action")
+"""Markers that neither end a no-progress stretch nor extend it: a poll waiting in time, and
+a new request that brought nothing back (exploring, not learning yet)."""
+CONFLICT_WORDS: Final = frozenset({"already", "exists", "conflict", "409", "duplicate"})
 
 
 @dataclass(slots=True)
@@ -64,7 +72,12 @@ class _Pending:
 
 
 class EpisodeMonitor:
-    """Streaming detection over one episode (a run, a trace, a conversation)."""
+    """Streaming detection over one episode (a run, a trace, a conversation).
+
+    ``task`` is the user's request as text: the deadlines it states ("usually takes 10–15
+    minutes") judge polls, and the identical writes it asks for ("create three identical
+    tickets") are intended.
+    """
 
     def __init__(
         self,
@@ -72,28 +85,31 @@ class EpisodeMonitor:
         *,
         episode_id: str = "",
         task_type: str | None = None,
+        task: str = "",
         start_t: float = 0.0,
     ) -> None:
         self.policy = policy = policy or Policy()
         self.episode_id = episode_id
+        self.task_type = task_type
         self.k = policy.k_for(task_type)
-        self.history = History(
+        self.history = history = History(
             max(policy.window, policy.oscillation_max_period * policy.oscillation_cycles)
         )
-        self._before: list[Any] = []
-        self._after: list[Any] = []
-        for factory in DEFAULT_DETECTORS:
-            if factory in (WriteLedger, Monologue):
-                continue
-            detector = factory(policy)
-            if hasattr(detector, "before"):
-                self._before.append(detector)
-            if hasattr(detector, "after"):
-                self._after.append(detector)
-            if isinstance(detector, CursorStuck):
-                self._cursor = detector
-        self.writes = WriteLedger(policy, episode_id)
-        self.monologue = Monologue(policy)
+        deadline = task_deadline(task)
+        history.task_type = task_type
+        history.task_deadline_s = deadline.seconds if deadline else None
+        history.default_deadline_s = policy.deadline_for(task_type)
+        history.intended = intended_repeats(task)
+        self.writes = history.writes = WriteLedger(policy, episode_id)
+        self.detectors = [factory(policy) for factory in DEFAULT_DETECTORS]
+        self._rungs = {
+            d.name: policy.ladder_for(d.name, task_type, d.rungs) for d in self.detectors
+        }
+        self._before = [d for d in self.detectors if hasattr(d, "before")]
+        self._after = [d for d in self.detectors if hasattr(d, "after")]
+        self._message = [d for d in self.detectors if hasattr(d, "message")]
+        self._turn_aware = [d for d in self.detectors if hasattr(d, "new_turn")]
+        self.ladder = Ladder(policy.window)
         self.budget = BudgetMeter(policy.budgets, start_t)
         self.expectations = ExpectationTracker(policy.required_tools)
         self.steps = 0
@@ -105,8 +121,13 @@ class EpisodeMonitor:
         self.flags: list[Flag] = []
         self.stopped: Decision | None = None
         self._pending: dict[str, _Pending] = {}
-        self._firing: dict[tuple[str, str], int] = {}
         self._messages: list[str] = []
+        self._task = task
+
+    @property
+    def turn(self) -> int:
+        """User turns so far (the task is turn 1 once its message is seen)."""
+        return self.history.turn
 
     # -- tool calls -------------------------------------------------------------------------
 
@@ -117,6 +138,8 @@ class EpisodeMonitor:
 
     def before_call(self, call: ToolCall) -> Decision:
         """Check a call before it runs; returns what enforce mode would do."""
+        if call.turn is not None and call.turn > self.history.turn:
+            self._new_turn(call.turn, None)
         index = self.steps
         self.steps += 1
         args_text = call.args_text
@@ -124,8 +147,18 @@ class EpisodeMonitor:
             signature, args_text = self.signature_of(call.tool, call.args)
         else:
             signature = call.signature or call_signature(call.tool, args_text)
+        history = self.history
         kind = self._kind(call, signature)
-        stats = self.history.stats(signature)
+        stats = history.stats(signature)
+        key = intent = deadline = None
+        if kind == "write":
+            key = self.writes.key_for(call.tool, call.idempotency_key, call.args)
+            intent = call.intent
+            done = len(self.writes.done(signature))
+            if intent is None and 0 < done < history.intended:
+                intent = "duplicate"  # the task or the user's latest turn asked for it
+        elif kind == "poll":
+            deadline = call.deadline_s or history.task_deadline_s or history.default_deadline_s
         candidate = StepView(
             index=index,
             tool=call.tool,
@@ -137,41 +170,22 @@ class EpisodeMonitor:
             status=stats.last_status if stats else "ok",  # type: ignore[arg-type]
             t=call.t,
             call_id=call.call_id,
-            deadline_s=call.deadline_s,
+            deadline_s=deadline,
+            loose=loose_text(f"{call.tool} {args_text}") if args_text else signature,
+            idempotency_key=key,
+            intent=intent,
         )
         findings: list[tuple[str, Finding]] = []
         exhausted = self.budget.check_call(call.tool, call.t)
         if exhausted is not None:
             findings.append(("budget", self._budget_finding(exhausted)))
         for detector in self._before:
-            if (finding := detector.before(self.history, candidate)) is not None:
+            if (finding := detector.before(history, candidate)) is not None:
                 findings.append((detector.name, finding))
-        key = None
-        if kind == "write":
-            key = self.writes.key_for(call.tool, call.idempotency_key)
-            if (finding := self.writes.before(candidate, key, call.intent)) is not None:
-                findings.append((self.writes.name, finding))
         decision = self._decide(index, findings, candidate, key=key)
-        if decision.action == "block":
-            blocks = self.history.note_block(signature)
-            if blocks > self.policy.stop_after_blocks:
-                stop = Finding(
-                    kind=decision.flags[0].kind,
-                    action="stop",
-                    message=(
-                        f"{call.tool} {args_preview(candidate)} was called again after "
-                        f"{blocks - 1} corrections for repeating it; the run is not making "
-                        "progress and stops here."
-                    ),
-                    key=signature,
-                    details={"tool": call.tool, "count": blocks},
-                )
-                decision = self._decide(
-                    index, [*findings, ("repeated_tool_call", stop)], candidate, key=key
-                )
+        decision.deadline_s, decision.intent, decision.turn = deadline, intent, history.turn
         self.budget.count_call(call.tool)
         self.expectations.on_tool_call(call.tool, call.args)
-        self.monologue.on_tool_call()
         self.tool_calls += 1
         self._pending[call.call_id or f"#{index}"] = _Pending(candidate, call, key)
         return decision
@@ -189,7 +203,8 @@ class EpisodeMonitor:
         digest = result.output_hash or (output_hash(text) if text is not None else "")
         if result.status == "blocked":  # the model is shown the earlier result again
             digest, text = cand.output_hash or digest, None
-        stats = self.history.stats(cand.signature)
+        history = self.history
+        stats = history.stats(cand.signature)
         kind = cand.kind
         if kind is None and stats is not None and digest not in stats.outputs:
             kind = "poll"  # same call, changing output: polling by shape
@@ -207,31 +222,34 @@ class EpisodeMonitor:
             output=text,
             call_id=cand.call_id,
             deadline_s=cand.deadline_s,
+            loose=cand.loose,
+            idempotency_key=cand.idempotency_key,
+            intent=cand.intent,
         )
+        if step.status in ("error", "timeout"):
+            step.shape = output_hash(masked(text)) if text is not None else digest
+        findings: list[tuple[str, Finding]] = []
         if step.status != "blocked":
             similarity = self.policy.stagnation_similarity
             step.same_info = same_info_indexes(
-                step, self.history.recent(self.policy.window - 1), similarity
+                step, history.recent(self.policy.window - 1), similarity
             )
-        findings: list[tuple[str, Finding]] = []
-        self._cursor.last_advanced = False
-        if step.status != "blocked":
             for detector in self._after:
-                if (finding := detector.after(self.history, step)) is not None:
+                if (finding := detector.after(history, step)) is not None:
                     findings.append((detector.name, finding))
         write_status = None
         if kind == "write" and pending.key is not None:
             write_status = self.writes.after(step, pending.key)
-        self._reconcile(pending.call, step)
+        reconciled = self._reconcile(pending.call, step)
         step.progress = self._progress(step, stats)
         self._count_progress(step)
         step.output = step.args = None  # the history keeps hashes and sketches, not content
-        self.history.append(step)
+        history.append(step)
         self.budget.count_result(step.tool, step.status)
         self.budget.count_usage(result.tokens_in + result.tokens_out, result.cost)
         if step.progress is None and self.streak >= self.k:
             findings.append(("no_progress", self._breaker_finding(step)))
-        return self._decide(
+        decision = self._decide(
             step.index,
             findings,
             step,
@@ -240,6 +258,9 @@ class EpisodeMonitor:
             write_status=write_status,
             streak=self.streak,
         )
+        decision.reconciled = reconciled
+        decision.turn = history.turn
+        return decision
 
     def _kind(self, call: ToolCall, signature: str) -> Any:
         if call.kind is not None:
@@ -247,17 +268,24 @@ class EpisodeMonitor:
         declared = self.policy.tool_kinds.get(call.tool)
         if declared is not None:
             return declared
-        if call.tool in self.policy.poll_tools or self.history.is_changing(signature):
+        if call.tool in self.policy.poll_tools:
             return "poll"
+        stats = self.history.stats(signature)
+        if stats is not None and (len(stats.outputs) > 1 or stats.transitional):
+            return "poll"  # its output has changed, or reads like a status on its way
         return None
 
-    def _reconcile(self, call: ToolCall, step: StepView) -> None:
+    def _reconcile(self, call: ToolCall, step: StepView) -> tuple[str, ...]:
         if call.reconciles:
-            self.writes.reconcile(call.reconciles, call.found)
-        elif step.kind != "write" and step.status == "ok":
-            for record in self.writes.unresolved():
-                if record.tool != step.tool:  # looked something else up: an implicit reconcile
-                    self.writes.reconcile(record.key, None)
+            record = self.writes.reconcile(call.reconciles, call.found)
+            return (record.key,) if record is not None else ()
+        if step.kind == "write":
+            return ()
+        settled = []
+        for record in self.writes.looked_up(step):  # a read that looked the record up
+            self.writes.reconcile(record.key, None)
+            settled.append(record.key)
+        return tuple(settled)
 
     def reconcile(self, ref: str, *, found: bool | None) -> bool:
         """Resolve an UNKNOWN write by idempotency key or call id; False if none matches."""
@@ -266,25 +294,53 @@ class EpisodeMonitor:
     def mark_progress(self) -> None:
         """The agent says it made progress (an explicit marker): the streak starts again."""
         self.streak = 0
+        self.history.stretch_start = self.steps
         self.last_progress_step = self.steps - 1 if self.steps else None
 
     def _progress(self, step: StepView, stats: Any) -> str | None:
-        if step.status in ("blocked", "timeout"):
-            return None
+        if step.status != "ok":
+            return None  # blocked, failed or timed out: nothing learned
+        words = step.words
         if step.kind == "write":
-            return "write_ok" if step.status == "ok" else None
+            if words and not CONFLICT_WORDS.isdisjoint(words):
+                return None  # "already exists", 409: no new state
+            if stats is None or step.output_hash not in stats.outputs:
+                return "write_ok"
+            return None
         if step.kind == "poll" and stats is not None:
-            return "state_change" if step.output_hash != stats.last_output else "waiting"
-        if step.words is not None and not step.words:  # an empty output ("", "[]") tells
-            return "new_action" if stats is None else None  # nothing; a new call is an action
-        if step.output_hash in self.history.seen_outputs:
+            if step.output_hash != stats.last_output and (
+                words is None or words != stats.last_words
+            ):
+                return "state_change"
+            return "waiting" if self._waiting(step, stats) else None
+        new_call = step.loose not in self.history.seen_loose
+        if words is not None and not words:  # an empty output ("", "[]") tells nothing;
+            return "new_action" if new_call else None  # a new call is an action
+        if step.output_hash in self.history.seen_outputs or any(
+            s.status == "ok" and s.index in step.same_info for s in self.history.steps
+        ):
+            if new_call and words is not None and (
+                len(words) <= self.policy.ack_max_words or is_negative(step.output)
+            ):
+                return "new_action"  # a new request answered "done" or "nothing found"
             return None
-        if any(s.status == "ok" and s.index in step.same_info for s in self.history.steps):
-            return None
-        return "cursor_advance" if self._cursor.last_advanced else "new_info"
+        if step.markers and "cursor_advance" in step.markers:
+            return "cursor_advance"
+        return "new_info"
+
+    def _waiting(self, step: StepView, stats: Any) -> bool:
+        """An unchanged poll is waiting while its status is on its way, the calls are paced
+        and its deadline has not passed."""
+        if not stats.transitional:
+            return False
+        gap = step.t - stats.last_t
+        if 0 < gap < self.policy.poll_min_interval_s:
+            return False  # hammering, not waiting
+        deadline = step.deadline_s or self.history.default_deadline_s
+        return step.t - stats.first_t <= deadline
 
     def _count_progress(self, step: StepView) -> None:
-        if step.progress == "waiting":
+        if step.progress in NEUTRAL:
             return
         if step.progress is None:
             self.streak += 1
@@ -293,6 +349,25 @@ class EpisodeMonitor:
         else:
             self.streak = 0
             self.last_progress_step = step.index
+            self.history.stretch_start = step.index + 1
+
+    def _new_turn(self, turn: int, content: str | None) -> None:
+        """A user turn starts a new intent: the stretch, the ladders and the write identities
+        start again, and the repeats the user asks for are read from what they said."""
+        history = self.history
+        first = history.turn == 0
+        history.turn = turn
+        history.stretch_start = self.steps
+        self.streak = 0
+        self.ladder.reset()
+        self.writes.new_turn()
+        if content is not None:
+            asked = intended_repeats(content)
+            history.intended = max(asked, history.intended) if first else asked
+        elif not first:
+            history.intended = 1
+        for detector in self._turn_aware:
+            detector.new_turn()
 
     # -- messages and model turns -----------------------------------------------------------
 
@@ -309,15 +384,20 @@ class EpisodeMonitor:
 
     def on_message(self, role: str, content: str = "") -> Decision:
         """Record a user or assistant message (a step of its own)."""
+        if role == "user":
+            self._new_turn(self.history.turn + 1, content)
         index = self.steps
         self.steps += 1
         findings: list[tuple[str, Finding]] = []
         if role == "user":
             self.expectations.on_user_message(content, self._messages)
-        if (finding := self.monologue.on_message(role)) is not None:
-            findings.append((self.monologue.name, finding))
+        for detector in self._message:
+            if (finding := detector.message(self.history, role, content)) is not None:
+                findings.append((detector.name, finding))
         self._messages = [*self._messages[-7:], content]
-        return self._decide(index, findings, None)
+        decision = self._decide(index, findings, None)
+        decision.turn = self.history.turn
+        return decision
 
     def check_answer(self, text: str) -> AnswerCheck:
         """A final answer is about to go out: apply the required-tool rules (seed 003)."""
@@ -328,7 +408,6 @@ class EpisodeMonitor:
     def _budget_finding(self, exhausted: Exhausted) -> Finding:
         return Finding(
             kind="budget",
-            action="stop",
             message=(
                 f"Budget {exhausted.budget_type} exhausted: {exhausted.consumed} of "
                 f"{exhausted.limit}. {self._hint()}"
@@ -339,18 +418,21 @@ class EpisodeMonitor:
                 "limit": exhausted.limit,
                 "consumed": exhausted.consumed,
             },
+            rungs=BUDGET_RUNGS,
+            stop_reason="budget",
         )
 
     def _breaker_finding(self, step: StepView) -> Finding:
         return Finding(
             kind="no_progress",
-            action="stop",
             message=(
                 f"{self.streak} consecutive tool calls made no progress (limit {self.k}); the "
                 f"last was {step.tool} {args_preview(step)}. {self._hint()}"
             ),
             key="no_progress",
             details={"limit": self.k, "consumed": self.streak},
+            rungs=self.policy.ladder_for("no_progress", self.task_type, AFTER_RUNGS),
+            stop_reason="no_progress",
         )
 
     def _hint(self) -> str:
@@ -374,8 +456,17 @@ class EpisodeMonitor:
             return Decision(step=index, idempotency_key=key, kind=kind, **after)
         flags: list[Flag] = []
         new: list[Flag] = []
+        lead: tuple[str, Finding, str] | None = None
+        progress_after = self.history.stretch_start
         for name, finding in findings:
-            act = self.policy.action_for(name, finding.action)
+            rungs = finding.rungs or self._rungs.get(name) or AFTER_RUNGS
+            rung, fresh = self.ladder.climb((name, finding.key), index, len(rungs), progress_after)
+            act = rungs[rung]
+            cap = self.policy.actions.get(name)
+            if cap is not None and ACTION_RANK[cap] < ACTION_RANK[act]:
+                act = cap
+            if act == "allow":
+                continue
             flag = Flag(
                 step=index,
                 detector=name,
@@ -385,26 +476,26 @@ class EpisodeMonitor:
                 key=finding.key,
                 details=finding.details,
                 action=act,
+                rung=rung,
             )
             flags.append(flag)
-            last = self._firing.get((name, finding.key))
-            self._firing[(name, finding.key)] = index
-            if last is None or index - last > self.policy.window:
+            if fresh:
                 new.append(flag)
+            if lead is None or ACTION_RANK[act] > ACTION_RANK[lead[2]]:
+                lead = (name, finding, act)
         self.flags.extend(new)
-        name, finding = max(
-            findings, key=lambda f: ACTION_RANK[self.policy.action_for(f[0], f[1].action)]
-        )
-        action = self.policy.action_for(name, finding.action)
+        if lead is None:
+            return Decision(step=index, idempotency_key=key, kind=kind, **after)
+        name, finding, action = lead
         decision = Decision(
             step=index,
             action=action,  # type: ignore[arg-type]
             flags=tuple(flags),
             new_flags=tuple(new),
             reason=name,
-            correction=finding.message if action != "allow" else None,
-            diagnostic=self._diagnostic(name, finding, action, step) if action != "allow" else None,
-            stop_reason=_STOP_REASON.get(name, "repeated_tool_call") if action == "stop" else None,
+            correction=finding.message,
+            diagnostic=self._diagnostic(name, finding, action, step),
+            stop_reason=finding.stop_reason if action == "stop" else None,
             idempotency_key=key,
             cached_output_hash=(
                 step.output_hash if step is not None and action in ("block", "stop") else None
@@ -421,7 +512,7 @@ class EpisodeMonitor:
     ) -> dict[str, Any]:
         diagnostic: dict[str, Any] = {
             "terminated_by" if action == "stop" else "decided_by": (
-                _STOP_REASON.get(name, "repeated_tool_call") if action == "stop" else name
+                finding.stop_reason if action == "stop" else name
             ),
             "action": action,
             "detector": name,

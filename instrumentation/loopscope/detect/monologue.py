@@ -1,40 +1,106 @@
-"""Monologue: the model keeps talking (plans, promises) without calling a tool (seed 003)."""
+"""Monologue: the model keeps talking instead of acting (seed 003).
+
+Three shapes, all of assistant messages:
+
+- *plans without action*: ``monologue_threshold`` assistant turns in a row with no tool call
+  and no user message between them;
+- *chanting*: one message that says the same sentence or paragraph again and again;
+- *echo across turns*: near-identical assistant messages (word-set Jaccard ≥
+  ``monologue_similarity``) with no tool call between them, even when the user answers in
+  between ("I will now check the order status." five times).
+
+Sentences shorter than ``monologue_min_words`` words ("Step 1:", "Done.") may repeat.
+"""
 
 from __future__ import annotations
 
-from .base import Finding
+import re
+from collections import Counter
+
+from .base import WARN_RUNGS, Finding
+from .events import StepView
+from .fingerprint import similar, word_sketch
+from .history import History
 from .policy import Policy
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+MAX_ECHOES = 8
+MESSAGE_CHARS = 20_000
+
+
+def chanted(text: str, min_words: int) -> tuple[str, int]:
+    """The most repeated sentence of ``text`` with at least ``min_words`` words, and its count."""
+    counts: Counter[str] = Counter()
+    for sentence in _SENTENCE.split(text[:MESSAGE_CHARS]):
+        words = sentence.lower().split()
+        if len(words) >= min_words:
+            counts[" ".join(words)] += 1
+    if not counts:
+        return "", 0
+    sentence, count = counts.most_common(1)[0]
+    return sentence, count
 
 
 class Monologue:
-    """Counts assistant turns in a row with no tool call and no user message between them;
-    the ``monologue_threshold``-th fires once, as a warning."""
+    """Watches assistant messages; every finding is a warning (a message cannot be skipped)."""
 
     name = "monologue"
+    rungs = WARN_RUNGS
 
     def __init__(self, policy: Policy) -> None:
         self.threshold = policy.monologue_threshold
+        self.similarity = policy.monologue_similarity
+        self.min_words = policy.monologue_min_words
         self._run = 0
+        self._said: list[frozenset[str]] = []  # assistant messages since the last tool call
 
-    def on_tool_call(self) -> None:
-        """A tool call ends the monologue."""
+    def after(self, history: History, step: StepView) -> None:
+        """A tool call ends every kind of monologue."""
         self._run = 0
+        self._said.clear()
 
-    def on_message(self, role: str) -> Finding | None:
-        """Count an assistant turn; a user turn resets the count."""
+    def message(self, history: History, role: str, content: str) -> Finding | None:
         if role != "assistant":
-            self._run = 0
+            self._run = 0  # a user turn ends a plan-without-action run, not an echo
             return None
         self._run += 1
-        if self._run != self.threshold:
-            return None
-        return Finding(
-            kind="monologue",
-            action="warn",
-            message=(
-                f"You have answered {self._run} times in a row without calling a tool. If the "
-                "task needs data or an action, call the tool now; otherwise give the final answer."
-            ),
-            key="monologue",
-            details={"turns": self._run},
-        )
+        sentence, count = chanted(content, self.min_words)
+        if count >= self.threshold:
+            return Finding(
+                kind="monologue",
+                message=(
+                    f"Your last message says the same thing {count} times (\"{sentence[:80]}\"). "
+                    "Repeating it does not move the task on: act (call a tool) or give the "
+                    "final answer."
+                ),
+                key="monologue:chant",
+                details={"repeats": count},
+            )
+        words = word_sketch(content)
+        echoes = 0
+        if len(words) >= self.min_words:
+            echoes = sum(1 for said in self._said if similar(words, said, self.similarity))
+            self._said = [*self._said[-(MAX_ECHOES - 1) :], words]
+        if echoes + 1 >= self.threshold:
+            return Finding(
+                kind="monologue",
+                message=(
+                    f"You have said nearly the same thing {echoes + 1} times without calling a "
+                    "tool. Saying it again changes nothing: call the tool now, or give the "
+                    "final answer."
+                ),
+                key="monologue:echo",
+                details={"turns": echoes + 1},
+            )
+        if self._run >= self.threshold:
+            return Finding(
+                kind="monologue",
+                message=(
+                    f"You have answered {self._run} times in a row without calling a tool. If "
+                    "the task needs data or an action, call the tool now; otherwise give the "
+                    "final answer."
+                ),
+                key="monologue",
+                details={"turns": self._run},
+            )
+        return None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import Finding, args_preview
+from .base import BEFORE_RUNGS, Finding, args_preview
 from .events import StepView
 from .history import History
 from .policy import Policy
@@ -16,6 +16,7 @@ class Oscillation:
     """
 
     name = "oscillation"
+    rungs = BEFORE_RUNGS
 
     def __init__(self, policy: Policy) -> None:
         self.max_period = policy.oscillation_max_period
@@ -37,7 +38,6 @@ class Oscillation:
                 cycle = [s.tool for s in seq[-period:]]
                 return Finding(
                     kind="oscillation",
-                    action="block",
                     message=(
                         f"You are cycling through {' → '.join(cycle)} with the same results: "
                         f"{self.cycles} full cycles so far (now {candidate.tool} "

@@ -2,18 +2,27 @@
 
 Every fingerprint differs (offsets 0,1,0,1; tiny query edits; another tool) yet the output is
 the same or nearly the same, so the agent learns nothing. Same tool → ``param_jitter``;
-several tools → ``output_stagnation``.
+several tools → ``output_stagnation``. Counting is progress-first: only calls inside the
+current no-progress stretch, plus the one that first brought the answer.
+
+Two shapes are told apart, because only one of them is a loop: *jitter* revisits arguments
+or nudges them (the same request reworded, an offset back and forth) and climbs the ladder;
+a *sweep* asks genuinely different questions and gets the same answer, which is a signal
+(a warning) only, and no signal at all when the answer is "nothing found" (exploring).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .base import Finding
+from .base import AFTER_RUNGS, WARN_RUNGS, Finding
 from .events import StepView
-from .fingerprint import similar
+from .fingerprint import is_negative, similar, trigrams
 from .history import History
 from .policy import Policy
+
+NUDGE_MIN_CHARS = 20
+"""Below this, argument texts are compared exactly (after loosening), not by 3-grams."""
 
 
 def same_info_indexes(
@@ -39,12 +48,23 @@ def same_info_indexes(
     return frozenset(found)
 
 
+def nudged(steps: list[StepView]) -> bool:
+    """Whether some two of ``steps`` ask the same thing: equal loosened arguments (a revisit,
+    a rewording) or loosened arguments at least 80% alike by 3-grams."""
+    texts = [s.loose for s in steps]
+    if len(set(texts)) < len(texts):
+        return True
+    grams = [trigrams(t) for t in texts if len(t) >= NUDGE_MIN_CHARS]
+    return any(similar(a, b, 0.8) for i, a in enumerate(grams) for b in grams[i + 1 :])
+
+
 class OutputStagnation:
-    """Fires when ``stagnation_threshold`` calls in the window, with at least two different
+    """Fires when ``stagnation_threshold`` calls of the stretch, with at least two different
     signatures, returned the same information. Writes, polls, failures and outputs of fewer
     than ``stagnation_min_words`` words are not information and never count."""
 
     name = "output_stagnation"
+    rungs = AFTER_RUNGS
 
     def __init__(self, policy: Policy) -> None:
         self.window = policy.window
@@ -54,27 +74,35 @@ class OutputStagnation:
     def after(self, history: History, step: StepView) -> Finding | None:
         if not self._informative(step):
             return None
-        same = [
-            s
-            for s in history.recent(self.window - 1)
-            if s.index in step.same_info and self._informative(s)
-        ]
+        same: list[StepView] = []
+        before_stretch = False
+        for s in history.recent(self.window - 1):
+            if s.index in step.same_info and self._informative(s):
+                if history.in_stretch(s):
+                    same.append(s)
+                else:
+                    before_stretch = True
+        count = len(same) + 1 + before_stretch
         signatures = {s.signature for s in same} | {step.signature}
-        if len(same) + 1 < self.threshold or len(signatures) < 2:
+        if count < self.threshold or len(signatures) < 2:
             return None
-        tools = {s.tool for s in same} | {step.tool}
+        group = [*same, step]
+        jitter = nudged(group)
+        if not jitter and is_negative(step.output):
+            return None  # different questions, nothing found each time: exploring
+        tools = {s.tool for s in group}
         kind = "param_jitter" if len(tools) == 1 else "output_stagnation"
         calls = " and ".join(sorted(tools))
         return Finding(
             kind=kind,
-            action="warn",
             message=(
-                f"The last {len(same) + 1} calls to {calls} used different arguments but "
+                f"The last {count} calls to {calls} used different arguments but "
                 "returned the same result. Varying the arguments is not producing new "
                 "information: use the result you have, try a different approach, or finish."
             ),
             key=kind + ":" + ",".join(sorted(tools)),
-            details={"tools": sorted(tools), "count": len(same) + 1},
+            details={"tools": sorted(tools), "count": count, "revisits": jitter},
+            rungs=None if jitter else WARN_RUNGS,
         )
 
     def _informative(self, step: StepView) -> bool:

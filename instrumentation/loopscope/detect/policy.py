@@ -30,6 +30,23 @@ Polling and coding tolerate more legitimate repetition; lookups and transactions
 learning are cut sooner (seed 002 §4.3)."""
 
 VALID_ACTIONS: Final = ("allow", "warn", "block", "stop")
+RUNG_ACTIONS: Final = ("warn", "block", "stop")
+
+IDEMPOTENCY_ARGS: Final = (
+    "idempotency_key",
+    "idempotencyKey",
+    "Idempotency-Key",
+    "request_id",
+    "requestId",
+    "client_token",
+    "clientToken",
+    "client_request_id",
+    "clientRequestId",
+    "dedup_id",
+    "dedupe_key",
+    "deduplication_id",
+)
+"""Argument names under which a caller passes its own idempotency key (seed 002 §4.2)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +88,9 @@ class Policy:
     """Thresholds and rules; every field has DESIGN.md's default."""
 
     repeat_threshold: int = 3
-    """Identical calls with an unchanged output in a row; the last is blocked (seed 002 §4.1)."""
+    """Identical calls with an unchanged output inside one no-progress stretch, within the
+    last ``window`` calls (seeds 002 §4.1 and 003); the first sign of a read spin."""
     window: int = 6
-    window_threshold: int = 3
-    """Identical calls with an unchanged output within the last ``window`` calls (seed 003)."""
     fuzzy_min_chars: int = 50
     fuzzy_similarity: float = 0.8
     fuzzy_threshold: int = 3
@@ -91,10 +107,30 @@ class Policy:
     error_threshold: int = 3
     cursor_threshold: int = 2
     poll_deadline_s: float = 300.0
+    """How long an unchanged poll may wait when neither the call (``deadline_s``) nor the
+    task's text ("usually takes 10–15 minutes") says, unless ``poll_deadlines`` has one for
+    the task type."""
+    poll_deadlines: Mapping[str, float] = field(default_factory=dict)
+    """Per task type, e.g. ``{"polling": 1800}``: overrides ``poll_deadline_s``."""
     poll_max_unchanged: int = 30
+    poll_min_interval_s: float = 5.0
+    """Polls closer together than this are not waiting, they are hammering."""
     monologue_threshold: int = 3
-    stop_after_blocks: int = 2
-    """Blocks of one signature after which a further identical call stops the run."""
+    monologue_similarity: float = 0.8
+    monologue_min_words: int = 6
+    """Sentences shorter than this ("Step 1:", "Done.") may repeat in one message."""
+    ack_max_words: int = 8
+    """A new call (by loose arguments) answered with at most this many words, or with a
+    "not found", is exploring: ``new_action`` progress."""
+    write_oscillation_cycles: int = 2
+    """Full edit → revert cycles after which edits of one target are a loop."""
+    idempotency_args: tuple[str, ...] = IDEMPOTENCY_ARGS
+    """Argument names that carry the caller's own idempotency key."""
+    ladders: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Rungs by detector name, e.g. ``{"exact_repeat": ["warn", "block", "stop"]}``: the
+    action at the first sign, then one rung up each time the condition persists."""
+    task_ladders: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
+    """Rungs by task type, then detector name; wins over ``ladders``."""
     no_progress_k: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_NO_PROGRESS_K))
     poll_tools: frozenset[str] = frozenset({"check_background_tasks"})
     """Tools treated as polls whatever they declare (seed 003's exemption)."""
@@ -112,6 +148,17 @@ class Policy:
         if task_type and task_type in self.no_progress_k:
             return self.no_progress_k[task_type]
         return self.no_progress_k.get("other", DEFAULT_NO_PROGRESS_K["other"])
+
+    def deadline_for(self, task_type: str | None) -> float:
+        """The default unchanged-poll deadline of a task type."""
+        return self.poll_deadlines.get(task_type or "", self.poll_deadline_s)
+
+    def ladder_for(
+        self, detector: str, task_type: str | None, default: tuple[str, ...]
+    ) -> tuple[str, ...]:
+        """The rungs of ``detector`` for ``task_type``: configured, else its own default."""
+        by_task = self.task_ladders.get(task_type or "", {})
+        return tuple(by_task.get(detector) or self.ladders.get(detector) or default)
 
     def volatile_for(self, tool: str) -> frozenset[str]:
         """Argument keys excluded from ``tool``'s signature."""
@@ -155,11 +202,21 @@ class Policy:
                 tool: frozenset(_names(keys, f"volatile_args[{tool!r}]", source))
                 for tool, keys in _mapping(values["volatile_args"], "volatile_args", source).items()
             }
-        for key in ("no_progress_k", "tool_kinds", "actions"):
+        for key in ("no_progress_k", "tool_kinds", "actions", "poll_deadlines"):
             if key in values:
                 values[key] = dict(_mapping(values[key], key, source))
         if "no_progress_k" in values:
             values["no_progress_k"] = {**DEFAULT_NO_PROGRESS_K, **values["no_progress_k"]}
+        if "idempotency_args" in values:
+            values["idempotency_args"] = tuple(
+                _names(values["idempotency_args"], "idempotency_args", source))
+        if "ladders" in values:
+            values["ladders"] = _ladders(values["ladders"], "ladders", source)
+        if "task_ladders" in values:
+            values["task_ladders"] = {
+                task: _ladders(rungs, f"task_ladders[{task!r}]", source)
+                for task, rungs in _mapping(values["task_ladders"], "task_ladders", source).items()
+            }
         policy = cls(**values)
         policy._validate(source)
         return policy
@@ -177,9 +234,12 @@ class Policy:
                 raise ValueError(f"{source}: {f.name} must be a positive number, not {value!r}")
             if f.type == "bool" and not isinstance(value, bool):
                 raise ValueError(f"{source}: {f.name} must be true or false, not {value!r}")
-        for name in ("fuzzy_similarity", "stagnation_similarity"):
+        for name in ("fuzzy_similarity", "stagnation_similarity", "monologue_similarity"):
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f"{source}: {name} must be in (0, 1], not {getattr(self, name)!r}")
+        for name, seconds in self.poll_deadlines.items():
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds <= 0:
+                raise ValueError(f"{source}: poll_deadlines[{name!r}] must be seconds > 0")
         for name, k in self.no_progress_k.items():
             if isinstance(k, bool) or not isinstance(k, int) or k < 1:
                 raise ValueError(f"{source}: no_progress_k[{name!r}] must be an integer >= 1")
@@ -225,6 +285,20 @@ def _names(value: Any, name: str, source: str, *, str_ok: bool = True) -> list[A
     if str_ok and not all(isinstance(item, str) for item in value):
         raise ValueError(f"{source}: {name} must be a list of strings, not {value!r}")
     return list(value)
+
+
+def _ladders(value: Any, name: str, source: str) -> dict[str, tuple[str, ...]]:
+    """Rungs by detector: each a non-empty list of warn, block and stop."""
+    ladders: dict[str, tuple[str, ...]] = {}
+    for detector, rungs in _mapping(value, name, source).items():
+        rungs = _names(rungs, f"{name}[{detector!r}]", source)
+        if not rungs or any(r not in RUNG_ACTIONS for r in rungs):
+            raise ValueError(
+                f"{source}: {name}[{detector!r}] must be a non-empty list of "
+                f"{', '.join(RUNG_ACTIONS)}, not {rungs!r}"
+            )
+        ladders[str(detector)] = tuple(rungs)
+    return ladders
 
 
 def _budgets(data: Mapping[str, Any], source: str) -> Budgets:

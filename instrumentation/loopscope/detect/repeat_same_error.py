@@ -1,24 +1,30 @@
-"""Repeated identical error: retrying what failed, unchanged, teaches the model nothing."""
+"""Failure that repeats: retrying what failed teaches the model nothing, whatever the error says.
+
+Error texts vary (a line number, a duration, a request id, another wording), so the same call
+failing again is counted by its status, not its text; across different arguments, failures
+are compared with numbers, ids, timestamps and durations masked.
+"""
 
 from __future__ import annotations
 
-from .base import Finding, args_preview, repeat_correction
+from .base import BEFORE_RUNGS, WARN_RUNGS, Finding, args_preview, repeat_correction
 from .events import StepView
 from .history import History
 from .policy import Policy
 
 
 class RepeatSameError:
-    """Two rules, both counting to ``error_threshold``.
+    """Two rules.
 
-    Before a call: the same call has failed with the same error its last times, however
-    far apart (other calls in between change nothing); it will fail again, so the call is
-    blocked (reads and writes alike; a timeout is not an error). After a call: one
-    tool keeps returning the same error for different arguments (a vague or fixed error
-    the arguments cannot cure); that is a warning.
+    Before a call: the same call (same signature) has failed on its last attempts inside the
+    no-progress stretch; the ``error_threshold``-th attempt (one more when the failure reads
+    as transient: 503, rate limit, "try again") is the first sign. After a call: one tool
+    keeps failing with the same masked error for different arguments; that is a warning
+    only (the agent is changing something, if not the right thing).
     """
 
     name = "repeat_same_error"
+    rungs = BEFORE_RUNGS
 
     def __init__(self, policy: Policy) -> None:
         self.window = policy.window
@@ -28,14 +34,16 @@ class RepeatSameError:
         if candidate.kind == "poll":
             return None
         stats = history.stats(candidate.signature)
-        if stats is None or stats.last_status != "error":
+        if stats is None or not stats.fails:
             return None
-        count = stats.same_output_run + 2  # earlier identical failures, plus this call
-        if count < self.threshold:
+        if candidate.kind == "write" and stats.last_status == "timeout":
+            return None  # an UNKNOWN write: the ledger's business, not a repeated failure
+        failures = sum(1 for i in stats.fails if i >= history.stretch_start)
+        count = failures + 1
+        if failures == 0 or count < self.threshold + (1 if stats.fail_transient else 0):
             return None
         return Finding(
             kind="repeat_same_error",
-            action="block",
             message=repeat_correction(candidate, count, error=True),
             key=candidate.signature,
             details={"tool": candidate.tool, "count": count},
@@ -47,18 +55,21 @@ class RepeatSameError:
         same = [
             s
             for s in history.recent(self.window - 1)
-            if s.tool == step.tool and s.status == "error" and s.output_hash == step.output_hash
+            if s.tool == step.tool
+            and s.status == "error"
+            and s.shape == step.shape
+            and history.in_stretch(s)
         ]
         if len(same) + 1 < self.threshold or all(s.signature == step.signature for s in same):
             return None
         return Finding(
             kind="repeat_same_error",
-            action="warn",
             message=(
                 f"{step.tool} has returned the same error {len(same) + 1} times for different "
                 f"arguments (last: {args_preview(step)}). Changing the arguments this way does "
                 "not help: read the error, try another approach, or report the failure."
             ),
-            key=f"{step.tool}:{step.output_hash}",
+            key=f"{step.tool}:{step.shape}",
             details={"tool": step.tool, "count": len(same) + 1},
+            rungs=WARN_RUNGS,
         )

@@ -208,7 +208,9 @@ def replay(
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
-    monitor = EpisodeMonitor(policy, episode_id=episode.episode_id, task_type=episode.task_type)
+    monitor = EpisodeMonitor(
+        policy, episode_id=episode.episode_id, task_type=episode.task_type, task=episode.task
+    )
     first_t = next(
         (float(s["t"]) for s in episode.steps if isinstance(s.get("t"), int | float)), 0.0
     )
@@ -281,6 +283,7 @@ def _tool_call(step: Mapping[str, Any], index: int, t: float) -> ToolCall:
         reconciles=step.get("reconciles") or None,
         found=step.get("found") if isinstance(step.get("found"), bool) else None,
         deadline_s=float(deadline) if isinstance(deadline, int | float) else None,
+        turn=_int(step.get("turn")) or None,
     )
 
 

@@ -1,22 +1,80 @@
-"""Writes: idempotency keys from run_id:step_id, UNKNOWN on timeout, reconcile before retry.
+"""Writes: identity by step or by the caller's key, UNKNOWN on timeout, reconcile by look-up.
 
-A write's identity is the logical step of the run, never its argument hash: "buy another one"
-has the same arguments and is a new step (seed 002 §4.2). The ledger keeps one key open per
-tool until that step resolves; a retry reuses the key, so a retry after an UNKNOWN result is
-recognised, and a second identical write after a success is flagged unless declared
-(``intent="duplicate"``) or preceded by a reconcile.
+A write's identity is the logical step of the run (``run_id:tool#n``) or the idempotency key
+the caller passes in the arguments (``idempotency_key``, ``request_id``, ``client_token``,
+… — ``Policy.idempotency_args``), never its argument hash: "buy another one" has the same
+arguments and is a new step (seed 002 §4.2). The ledger keeps one key open per tool until
+that step succeeds; a retry reuses it, so a retry after an UNKNOWN result is recognised.
+
+``WriteLedger`` is bookkeeping the monitor keeps beside the history; ``WriteDuplicate`` is the
+detector that reads it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
-from .base import Finding, args_preview
+from .base import BEFORE_RUNGS, Finding, args_preview
 from .events import StepView
+from .history import History
 from .policy import Policy
 
 WriteState = Literal["pending", "ok", "error", "unknown", "absent"]
+
+EDIT_PAIRS = (
+    ("old_str", "new_str"),
+    ("old_string", "new_string"),
+    ("old", "new"),
+    ("search", "replace"),
+    ("find", "replace"),
+    ("original", "replacement"),
+    ("before", "after"),
+)
+"""Argument pairs that make a call an edit of text (and its inverse a revert)."""
+EDIT_TARGETS = ("path", "file", "file_path", "filename", "filepath", "target", "uri")
+MIN_ENTITY_CHARS = 3
+
+
+def edit_of(args: Any) -> tuple[str, str, str] | None:
+    """(target, old, new) when ``args`` describe replacing text in a target, else ``None``."""
+    if not isinstance(args, Mapping):
+        return None
+    for old_key, new_key in EDIT_PAIRS:
+        old, new = args.get(old_key), args.get(new_key)
+        if isinstance(old, str) and isinstance(new, str):
+            target = next((str(args[k]) for k in EDIT_TARGETS if k in args), "")
+            return target, old, new
+    return None
+
+
+def entities(args: Any, depth: int = 0) -> frozenset[str]:
+    """The scalar values of ``args`` that can name a business record: strings of at least
+    three characters and numbers (order ids, emails, SKUs)."""
+    found: set[str] = set()
+    if isinstance(args, Mapping):
+        for value in args.values():
+            found |= entities(value, depth + 1) if depth < 3 else set()
+    elif isinstance(args, list | tuple):
+        for value in args[:20]:
+            found |= entities(value, depth + 1) if depth < 3 else set()
+    elif isinstance(args, str) and len(args.strip()) >= MIN_ENTITY_CHARS:
+        found.add(args.strip().lower())
+    elif isinstance(args, int | float) and not isinstance(args, bool) and abs(args) >= 100:
+        found.add(str(args))
+    return frozenset(found)
+
+
+def caller_key(args: Any, names: tuple[str, ...]) -> str | None:
+    """The idempotency key the caller passed in the arguments, if any."""
+    if not isinstance(args, Mapping):
+        return None
+    for name in names:
+        value = args.get(name)
+        if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
+            return str(value)
+    return None
 
 
 @dataclass(slots=True)
@@ -31,12 +89,15 @@ class WriteRecord:
     call_id: str | None = None
     output_hash: str = ""
     signature: str = ""
+    caller_key: bool = False
+    """The key came from the caller: the provider deduplicates retries under it."""
+    entities: frozenset[str] = field(default_factory=frozenset)
+    found: bool = False
+    """A reconcile found that this write happened after all."""
 
 
 class WriteLedger:
-    """Per-episode write bookkeeping; the ``write_duplicate`` detector."""
-
-    name = "write_duplicate"
+    """Per-episode write bookkeeping: keys, states, UNKNOWN writes and their reconciles."""
 
     def __init__(self, policy: Policy, run_id: str) -> None:
         self.run_id = run_id
@@ -44,55 +105,42 @@ class WriteLedger:
         self._next_step: dict[str, int] = {}
         self._records: dict[str, WriteRecord] = {}
         self._by_call: dict[str, str] = {}
-        self._done_signatures: dict[str, int] = {}
+        self._done: dict[str, list[int]] = {}  # signature -> steps that succeeded, this turn
         self._unknown: dict[str, WriteRecord] = {}  # UNKNOWN writes, so a check is O(open)
+        self._found: dict[str, WriteRecord] = {}  # signature -> a write a reconcile found
 
-    def key_for(self, tool: str, explicit: str | None = None) -> str:
-        """The idempotency key of the next call of ``tool``: ``run_id:tool#n``, or ``explicit``."""
-        return explicit or f"{self.run_id}:{tool}#{self._next_step.get(tool, 1)}"
+    def key_for(self, tool: str, explicit: str | None = None, args: Any = None) -> str:
+        """The idempotency key of the next call of ``tool``: the caller's (``explicit``, or
+        in the arguments), else ``run_id:tool#n``."""
+        return (
+            explicit
+            or caller_key(args, self._policy.idempotency_args)
+            or f"{self.run_id}:{tool}#{self._next_step.get(tool, 1)}"
+        )
+
+    def is_callers(self, key: str) -> bool:
+        """Whether ``key`` is not one the ledger derived."""
+        return not key.startswith(f"{self.run_id}:")
 
     def record(self, key: str) -> WriteRecord | None:
         """The record of ``key``, if that write has been attempted."""
         return self._records.get(key)
 
+    def found(self, signature: str) -> WriteRecord | None:
+        """The write with this signature that a reconcile found had happened, if any."""
+        return self._found.get(signature)
+
+    def done(self, signature: str) -> list[int]:
+        """Steps at which a write with this signature succeeded in the current turn."""
+        return self._done.get(signature, [])
+
     def unresolved(self) -> list[WriteRecord]:
         """Writes whose result is still UNKNOWN."""
         return list(self._unknown.values())
 
-    def before(self, candidate: StepView, key: str, intent: str | None) -> Finding | None:
-        """Check a write before it runs."""
-        record = self._records.get(key)
-        if record is not None and record.state == "unknown":
-            return Finding(
-                kind="write_duplicate",
-                action="block",
-                message=(
-                    f"{candidate.tool} timed out at step {record.step}; its result is UNKNOWN, "
-                    f"not failed: it may have happened. Look the record up first (reconcile key "
-                    f"{key}) and retry only if it did not happen."
-                ),
-                key=key,
-                details={"tool": candidate.tool, "idempotency_key": key, "state": "unknown"},
-            )
-        if record is not None and record.state == "ok":
-            return self._duplicate(candidate, key, record.step)
-        done_at = self._done_signatures.get(candidate.signature)
-        if done_at is not None and intent != "duplicate":
-            return self._duplicate(candidate, key, done_at)
-        return None
-
-    def _duplicate(self, candidate: StepView, key: str, done_at: int) -> Finding:
-        return Finding(
-            kind="write_duplicate",
-            action="block",
-            message=(
-                f"{candidate.tool} {args_preview(candidate)} already succeeded at step "
-                f"{done_at}. Running it again would repeat the side effect. If the user really "
-                "wants it twice, the call must be declared intended."
-            ),
-            key=f"dup:{candidate.signature}",
-            details={"tool": candidate.tool, "idempotency_key": key, "done_at_step": done_at},
-        )
+    def new_turn(self) -> None:
+        """A user turn starts a new intent: earlier identical writes were of another one."""
+        self._done.clear()
 
     def after(self, step: StepView, key: str) -> str | None:
         """Record a write's result; returns its write status (ok, error, unknown) or ``None``."""
@@ -100,13 +148,16 @@ class WriteLedger:
             return None
         record = self._records.get(key)
         if record is None:
-            record = self._records[key] = WriteRecord(key=key, tool=step.tool)
+            record = self._records[key] = WriteRecord(
+                key=key, tool=step.tool, caller_key=self.is_callers(key),
+                entities=entities(step.args),
+            )
         record.step, record.t, record.call_id = step.index, step.t, step.call_id
         record.output_hash, record.signature = step.output_hash, step.signature
         if step.call_id:
             self._by_call[step.call_id] = key
         if step.status == "ok":
-            self._resolve(record, step.signature)
+            self._resolve(record)
             return "ok"
         self._unknown.pop(record.key, None)  # a new attempt settles the last one's state
         if step.status == "timeout":
@@ -116,10 +167,10 @@ class WriteLedger:
         record.state = "error"  # exceptions are not cached: the same key may be retried
         return "error"
 
-    def _resolve(self, record: WriteRecord, signature: str) -> None:
+    def _resolve(self, record: WriteRecord) -> None:
         self._unknown.pop(record.key, None)
         record.state = "ok"
-        self._done_signatures[signature] = record.step
+        self._done.setdefault(record.signature, []).append(record.step)
         self._next_step[record.tool] = self._next_step.get(record.tool, 1) + 1
 
     def reconcile(self, ref: str, found: bool | None) -> WriteRecord | None:
@@ -133,8 +184,93 @@ class WriteLedger:
         if record is None or record.state != "unknown":
             return None
         if found:
-            self._resolve(record, record.signature)
+            self._resolve(record)
+            record.found = True
+            self._found[record.signature] = record
         else:
             self._unknown.pop(record.key, None)
             record.state = "absent"
         return record
+
+    def looked_up(self, step: StepView) -> list[WriteRecord]:
+        """UNKNOWN writes that ``step`` (a successful read) looked up: its arguments name the
+        write's idempotency key or one of the write's own argument values (the order id, the
+        customer's email, the same entity), and it is not the write's own tool."""
+        if not self._unknown or step.status != "ok":
+            return []
+        mine = entities(step.args)
+        text = step.args_text
+        return [
+            record
+            for record in self._unknown.values()
+            if record.tool != step.tool
+            and ((record.key in text) or not mine.isdisjoint(record.entities))
+        ]
+
+
+class WriteDuplicate:
+    """A write that would repeat one already done, or retry one whose result is UNKNOWN.
+
+    - A retry of an UNKNOWN write (it timed out) under a key the ledger derived is blocked at
+      once until the record is looked up; under the caller's own key it is safe (the
+      provider deduplicates) and passes.
+    - Identical arguments in a new step of the same turn are a sign of a duplicate side
+      effect, unless declared (``intent="duplicate"``), asked for by the task or the latest
+      user turn ("create three identical tickets", "send it again"), or an edit (edits
+      and their reverts are ``EditRevert``'s). The ladder climbs only while no progress
+      is made: a write whose output shows new state (a new resource id) is progress.
+    """
+
+    name = "write_duplicate"
+    rungs = BEFORE_RUNGS
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+
+    def before(self, history: History, candidate: StepView) -> Finding | None:
+        key = candidate.idempotency_key
+        if candidate.kind != "write" or key is None:
+            return None
+        ledger = history.writes
+        record = ledger.record(key)
+        if record is not None and record.state == "unknown" and not record.caller_key:
+            return Finding(
+                kind="write_duplicate",
+                message=(
+                    f"{candidate.tool} timed out at step {record.step}; its result is UNKNOWN, "
+                    f"not failed: it may have happened. Look the record up first (reconcile key "
+                    f"{key}) and retry only if it did not happen."
+                ),
+                key=key,
+                details={"tool": candidate.tool, "idempotency_key": key, "state": "unknown"},
+                rungs=("block", "block", "stop"),
+            )
+        if record is not None and record.caller_key:
+            return None  # a retry under the caller's key: the provider answers it once
+        happened = ledger.found(candidate.signature)
+        if happened is not None and candidate.intent != "duplicate":
+            return Finding(
+                kind="write_duplicate",
+                message=(
+                    f"{candidate.tool} {args_preview(candidate)} timed out at step "
+                    f"{happened.step}, and looking it up found that it happened. Do not run "
+                    "it again: use the record that exists."
+                ),
+                key=happened.key,
+                details={"tool": candidate.tool, "idempotency_key": happened.key,
+                         "state": "found"},
+                rungs=("block", "block", "stop"),
+            )
+        done = ledger.done(candidate.signature)
+        if not done or candidate.intent == "duplicate" or edit_of(candidate.args) is not None:
+            return None
+        return Finding(
+            kind="write_duplicate",
+            message=(
+                f"{candidate.tool} {args_preview(candidate)} already succeeded at step "
+                f"{done[-1]}. Running it again would repeat the side effect. If the user really "
+                "wants it again, the call must be declared intended."
+            ),
+            key=f"dup:{candidate.signature}",
+            details={"tool": candidate.tool, "idempotency_key": key, "done_at_step": done[-1]},
+        )

@@ -1,0 +1,62 @@
+"""The escalation ladder: signal → warn → block → stop, one rung per ignored nudge.
+
+Every detector's finding names a condition (the detector and its key, e.g. the repeated
+signature). The first time a condition is seen it gets the first rung of its ladder; each
+later sighting climbs one rung, but only if no progress was made since the previous rung was
+delivered — progress (new information, a state change, a new user turn) puts the condition
+back at the bottom. So the guard nudges first and stops only when the nudge is ignored
+(DESIGN.md §3). While a condition holds, a flag is raised at each rung, and again every
+``window`` steps at the top one, so an ongoing loop is never silent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class _Climb:
+    rung: int
+    step: int
+    """Where the current rung was delivered."""
+    flagged: int
+    """Where the condition was last reported as a new flag."""
+
+
+class Ladder:
+    """Rung state of every condition of one episode."""
+
+    __slots__ = ("_climbs", "window")
+
+    def __init__(self, window: int) -> None:
+        self.window = window
+        self._climbs: dict[tuple[str, str], _Climb] = {}
+
+    def climb(
+        self, condition: tuple[str, str], step: int, rungs: int, progress_after: int
+    ) -> tuple[int, bool]:
+        """Sight ``condition`` at ``step``; returns (its rung, whether to report a new flag).
+
+        ``progress_after``: the first step of the current no-progress stretch. A rung delivered
+        at an earlier step was followed by progress (at that step or later), so the condition
+        starts again at the bottom.
+        """
+        climb = self._climbs.get(condition)
+        if climb is None or progress_after > climb.step:
+            self._climbs[condition] = _Climb(0, step, step)
+            return 0, True
+        if step > climb.step:
+            top = rungs - 1
+            if climb.rung < top:
+                climb.rung += 1
+                climb.step = climb.flagged = step
+                return climb.rung, True
+            climb.step = step
+        if step - climb.flagged > self.window:
+            climb.flagged = step
+            return climb.rung, True
+        return climb.rung, False
+
+    def reset(self) -> None:
+        """A new user turn: every condition starts again."""
+        self._climbs.clear()

@@ -1,0 +1,140 @@
+"""What the task text says about time and repetition: poll deadlines and intended repeats.
+
+A user who writes "it usually takes 10–15 minutes" or "give up after 20 minutes" has told the
+guard how long a poll may legitimately wait; one who writes "create three identical tickets"
+or "send it again" has declared that identical writes are intended. This module reads such
+English phrases from plain text. It is pure: text in, numbers out.
+
+Example:
+    >>> task_deadline("The export usually takes 10-15 minutes.")
+    TaskDeadline(seconds=1350.0, explicit=False, phrase='10-15 minutes')
+    >>> intended_repeats("Please create three identical placeholder tickets")
+    3
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+_UNITS: Final = {
+    "ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001,
+    "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
+    "m": 60.0, "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0,
+    "h": 3600.0, "hr": 3600.0, "hrs": 3600.0, "hour": 3600.0, "hours": 3600.0,
+    "d": 86400.0, "day": 86400.0, "days": 86400.0,
+}
+_WORD_NUMBERS: Final = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+    "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "fifteen": 15,
+    "twenty": 20, "thirty": 30, "forty": 40, "forty-five": 45, "fifty": 50, "sixty": 60,
+    "ninety": 90, "a couple of": 2, "a few": 3, "several": 5, "half an": 0.5, "half a": 0.5,
+}
+_NUMBER = r"(?:\d+(?:\.\d+)?|(?:" + "|".join(
+    sorted((re.escape(w) for w in _WORD_NUMBERS), key=len, reverse=True)
+) + r")(?=\s))"
+_UNIT = r"(?:" + "|".join(sorted(_UNITS, key=len, reverse=True)) + r")\b"
+_DURATION = re.compile(
+    rf"\b(?P<lo>{_NUMBER})(?:\s*(?:-|–|—|to|or)\s*(?P<hi>{_NUMBER}))?\s*(?P<unit>{_UNIT})",
+    re.IGNORECASE,
+)
+_EXPLICIT = re.compile(
+    r"(?:give up|stop|abort|cancel|bail out|time ?out)\s+(?:polling\s+|waiting\s+|trying\s+)?"
+    r"(?:after|if it takes (?:more|longer) than|beyond|at)\s*$"
+    r"|(?:no (?:more|longer) than|not (?:more|longer) than|at most|max(?:imum)?(?: of)?|"
+    r"don'?t wait (?:more|longer) than|do not wait (?:more|longer) than|wait (?:at most|up to)|"
+    r"limit(?: of)?|deadline(?: of| is)?|timeout(?: of| is)?)\s*$",
+    re.IGNORECASE,
+)
+_INTERVAL = re.compile(
+    r"(?:every|each|once an?|interval of|intervals of|sleep|pause|wait|waiting|poll(?:ing)? "
+    r"at|check(?:ing)? (?:back )?in|retry in|back off|backoff of)\s*$",
+    re.IGNORECASE,
+)
+"""A duration after these words is a pace ("poll every 30 s"), not how long to go on."""
+MARGIN: Final = 0.5
+"""An estimate ("usually takes 10 minutes") gets this share of its upper bound on top."""
+MIN_MARGIN_S: Final = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class TaskDeadline:
+    """How long polling may go on, read from the task: ``explicit`` limits ("give up after
+    20 minutes") are used as they are; estimates get a margin."""
+
+    seconds: float
+    explicit: bool
+    phrase: str
+
+
+def _number(text: str) -> float:
+    text = text.lower()
+    return float(_WORD_NUMBERS[text]) if text in _WORD_NUMBERS else float(text)
+
+
+def task_deadline(text: str | None) -> TaskDeadline | None:
+    """The polling deadline a task's text states, or ``None`` when it states none.
+
+    An explicit limit wins (the smallest, if several); otherwise the largest estimate's upper
+    bound plus ``MARGIN`` (at least ``MIN_MARGIN_S``). "within an hour" and "under 60
+    seconds" are estimates; "give up after 20 minutes" and "no more than 5 min" are limits.
+    """
+    if not text:
+        return None
+    limits: list[tuple[float, str]] = []
+    estimates: list[tuple[float, str]] = []
+    for match in _DURATION.finditer(text):
+        unit = _UNITS[match.group("unit").lower()]
+        high = match.group("hi") or match.group("lo")
+        seconds = _number(high) * unit
+        if seconds <= 0:
+            continue
+        prefix = text[max(0, match.start() - 60) : match.start()]
+        if _INTERVAL.search(prefix):
+            continue
+        (limits if _EXPLICIT.search(prefix) else estimates).append((seconds, match.group(0)))
+    if limits:
+        seconds, phrase = min(limits)
+        return TaskDeadline(seconds, True, phrase)
+    if estimates:
+        seconds, phrase = max(estimates)
+        return TaskDeadline(seconds + max(seconds * MARGIN, MIN_MARGIN_S), False, phrase)
+    return None
+
+
+_COUNT_WORDS: Final = {
+    "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+    "ten": 10, "twice": 2, "thrice": 3, "both": 2, "a pair of": 2, "a couple of": 2,
+}
+_REPEAT_COUNT = re.compile(
+    r"\b(?P<n>\d+|" + "|".join(sorted(_COUNT_WORDS, key=len, reverse=True)) + r")\s+"
+    r"(?:(?:identical|same|similar|matching|equal|duplicate|more|copies|copy|times)\b)",
+    re.IGNORECASE,
+)
+_TIMES = re.compile(r"\b(?P<n>twice|thrice|\d+\s+times|(?:two|three|four|five)\s+times)\b",
+                    re.IGNORECASE)
+_AGAIN = re.compile(
+    r"\b(?:again|one more|another(?: one)?|once more|a second (?:one|time|copy)|resend|re-send|"
+    r"redo|re-run|rerun|repeat (?:it|that|the))\b",
+    re.IGNORECASE,
+)
+
+
+def intended_repeats(text: str | None) -> int:
+    """How many identical writes ``text`` asks for: 1 when it asks for none in particular.
+
+    "create three identical placeholder tickets" → 3; "send it twice" → 2; "send it again"
+    or "book one more" → 2 (the earlier one and one more).
+    """
+    if not text:
+        return 1
+    counts = [1]
+    for pattern in (_REPEAT_COUNT, _TIMES):
+        for match in pattern.finditer(text):
+            word = match.group("n").lower().split()[0]
+            value = _COUNT_WORDS.get(word) or _COUNT_WORDS.get(match.group("n").lower())
+            counts.append(value if value is not None else int(word))
+    if _AGAIN.search(text):
+        counts.append(2)
+    return max(min(c, 100) for c in counts)
