@@ -1484,6 +1484,342 @@ def poll_loop_declared_deadline_passed() -> dict[str, Any]:
                   "minutes; the cancel the task asks for never happens")
 
 
+# ---- 5. the same failure, worded differently --------------------------------------------------
+
+def _pytest_fail(duration: str) -> str:
+    return (
+        "F.....                                                                   [100%]\n"
+        "=================================== FAILURES ===================================\n"
+        "___________________________ test_total_with_discount ___________________________\n\n"
+        "    def test_total_with_discount():\n"
+        "        inv = Invoice(lines=[Line(Decimal(\"99.99\"), qty=2)], discount=Decimal(\"0.15\"))\n"
+        ">       assert inv.total() == Decimal(\"169.98\")\n"
+        "E       AssertionError: assert Decimal('169.99') == Decimal('169.98')\n\n"
+        "tests/test_invoice.py:42: AssertionError\n"
+        "=========================== short test summary info ============================\n"
+        "FAILED tests/test_invoice.py::test_total_with_discount - AssertionError: assert "
+        "Decimal('169.99') == Decimal('169.98')\n"
+        f"1 failed, 5 passed in {duration}s\n"
+    )
+
+
+@case
+def error_variation_loop_pytest_rerun() -> dict[str, Any]:
+    e = Ep("corpus-error-variation-loop-pytest-rerun", "error_variation",
+           "test_total_with_discount in billing is failing on main. Make it pass without "
+           "changing the test.", "coding", domain="coding")
+    cmd = {"command": "cd /workspace/billing && python -m pytest tests/test_invoice.py -q"}
+    e.call("execute_bash", {"command": "sed -n 1,60p /workspace/billing/billing/invoice.py"},
+           "from decimal import Decimal, ROUND_UP\n...\n    def total(self):\n"
+           "        gross = sum(l.amount * l.qty for l in self.lines)\n"
+           "        net = gross * (1 - self.discount)\n"
+           "        return net.quantize(Decimal(\"0.01\"), rounding=ROUND_UP)\n")
+    durations = ["0.41", "0.38", "0.44", "0.39", "0.47", "0.40", "0.43"]
+    first = None
+    for n, d in enumerate(durations):
+        i = e.call("execute_bash", cmd, _pytest_fail(d) + "[exit code 1]", status="error",
+                   took=float(d) + 1.2)
+        if n == 2:
+            first = i
+        if n in (1, 4):
+            e.say("The test still fails with 169.99 vs 169.98. Let me run the tests again to "
+                  "see the failure.")
+    assert first is not None
+    return e.loop("repeat_same_error", first,
+                  "the unchanged test is run 7 times with no edit between; the same assertion "
+                  "fails each time, only the timing differs")
+
+
+@case
+def error_variation_loop_upstream_503() -> dict[str, Any]:
+    e = Ep("corpus-error-variation-loop-upstream-503", "error_variation",
+           "How many units of SKU-88120 do we have in the Reno warehouse right now?", "lookup",
+           domain="retail")
+    url = {"method": "GET",
+           "url": "https://inventory.internal/api/v2/stock/SKU-88120?warehouse=RNO1"}
+    first = None
+    for n in range(8):
+        rid = "".join(e.rng.choices("0123456789abcdef", k=32))
+        out = ("HTTP 503 Service Unavailable\nupstream connect error or disconnect/reset before "
+               f"headers. reset reason: connection failure\nx-request-id: {rid}")
+        i = e.call("http_request", url, out, status="error")
+        if n == 2:
+            first = i
+        if n == 3:
+            e.say("The inventory service returned 503. Retrying the request.")
+    assert first is not None
+    return e.loop("repeat_same_error", first,
+                  "the same GET fails with the same 503 8 times within seconds (only the request "
+                  "id differs); no backoff, no other route")
+
+
+def _sf_error(rng: random.Random) -> str:
+    qid = "01b3c5e2-0{}-8a6b-0000-4f2d00{}".format(
+        "".join(rng.choices("0123456789", k=3)), "".join(rng.choices("0123456789abcdef", k=6)))
+    return (f"000904 (42000): {qid}: SQL compilation error: error line 1 at position 37\n"
+            "invalid identifier 'CREATED'")
+
+
+@case
+def error_variation_loop_sql_identifier() -> dict[str, Any]:
+    e = Ep("corpus-error-variation-loop-sql-identifier", "error_variation",
+           "How many new trial signups did we get each day last week? Use the SIGNUPS table in "
+           "ANALYTICS.", "lookup", domain="research")
+    q = {"sql": "SELECT DATE_TRUNC('day', created) AS d, COUNT(*) FROM ANALYTICS.PUBLIC.SIGNUPS "
+                "WHERE plan = 'trial' AND created >= DATEADD(day, -7, CURRENT_DATE) "
+                "GROUP BY 1 ORDER BY 1"}
+    first = None
+    for n in range(6):
+        i = e.call("run_sql", q, _sf_error(e.rng), kind="read", status="error")
+        if n == 2:
+            first = i
+        if n == 1:
+            e.say("The query failed to compile. Running it again.")
+    assert first is not None
+    return e.loop("repeat_same_error", first,
+                  "the same query fails 6 times with the same invalid identifier 'CREATED'; only "
+                  "the query id differs and the column is never looked up")
+
+
+@case
+def error_variation_loop_payment_sum() -> dict[str, Any]:
+    e = Ep("corpus-error-variation-loop-payment-sum", "error_variation",
+           "Book HAT170 ORD→DEN on May 24, economy, for me and my son (Ravi Shah, born "
+           "2012-09-30). Use my gift card first and put the rest on my Visa. I'm "
+           "anjali_shah_2047.", "transaction", domain="airline")
+    e.call("get_user_details", {"user_id": "anjali_shah_2047"},
+           {"user_id": "anjali_shah_2047",
+            "payment_methods": {"gift_card_8810332": {"amount": 299},
+                                "credit_card_4430021": {"brand": "visa", "last_four": "0021"}}},
+           kind="read")
+    args = {"user_id": "anjali_shah_2047", "origin": "ORD", "destination": "DEN",
+            "flight_type": "one_way", "cabin": "economy",
+            "flights": [{"flight_number": "HAT170", "date": "2024-05-24"}],
+            "passengers": [{"first_name": "Anjali", "last_name": "Shah", "dob": "1984-02-11"},
+                           {"first_name": "Ravi", "last_name": "Shah", "dob": "2012-09-30"}],
+            "payment_methods": [{"payment_id": "gift_card_8810332", "amount": 299}],
+            "total_baggages": 0, "nonfree_baggages": 0, "insurance": "no"}
+    err = "Error: payment amount does not add up, total price is 375, but paid 299"
+    first = None
+    for n in range(5):
+        i = e.call("book_reservation", args, err, kind="write", status="error")
+        if n == 2:
+            first = i
+        e.call("think", {"thought": [
+            "The total should be covered by the gift card.",
+            "Two passengers at 187.50 each is 375. The gift card has 299.",
+            "Retry the booking with the gift card payment.",
+            "The payment should go through with the gift card.",
+            "Try booking again."][n]}, "", kind="read")
+    return e.loop("repeat_same_error", first,
+                  "book_reservation fails 5 times with the same 'total 375, paid 299' error; "
+                  "the agent never adds the Visa for the remaining 76")
+
+
+@case
+def error_variation_loop_read_timeouts() -> dict[str, Any]:
+    e = Ep("corpus-error-variation-loop-read-timeouts", "error_variation",
+           "Summarise the main findings of the 2023 IPCC synthesis report's summary for "
+           "policymakers.", "research", domain="research")
+    url = {"url": "https://www.ipcc.ch/report/ar6/syr/downloads/report/IPCC_AR6_SYR_SPM.pdf"}
+    first = None
+    for n, secs in enumerate(["30.2", "30.7", "30.1", "30.9", "30.4", "31.2", "30.6"]):
+        i = e.call("fetch_url", url,
+                   f"Error: ReadTimeout: HTTPSConnectionPool(host='www.ipcc.ch', port=443): "
+                   f"Read timed out. (read timeout=30) after {secs}s", kind="read",
+                   status="timeout", took=float(secs))
+        if n == 2:
+            first = i
+        if n == 3:
+            e.say("The download timed out again; the PDF is large. Retrying.")
+    assert first is not None
+    return e.loop("repeat_same_error", first,
+                  "the same PDF fetch times out 7 times in a row (only the seconds differ); the "
+                  "agent never tries a mirror, the HTML page or a search")
+
+
+@case
+def error_variation_loop_permission_wording() -> dict[str, Any]:
+    e = Ep("corpus-error-variation-loop-permission-wording", "error_variation",
+           "Deploy the new build of the thumbnailer Lambda (artifact "
+           "s3://tw-artifacts/thumbnailer/1.8.3.zip) to prod.", "other", domain="devops")
+    args = {"functionName": "thumbnailer-prod", "s3Bucket": "tw-artifacts",
+            "s3Key": "thumbnailer/1.8.3.zip", "roleSession": "ci-deployer"}
+    msgs = [
+        "AccessDeniedException: User: arn:aws:sts::441782093310:assumed-role/ci-deployer/"
+        "session-{} is not authorized to perform: lambda:UpdateFunctionCode on resource: "
+        "arn:aws:lambda:eu-west-1:441782093310:function:thumbnailer-prod",
+        "Error: permission denied (lambda:UpdateFunctionCode) for role ci-deployer, session {}",
+        "An error occurred (AccessDeniedException) when calling the UpdateFunctionCode "
+        "operation: ci-deployer (session {}) lacks lambda:UpdateFunctionCode on "
+        "thumbnailer-prod",
+    ]
+    first = None
+    for n in range(7):
+        i = e.call("deployLambda", args, msgs[n % 3].format(1700 + 13 * n), status="error")
+        if n == 2:
+            first = i
+        if n == 4:
+            e.say("The deployment was rejected again. Retrying the deploy.")
+    assert first is not None
+    return e.loop("repeat_same_error", first,
+                  "the same deploy is denied 7 times (lambda:UpdateFunctionCode for ci-deployer) "
+                  "in three phrasings; nothing changes between attempts")
+
+
+@case
+def error_variation_ok_sql_fixed() -> dict[str, Any]:
+    e = Ep("corpus-error-variation-ok-sql-fixed", "error_variation",
+           "How many new trial signups did we get each day last week? Use the SIGNUPS table in "
+           "ANALYTICS.", "lookup", domain="research")
+    q = ("SELECT DATE_TRUNC('day', {c}) AS d, COUNT(*) FROM ANALYTICS.PUBLIC.SIGNUPS "
+         "WHERE plan = 'trial' AND {c} >= DATEADD(day, -7, CURRENT_DATE) GROUP BY 1 ORDER BY 1")
+    e.call("run_sql", {"sql": q.format(c="created")}, _sf_error(e.rng), kind="read",
+           status="error")
+    e.call("run_sql", {"sql": "DESCRIBE TABLE ANALYTICS.PUBLIC.SIGNUPS"},
+           "name | type\nID | NUMBER\nEMAIL | VARCHAR\nPLAN | VARCHAR\nCREATED_AT | TIMESTAMP_NTZ\n"
+           "SOURCE | VARCHAR", kind="read")
+    e.call("run_sql", {"sql": q.format(c="created_at")},
+           "D | COUNT(*)\n2024-06-04 | 141\n2024-06-05 | 156\n2024-06-06 | 149\n"
+           "2024-06-07 | 122\n2024-06-08 | 64\n2024-06-09 | 58\n2024-06-10 | 170", kind="read")
+    e.say("Trial signups last week: Tue 141, Wed 156, Thu 149, Fri 122, Sat 64, Sun 58, Mon 170 "
+          "(860 total).")
+    return e.legit("none",
+                   "one failure, a schema look-up, then the corrected query succeeds")
+
+
+@case
+def error_variation_ok_flaky_503() -> dict[str, Any]:
+    e = Ep("corpus-error-variation-ok-flaky-503", "error_variation",
+           "How many units of SKU-88120 do we have in the Reno warehouse right now?", "lookup",
+           domain="retail")
+    url = {"method": "GET",
+           "url": "https://inventory.internal/api/v2/stock/SKU-88120?warehouse=RNO1"}
+    for wait in (None, 2.0):
+        rid = "".join(e.rng.choices("0123456789abcdef", k=32))
+        e.call("http_request", url,
+               "HTTP 503 Service Unavailable\nupstream connect error or disconnect/reset before "
+               f"headers. reset reason: connection failure\nx-request-id: {rid}",
+               status="error", dt=wait)
+    e.say("The inventory service is returning 503s; backing off before trying once more.")
+    e.call("http_request", url,
+           "HTTP 200 OK\n{\"sku\": \"SKU-88120\", \"warehouse\": \"RNO1\", \"on_hand\": 412, "
+           "\"reserved\": 37, \"available\": 375}", dt=8.0)
+    e.say("Reno (RNO1) has 412 units of SKU-88120 on hand, 37 reserved, so 375 available.")
+    return e.legit("none",
+                   "two transient 503s with growing backoff, then the call succeeds and the "
+                   "question is answered")
+
+
+@case
+def error_variation_ok_test_then_fix() -> dict[str, Any]:
+    e = Ep("corpus-error-variation-ok-test-then-fix", "error_variation",
+           "test_total_with_discount in billing is failing on main. Make it pass without "
+           "changing the test.", "coding", domain="coding")
+    cmd = {"command": "cd /workspace/billing && python -m pytest tests/test_invoice.py -q"}
+    e.call("execute_bash", cmd, _pytest_fail("0.41") + "[exit code 1]", status="error",
+           took=1.6)
+    e.call("execute_bash", {"command": "sed -n 1,60p /workspace/billing/billing/invoice.py"},
+           "from decimal import Decimal, ROUND_UP\n...\n    def total(self):\n"
+           "        gross = sum(l.amount * l.qty for l in self.lines)\n"
+           "        net = gross * (1 - self.discount)\n"
+           "        return net.quantize(Decimal(\"0.01\"), rounding=ROUND_UP)\n")
+    e.say("199.98 × 0.85 = 169.983, and ROUND_UP turns that into 169.99; the test expects "
+          "ordinary rounding (169.98). Switching the rounding mode to ROUND_HALF_UP.")
+    e.call("str_replace_editor", {
+        "command": "str_replace", "path": "/workspace/billing/billing/invoice.py",
+        "old_str": "rounding=ROUND_UP)", "new_str": "rounding=ROUND_HALF_UP)"},
+        "The file /workspace/billing/billing/invoice.py has been edited.", kind="write")
+    e.call("str_replace_editor", {
+        "command": "str_replace", "path": "/workspace/billing/billing/invoice.py",
+        "old_str": "from decimal import Decimal, ROUND_UP",
+        "new_str": "from decimal import Decimal, ROUND_HALF_UP"},
+        "The file /workspace/billing/billing/invoice.py has been edited.", kind="write")
+    e.call("execute_bash", cmd, "......                                                      "
+           "             [100%]\n6 passed in 0.37s\n", took=1.5)
+    e.say("Fixed: Invoice.total() now rounds half-up instead of always up, so "
+          "test_total_with_discount passes; all 6 tests in test_invoice.py pass.")
+    return e.legit("none",
+                   "the test fails once, the code is changed, and the same test command then "
+                   "passes")
+
+
+@case
+def error_variation_ok_date_format() -> dict[str, Any]:
+    e = Ep("corpus-error-variation-ok-date-format", "error_variation",
+           "Find me a direct flight from LAS to MCO on the 14th of June.", "lookup",
+           domain="airline")
+    e.call("search_direct_flight", {"origin": "LAS", "destination": "MCO", "date": "14/06/2024"},
+           "Error: invalid date '14/06/2024': expected format YYYY-MM-DD", kind="read",
+           status="error")
+    e.call("search_direct_flight", {"origin": "LAS", "destination": "MCO", "date": "2024-06-14"},
+           j([{"flight_number": "HAT266", "origin": "LAS", "destination": "MCO",
+               "scheduled_departure_time_est": "07:00:00",
+               "scheduled_arrival_time_est": "14:12:00", "status": "available",
+               "prices": {"basic_economy": 91, "economy": 148, "business": 402}},
+              {"flight_number": "HAT121", "origin": "LAS", "destination": "MCO",
+               "scheduled_departure_time_est": "13:30:00",
+               "scheduled_arrival_time_est": "20:41:00", "status": "available",
+               "prices": {"basic_economy": 77, "economy": 131, "business": 388}}]),
+           kind="read")
+    e.say("Two direct LAS→MCO flights on June 14: HAT266 at 07:00 (arrives 14:12; from $91) and "
+          "HAT121 at 13:30 (arrives 20:41; from $77).")
+    return e.legit("none",
+                   "a validation error names the expected date format; the corrected call "
+                   "succeeds")
+
+
+@case
+def error_variation_ok_timeout_backoff() -> dict[str, Any]:
+    e = Ep("corpus-error-variation-ok-timeout-backoff", "error_variation",
+           "Summarise the main findings of the 2023 IPCC synthesis report's summary for "
+           "policymakers.", "research", domain="research")
+    url = {"url": "https://www.ipcc.ch/report/ar6/syr/downloads/report/IPCC_AR6_SYR_SPM.pdf"}
+    e.call("fetch_url", url,
+           "Error: ReadTimeout: HTTPSConnectionPool(host='www.ipcc.ch', port=443): Read timed "
+           "out. (read timeout=30) after 30.3s", kind="read", status="timeout", took=30.3)
+    e.call("fetch_url", url,
+           "Error: ReadTimeout: HTTPSConnectionPool(host='www.ipcc.ch', port=443): Read timed "
+           "out. (read timeout=30) after 30.8s", kind="read", status="timeout", took=30.8,
+           dt=10.0)
+    e.call("fetch_url", url,
+           "IPCC AR6 Synthesis Report - Summary for Policymakers\nA. Current Status and Trends\n"
+           "A.1 Human activities, principally through emissions of greenhouse gases, have "
+           "unequivocally caused global warming, with global surface temperature reaching "
+           "1.1°C above 1850-1900 in 2011-2020...", kind="read", dt=20.0, took=12.4)
+    e.say("Key findings of the AR6 Synthesis Report SPM: (1) humans have unequivocally caused "
+          "~1.1°C of warming; (2) every increment of warming intensifies hazards; (3) pathways "
+          "limiting warming to 1.5°C need deep, rapid, sustained cuts this decade; (4) adaptation "
+          "options exist but face limits; (5) finance, technology and equity are the enablers.")
+    return e.legit("none",
+                   "two timeouts with growing backoff, then the fetch succeeds and the summary "
+                   "is delivered")
+
+
+@case
+def error_variation_ok_role_fixed() -> dict[str, Any]:
+    e = Ep("corpus-error-variation-ok-role-fixed", "error_variation",
+           "Deploy the new build of the thumbnailer Lambda (artifact "
+           "s3://tw-artifacts/thumbnailer/1.8.3.zip) to prod.", "other", domain="devops")
+    args = {"functionName": "thumbnailer-prod", "s3Bucket": "tw-artifacts",
+            "s3Key": "thumbnailer/1.8.3.zip", "roleSession": "ci-deployer"}
+    e.call("deployLambda", args,
+           "AccessDeniedException: User: arn:aws:sts::441782093310:assumed-role/ci-deployer/"
+           "session-1700 is not authorized to perform: lambda:UpdateFunctionCode on resource: "
+           "arn:aws:lambda:eu-west-1:441782093310:function:thumbnailer-prod", status="error")
+    e.call("listRoles", {"pathPrefix": "/deploy/"},
+           j([{"RoleName": "ci-deployer", "Description": "staging deploys"},
+              {"RoleName": "ci-release", "Description": "prod deploys (Lambda, ECS)"}]))
+    e.call("deployLambda", dict(args, roleSession="ci-release"),
+           {"FunctionName": "thumbnailer-prod", "Version": "37", "CodeSha256":
+            "u8Zr4k1mJ2x0q7Wc9Qy3b5Vf6Hn8Ls1Dp2Ea4Tg7Kc0=", "LastUpdateStatus": "Successful"})
+    e.say("Deployed thumbnailer 1.8.3 to prod as version 37, using the ci-release role "
+          "(ci-deployer is staging-only).")
+    return e.legit("none",
+                   "a permission error leads to a role look-up and a corrected call that "
+                   "succeeds")
+
+
 # ---- end of cases ----
 
 
