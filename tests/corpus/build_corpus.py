@@ -1820,6 +1820,318 @@ def error_variation_ok_role_fixed() -> dict[str, Any]:
                    "succeeds")
 
 
+# ---- 6. parameter jitter and output stagnation -------------------------------------------------
+
+_EARBUDS = j([
+    {"product_id": "P-4471902", "name": "Soundcore Space A40", "price": 79.99, "rating": 4.4},
+    {"product_id": "P-4480033", "name": "JLab Epic Lab Edition", "price": 149.00, "rating": 4.2},
+    {"product_id": "P-4466218", "name": "EarFun Air Pro 3", "price": 89.99, "rating": 4.3},
+])
+
+
+@case
+def jitter_loop_product_query() -> dict[str, Any]:
+    e = Ep("corpus-jitter-loop-product-query", "jitter_stagnation",
+           "Find me noise-cancelling wireless earbuds under $100 with at least 8 hours of battery "
+           "per charge.", "lookup", domain="retail")
+    queries = [
+        "wireless earbuds noise cancelling under 100",
+        "wireless earbuds noise-cancelling under 100",
+        "Wireless Earbuds Noise Cancelling under 100",
+        "wireless earbuds noise cancelling under $100",
+        "wireless earbuds  noise cancelling under 100",
+        "noise cancelling wireless earbuds under 100",
+        "wireless earbuds noise cancelling under 100 ",
+        "wireless earbuds noise cancelling < 100",
+    ]
+    first = None
+    for n, q in enumerate(queries):
+        i = e.call("search_products", {"query": q, "category": "headphones"}, _EARBUDS,
+                   kind="read")
+        if n == 2:
+            first = i
+        if n == 1:
+            e.say("These results don't list battery life. Let me refine the search.")
+        if n == 5:
+            e.say("Let me try a slightly different query to find battery details.")
+    assert first is not None
+    return e.loop("param_jitter", first,
+                  "8 cosmetic variants of one query return the same 3 products; the battery "
+                  "life is in the product pages the agent never opens")
+
+
+_MAY_TX = j({"transactions": [
+    {"date": "2024-05-01", "description": "PAYROLL TIDEWATER INC", "amount": 4210.55},
+    {"date": "2024-05-02", "description": "COMCAST CABLE", "amount": -89.99},
+    {"date": "2024-05-03", "description": "TRADER JOE'S #552", "amount": -64.18},
+    {"date": "2024-05-06", "description": "ZELLE TO K NGUYEN", "amount": -150.00},
+    {"date": "2024-05-09", "description": "PG&E WEB ONLINE", "amount": -121.40},
+    {"date": "2024-05-13", "description": "SAFEWAY 1783", "amount": -97.62},
+    {"date": "2024-05-15", "description": "PAYROLL TIDEWATER INC", "amount": 4210.55},
+    {"date": "2024-05-17", "description": "CHEVRON 0091", "amount": -58.30},
+    {"date": "2024-05-20", "description": "AMAZON MKTPL*2K8", "amount": -42.17},
+    {"date": "2024-05-24", "description": "VENMO CASHOUT", "amount": 220.00},
+    {"date": "2024-05-28", "description": "CITI AUTOPAY", "amount": -1312.09},
+    {"date": "2024-05-31", "description": "INTEREST PAYMENT", "amount": 0.41},
+], "nextPageToken": None})
+
+
+@case
+def jitter_loop_page_size() -> dict[str, Any]:
+    e = Ep("corpus-jitter-loop-page-size", "jitter_stagnation",
+           "Find the $1,200 rent payment to Halcyon Properties in May on my checking account; I "
+           "need the exact date for my landlord.", "lookup", domain="finance")
+    first = None
+    for n, size in enumerate([50, 51, 49, 100, 50, 25, 60]):
+        i = e.call("listTransactions", {"accountId": "ACC-301884-CHK", "from": "2024-05-01",
+                                        "to": "2024-05-31", "pageSize": size}, _MAY_TX)
+        if n == 2:
+            first = i
+        if n == 1:
+            e.say("I don't see the Halcyon payment. It might be on another page; adjusting the "
+                  "page size.")
+    assert first is not None
+    return e.loop("param_jitter", first,
+                  "page sizes 50/51/49/100/... return the same complete list of 12 May "
+                  "transactions (no next page); the payment is not in May")
+
+
+_KB_2FA = j([{"id": "KB-1182", "title": "Resetting two-factor authentication for a user",
+              "score": 0.91}])
+
+
+@case
+def jitter_loop_kb_rephrase() -> dict[str, Any]:
+    e = Ep("corpus-jitter-loop-kb-rephrase", "jitter_stagnation",
+           "A customer lost her phone and can't log in because of 2FA. What's our procedure to "
+           "reset it?", "lookup", domain="support")
+    queries = ["reset 2fa", "two factor reset", "2FA reset procedure lost phone",
+               "reset authenticator app user", "disable two-factor authentication for customer",
+               "lost phone 2fa login", "how to reset MFA"]
+    first = None
+    for n, q in enumerate(queries):
+        i = e.call("kb_search", {"query": q}, _KB_2FA, kind="read")
+        if n == 2:
+            first = i
+        if n == 3:
+            e.say("Only one article keeps coming up. Let me search with different wording.")
+    assert first is not None
+    return e.loop("output_stagnation", first,
+                  "7 rephrasings of one question all return the same single article, which "
+                  "the agent never opens")
+
+
+_FORECAST = j({"date": "2024-06-11", "location": "Seattle, WA", "summary": "Showers likely",
+               "precip_probability": 60, "high_f": 64, "low_f": 52,
+               "granularity": "daily"})
+
+
+@case
+def jitter_loop_forecast_coords() -> dict[str, Any]:
+    e = Ep("corpus-jitter-loop-forecast-coords", "jitter_stagnation",
+           "Will it rain in downtown Seattle between 3 and 6 pm today? I'm deciding whether to "
+           "bike to the game.", "lookup", domain="other")
+    coords = [(47.6062, -122.3321), (47.6063, -122.3321), (47.6062, -122.332),
+              (47.606, -122.3321), (47.6062, -122.3322), (47.61, -122.33)]
+    first = None
+    for n, (lat, lon) in enumerate(coords):
+        i = e.call("get_forecast", {"lat": lat, "lon": lon}, _FORECAST, kind="read")
+        if n == 2:
+            first = i
+        if n == 1:
+            e.say("The forecast is daily only. Adjusting the coordinates to get hourly data.")
+    assert first is not None
+    return e.loop("param_jitter", first,
+                  "coordinates nudged in the 4th decimal return the same daily forecast 6 times; "
+                  "no coordinate makes it hourly")
+
+
+@case
+def jitter_loop_grep_variants() -> dict[str, Any]:
+    e = Ep("corpus-jitter-loop-grep-variants", "jitter_stagnation",
+           "Where is the checkout form's submit handler defined? It's the React app in web/.",
+           "coding", domain="coding")
+    e.call("list_dir", {"path": "web/src/checkout"},
+           "CheckoutForm.tsx\nCheckoutSummary.tsx\nuseCheckout.ts\nindex.ts\n", kind="read")
+    patterns = ["handle_submit", "handle_submit(", "def handle_submit", "handle_submit =",
+                "handle_submit\\(", "_handle_submit", "handle_submit_form"]
+    first = None
+    for n, pat in enumerate(patterns):
+        i = e.call("grep_search", {"pattern": pat, "path": "web/src"}, "No matches found.",
+                   kind="read")
+        if n == 2:
+            first = i
+        if n == 3:
+            e.say("No matches. The handler may be named slightly differently; trying another "
+                  "pattern.")
+    assert first is not None
+    return e.loop("output_stagnation", first,
+                  "7 variants of one snake_case name in a TypeScript app all return 'No "
+                  "matches'; the agent never opens CheckoutForm.tsx")
+
+
+_FAILED_ROWS = (
+    "id | created_at | status | psp | error_code\n"
+    "9912004 | 2024-06-10 00:14:22 | failed | adyen | PSP_TIMEOUT\n"
+    "9912019 | 2024-06-10 00:15:03 | failed | adyen | PSP_TIMEOUT\n"
+    "9912047 | 2024-06-10 00:17:41 | failed | adyen | PSP_TIMEOUT\n"
+    "...\n"
+    "9915530 | 2024-06-10 01:02:09 | failed | adyen | PSP_TIMEOUT\n"
+    "(37 rows)"
+)
+
+
+@case
+def jitter_loop_sql_limit() -> dict[str, Any]:
+    e = Ep("corpus-jitter-loop-sql-limit", "jitter_stagnation",
+           "Why did so many orders fail yesterday? Check the orders database.", "research",
+           domain="retail")
+    base = ("SELECT id, created_at, status, psp, error_code FROM orders WHERE status = 'failed' "
+            "AND created_at >= '2024-06-10' AND created_at < '2024-06-11' ORDER BY created_at ")
+    first = None
+    for n, tail in enumerate(["LIMIT 100", "LIMIT 101", "limit 100", "LIMIT 200", "LIMIT 99",
+                              "LIMIT 150", "LIMIT 100;"]):
+        i = e.call("query_db", {"sql": base + tail}, _FAILED_ROWS, kind="read")
+        if n == 2:
+            first = i
+        if n == 1:
+            e.say("Let me pull a slightly bigger sample of the failed orders.")
+    assert first is not None
+    return e.loop("param_jitter", first,
+                  "LIMIT 100/101/200/99... return the same 37 rows 7 times; the answer "
+                  "(all PSP_TIMEOUT at adyen, 00:14-01:02) was in the first result")
+
+
+@case
+def jitter_ok_flight_date_sweep() -> dict[str, Any]:
+    e = Ep("corpus-jitter-ok-flight-date-sweep", "jitter_stagnation",
+           "I can fly any day from June 10 to June 15. Find the cheapest direct economy seat "
+           "from SEA to BOS.", "lookup", domain="airline")
+    days = {
+        "2024-06-10": [("HAT051", 241)], "2024-06-11": [],
+        "2024-06-12": [("HAT051", 198), ("HAT309", 226)], "2024-06-13": [("HAT051", 262)],
+        "2024-06-14": [], "2024-06-15": [("HAT309", 214)],
+    }
+    for day, flights in days.items():
+        e.call("search_direct_flight", {"origin": "SEA", "destination": "BOS", "date": day},
+               j([{"flight_number": f, "date": day, "prices": {"economy": p},
+                   "status": "available"} for f, p in flights]), kind="read")
+    e.say("Cheapest direct SEA→BOS economy seat between June 10 and 15: HAT051 on June 12 at "
+          "$198. (No direct flights on June 11 or 14.)")
+    return e.legit("none",
+                   "one search per date, each a different question; some dates are empty, the "
+                   "cheapest is found")
+
+
+@case
+def jitter_ok_shipping_quotes() -> dict[str, Any]:
+    e = Ep("corpus-jitter-ok-shipping-quotes", "jitter_stagnation",
+           "What's the cheapest way to ship a 4 kg box (40x30x20 cm) from Rotterdam to Lyon "
+           "that arrives within 3 business days?", "lookup", domain="retail")
+    quotes = [("dhl", "express", "89.40", 1), ("dhl", "parcel_connect", "24.90", 3),
+              ("ups", "standard", "27.15", 3), ("ups", "express_saver", "71.80", 2),
+              ("dpd", "classic", "19.75", 4), ("gls", "business_parcel", "21.30", 3)]
+    for carrier, service, price, days in quotes:
+        e.call("get_rate", {"carrier": carrier, "service": service, "from": "NL-3011",
+                            "to": "FR-69002", "weight_kg": 4, "dims_cm": [40, 30, 20]},
+               {"price_eur": price, "transit_business_days": days})
+    e.say("Cheapest within 3 business days: GLS Business Parcel, €21.30 (3 days). DPD Classic "
+          "is cheaper (€19.75) but takes 4 days.")
+    return e.legit("none",
+                   "six carrier/service quotes, each a different price and transit time; the "
+                   "comparison is delivered")
+
+
+@case
+def jitter_ok_empty_log_sweep() -> dict[str, Any]:
+    e = Ep("corpus-jitter-ok-empty-log-sweep", "jitter_stagnation",
+           "Customer says request id 7c1e90d2 failed around 14:20 UTC. Find which service "
+           "logged an error for it.", "other", domain="devops")
+    services = ["edge-gateway", "auth-service", "cart-service", "pricing-service",
+                "inventory-service", "order-service", "payment-service"]
+    for svc in services:
+        found = svc == "payment-service"
+        e.call("search_logs", {"service": svc, "query": "request_id:7c1e90d2 level:error",
+                               "from": "2024-06-11T14:10:00Z", "to": "2024-06-11T14:30:00Z"},
+               "1 match\n14:20:07.311 ERROR payment-service card authorisation failed: issuer "
+               "declined (code 05) request_id=7c1e90d2" if found else "0 matches", kind="read")
+    e.say("Only payment-service logged an error for 7c1e90d2: at 14:20:07 the card "
+          "authorisation was declined by the issuer (code 05, 'do not honour'). The other six "
+          "services logged no errors for it.")
+    return e.legit("none",
+                   "the same query over 7 different services: six identical '0 matches' are "
+                   "each new information, and the seventh finds the error")
+
+
+@case
+def jitter_ok_paper_search() -> dict[str, Any]:
+    e = Ep("corpus-jitter-ok-paper-search", "jitter_stagnation",
+           "Find three recent (2023+) papers on detecting repetitive loops in LLM agent tool "
+           "use and give me one line on each.", "research", domain="research")
+    searches = [
+        ("LLM agent tool call loop detection", [
+            ("AgentOps: observing agent failures in production", "2024")]),
+        ("language model agents repetitive actions failure analysis", [
+            ("Why do multi-agent LLM systems fail?", "2025"),
+            ("An empirical study of agent failure modes", "2024")]),
+        ("tool-augmented LLM infinite loop benchmark", [
+            ("ToolBench revisited: looping and stalling in tool use", "2024")]),
+        ("agent trajectory stuck detection reinforcement", []),
+    ]
+    for q, hits in searches:
+        e.call("search_papers", {"query": q, "year_from": 2023},
+               j([{"title": t, "year": y} for t, y in hits]), kind="read")
+    e.say("Three recent papers: (1) 'Why do multi-agent LLM systems fail?' (2025), a taxonomy "
+          "in which step repetition is a major failure mode; (2) 'An empirical study of agent "
+          "failure modes' (2024), which finds loops mostly on failed runs; (3) 'ToolBench "
+          "revisited' (2024), a benchmark of looping and stalling in tool use.")
+    return e.legit("none",
+                   "four genuinely different searches, each with different results (one empty); "
+                   "the answer is assembled")
+
+
+@case
+def jitter_ok_store_stock_sweep() -> dict[str, Any]:
+    e = Ep("corpus-jitter-ok-store-stock-sweep", "jitter_stagnation",
+           "Is the Nintendo Switch OLED (white) in stock at any store within 20 miles of 94110? "
+           "I want to pick it up today.", "lookup", domain="retail")
+    stores = [("ST-1040", "SF-Mission", 1.2), ("ST-1047", "SF-Stonestown", 5.8),
+              ("ST-1054", "Daly City", 7.1), ("ST-1061", "Colma", 8.2),
+              ("ST-1068", "Emeryville", 9.4), ("ST-1075", "Oakland Rockridge", 11.0),
+              ("ST-1082", "San Bruno", 10.3)]
+    e.call("find_stores", {"zip": "94110", "radius_mi": 20},
+           j([{"store_id": sid, "name": name, "miles": mi} for sid, name, mi in stores]),
+           kind="read")
+    for sid, name, _mi in stores:
+        out = ({"available": True, "quantity": 3, "pickup": "ready in 1 hour"}
+               if name == "Oakland Rockridge" else {"available": False, "quantity": 0})
+        e.call("check_store_stock", {"store_id": sid, "sku": "HEG-S-KAAAA-W"}, out,
+               kind="read")
+    e.say("Yes: Oakland Rockridge (11 miles) has 3 in stock, ready for pickup in about an hour. "
+          "The other six stores nearby are sold out.")
+    return e.legit("none",
+                   "one stock check per store; the identical 'not available' answers are about "
+                   "different stores, and one store has it")
+
+
+@case
+def jitter_ok_learning_rate_sweep() -> dict[str, Any]:
+    e = Ep("corpus-jitter-ok-learning-rate-sweep", "jitter_stagnation",
+           "Run a short learning-rate sweep for the churn model (1e-4 to 3e-3) and tell me "
+           "which one to use.", "research", domain="coding")
+    results = [("1e-4", "0.4382"), ("3e-4", "0.4127"), ("1e-3", "0.4051"), ("3e-3", "0.4310")]
+    for lr, loss in results:
+        e.call("run_experiment", {"config": "configs/churn.yaml", "overrides":
+                                  {"optimizer.lr": float(lr), "trainer.max_epochs": 5}},
+               f"epoch 5/5 - train_loss {float(loss) - 0.031:.4f} - val_loss {loss} - "
+               f"val_auc {0.8 + (0.44 - float(loss)):.4f}", took=140.0)
+    e.say("Use lr = 1e-3: lowest validation loss (0.4051) and best AUC. 3e-3 starts to "
+          "overshoot (0.4310) and 1e-4 is undertrained after 5 epochs.")
+    return e.legit("none",
+                   "four runs that differ in one number, each with a different result; a choice "
+                   "is made")
+
+
 # ---- end of cases ----
 
 
