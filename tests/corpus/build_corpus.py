@@ -2132,6 +2132,292 @@ def jitter_ok_learning_rate_sweep() -> dict[str, Any]:
                    "is made")
 
 
+# ---- 7. monologue ------------------------------------------------------------------------------
+
+@case
+def monologue_loop_chant_sentence() -> dict[str, Any]:
+    e = Ep("corpus-monologue-loop-chant-sentence", "monologue",
+           "Has my order #W2290613 shipped yet? If so, what's the tracking number?", "lookup",
+           domain="retail")
+    e.call("get_order_details", {"order_id": "#W2290613"},
+           {"order_id": "#W2290613", "status": "delivered", "fulfillments": [
+               {"tracking_id": ["449213007651"], "item_ids": ["6401214406"]}]}, kind="read")
+    first = e.say("Your order has shipped. " + "I need to check the order status. " * 31)
+    e.user("Hello? Is it shipped or not? What's the tracking number?")
+    e.say("I need to check the order status. " * 27)
+    e.user("??")
+    e.say("I need to check the order status. I need to check the order status. " * 11)
+    return e.loop("monologue", first,
+                  "the answer (delivered, tracking 449213007651) is in hand, but the agent "
+                  "chants one sentence about 80 times over three turns")
+
+
+_PARA = ("Let me re-examine the parse_duration function. The issue is that the regular "
+         "expression does not handle the 'ms' suffix, so '250ms' is parsed as 250 minutes. I "
+         "should update the regex to check for 'ms' before 'm'. ")
+
+
+@case
+def monologue_loop_chant_paragraph() -> dict[str, Any]:
+    e = Ep("corpus-monologue-loop-chant-paragraph", "monologue",
+           "parse_duration('250ms') returns 15000 seconds instead of 0.25. Fix it in "
+           "utils/durations.py.", "coding", domain="coding")
+    e.call("str_replace_editor", {"command": "view", "path": "/repo/utils/durations.py"},
+           "     1\timport re\n     2\t\n     3\t_UNITS = {'h': 3600, 'm': 60, 's': 1, "
+           "'ms': 0.001}\n     4\t_RE = re.compile(r'^(\\d+(?:\\.\\d+)?)(h|m|s|ms)$')\n"
+           "     5\t\n     6\tdef parse_duration(text):\n     7\t    value, unit = "
+           "_RE.match(text.strip()).groups()\n     8\t    return float(value) * _UNITS[unit]\n",
+           kind="read")
+    first = e.say(_PARA * 8)
+    e.user("Please continue working on the task on whatever approach you think is suitable.")
+    e.say(_PARA * 6)
+    e.user("Please continue working on the task on whatever approach you think is suitable.")
+    e.say(_PARA * 7)
+    return e.loop("monologue", first,
+                  "the same diagnosis paragraph is repeated 21 times over three turns and the "
+                  "one-line regex fix is never made")
+
+
+@case
+def monologue_loop_chant_bullet() -> dict[str, Any]:
+    e = Ep("corpus-monologue-loop-chant-bullet", "monologue",
+           "Summarise the key findings of the attached customer survey (n=1,204) in five "
+           "bullets.", "research", domain="research")
+    e.call("read_attachment", {"name": "survey_2024_q2.csv", "summary": True},
+           "1204 responses. NPS 31 (promoters 48%, detractors 17%). Top complaint: onboarding "
+           "(38%). Top praise: support response time (52%). Churn intent: 11%. Most requested "
+           "feature: SSO (29%).", kind="read")
+    bullet = "- Customers value the support response time above all else.\n"
+    first = e.say("Key findings:\n" + bullet * 24)
+    e.user("That's the same line over and over. I need five different findings.")
+    e.say("Apologies. Key findings:\n" + bullet * 19)
+    e.user("Stop. Five DIFFERENT bullets please.")
+    e.say(bullet * 22)
+    return e.loop("monologue", first,
+                  "asked for five findings, the agent repeats one bullet 65 times over three "
+                  "turns despite the user's corrections")
+
+
+@case
+def monologue_loop_announce_check() -> dict[str, Any]:
+    e = Ep("corpus-monologue-loop-announce-check", "monologue",
+           "Can you check the status of my order #W9917340 and tell me when it will arrive?",
+           "lookup", domain="retail")
+    e.say("Sure, I can help with that.")
+    lines = ["I will now check the order status.",
+             "I will now check the order status for you.",
+             "I will now check the order status.",
+             "Now I will check the order status.",
+             "I will now check the order status.",
+             "I'll now check the order status.",
+             "I will now check the order status."]
+    first = None
+    for n, line in enumerate(lines):
+        i = e.say(line)
+        if n == 2:
+            first = i
+    assert first is not None
+    return e.loop("monologue", first,
+                  "7 assistant turns in a row announce the same status check and no tool is "
+                  "ever called")
+
+
+@case
+def monologue_loop_announce_tests() -> dict[str, Any]:
+    e = Ep("corpus-monologue-loop-announce-tests", "monologue",
+           "Fix the flaky test test_session_expiry in tests/test_sessions.py; it fails about one "
+           "run in five.", "coding", domain="coding")
+    e.call("execute_bash", {"command": "grep -n 'def test_session_expiry' -A14 "
+                                       "tests/test_sessions.py"},
+           "41:def test_session_expiry(client):\n42:    s = client.login('ana')\n"
+           "43:    time.sleep(1)\n44:    assert s.expires_in() == 3599\n")
+    e.call("str_replace_editor", {"command": "str_replace", "path": "tests/test_sessions.py",
+                                  "old_str": "    time.sleep(1)\n    assert s.expires_in() == "
+                                             "3599",
+                                  "new_str": "    freezer.tick(1)\n    assert s.expires_in() == "
+                                             "3599"},
+           "The file tests/test_sessions.py has been edited.", kind="write")
+    nudge = ("Please continue working on the task on whatever approach you think is suitable. "
+             "If you think you have solved the task, please finish the interaction.")
+    lines = ["Let me run the test suite to verify the fix.",
+             "Now let me run the test suite to verify the fix.",
+             "Let me run the test suite to verify the fix.",
+             "Let me run the tests to verify the fix.",
+             "Let me run the test suite to verify the fix.",
+             "Let me now run the test suite to verify the fix."]
+    first = None
+    for n, line in enumerate(lines):
+        i = e.say(line)
+        if n == 2:
+            first = i
+        if n < len(lines) - 1:
+            e.user(nudge, dt=0.4)
+    assert first is not None
+    return e.loop("monologue", first,
+                  "6 turns announce the same test run, with the harness nudging between them; "
+                  "the tests are never run")
+
+
+@case
+def monologue_loop_announce_search() -> dict[str, Any]:
+    e = Ep("corpus-monologue-loop-announce-search", "monologue",
+           "Find me a flight from Boston to Denver next Friday morning, economy, under $300.",
+           "lookup", domain="airline")
+    lines = ["I'm going to search for flights from Boston to Denver now.",
+             "I'll search for flights from Boston (BOS) to Denver (DEN) now.",
+             "I'm going to search for flights from Boston to Denver now.",
+             "Searching for flights from Boston to Denver now.",
+             "I'm going to search for flights from Boston to Denver now.",
+             "I'm now going to search for flights from Boston to Denver."]
+    first = None
+    for n, line in enumerate(lines):
+        i = e.say(line)
+        if n == 2:
+            first = i
+        if n == 1:
+            e.user("ok, go ahead")
+    assert first is not None
+    return e.loop("monologue", first,
+                  "six near-identical 'I'm going to search' turns (the user even says go "
+                  "ahead) and the search is never run")
+
+
+@case
+def monologue_ok_runbook() -> dict[str, Any]:
+    e = Ep("corpus-monologue-ok-runbook", "monologue",
+           "Write me a step-by-step runbook for rotating the Postgres password used by the "
+           "orders service, with a verification after each step.", "other", domain="devops")
+    steps = [
+        ("Generate the new password",
+         "`openssl rand -base64 32 | tr -d '/+=' | cut -c1-32 > /tmp/newpw`",
+         "the file has 32 characters: `wc -c /tmp/newpw`"),
+        ("Add the new password as a second role",
+         "`CREATE ROLE orders_app_v2 LOGIN PASSWORD '<new>' IN ROLE orders_app;`",
+         "`\\du orders_app_v2` lists the role with membership in orders_app"),
+        ("Store it in the secret manager",
+         "`aws secretsmanager put-secret-value --secret-id prod/orders/db --secret-string "
+         "file://secret.json`",
+         "`aws secretsmanager get-secret-value --secret-id prod/orders/db` shows the new "
+         "version as AWSCURRENT"),
+        ("Roll the orders deployment",
+         "`kubectl rollout restart deployment/orders -n prod`",
+         "`kubectl rollout status deployment/orders -n prod` completes and /healthz is 200"),
+        ("Confirm the new role is in use",
+         "`SELECT usename, count(*) FROM pg_stat_activity WHERE datname = 'orders' GROUP BY 1;`",
+         "only orders_app_v2 has connections"),
+        ("Drop the old login",
+         "`ALTER ROLE orders_app_v1 NOLOGIN;` (drop it after a week)",
+         "a login attempt as orders_app_v1 fails with 'role is not permitted to log in'"),
+    ]
+    parts = ["# Runbook: rotate the orders service Postgres password\n"]
+    for n, (title, do, verify) in enumerate(steps, 1):
+        parts.append(f"### Step {n}: {title}\n\nRun: {do}\n\nVerify: {verify}\n\n"
+                     "If the verification fails, stop here and roll back the previous step.\n")
+    e.say("Here is the runbook.\n\n" + "\n".join(parts))
+    e.user("Thanks, that's exactly what I needed.")
+    e.say("You're welcome. Run step 5 during normal traffic so idle pools have reconnected "
+          "before you drop the old login.")
+    return e.legit("none",
+                   "a long message repeats the same headings and a fixed rollback sentence per "
+                   "step, but each step has different content")
+
+
+@case
+def monologue_ok_itinerary() -> dict[str, Any]:
+    e = Ep("corpus-monologue-ok-itinerary", "monologue",
+           "Plan a relaxed 5-day Lisbon itinerary for two, staying in Chiado, no car.",
+           "other", domain="other")
+    days = [
+        ("Chiado and Baixa", "Livraria Bertrand, Praça do Comércio, sunset at Miradouro de São "
+         "Pedro de Alcântara"),
+        ("Alfama", "Tram 28 early, São Jorge Castle, Feira da Ladra (Tue/Sat), fado dinner"),
+        ("Belém", "Jerónimos Monastery, Belém Tower, MAAT, pastéis de Belém"),
+        ("Sintra day trip", "Train from Rossio (40 min), Pena Palace, Quinta da Regaleira"),
+        ("LX Factory and the river", "LX Factory, Time Out Market lunch, Cais do Sodré evening"),
+    ]
+    text = "Here's a relaxed plan (all on foot, tram or train):\n\n"
+    for n, (title, plan) in enumerate(days, 1):
+        text += (f"**Day {n}: {title}**\n- Breakfast at the hotel.\n- {plan}.\n"
+                 "- Back to Chiado for dinner.\n\n")
+    e.say(text + "Buy a Navegante card on day 1; it covers trams, metro and the Sintra train.")
+    e.user("Lovely. Can you swap days 3 and 4? Rain is forecast on Thursday.")
+    e.say("Swapped: Day 3 is now the Sintra trip and Day 4 is Belém. Sintra palaces are mostly "
+          "indoors, but take a rain jacket for Quinta da Regaleira's gardens.")
+    return e.legit("none",
+                   "a day-by-day plan that repeats 'Breakfast at the hotel' and a fixed dinner "
+                   "line, with different content each day; then a follow-up edit")
+
+
+@case
+def monologue_ok_conversation() -> dict[str, Any]:
+    e = Ep("corpus-monologue-ok-conversation", "monologue",
+           "My Wi-Fi keeps dropping every evening. Can you help me figure out why?",
+           "other", domain="support")
+    e.say("Happy to help. First: does it drop on all devices at once, or only some (e.g. just "
+          "your laptop)?")
+    e.user("All of them. Phones, the TV, everything.")
+    e.say("Then it's the router or the line, not a device. When it drops, do the router's "
+          "lights change? In particular, does the 'Internet' or WAN light go off or turn red?")
+    e.user("The internet light turns orange for about a minute and then goes back to white.")
+    e.say("An orange WAN light means the router lost its connection to your provider. Is this "
+          "around the same time every evening, and is anything else on the same power strip "
+          "(a space heater, for example)?")
+    e.user("Around 7-8 pm, yes. Nothing else on the strip.")
+    e.say("Evening-only drops with the WAN light going orange point to congestion or a noisy "
+          "line on the provider's side. Next steps: (1) note three exact drop times this week; "
+          "(2) open the router's log page (usually 192.168.1.1 > Status > Logs) and look for "
+          "'PPP down' or 'DSL retrain' at those times; (3) call your provider with those times "
+          "and ask them to check the line. Restarting the router won't fix this.")
+    e.user("Got it, thanks!")
+    e.say("You're welcome. If the log shows 'DHCP renew failed' instead, tell me, since that "
+          "one is fixable on your side.")
+    return e.legit("none",
+                   "a multi-turn conversation with no tools; the user answers every question "
+                   "and each assistant turn says something new")
+
+
+@case
+def monologue_ok_release_notes() -> dict[str, Any]:
+    e = Ep("corpus-monologue-ok-release-notes", "monologue",
+           "Turn the merged PR titles since v3.8.0 into user-facing release notes for v3.9.0.",
+           "other", domain="coding")
+    e.call("list_merged_prs", {"repo": "fieldway/app", "since_tag": "v3.8.0"},
+           j(["Fix crash when opening an empty project", "Fix CSV export dropping the last row",
+              "Fix dark mode contrast in the sidebar", "Fix timezone shift in due dates",
+              "Fix double notification on mentions", "Add bulk archive for tasks",
+              "Add keyboard shortcut for quick search", "Bump react-query to 5.40"]),
+           kind="read")
+    e.say("## v3.9.0\n\n### New\n- Archive many tasks at once with bulk archive.\n- Open quick "
+          "search with Ctrl/Cmd+K.\n\n### Fixed\n- Fixed a crash when opening an empty "
+          "project.\n- Fixed CSV export dropping the last row.\n- Fixed low contrast in the "
+          "sidebar in dark mode.\n- Fixed due dates shifting by a day in some time zones.\n"
+          "- Fixed duplicate notifications when you are mentioned.\n\n(The react-query bump is "
+          "internal and left out.)")
+    return e.legit("none",
+                   "five bullets start with the same 'Fixed', each about a different bug; the "
+                   "notes are delivered once")
+
+
+@case
+def monologue_ok_tutoring() -> dict[str, Any]:
+    e = Ep("corpus-monologue-ok-tutoring", "monologue",
+           "Can you walk me through solving 3x + 7 = 22 step by step? Let me try each step "
+           "myself.", "other", domain="other")
+    e.say("Sure. Step 1: we want x alone. What can you subtract from both sides to get rid of "
+          "the +7?")
+    e.user("7?")
+    e.say("Right. 3x + 7 − 7 = 22 − 7. What does that leave on each side?")
+    e.user("3x = 15")
+    e.say("Exactly. Step 2: x is multiplied by 3. What do you do to both sides to undo that?")
+    e.user("divide by 3, so x = 5")
+    e.say("Correct: x = 5. Check: 3·5 + 7 = 15 + 7 = 22. Want to try 5x − 4 = 21 on your own?")
+    e.user("x = 5 again!")
+    e.say("Yes: 5·5 − 4 = 21. Nice work.")
+    return e.legit("none",
+                   "a tutoring dialogue without tools; every assistant turn moves the problem "
+                   "forward after a user answer")
+
+
 # ---- end of cases ----
 
 
