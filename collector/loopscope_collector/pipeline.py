@@ -6,6 +6,11 @@ only then releases the receivers, which acknowledge: a 200 means the spans are d
 stored. Ingest is idempotent by (trace_id, span_id): spans already stored are skipped, so a
 client's retry never double-counts. When the queue is full, ``submit`` raises ``Overloaded``
 and the receiver answers 503 with Retry-After.
+
+A batch fails as a whole or not at all, in memory too (``BatchUndo``). When the store refuses
+a batch's data, its requests are stored one by one, so only the request at fault is refused
+(``Rejected``, a 400); when the store cannot be written (``store_health``), every request gets
+``StoreUnavailable`` (a 503) until the store recovers.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from .spans import SpanRecord
 from .storage import Database
 from .storage import writes as tables
 from .storage.queries import existing_keys, insert_rows
+from .store_health import RECOVER_INTERVAL_S, StoreHealth, StoreUnavailable, StoreWatch
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +124,8 @@ class Pipeline:
         self._trace_episode: OrderedDict[str, str] = OrderedDict()
         self._dedup: OrderedDict[str, None] = OrderedDict()
         self._undo = BatchUndo()
+        self.health = StoreHealth()
+        self._watch = StoreWatch(db, self.health)
 
     # -- receivers' side ------------------------------------------------------------------
 
@@ -132,11 +140,14 @@ class Pipeline:
         Raises:
             Overloaded: the queue holds ``max_queue_spans`` spans already.
             PipelineStopped: the collector is shutting down.
+            StoreUnavailable: the store cannot be written now (see ``health``).
         """
         job = Job(spans)
         with self._lock:
             if self._stopping:
                 raise PipelineStopped("the collector is shutting down")
+            if not self.health.ok:
+                raise StoreUnavailable(self.health.reason)
             if self._queued and self._queued + len(spans) > self.max_queue_spans:
                 self.stats.requests_overloaded += 1
                 raise Overloaded(f"{self._queued} spans queued")
@@ -153,6 +164,8 @@ class Pipeline:
         with self._lock:
             if self._stopping:
                 raise PipelineStopped("the collector is shutting down")
+            if not self.health.ok:
+                raise StoreUnavailable(self.health.reason)
         self._queue.put(job)
         return job
 
@@ -181,13 +194,32 @@ class Pipeline:
         self.detector.load = lambda ids: tables.load_tool_calls(self._cur, ids)
         while True:
             jobs, last = self._next_batch()
-            if jobs:
+            writable = self._writable()
+            if jobs and writable:
                 self._process_jobs(jobs)
+            elif jobs:
+                self._finish(jobs, StoreUnavailable(self.health.reason))
             if last:
                 return
 
+    def _writable(self) -> bool:
+        """Watch the store (``StoreWatch``); take a new cursor when it was reopened."""
+        con = self.db.con
+        writable = self._watch.check()
+        if self.db.con is not con:
+            self._cur = self.db.cursor()
+        return writable
+
+    def _finish(self, jobs: list[Job], error: Exception) -> None:
+        for job in jobs:
+            job.error = error
+        self._release(jobs)
+
     def _next_batch(self) -> tuple[list[Job], bool]:
-        first = self._queue.get()
+        try:  # wake up now and then: the store is watched while idle too
+            first = self._queue.get(timeout=RECOVER_INTERVAL_S)
+        except queue.Empty:
+            return [], False
         if first is None:
             return [], True
         jobs, size = [first], len(first.spans)
@@ -207,7 +239,6 @@ class Pipeline:
         return jobs, False
 
     def _process_jobs(self, jobs: list[Job]) -> None:
-        count = sum(len(j.spans) for j in jobs)
         try:
             results = self._store_jobs(jobs)
             if self.on_batch is not None:
@@ -216,12 +247,16 @@ class Pipeline:
                 except Exception:
                     logger.exception("loopscope collector: after-batch hook failed")
         finally:
-            with self._lock:
-                self._queued -= count
-                self.stats.queue_spans = self._queued
-                self.stats.batches += 1
-            for job in jobs:
-                job.done.set()
+            self._release(jobs)
+
+    def _release(self, jobs: list[Job]) -> None:
+        """The jobs are done (stored or failed): free their queue space, wake their receivers."""
+        with self._lock:
+            self._queued -= sum(len(j.spans) for j in jobs)
+            self.stats.queue_spans = self._queued
+            self.stats.batches += 1
+        for job in jobs:
+            job.done.set()
 
     def _store_jobs(self, jobs: list[Job]) -> list[EpisodeResult]:
         """Store the jobs as one batch; if the store refuses the batch's data, store them one
@@ -236,6 +271,9 @@ class Pipeline:
                            "(%s); storing them one by one", len(jobs), exc)
         results: list[EpisodeResult] = []
         for job in jobs:
+            if not self.health.ok:
+                job.error = StoreUnavailable(self.health.reason)
+                continue
             try:
                 results += self._store([job])
             except Exception as exc:
@@ -250,9 +288,10 @@ class Pipeline:
             with self._lock:
                 self.stats.spans_rejected += spans
         else:
-            logger.error("loopscope collector: a batch of %d spans failed; not acknowledged: "
+            logger.debug("loopscope collector: a batch of %d spans failed; not acknowledged: "
                          "%s: %s", spans, type(exc).__name__, exc)
-            error = exc
+            self._watch.failed(exc)  # logged once, when health turns
+            error = StoreUnavailable(f"{type(exc).__name__}: {exc}")
         for job in jobs:
             job.error = error
 

@@ -2,15 +2,16 @@
 
 - ``POST /v1/traces``: OTLP/HTTP, protobuf or JSON, gzip/deflate. 200 only once the spans are
   committed to the store; 400 for a malformed body, 415 for a wrong content type or encoding,
-  413 for a body over the limit (after decompression), 503 with ``Retry-After`` when the
-  pipeline is overloaded or could not store the batch (clients retry 503; ingest is
-  idempotent).
+  413 for a body over the limit (after decompression), 400 naming the field for a value the
+  store cannot hold, 503 with ``Retry-After`` only for what a retry can fix: the pipeline is
+  overloaded or the store cannot be written now (clients retry 503; ingest is idempotent).
 - ``GET /v1/reads`` lists the named reads; ``GET /v1/reads/{name}?param=value`` runs one and
   answers JSON ``{"rows": [...]}``. A client can only name a read, never send SQL.
 - ``POST /v1/labels`` with ``{"episode_id", "span_id" ('' = the episode), "label":
   "true_loop" | "false_kill" | "no_loop", "note"}``: a human verdict, written by the pipeline
   (the store's only writer); labels feed the metrics.
-- ``GET /metrics``: Prometheus text format. ``GET /healthz``: ``ok``.
+- ``GET /metrics``: Prometheus text format. ``GET /healthz``: 200 ``ok`` while the store can
+  be written, else 503 ``failing: <why>`` (see ``store_health``); spans then get 503 too.
 
 With an auth token, every request must carry ``Authorization: Bearer <token>``.
 """
@@ -36,6 +37,7 @@ from .pipeline import Overloaded, Pipeline, PipelineStopped, Rejected
 from .storage import Database
 from .storage.queries import READS, UnknownRead
 from .storage.writes import check_label
+from .store_health import StoreUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -189,7 +191,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         url = urlsplit(self.path)
         if url.path == "/healthz":
-            self._send(200, b"ok\n", "text/plain")
+            self._health()
         elif url.path == "/metrics":
             text = self.server.prometheus() if self.server.prometheus else ""
             self._send(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
@@ -200,6 +202,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._read(url.path.removeprefix("/v1/reads/"), url.query)
         else:
             self._json(404, {"error": f"no route GET {url.path}"})
+
+    def _health(self) -> None:
+        """200 ``ok`` while the store can be written; else 503 ``failing: <why>``."""
+        health = self.server.pipeline.health
+        if health.ok:
+            self._send(200, b"ok\n", "text/plain; charset=utf-8")
+        else:
+            self._send(503, f"failing: {health.reason}\n".encode(), "text/plain; charset=utf-8",
+                       {"Retry-After": RETRY_AFTER_S})
 
     def _drain(self) -> None:
         raw = self.headers.get("Content-Length") or "0"
@@ -258,7 +269,7 @@ class _Handler(BaseHTTPRequestHandler):
         except Rejected as exc:
             self._reject(400, str(exc), protobuf=protobuf)
             return
-        except (Overloaded, PipelineStopped, TimeoutError) as exc:
+        except (Overloaded, PipelineStopped, StoreUnavailable, TimeoutError) as exc:
             self._otlp_error(503, f"not stored, retry later: {exc}", protobuf=protobuf,
                              headers=retry)
             return

@@ -12,6 +12,7 @@ from concurrent import futures
 from typing import Any, Final
 
 import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
 from .decode import DecodeError, decode_proto_request
@@ -56,6 +57,25 @@ class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
         return trace_service_pb2.ExportTraceServiceResponse()
 
 
+TRACE_SERVICE: Final = "opentelemetry.proto.collector.trace.v1.TraceService"
+
+
+def _health_service(pipeline: Pipeline) -> health.HealthServicer:
+    """The standard gRPC health service: SERVING while the store can be written, for the
+    server as a whole ("") and for the trace service; NOT_SERVING while it cannot."""
+    service = health.HealthServicer()
+
+    def follow(ok: bool, _reason: str) -> None:
+        status = (health_pb2.HealthCheckResponse.SERVING if ok
+                  else health_pb2.HealthCheckResponse.NOT_SERVING)
+        for name in ("", TRACE_SERVICE):
+            service.set(name, status)
+
+    follow(pipeline.health.ok, pipeline.health.reason)
+    pipeline.health.listeners.append(follow)
+    return service
+
+
 def serve_grpc(pipeline: Pipeline, host: str, port: int, *,
                auth_token: str | None = None) -> grpc.Server:
     """Start the gRPC server (it serves on its own threads); returns it for ``stop``."""
@@ -66,6 +86,7 @@ def serve_grpc(pipeline: Pipeline, host: str, port: int, *,
     )
     trace_service_pb2_grpc.add_TraceServiceServicer_to_server(
         TraceService(pipeline, auth_token), server)
+    health_pb2_grpc.add_HealthServicer_to_server(_health_service(pipeline), server)
     try:
         bound = server.add_insecure_port(f"{host}:{port}")
     except RuntimeError as exc:  # newer grpcio raises instead of returning 0

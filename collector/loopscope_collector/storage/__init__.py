@@ -7,6 +7,7 @@ collector's file for reading after the fact. Each reader thread takes its own ``
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from pathlib import Path
 from typing import Any, Final
@@ -45,6 +46,39 @@ class Database:
         """Close the connection (checkpointing the write-ahead log when read-write)."""
         with self._lock:
             self.con.close()
+
+    def reopen(self) -> None:
+        """Close and open the file again (DuckDB replays its write-ahead log): the way back
+        after DuckDB invalidated the database. Cursors taken before are closed with it.
+
+        Raises:
+            duckdb.Error, SchemaError: as ``open_database``; the old connection stays closed.
+        """
+        with self._lock:
+            with contextlib.suppress(duckdb.Error):
+                self.con.close()
+            self.con = _connect(self.path, read_only=self.read_only)
+            if not self.read_only:
+                migrate(self.con)
+
+    def export(self, path: str) -> None:
+        """Write a copy of the open database (schema, keys and rows) to a new file ``path``."""
+        with self._lock:
+            cur = self.con.cursor()
+        try:
+            name = cur.execute("select current_database()").fetchall()[0][0].replace('"', '""')
+            cur.execute("attach $path as loopscope_export", {"path": path})
+            try:
+                cur.execute(f'copy from database "{name}" to loopscope_export')
+            finally:
+                cur.execute("detach loopscope_export")
+        finally:
+            cur.close()
+
+    def checkpoint(self) -> None:
+        """Write the write-ahead log into the file; raises when the disk cannot take it."""
+        with self._lock:
+            self.con.execute("checkpoint")
 
 
 def open_database(path: str | Path, *, read_only: bool = False) -> Database:

@@ -1,0 +1,181 @@
+"""Whether the store can be written, told honestly, and the way back when it can again.
+
+A 200 means the spans are durably stored, so a collector whose store cannot be written must
+stop acknowledging, say why on ``/healthz`` (and the gRPC health service), and log it once.
+Three things make a store unwritable under a running collector:
+
+- a write fails for the disk's sake (full, read-only, I/O error), or DuckDB invalidates the
+  database after such a failure: every later statement fails until it is reopened;
+- the file is deleted: DuckDB goes on writing into the unlinked file, and everything
+  acknowledged since is gone at the next start;
+- the file is replaced by another one: the same, and the new file is not ours to write.
+
+The pipeline thread, the store's only writer, watches for these (``StoreWatch.check``, about
+once a second) and recovers on its own when the condition clears: a deleted file is written
+back from the open database (which still holds every acknowledged span), a failed disk is
+probed and the store reopened (DuckDB replays its write-ahead log), and health turns ``ok``
+again. A replaced file is left alone: the open database is saved beside it, and the
+collector stays failing until an operator restarts it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from .storage import Database
+
+logger = logging.getLogger(__name__)
+
+RECOVER_INTERVAL_S: Final = 1.0
+"""Least time between two attempts to recover a failing store."""
+PROBE_BYTES: Final = 256 * 1024
+"""A failed disk counts as cleared when this much can be written and synced beside the store."""
+
+
+class StoreUnavailable(RuntimeError):
+    """The store cannot be written now; the client should retry later (503 + Retry-After)."""
+
+
+class StoreHealth:
+    """The store's state: ``ok``, or failing with a reason. Read from any thread; changed by
+    the pipeline thread. ``listeners`` are called with ``(ok, reason)`` on every change."""
+
+    def __init__(self) -> None:
+        self.ok = True
+        self.reason = ""
+        self.listeners: list[Callable[[bool, str], None]] = []
+        self._lock = threading.Lock()
+
+    def fail(self, reason: str) -> None:
+        """Turn failing (logged once, when it turns) with ``reason``."""
+        with self._lock:
+            turned, self.ok, self.reason = self.ok, False, reason
+        if turned:
+            logger.error("loopscope collector: the store cannot be written, refusing spans "
+                         "(503) until it can: %s", reason)
+            self._tell()
+
+    def recover(self) -> None:
+        """Turn ok again (logged)."""
+        with self._lock:
+            turned, self.ok, self.reason = not self.ok, True, ""
+        if turned:
+            logger.warning("loopscope collector: the store can be written again; accepting "
+                           "spans")
+            self._tell()
+
+    def _tell(self) -> None:
+        for listener in self.listeners:
+            try:
+                listener(self.ok, self.reason)
+            except Exception:
+                logger.exception("loopscope collector: a health listener failed")
+
+
+@dataclass(frozen=True, slots=True)
+class _Identity:
+    device: int
+    inode: int
+
+
+def _identity(path: str) -> _Identity | None:
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return _Identity(stat.st_dev, stat.st_ino)
+
+
+class StoreWatch:
+    """The pipeline thread's watch over its store: see the module docstring."""
+
+    def __init__(self, db: Database, health: StoreHealth) -> None:
+        self.db = db
+        self.health = health
+        self.in_memory = db.path == ":memory:"
+        self._file = None if self.in_memory else _identity(db.path)
+        self._next_attempt = 0.0
+        self._saved_aside = False
+
+    def check(self) -> bool:
+        """Whether the store can be written now; if not, turn health failing and, at most
+        once per ``RECOVER_INTERVAL_S``, try to recover. Pipeline thread only."""
+        problem = self._file_problem()
+        if problem is not None:
+            self.health.fail(problem)
+        if self.health.ok:
+            return True
+        now = time.monotonic()
+        if now < self._next_attempt:
+            return False
+        self._next_attempt = now + RECOVER_INTERVAL_S
+        try:
+            self._recover(problem)
+        except Exception as exc:  # still failing: the reason may have changed, say it quietly
+            logger.debug("loopscope collector: store recovery failed: %s", exc)
+            return False
+        return self.health.ok
+
+    def failed(self, exc: BaseException) -> None:
+        """A write failed for the store's sake (not the data's): turn health failing."""
+        self.health.fail(f"{type(exc).__name__}: {exc}")
+
+    def _file_problem(self) -> str | None:
+        if self.in_memory or self._file is None:
+            return None
+        found = _identity(self.db.path)
+        if found is None:
+            return f"the store file {self.db.path} was deleted while the collector had it open"
+        if found != self._file:
+            return (f"the store file {self.db.path} was replaced by another file while the "
+                    "collector had it open")
+        return None
+
+    def _recover(self, problem: str | None) -> None:
+        path = self.db.path
+        if problem is not None and _identity(path) is not None:  # replaced: not ours to write
+            if not self._saved_aside:
+                aside = f"{path}.recovered-{int(time.time())}"
+                self.db.export(aside)
+                self._saved_aside = True
+                logger.error("loopscope collector: saved the open store (every acknowledged "
+                             "span) to %s; restart the collector to use it or the new file",
+                             aside)
+            return
+        if problem is not None:  # deleted: write it back from the open database
+            self.db.export(f"{path}.recovering")
+            self.db.close()
+            _set_aside(f"{path}.wal")  # a stale log must not be replayed into the new file
+            os.replace(f"{path}.recovering", path)
+            logger.warning("loopscope collector: wrote the deleted store back to %s", path)
+        elif not self.in_memory:
+            _probe_disk(path)
+        self.db.reopen()
+        self._file = None if self.in_memory else _identity(path)
+        self.db.checkpoint()
+        self.health.recover()
+
+
+def _set_aside(path: str) -> None:
+    if os.path.exists(path):
+        os.replace(path, f"{path}.stale-{int(time.time())}")
+
+
+def _probe_disk(path: str) -> None:
+    """Raise ``OSError`` unless ``PROBE_BYTES`` can be written and synced beside ``path``."""
+    probe = f"{path}.probe"
+    try:
+        with open(probe, "wb") as handle:
+            handle.write(b"\0" * PROBE_BYTES)
+            handle.flush()
+            os.fsync(handle.fileno())
+    finally:
+        with contextlib.suppress(OSError):
+            os.remove(probe)

@@ -1,0 +1,218 @@
+"""Chaos: the store cannot be written (disk full, file deleted or replaced) under a running
+collector. Health turns failing with one log line, spans get 503, and the collector recovers
+on its own when the condition clears, with every acknowledged span kept; a batch that failed
+and was retried leaves the store and the flags as a run that never failed.
+
+The full disk is a small tmpfs, which needs root (or CAP_SYS_ADMIN): without it those tests
+are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from collector_process import CollectorProcess, eventually, start_collector
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from otlp_requests import episode_request, request, tool_span
+
+pytestmark = pytest.mark.timeout(180)
+
+START = 1_700_000_000_000_000_000
+TRACE = bytes.fromhex("5e" * 16)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 16 MiB tmpfs, so the test can fill the disk the store is on and free it again."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _fill(disk: Path) -> Path:
+    """Write a file until the disk is full; returns it (delete it to free the space)."""
+    filler = disk / "filler"
+    with filler.open("wb") as handle:
+        try:
+            while True:
+                handle.write(b"\0" * 65536)
+                handle.flush()
+        except OSError:
+            pass
+    return filler
+
+
+def _call(n: int, *, mcp: bool = False) -> Span:
+    """The n-th call of one episode; every call is the same search with the same result."""
+    span_id = bytes([0xC0, n]) + bytes(6)
+    span = tool_span(TRACE, span_id, tool="search", args='{"q": "same"}', result="r",
+                     start_ns=START + n * 10_000_000)
+    if mcp:
+        span.kind = Span.SPAN_KIND_CLIENT
+        for key, value in (("mcp.method.name", "tools/call"), ("jsonrpc.request.id", str(n))):
+            span.attributes.append(KeyValue(key=key, value=AnyValue(string_value=value)))
+    return span
+
+
+def _requests() -> list[bytes]:
+    """Three requests of one episode: two calls, then a third call and an MCP call."""
+    return [request([_call(0)]).SerializeToString(), request([_call(1)]).SerializeToString(),
+            request([_call(2), _call(3, mcp=True)]).SerializeToString()]
+
+
+def _outcome(db: Path) -> dict[str, Any]:
+    """What a run left in the store: spans, tool calls with the collector's verdicts, flags."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return {
+            "spans": con.execute("select span_id from spans order by 1").fetchall(),
+            "calls": con.execute("select span_id, convention, collector_progress, "
+                                 "collector_streak from tool_calls order by 1").fetchall(),
+            "flags": con.execute("select span_id, ordinal, detector, action from detections "
+                                 "order by 1, 3").fetchall(),
+        }
+    finally:
+        con.close()
+
+
+def _clean_run(tmp_path: Path) -> dict[str, Any]:
+    collector = start_collector(tmp_path / "clean.duckdb", grpc=False)
+    try:
+        for body in _requests():
+            assert collector.post(body)[0] == 200
+    finally:
+        collector.stop()
+    return _outcome(collector.db)
+
+
+def _health(collector: CollectorProcess) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(collector.url + "/healthz", timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_disk_full_fails_health_then_recovers_and_a_retried_batch_equals_a_clean_run(
+    small_disk: Path, tmp_path: Path,
+) -> None:
+    """Two calls are stored; the disk fills; the third request (a repeat and an MCP call)
+    gets 503 and /healthz 503 with the reason, logged once; once space is freed health turns
+    ok by itself, the retry is acknowledged, and spans, calls, verdicts and flags equal those
+    of a run whose disk never filled (nothing counted three times, no MCP row lost)."""
+    first, second, third = _requests()
+    collector = start_collector(small_disk / "store.duckdb", grpc=False)
+    try:
+        assert collector.post(first)[0] == 200
+        assert collector.post(second)[0] == 200
+        filler = _fill(small_disk)
+        status, headers, _ = collector.post(third)
+        assert status == 503 and "Retry-After" in headers
+        code, text = _health(collector)
+        assert code == 503 and text.startswith("failing:")
+        assert collector.post(third)[0] == 503  # refused at once while failing
+        filler.unlink()
+        eventually(lambda: _health(collector) == (200, "ok\n"))
+        assert collector.post(third)[0] == 200
+    finally:
+        log = collector.stop()
+    assert log.count("the store cannot be written") == 1, log
+    assert _outcome(collector.db) == _clean_run(tmp_path)
+
+
+def test_a_deleted_store_fails_health_and_is_written_back_with_every_acknowledged_span(
+    tmp_path: Path,
+) -> None:
+    """Deleting the store under the collector turns health failing (one log line, 503 for
+    spans), then the collector writes the file back from the open database: every span
+    acknowledged before and after is in the file after a restart."""
+    db = tmp_path / "store.duckdb"
+    collector = start_collector(db, grpc=False)
+    acknowledged: list[str] = []
+    try:
+        for _ in range(5):
+            body, ids = episode_request(20)
+            assert collector.post(body.SerializeToString())[0] == 200
+            acknowledged += ids
+        db.unlink()
+        eventually(lambda: _health(collector)[0] == 503 or db.exists())
+        eventually(lambda: _health(collector) == (200, "ok\n") and db.exists())
+        body, ids = episode_request(20)
+        assert collector.post(body.SerializeToString())[0] == 200
+        acknowledged += ids
+    finally:
+        log = collector.stop()
+    assert log.count("the store cannot be written") == 1, log
+    assert "was deleted" in log
+    stored = [row[0] for row in _outcome(db)["spans"]]
+    assert sorted(stored) == sorted(acknowledged)
+
+
+def test_a_replaced_store_is_not_written_and_the_open_one_is_saved_beside_it(
+    tmp_path: Path,
+) -> None:
+    """Another file moved over the store: health fails for good (it is not ours to write),
+    spans get 503, and the acknowledged spans are saved to a file beside it."""
+    db = tmp_path / "store.duckdb"
+    collector = start_collector(db, grpc=False)
+    try:
+        body, ids = episode_request(10)
+        assert collector.post(body.SerializeToString())[0] == 200
+        other = tmp_path / f"{uuid.uuid4().hex}.duckdb"
+        duckdb.connect(str(other)).close()
+        shutil.move(other, db)
+        eventually(lambda: _health(collector)[0] == 503)
+        eventually(lambda: list(tmp_path.glob("store.duckdb.recovered-*")))
+        assert collector.post(episode_request(1)[0].SerializeToString())[0] == 503
+    finally:
+        log = collector.stop()
+    assert "was replaced by another file" in log
+    (saved,) = tmp_path.glob("store.duckdb.recovered-*")
+    assert sorted(row[0] for row in _outcome(saved)["spans"]) == sorted(ids)
+    assert os.path.getsize(db) < os.path.getsize(saved)  # the new file was left alone
+
+
+
+def test_grpc_health_follows_the_store(tmp_path: Path) -> None:
+    """The standard gRPC health service answers SERVING for the server ("") and the trace
+    service, and NOT_SERVING once the store cannot be written (here: replaced)."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    db = tmp_path / "store.duckdb"
+    collector = start_collector(db)
+    names = ("", "opentelemetry.proto.collector.trace.v1.TraceService")
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{collector.grpc_port}") as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+
+            def statuses() -> list[int]:
+                return [stub.Check(health_pb2.HealthCheckRequest(service=name),
+                                   timeout=10).status for name in names]
+
+            assert statuses() == [health_pb2.HealthCheckResponse.SERVING] * 2
+            other = tmp_path / "other.duckdb"
+            duckdb.connect(str(other)).close()
+            shutil.move(other, db)
+            eventually(lambda: statuses() == [health_pb2.HealthCheckResponse.NOT_SERVING] * 2)
+    finally:
+        collector.stop()
