@@ -2418,6 +2418,312 @@ def monologue_ok_tutoring() -> dict[str, Any]:
                    "forward after a user answer")
 
 
+# ---- 8. edit and revert ------------------------------------------------------------------------
+
+def _pages_test(got: str) -> str:
+    return (
+        "F...                                                                     [100%]\n"
+        "=================================== FAILURES ===================================\n"
+        "_______________________________ test_page_count ________________________________\n"
+        "    def test_page_count():\n"
+        ">       assert page_count(total=7, per_page=2) == 4\n"
+        f"E       assert {got} == 4\n"
+        f"E        +  where {got} = page_count(total=7, per_page=2)\n\n"
+        "tests/test_paging.py:9: AssertionError\n"
+        "1 failed, 3 passed in 0.12s\n"
+    )
+
+
+_SLASH = "    return total / per_page"
+_FLOOR = "    return total // per_page"
+
+
+@case
+def edit_revert_loop_floor_division() -> dict[str, Any]:
+    e = Ep("corpus-edit-revert-loop-floor-division", "edit_revert",
+           "test_page_count fails: page_count(7, 2) should be 4. Fix api/paging.py.", "coding",
+           domain="coding")
+    test = {"command": "python -m pytest tests/test_paging.py -q"}
+    e.call("str_replace_editor", {"command": "view", "path": "/repo/api/paging.py"},
+           "     1\tdef page_count(total, per_page):\n     2\t    return total / per_page\n",
+           kind="read")
+    e.call("execute_bash", test, _pages_test("3.5"), status="error")
+    first = None
+    for n in range(7):
+        old, new = (_SLASH, _FLOOR) if n % 2 == 0 else (_FLOOR, _SLASH)
+        i = e.call("str_replace_editor", {"command": "str_replace", "path": "/repo/api/paging.py",
+                                          "old_str": old, "new_str": new},
+                   "The file /repo/api/paging.py has been edited.", kind="write")
+        if n == 3:
+            first = i
+        e.call("execute_bash", test, _pages_test("3" if n % 2 == 0 else "3.5"), status="error")
+        if n == 1:
+            e.say("True division gives 3.5; switching back to integer division.")
+    assert first is not None
+    return e.loop("oscillation", first,
+                  "the same line is flipped between / and // 7 times and the tests fail the "
+                  "same two ways; ceiling division is never tried")
+
+
+_TS_A = ("*** Begin Patch\n*** Update File: src/profile.ts\n@@ export function displayName(user?: "
+         "User): string {\n-  return user.name;\n+  return user?.name;\n*** End Patch")
+_TS_B = ("*** Begin Patch\n*** Update File: src/profile.ts\n@@ export function displayName(user?: "
+         "User): string {\n-  return user?.name;\n+  return user.name;\n*** End Patch")
+_TSC_A = ("src/profile.ts(12,3): error TS2322: Type 'string | undefined' is not assignable to "
+          "type 'string'.\n  Type 'undefined' is not assignable to type 'string'.\n"
+          "Found 1 error in src/profile.ts:12")
+_TSC_B = ("src/profile.ts(12,10): error TS18048: 'user' is possibly 'undefined'.\n"
+          "Found 1 error in src/profile.ts:12")
+
+
+@case
+def edit_revert_loop_optional_chaining() -> dict[str, Any]:
+    e = Ep("corpus-edit-revert-loop-optional-chaining", "edit_revert",
+           "The TypeScript build fails in src/profile.ts. Make `npx tsc --noEmit` pass.",
+           "coding", domain="coding")
+    tsc = {"cmd": "npx tsc --noEmit"}
+    e.call("run_command", tsc, _TSC_B, status="error", took=6.0)
+    first = None
+    for n in range(6):
+        i = e.call("apply_patch", {"patch": _TS_A if n % 2 == 0 else _TS_B},
+                   "Success. Updated the following files:\nM src/profile.ts")
+        if n == 3:
+            first = i
+        e.call("run_command", tsc, _TSC_A if n % 2 == 0 else _TSC_B, status="error", took=6.0)
+        if n == 0:
+            e.say("Now the return type complains. Reverting the optional chaining.")
+    assert first is not None
+    return e.loop("oscillation", first,
+                  "two patches undo each other 6 times and tsc alternates between the same two "
+                  "errors; a fallback value is never considered")
+
+
+_LOAD_30 = "p50 1.8s  p99 30.0s  errors 4.1% (upstream timeout)  rps 212"
+_LOAD_60 = "p50 1.9s  p99 58.7s  errors 0.2%  rps 141  SLO p99<10s: FAILED"
+
+
+@case
+def edit_revert_loop_timeout_config() -> dict[str, Any]:
+    e = Ep("corpus-edit-revert-loop-timeout-config", "edit_revert",
+           "Reports export times out under load. Tune config/gateway.yaml so the load test "
+           "passes (errors < 1% and p99 < 10s).", "coding", domain="devops")
+    load = {"scenario": "reports-export", "vus": 50, "duration": "2m"}
+    e.call("readFile", {"path": "config/gateway.yaml"},
+           "upstreams:\n  reports:\n    url: http://reports:8080\n    timeout: 30s\n"
+           "    pool_size: 10\n", kind="read")
+    e.call("runLoadTest", load, _LOAD_30, took=120.0)
+    first = None
+    for n in range(6):
+        old, new = ("timeout: 30s", "timeout: 60s") if n % 2 == 0 else ("timeout: 60s",
+                                                                        "timeout: 30s")
+        i = e.call("editFile", {"path": "config/gateway.yaml", "oldText": old, "newText": new},
+                   "ok: 1 replacement", kind="write")
+        if n == 3:
+            first = i
+        e.call("runLoadTest", load, _LOAD_60 if n % 2 == 0 else _LOAD_30, took=120.0)
+    assert first is not None
+    return e.loop("oscillation", first,
+                  "the timeout is flipped 30s/60s 6 times and the load test repeats the same two "
+                  "results; the pool size is never touched")
+
+
+_LINT_OPTIONAL = ("src/notify/models.py:14:17: UP007 Use `X | Y` for type annotations\n"
+                  "Found 1 error.\nmypy: Success: no issues found in 42 source files")
+_LINT_UNION = ("ruff: All checks passed!\nsrc/notify/models.py:14: error: X | Y syntax for "
+               "unions requires Python 3.10  [syntax]\nFound 1 error in 1 file (checked 42 "
+               "source files)")
+
+
+@case
+def edit_revert_loop_lint_flipflop() -> dict[str, Any]:
+    e = Ep("corpus-edit-revert-loop-lint-flipflop", "edit_revert",
+           "CI lint is red on src/notify/models.py. Get `make lint` (ruff + mypy) green.",
+           "coding", domain="coding")
+    e.call("run_command", {"cmd": "make lint"}, _LINT_OPTIONAL, status="error", took=9.0)
+    a = "    reply_to: Optional[str] = None"
+    b = "    reply_to: str | None = None"
+    first = None
+    for n in range(7):
+        old, new = (a, b) if n % 2 == 0 else (b, a)
+        i = e.call("edit_file", {"path": "src/notify/models.py", "old_str": old,
+                                 "new_str": new}, "Applied 1 edit.", kind="write")
+        if n == 3:
+            first = i
+        e.call("run_command", {"cmd": "make lint"},
+               _LINT_UNION if n % 2 == 0 else _LINT_OPTIONAL, status="error", took=9.0)
+    assert first is not None
+    return e.loop("oscillation", first,
+                  "one annotation flips between Optional[str] and str | None 7 times while ruff "
+                  "and mypy take turns failing; the target-version conflict is never addressed")
+
+
+@case
+def edit_revert_loop_doc_wording() -> dict[str, Any]:
+    e = Ep("corpus-edit-revert-loop-doc-wording", "edit_revert",
+           "In docs/quickstart.md, make it clear that init() must be called before connect().",
+           "other", domain="support")
+    a = "Call `connect()` once your client is ready."
+    b = "Call `init()` before `connect()`."
+    first = None
+    for n in range(8):
+        old, new = (a, b) if n % 2 == 0 else (b, a)
+        i = e.call("edit_file", {"path": "docs/quickstart.md", "old_str": old, "new_str": new},
+                   "Applied 1 edit.", kind="write")
+        if n == 3:
+            first = i
+        if n in (0, 4):
+            e.say("Actually the original wording flows better with the next paragraph; "
+                  "restoring it.")
+        if n in (1, 5):
+            e.say("On reflection the ordering must be explicit; changing it back.")
+    assert first is not None
+    return e.loop("oscillation", first,
+                  "the same sentence is swapped between two wordings 8 times with no other "
+                  "change; the agent keeps undoing itself")
+
+
+@case
+def edit_revert_ok_revert_then_ceil() -> dict[str, Any]:
+    e = Ep("corpus-edit-revert-ok-revert-then-ceil", "edit_revert",
+           "test_page_count fails: page_count(7, 2) should be 4. Fix api/paging.py.", "coding",
+           domain="coding")
+    test = {"command": "python -m pytest tests/test_paging.py -q"}
+    e.call("str_replace_editor", {"command": "view", "path": "/repo/api/paging.py"},
+           "     1\tdef page_count(total, per_page):\n     2\t    return total / per_page\n",
+           kind="read")
+    e.call("execute_bash", test, _pages_test("3.5"), status="error")
+    e.call("str_replace_editor", {"command": "str_replace", "path": "/repo/api/paging.py",
+                                  "old_str": _SLASH, "new_str": _FLOOR},
+           "The file /repo/api/paging.py has been edited.", kind="write")
+    e.call("execute_bash", test, _pages_test("3"), status="error")
+    e.say("Floor division rounds down, but a partial page still needs a page. Reverting and "
+          "using ceiling division instead.")
+    e.call("str_replace_editor", {"command": "str_replace", "path": "/repo/api/paging.py",
+                                  "old_str": _FLOOR, "new_str": _SLASH},
+           "The file /repo/api/paging.py has been edited.", kind="write")
+    e.call("str_replace_editor", {"command": "str_replace", "path": "/repo/api/paging.py",
+                                  "old_str": _SLASH,
+                                  "new_str": "    return -(-total // per_page)"},
+           "The file /repo/api/paging.py has been edited.", kind="write")
+    e.call("execute_bash", test, "....                                                     "
+           "                [100%]\n4 passed in 0.09s\n")
+    e.say("Fixed: page_count now uses ceiling division (-(-total // per_page)), so 7 items at 2 "
+          "per page give 4 pages. All 4 paging tests pass.")
+    return e.legit("none",
+                   "one edit, a failed test, one revert, then a different edit that passes")
+
+
+@case
+def edit_revert_ok_patch_checkout() -> dict[str, Any]:
+    e = Ep("corpus-edit-revert-ok-patch-checkout", "edit_revert",
+           "The TypeScript build fails in src/profile.ts. Make `npx tsc --noEmit` pass.",
+           "coding", domain="coding")
+    tsc = {"cmd": "npx tsc --noEmit"}
+    e.call("run_command", tsc, _TSC_B, status="error", took=6.0)
+    e.call("apply_patch", {"patch": _TS_A},
+           "Success. Updated the following files:\nM src/profile.ts")
+    e.call("run_command", tsc, _TSC_A, status="error", took=6.0)
+    e.say("Optional chaining alone makes the result possibly undefined. Reverting and adding a "
+          "fallback instead.")
+    e.call("run_command", {"cmd": "git checkout -- src/profile.ts"}, "")
+    e.call("apply_patch", {"patch": "*** Begin Patch\n*** Update File: src/profile.ts\n@@ "
+                                    "export function displayName(user?: User): string {\n"
+                                    "-  return user.name;\n+  return user?.name ?? "
+                                    "\"Anonymous\";\n*** End Patch"},
+           "Success. Updated the following files:\nM src/profile.ts")
+    e.call("run_command", tsc, "", took=6.0)
+    e.say("tsc passes now: displayName returns user?.name ?? \"Anonymous\", which is always a "
+          "string.")
+    return e.legit("none",
+                   "a patch fails the build, is reverted once with git checkout, and a different "
+                   "patch passes")
+
+
+@case
+def edit_revert_ok_timeout_then_pool() -> dict[str, Any]:
+    e = Ep("corpus-edit-revert-ok-timeout-then-pool", "edit_revert",
+           "Reports export times out under load. Tune config/gateway.yaml so the load test "
+           "passes (errors < 1% and p99 < 10s).", "coding", domain="devops")
+    load = {"scenario": "reports-export", "vus": 50, "duration": "2m"}
+    e.call("readFile", {"path": "config/gateway.yaml"},
+           "upstreams:\n  reports:\n    url: http://reports:8080\n    timeout: 30s\n"
+           "    pool_size: 10\n", kind="read")
+    e.call("runLoadTest", load, _LOAD_30, took=120.0)
+    e.call("editFile", {"path": "config/gateway.yaml", "oldText": "timeout: 30s",
+                        "newText": "timeout: 60s"}, "ok: 1 replacement", kind="write")
+    e.call("runLoadTest", load, _LOAD_60, took=120.0)
+    e.say("A longer timeout only hides the queueing: p99 is 58.7s. Restoring 30s and widening "
+          "the connection pool instead.")
+    e.call("editFile", {"path": "config/gateway.yaml", "oldText": "timeout: 60s",
+                        "newText": "timeout: 30s"}, "ok: 1 replacement", kind="write")
+    e.call("editFile", {"path": "config/gateway.yaml", "oldText": "pool_size: 10",
+                        "newText": "pool_size: 40"}, "ok: 1 replacement", kind="write")
+    e.call("runLoadTest", load, "p50 0.9s  p99 6.4s  errors 0.3%  rps 233  SLO p99<10s: PASSED",
+           took=120.0)
+    e.say("Passing: with timeout 30s and pool_size 40 the load test gives p99 6.4s and 0.3% "
+          "errors. The timeouts were requests queueing for one of 10 connections.")
+    return e.legit("none",
+                   "one change is measured, reverted once, and a different change passes the "
+                   "load test")
+
+
+@case
+def edit_revert_ok_iterative_refine() -> dict[str, Any]:
+    e = Ep("corpus-edit-revert-ok-iterative-refine", "edit_revert",
+           "The slug() helper should turn 'Crème Brûlée: 2 Ways!' into 'creme-brulee-2-ways'. "
+           "Fix utils/text.py until tests/test_text.py passes.", "coding", domain="coding")
+    test = {"command": "python -m pytest tests/test_text.py -q"}
+    versions = [
+        ("    return text.lower().replace(' ', '-')",
+         "    return re.sub(r'[^a-z0-9]+', '-', text.lower())",
+         "E   AssertionError: assert 'cr-me-br-l-e-2-ways-' == 'creme-brulee-2-ways'"),
+        ("    return re.sub(r'[^a-z0-9]+', '-', text.lower())",
+         "    text = unicodedata.normalize('NFKD', text).encode('ascii', 'ignore').decode()\n"
+         "    return re.sub(r'[^a-z0-9]+', '-', text.lower())",
+         "E   AssertionError: assert 'creme-brulee-2-ways-' == 'creme-brulee-2-ways'"),
+        ("    return re.sub(r'[^a-z0-9]+', '-', text.lower())",
+         "    return re.sub(r'[^a-z0-9]+', '-', text.lower()).strip('-')", None),
+    ]
+    for old, new, err in versions:
+        e.call("edit_file", {"path": "utils/text.py", "old_str": old, "new_str": new},
+               "Applied 1 edit.", kind="write")
+        if err:
+            e.call("execute_bash", test, f"F..\n{err}\n1 failed, 2 passed in 0.05s",
+                   status="error")
+        else:
+            e.call("execute_bash", test, "...\n3 passed in 0.04s")
+    e.say("slug() now strips accents (NFKD), collapses non-alphanumerics into '-', and trims "
+          "dashes at the ends; all 3 text tests pass.")
+    return e.legit("none",
+                   "three successive edits to one line, each fixing the previous failure; no "
+                   "revert, tests pass")
+
+
+@case
+def edit_revert_ok_user_revert() -> dict[str, Any]:
+    e = Ep("corpus-edit-revert-ok-user-revert", "edit_revert",
+           "Change the hero headline on the landing page to 'Ship faster, sleep better'.",
+           "coding", domain="coding")
+    old = "<h1 class=\"hero\">Deploy with confidence</h1>"
+    new = "<h1 class=\"hero\">Ship faster, sleep better</h1>"
+    e.call("edit_file", {"path": "site/index.html", "old_str": old, "new_str": new},
+           "Applied 1 edit.", kind="write")
+    e.say("Done: the headline now reads 'Ship faster, sleep better'.")
+    e.user("Hmm, seeing it live I prefer the old one. Please put it back, and change the "
+           "subheading to 'Zero-downtime deploys for small teams' instead.")
+    e.call("edit_file", {"path": "site/index.html", "old_str": new, "new_str": old},
+           "Applied 1 edit.", kind="write")
+    e.call("edit_file", {"path": "site/index.html",
+                         "old_str": "<p class=\"sub\">Continuous delivery made simple</p>",
+                         "new_str": "<p class=\"sub\">Zero-downtime deploys for small teams</p>"},
+           "Applied 1 edit.", kind="write")
+    e.say("Restored the headline 'Deploy with confidence' and changed the subheading to "
+          "'Zero-downtime deploys for small teams'.")
+    return e.legit("none",
+                   "the one revert is the user's request in a new turn, followed by a different "
+                   "change")
+
+
 # ---- end of cases ----
 
 
