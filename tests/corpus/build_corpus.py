@@ -2724,6 +2724,287 @@ def edit_revert_ok_user_revert() -> dict[str, Any]:
                    "change")
 
 
+# ---- 9. the six examples of DESIGN.md section 1 ----------------------------------------------
+
+_ORDERS_Q = {"customer_email": "jonas.weber@posteo.de", "status": "open"}
+_ORDERS_ONE = j({"orders": [{"order_id": "A-1029384", "placed": "2024-06-02",
+                             "status": "awaiting_payment", "total": "€86.40"}], "count": 1})
+
+
+@case
+def design_seed_loop_search_orders() -> dict[str, Any]:
+    e = Ep("corpus-design-seed-loop-search-orders", "design_seed",
+           "I paid for order A-1029384 by bank transfer on Monday but it still says awaiting "
+           "payment. Can you sort it out? Email jonas.weber@posteo.de.", "transaction",
+           domain="retail", design_seed="search_orders")
+    first = None
+    for n in range(7):
+        i = e.call("search_orders", _ORDERS_Q, _ORDERS_ONE, kind="read")
+        if n == 2:
+            first = i
+        if n == 1:
+            e.say("The order still shows awaiting_payment. Let me search the orders again.")
+        if n == 4:
+            e.say("Searching the customer's open orders once more.")
+    assert first is not None
+    return e.loop("exact_repeat", first,
+                  "search_orders with the same query returns the same single order 7 times; "
+                  "the payment is never looked up or matched")
+
+
+@case
+def design_seed_ok_search_orders() -> dict[str, Any]:
+    e = Ep("corpus-design-seed-ok-search-orders", "design_seed",
+           "What open orders do I have? Email jonas.weber@posteo.de.", "lookup",
+           domain="retail", design_seed="search_orders")
+    e.call("search_orders", _ORDERS_Q, _ORDERS_ONE, kind="read")
+    e.say("You have one open order: A-1029384 from June 2 (€86.40), awaiting payment.")
+    e.user("I just placed another one from my phone a minute ago. Can you look again?")
+    e.call("search_orders", _ORDERS_Q,
+           j({"orders": [{"order_id": "A-1029384", "placed": "2024-06-02",
+                          "status": "awaiting_payment", "total": "€86.40"},
+                         {"order_id": "A-1031177", "placed": "2024-06-11",
+                          "status": "processing", "total": "€23.90"}], "count": 2}),
+           kind="read")
+    e.say("Now there are two: A-1029384 (€86.40, awaiting payment) and the new A-1031177 "
+          "(€23.90, processing).")
+    return e.legit("none",
+                   "the same search runs twice, the second time at the user's request, and "
+                   "returns a new order")
+
+
+@case
+def design_seed_loop_operation_status() -> dict[str, Any]:
+    e = Ep("corpus-design-seed-loop-operation-status", "design_seed",
+           "Create the search index 'products-v7' from the catalog snapshot. It should finish "
+           "within 5 minutes; if it doesn't, stop and tell me.", "polling", domain="devops",
+           design_seed="get_operation_status")
+    w = e.call("create_index", {"name": "products-v7", "source": "catalog-snap-0611"},
+               {"operation": "operations/idx-7f3e21", "state": "RUNNING"}, kind="write")
+    started = e.steps[w]["t"]
+    running = {"name": "operations/idx-7f3e21", "done": False,
+               "metadata": {"state": "RUNNING", "progressPercent": 0}}
+    first = None
+    for n in range(24):
+        i = e.call("get_operation_status", {"name": "operations/idx-7f3e21"}, running,
+                   kind="poll", dt=e.rng.uniform(27.0, 33.0))
+        if first is None and e.steps[i]["t"] > started + 300:
+            first = i
+        if n == 12:
+            e.say("The index build is still running. Checking again.")
+    assert first is not None
+    return e.loop("poll_timeout", first,
+                  "RUNNING at 0% is polled for 12 minutes although the task says 5 and asks to "
+                  "stop and report; the agent never stops")
+
+
+@case
+def design_seed_ok_operation_status() -> dict[str, Any]:
+    e = Ep("corpus-design-seed-ok-operation-status", "design_seed",
+           "Create the search index 'products-v7' from the catalog snapshot and tell me when "
+           "it's ready.", "polling", domain="devops", design_seed="get_operation_status")
+    e.call("create_index", {"name": "products-v7", "source": "catalog-snap-0611"},
+           {"operation": "operations/idx-7f3e21", "state": "RUNNING"}, kind="write")
+    running = {"name": "operations/idx-7f3e21", "done": False,
+               "metadata": {"state": "RUNNING"}}
+    e.call("get_operation_status", {"name": "operations/idx-7f3e21"}, running, kind="poll",
+           dt=30.0)
+    e.call("get_operation_status", {"name": "operations/idx-7f3e21"}, running, kind="poll",
+           dt=31.0)
+    e.call("get_operation_status", {"name": "operations/idx-7f3e21"},
+           {"name": "operations/idx-7f3e21", "done": True,
+            "response": {"index": "products-v7", "documents": 1482093}}, kind="poll", dt=30.0)
+    e.say("products-v7 is ready: 1,482,093 documents indexed.")
+    return e.legit("poll_legit",
+                   "RUNNING, RUNNING, DONE: a poll that waits while the state can still change "
+                   "and ends")
+
+
+_CUSTOMER = j({"id": "cus_88XkQ2", "name": "Harbor & Pine Studio", "email":
+               "ops@harborpine.co", "plan": "business", "seats": 12})
+_SUBS = j({"data": [{"id": "sub_1PbQ4r", "price": "business_monthly", "quantity": 12,
+                     "status": "active", "current_period_end": "2024-06-30"}]})
+
+
+@case
+def design_seed_loop_oscillation() -> dict[str, Any]:
+    e = Ep("corpus-design-seed-loop-oscillation", "design_seed",
+           "Downgrade Harbor & Pine Studio (cus_88XkQ2) from Business to Team at the end of "
+           "this billing period, keeping 12 seats.", "transaction", domain="finance",
+           design_seed="oscillation")
+    first = None
+    for n in range(5):
+        e.call("get_customer", {"customer_id": "cus_88XkQ2"}, _CUSTOMER, kind="read")
+        i = e.call("list_subscriptions", {"customer_id": "cus_88XkQ2"}, _SUBS, kind="read")
+        if n == 1:
+            first = i
+        if n == 2:
+            e.say("The customer is on business with 12 seats. Let me re-check the customer and "
+                  "subscription before changing anything.")
+    assert first is not None
+    return e.loop("oscillation", first,
+                  "get_customer and list_subscriptions alternate 5 full cycles with the same "
+                  "outputs (A→B→A→B...); the downgrade is never scheduled")
+
+
+@case
+def design_seed_ok_alternation() -> dict[str, Any]:
+    e = Ep("corpus-design-seed-ok-alternation", "design_seed",
+           "Where are my four orders from last week? Give me a carrier status for each.",
+           "lookup", domain="retail", design_seed="oscillation")
+    orders = [("#W6610032", "1Z999AA10123456784", "in transit, Memphis TN"),
+              ("#W6610047", "9400111899223847361234", "out for delivery"),
+              ("#W6610081", "1Z999AA10123456795", "delivered, front porch"),
+              ("#W6610096", "9400111899223847369999", "label created, not yet scanned")]
+    for oid, trk, where in orders:
+        e.call("get_order_details", {"order_id": oid},
+               {"order_id": oid, "status": "shipped", "tracking_id": trk}, kind="read")
+        e.call("track_package", {"tracking_id": trk},
+               {"tracking_id": trk, "status": where}, kind="read")
+    e.say("#W6610032: in transit (Memphis). #W6610047: out for delivery. #W6610081: delivered "
+          "to the front porch. #W6610096: label created, not scanned yet.")
+    return e.legit("none",
+                   "two tools alternate A→B→A→B, but each pair is about a different order with "
+                   "new results")
+
+
+_LOG_HEAD = ("2024-06-11 00:00:01.002 INFO  worker-1 starting, version 2.14.0\n"
+             "2024-06-11 00:00:01.118 INFO  worker-1 connected to redis://cache:6379/0\n"
+             "2024-06-11 00:00:01.240 INFO  worker-1 consuming queue 'emails'\n"
+             "... (lines 4-200 of 5,184: INFO heartbeat / job done lines)")
+
+
+@case
+def design_seed_loop_file_offsets() -> dict[str, Any]:
+    e = Ep("corpus-design-seed-loop-file-offsets", "design_seed",
+           "The email worker crashed sometime this afternoon. Find the error in "
+           "logs/worker-2024-06-11.log.", "other", domain="devops",
+           design_seed="file_offsets")
+    first = None
+    for n in range(8):
+        i = e.call("read_file", {"path": "logs/worker-2024-06-11.log", "offset": n % 2,
+                                 "limit": 200}, _LOG_HEAD, kind="read")
+        if n == 2:
+            first = i
+        if n == 1:
+            e.say("These are startup lines. Let me read from a different offset.")
+    assert first is not None
+    return e.loop("param_jitter", first,
+                  "offsets 0,1,0,1... of a 5,184-line log return the same first 200 lines 8 "
+                  "times; the afternoon crash is thousands of lines further down")
+
+
+@case
+def design_seed_ok_file_offsets() -> dict[str, Any]:
+    e = Ep("corpus-design-seed-ok-file-offsets", "design_seed",
+           "What settings does config/legacy.ini set in its [smtp] section? It's a long file.",
+           "lookup", domain="coding", design_seed="file_offsets")
+    chunks = [
+        (0, "[general]\nname = mailer\n... (lines 1-200: [general], [paths], [logging])"),
+        (200, "[queue]\nbackend = redis\n... (lines 201-400: [queue], [retry])"),
+        (400, "[templates]\ndir = /srv/tpl\n... (lines 401-600: [templates], [i18n])"),
+        (600, "[smtp]\nhost = smtp.eu.mailgun.org\nport = 587\nstarttls = true\n"
+              "user = postmaster@mg.tidewater.io\npassword_env = SMTP_PASSWORD\n"
+              "timeout = 20\n\n[metrics]\n..."),
+    ]
+    for off, text in chunks:
+        e.call("read_file", {"path": "config/legacy.ini", "offset": off, "limit": 200}, text,
+               kind="read")
+    e.say("[smtp] sets host = smtp.eu.mailgun.org, port = 587, starttls = true, user = "
+          "postmaster@mg.tidewater.io, the password from $SMTP_PASSWORD, and timeout = 20.")
+    return e.legit("none",
+                   "the offset changes on every read and each chunk is new text; the section is "
+                   "found at lines 601+")
+
+
+_CREATE_ORDER = {"customer_id": "cus_51Hq7", "sku": "KB-ERGO-2", "quantity": 1,
+                 "ship_to": "default"}
+
+
+@case
+def design_seed_loop_create_order_timeout() -> dict[str, Any]:
+    e = Ep("corpus-design-seed-loop-create-order-timeout", "design_seed",
+           "Order one ergonomic keyboard (KB-ERGO-2) for customer cus_51Hq7 to their default "
+           "address.", "transaction", domain="retail", design_seed="create_order_timeout")
+    first = None
+    for n in range(6):
+        i = e.call("create_order", _CREATE_ORDER,
+                   "TimeoutError: order-service did not respond within 15s", kind="write",
+                   status="timeout", took=15.0)
+        if n == 1:
+            first = i
+        if n == 2:
+            e.say("The order service is timing out. Trying again.")
+    assert first is not None
+    return e.loop("write_duplicate", first,
+                  "create_order times out (UNKNOWN, not failed) and is retried 5 times without "
+                  "looking up whether an order was created")
+
+
+@case
+def design_seed_ok_create_order_reconcile() -> dict[str, Any]:
+    e = Ep("corpus-design-seed-ok-create-order-reconcile", "design_seed",
+           "Order one ergonomic keyboard (KB-ERGO-2) for customer cus_51Hq7 to their default "
+           "address.", "transaction", domain="retail", design_seed="create_order_timeout")
+    e.call("create_order", _CREATE_ORDER, "TimeoutError: order-service did not respond within "
+           "15s", kind="write", status="timeout", took=15.0)
+    e.say("The request timed out, which doesn't mean it failed. Checking for a new order before "
+          "doing anything else.")
+    e.call("list_orders", {"customer_id": "cus_51Hq7", "created_after": "2024-06-11T13:58:00Z"},
+           j([{"order_id": "ORD-77120945", "sku": "KB-ERGO-2", "quantity": 1,
+               "status": "confirmed", "created_at": "2024-06-11T13:58:41Z"}]), kind="read")
+    e.say("The order went through despite the timeout: ORD-77120945, one KB-ERGO-2, confirmed. "
+          "No second order was placed.")
+    return e.legit("write_retry_legit",
+                   "the timed-out write is reconciled by a look-up that finds the order, so it "
+                   "is not retried")
+
+
+@case
+def design_seed_loop_unrequested_repeat() -> dict[str, Any]:
+    e = Ep("corpus-design-seed-loop-unrequested-repeat", "design_seed",
+           "Buy one pack of A4 printer paper (500 sheets) for the office, the usual brand.",
+           "transaction", domain="retail", design_seed="buy_another_one")
+    e.call("search_catalog", {"query": "A4 paper 500 sheets Navigator"},
+           j([{"sku": "NAV-A4-500", "name": "Navigator Universal A4 80gsm, 500 sheets",
+               "price": "6.49"}]), kind="read")
+    first = None
+    for n, oid in enumerate(["PO-33810", "PO-33811", "PO-33812", "PO-33813", "PO-33814"]):
+        i = e.call("create_order", {"sku": "NAV-A4-500", "quantity": 1,
+                                    "deliver_to": "office-main"},
+                   {"order_id": oid, "status": "confirmed", "total": "6.49"}, kind="write")
+        if n == 1:
+            first = i
+        if n == 2:
+            e.say("Placing the order for the printer paper.")
+    assert first is not None
+    return e.loop("write_duplicate", first,
+                  "one pack was asked for; create_order succeeds 5 times in a row with new "
+                  "order ids and no user request between")
+
+
+@case
+def design_seed_ok_buy_another() -> dict[str, Any]:
+    e = Ep("corpus-design-seed-ok-buy-another", "design_seed",
+           "Buy one pack of A4 printer paper (500 sheets) for the office, the usual brand.",
+           "transaction", domain="retail", design_seed="buy_another_one")
+    e.call("search_catalog", {"query": "A4 paper 500 sheets Navigator"},
+           j([{"sku": "NAV-A4-500", "name": "Navigator Universal A4 80gsm, 500 sheets",
+               "price": "6.49"}]), kind="read")
+    args = {"sku": "NAV-A4-500", "quantity": 1, "deliver_to": "office-main"}
+    e.call("create_order", args, {"order_id": "PO-33810", "status": "confirmed",
+                                  "total": "6.49"}, kind="write")
+    e.say("Ordered: PO-33810, one pack of Navigator A4 (500 sheets), €6.49, to the main "
+          "office.")
+    e.user("Actually we'll run out fast this month. Buy another one.")
+    e.call("create_order", args, {"order_id": "PO-33829", "status": "confirmed",
+                                  "total": "6.49"}, kind="write", intent="duplicate")
+    e.say("Done: a second pack, PO-33829. Two packs are on the way.")
+    return e.legit("write_retry_legit",
+                   "'buy another one': the identical create_order is the user's new request and "
+                   "gets a new order id")
+
+
 # ---- end of cases ----
 
 
