@@ -31,36 +31,51 @@ def _cycle(tools: str, rounds: int, *, learn: bool = False) -> list[dict]:
     return steps
 
 
-# (steps, first_loop_step, detector, kind, severity, step it fires at, replay options)
+def _edits(n: int) -> list[dict]:
+    forward = {"path": "calc.py", "old_str": "return a + b", "new_str": "return a - b"}
+    back = {"path": "calc.py", "old_str": "return a - b", "new_str": "return a + b"}
+    return [
+        tool("str_replace_editor", forward if i % 2 == 0 else back, "The file calc.py was edited.")
+        for i in range(n)
+    ]
+
+
+def _fail(name: str, i: int) -> dict:
+    return tool(name, {"attempt": i}, f"Error: {name} refused request {i}", status="error")
+
+
+# (steps, first_loop_step, detector, kind, first flag step (a warning), first kill step, options)
 # fmt: off
 LOOPS = [
     pytest.param(
-        [tool("search_orders", {"q": "late"}, ORDERS)] * 4,
-        2, "exact_repeat", "exact_repeat", "kill", 2, {}, id="exact_repeat",
+        [tool("search_orders", {"q": "late"}, ORDERS)] * 6,
+        2, "exact_repeat", "exact_repeat", 2, 3, {}, id="exact_repeat",
     ),
     pytest.param(
         [
             tool("read", {"p": "a"}, "alpha text one"),
-            tool("read", {"p": "b"}, "beta text two"),
+            tool("ls", {}, "a.txt b.txt c.txt"),
             tool("read", {"p": "a"}, "alpha text one"),
-            tool("read", {"p": "c"}, "gamma text three"),
+            tool("ls", {}, "a.txt b.txt c.txt"),
             tool("read", {"p": "a"}, "alpha text one"),
         ],
-        4, "window_repeat", "exact_repeat", "kill", 4, {}, id="window_repeat",
+        4, "exact_repeat", "exact_repeat", 4, None, {}, id="window-repeat-no-progress",
     ),
     pytest.param(
-        [tool("sql", {"query": LONG_Q + tail}, "no rows matched the query") for tail in "  !?"],
-        2, "fuzzy_repeat", "param_jitter", "warn", 2, {}, id="fuzzy_repeat",
+        [tool("sql", {"query": LONG_Q + tail}, "no rows matched the query") for tail in "  !?.,"],
+        2, "fuzzy_repeat", "param_jitter", 2, 4, {}, id="fuzzy_repeat",
     ),
-    pytest.param(_cycle("ab", 3), 4, "oscillation", "oscillation", "kill", 5, {}, id="osc-2"),
-    pytest.param(_cycle("abc", 3), 8, "oscillation", "oscillation", "kill", 8, {}, id="osc-3"),
+    pytest.param(_cycle("ab", 5), 4, "oscillation", "oscillation", 5, 6, {}, id="osc-2"),
+    pytest.param(_cycle("abc", 3), 8, "oscillation", "oscillation", 8, None, {}, id="osc-3"),
+    pytest.param(_edits(6), 2, "edit_revert", "oscillation", 3, 4, {}, id="edit-revert"),
     pytest.param(
-        [tool("read_file", {"path": "a.py", "offset": o}, "def main(): return 42") for o in (0, 1, 0, 1)],
-        2, "output_stagnation", "param_jitter", "warn", 2, {}, id="param_jitter",
+        [tool("read_file", {"path": "a.py", "offset": o}, "def main(): return 42")
+         for o in (0, 1, 0, 1, 0, 1)],
+        2, "output_stagnation", "param_jitter", 2, 4, {}, id="param_jitter",
     ),
     pytest.param(
         [tool(n, {"q": "x"}, "the same three words back") for n in ("grep", "find", "search")],
-        2, "output_stagnation", "output_stagnation", "warn", 2, {}, id="output_stagnation",
+        2, "output_stagnation", "output_stagnation", 2, None, {}, id="output_stagnation",
     ),
     pytest.param(
         [
@@ -70,11 +85,16 @@ LOOPS = [
             tool("cat", {"p": "a.txt"}, "hello from the file"),
             tool("deploy", {"env": "prod"}, ERROR, status="error"),
         ],
-        4, "repeat_same_error", "repeat_same_error", "kill", 4, {}, id="same_error-block",
+        4, "repeat_same_error", "repeat_same_error", 4, None, {}, id="same_error-with-work-between",
+    ),
+    pytest.param(
+        [tool("deploy", {"env": "prod"}, f"Error: deploy failed at line {n} after {n}.2s",
+              status="error") for n in range(20, 26)],
+        2, "repeat_same_error", "repeat_same_error", 2, 3, {}, id="same_error-varying-text",
     ),
     pytest.param(
         [tool("deploy", {"env": e}, "Error: something went wrong", status="error") for e in "abcd"],
-        2, "repeat_same_error", "repeat_same_error", "warn", 2, {}, id="same_error-args-warn",
+        2, "repeat_same_error", "repeat_same_error", 2, None, {}, id="same_error-args-warn",
     ),
     pytest.param(
         [
@@ -82,38 +102,54 @@ LOOPS = [
             tool("list_items", {"q": "x", "cursor": "p2"}, '{"items":[3,4],"next_cursor":"p2"}'),
             tool("list_items", {"q": "x", "cursor": "p2"}, '{"items":[3,4],"next_cursor":"p2"}'),
         ],
-        2, "cursor_stuck", "cursor_stuck", "warn", 2, {}, id="cursor_stuck",
+        2, "cursor_stuck", "cursor_stuck", 2, None, {}, id="cursor_stuck",
     ),
     pytest.param(
-        [tool("get_operation_status", {"id": "op1"}, "RUNNING", kind="poll", t=i * 100.0) for i in range(6)],
-        4, "poll_timeout", "poll_timeout", "kill", 4, {}, id="poll-deadline",
+        [tool("get_operation_status", {"id": "op1"}, "RUNNING", kind="poll", t=i * 100.0)
+         for i in range(8)],
+        4, "poll_timeout", "poll_timeout", 4, 5, {}, id="poll-deadline",
     ),
     pytest.param(
-        [tool("get_operation_status", {"id": "op1"}, "RUNNING", kind="poll", t=i * 10.0, deadline_s=25)
-         for i in range(5)],
-        3, "poll_timeout", "poll_timeout", "kill", 3, {}, id="poll-own-deadline",
+        [tool("get_operation_status", {"id": "op1"}, "RUNNING", kind="poll", t=i * 10.0,
+              deadline_s=25) for i in range(6)],
+        3, "poll_timeout", "poll_timeout", 3, 4, {}, id="poll-own-deadline",
     ),
     pytest.param(
-        [tool("get_operation_status", {"id": "op1"}, "RUNNING", kind="poll", t=float(i)) for i in range(32)],
-        30, "poll_timeout", "poll_timeout", "kill", 30, {"task_type": "polling"}, id="poll-unchanged",
+        [tool("get_job", {"id": "j1"}, "status: RUNNING", kind="poll", t=i * 30.0) for i in range(8)],
+        3, "poll_timeout", "poll_timeout", 4, 5,
+        {"task": "Start the export; it completes in under 60 seconds."}, id="poll-task-deadline",
+    ),
+    pytest.param(
+        [tool("get_operation_status", {"id": "op1"}, "RUNNING", kind="poll", t=float(i * 6))
+         for i in range(32)],
+        30, "poll_timeout", "poll_timeout", 30, 31,
+        {"task_type": "polling", "task": "It may take a few hours."}, id="poll-unchanged",
     ),
     pytest.param(
         [msg("user", "book it"), *[msg("assistant", f"I will book it now ({i})") for i in range(4)]],
-        3, "monologue", "monologue", "warn", 3, {}, id="monologue",
+        3, "monologue", "monologue", 3, None, {}, id="monologue",
+    ),
+    pytest.param(
+        [msg("user", "book it"),
+         msg("assistant", "I am checking the order status for you right now. " * 4)],
+        1, "monologue", "monologue", 1, None, {}, id="monologue-chant",
+    ),
+    pytest.param(
+        [msg("user", "book it"), msg("assistant", "I will now check the order status for you."),
+         msg("user", "ok"), msg("assistant", "I will now check the order status for you."),
+         msg("user", "please do"), msg("assistant", "I will now check the order status for you!")],
+        5, "monologue", "monologue", 5, None, {}, id="monologue-echo-across-turns",
     ),
     pytest.param(
         [
             tool("create_order", {"sku": "A1"}, "", status="timeout", **W),
             tool("create_order", {"sku": "A1"}, "order 77 created", **W),
         ],
-        1, "write_duplicate", "write_duplicate", "kill", 1, {}, id="write-retry-after-timeout",
+        1, "write_duplicate", "write_duplicate", 1, 1, {}, id="write-retry-after-timeout",
     ),
     pytest.param(
-        [
-            tool("create_order", {"sku": "A1"}, "order 77 created", **W),
-            tool("create_order", {"sku": "A1"}, "order 78 created", **W),
-        ],
-        1, "write_duplicate", "write_duplicate", "kill", 1, {}, id="write-twice-after-ok",
+        [tool("create_order", {"sku": "A1"}, "Error: 409 order already exists", **W)] * 4,
+        1, "write_duplicate", "write_duplicate", 1, 2, {}, id="write-again-no-new-state",
     ),
     pytest.param(
         [
@@ -121,15 +157,12 @@ LOOPS = [
             tool("get_order", {"sku": "A1"}, "order 77 exists", reconciles="w1", found=True),
             tool("create_order", {"sku": "A1"}, "order 78 created", **W),
         ],
-        2, "write_duplicate", "write_duplicate", "kill", 2, {}, id="write-after-found",
+        2, "write_duplicate", "write_duplicate", 2, 2, {}, id="write-after-found",
     ),
     pytest.param(
-        [tool("search_orders", {"q": "late"}, ORDERS)] * 5,
-        2, "repeated_tool_call", "exact_repeat", "kill", 4, {}, id="repeated_tool_call",
-    ),
-    pytest.param(
-        [tool("search", {"q": f"query {i}"}, "not found") for i in range(8)],
-        6, "no_progress", "no_progress", "kill", 6, {"task_type": "lookup"}, id="no_progress",
+        [tool("search", {"q": "start"}, "three result words"),
+         *[_fail(f"svc_{i}", i) for i in range(8)]],
+        6, "no_progress", "no_progress", 6, 8, {"task_type": "lookup"}, id="no_progress",
     ),
 ]
 # fmt: on
@@ -137,15 +170,18 @@ LOOPS = [
 CASE = {p.id: p.values[0] for p in LOOPS}
 
 
-@pytest.mark.parametrize(("steps", "first", "detector", "kind", "severity", "at", "meta"), LOOPS)
-def test_stuck_episode_is_flagged(steps, first, detector, kind, severity, at, meta):
-    """A detector that misses its loop shape, fires too early, or mislabels it fails here."""
+@pytest.mark.parametrize(("steps", "first", "detector", "kind", "at", "kill_at", "meta"), LOOPS)
+def test_stuck_episode_is_flagged(steps, first, detector, kind, at, kill_at, meta):
+    """A detector that misses its loop shape, fires too early, mislabels it, kills at the
+    first sign or never climbs fails here."""
     report = run(steps, loop=True, first_loop_step=first, **meta)
     hits = flags_by(report, detector)
     assert hits, f"{detector} did not fire:\n{describe(report)}"
     flag = hits[0]
-    assert (flag.step, flag.kind, flag.severity) == (at, kind, severity), describe(report)
-    assert flag.step >= first
+    first_sign = "kill" if kill_at == at else "warn"  # only an UNKNOWN write is acted on at once
+    assert (flag.step, flag.kind, flag.severity) == (at, kind, first_sign), describe(report)
+    kills = [f.step for f in hits if f.severity == "kill"]
+    assert kills[:1] == ([kill_at] if kill_at is not None else []), describe(report)
     assert all(f.step >= first for f in report.flags), "an alarm before the loop began"
 
 
@@ -159,9 +195,20 @@ def _poll(outputs: list[str], **extra) -> list[dict]:
 # fmt: off
 LEGIT = [
     pytest.param(_poll(["RUNNING", "RUNNING", "RUNNING", "DONE"], kind="poll"), {}, id="poll-declared"),
+    pytest.param(_poll(["RUNNING", "RUNNING", "RUNNING", "DONE"]), {}, id="poll-undeclared-status"),
     pytest.param(_poll([f"progress {p}% of the job" for p in range(10, 80, 10)]), {}, id="poll-by-shape"),
     pytest.param(
-        [tool("check_background_tasks", {}, "task 1 still running", t=float(i)) for i in range(10)],
+        [tool("get_price", {"symbol": "ACME"}, f"ACME last trade {100 + i * 0.25:.2f} USD",
+              t=60.0 * i) for i in range(20)],
+        {}, id="price-watch-changes-every-time",
+    ),
+    pytest.param(
+        [tool("get_export", {"id": "e1"}, "state: PENDING", kind="poll", t=120.0 * i)
+         for i in range(7)] + [tool("get_export", {"id": "e1"}, "state: DONE", kind="poll", t=840.0)],
+        {"task": "Export the ledger. It usually takes 10-15 minutes."}, id="poll-inside-task-window",
+    ),
+    pytest.param(
+        [tool("check_background_tasks", {}, "task 1 still running", t=10.0 * i) for i in range(10)],
         {}, id="check_background_tasks",
     ),
     pytest.param(
@@ -179,18 +226,72 @@ LEGIT = [
     ),
     pytest.param(
         [
+            tool("create_order", {"sku": "SKU-A1"}, "", status="timeout", **W),
+            tool("list_orders", {"sku": "SKU-A1"}, "no orders for SKU-A1 yet"),
+            tool("create_order", {"sku": "SKU-A1"}, "order 77 created", **W),
+        ],
+        {}, id="write-retry-after-implicit-lookup",
+    ),
+    pytest.param(
+        [
+            tool("charge", {"amount": 30, "idempotency_key": "k-1"}, "", status="timeout", **W),
+            tool("charge", {"amount": 30, "idempotency_key": "k-1"}, "charge ch_1 ok", **W),
+        ],
+        {}, id="write-retry-under-callers-key",
+    ),
+    pytest.param(
+        [
             tool("create_order", {"sku": "A1"}, "order 77 created", **W),
             tool("create_order", {"sku": "A1"}, "order 78 created", intent="duplicate", **W),
         ],
         {}, id="write-intended-duplicate",
     ),
     pytest.param(
+        [tool("create_ticket", {"title": "placeholder"}, f"ticket T-{n} created", **W)
+         for n in (101, 102, 103)],
+        {"task": "Create three identical placeholder tickets titled placeholder."},
+        id="writes-the-task-asks-for",
+    ),
+    pytest.param(
+        [msg("user", "Email the invoice to ana@example.com"),
+         tool("send_email", {"to": "ana@example.com", "doc": "inv-7"}, "sent", **W),
+         msg("assistant", "Sent."), msg("user", "She did not get it, send it again please"),
+         tool("send_email", {"to": "ana@example.com", "doc": "inv-7"}, "sent", **W),
+         msg("assistant", "Sent again.")],
+        {}, id="write-a-new-user-turn-asks-for",
+    ),
+    pytest.param(
         [tool("create_order", {"sku": s}, f"order {n} created", **W) for n, s in enumerate("ABC")],
         {}, id="distinct-writes",
     ),
     pytest.param(
+        [*_edits(2),
+         tool("str_replace_editor", {"path": "calc.py", "old_str": "return a + b",
+                                     "new_str": "return int(a) + int(b)"}, "edited"),
+         tool("run_tests", {}, "12 passed")],
+        {}, id="one-revert-then-a-new-fix",
+    ),
+    pytest.param(
         [tool("search", {"q": f"query {i}"}, "[]") for i in range(14)],
         {"task_type": "lookup"}, id="sweep-of-empty-searches",
+    ),
+    pytest.param(
+        [tool("search_flights", {"route": r}, "No flights found for this route.")
+         for r in ("JFK-SFO", "JFK-OAK", "EWR-SFO", "LGA-SJC", "EWR-OAK", "JFK-SJC", "LGA-SFO")],
+        {"task_type": "lookup"}, id="sweep-nothing-found",
+    ),
+    pytest.param(
+        [x for i in range(6) for x in (
+            tool("condense_context", {}, "context condensed to the key facts so far"),
+            tool("read_file", {"path": f"src/mod{i}.py"}, f"module {i} defines handler_{i} and util_{i}"),
+        )],
+        {"task_type": "coding"}, id="housekeeping-between-progress",
+    ),
+    pytest.param(
+        [tool("fetch", {"url": "u"}, "503 Service Unavailable, try again later", status="error"),
+         tool("fetch", {"url": "u"}, "503 Service Unavailable, try again later", status="error"),
+         tool("fetch", {"url": "u"}, "page body with the answer in it")],
+        {}, id="flaky-call-recovers",
     ),
     pytest.param(
         [tool("sql", {"query": q}, f"{n} rows") for n, q in enumerate([
@@ -221,6 +322,13 @@ LEGIT = [
          msg("assistant", "you are welcome")],
         {}, id="talk-between-tools",
     ),
+    pytest.param(
+        [msg("user", "plan the migration"),
+         msg("assistant", "\n".join(
+             f"Step {i}: move the {t} table to the new cluster and verify row counts."
+             for i, t in enumerate(["users", "orders", "items", "invoices"])))],
+        {}, id="long-message-with-a-repeated-shape",
+    ),
 ]
 # fmt: on
 
@@ -247,18 +355,19 @@ def test_every_default_detector_is_exercised():
             "exact_repeat",
             ("search_orders", "3 times", '{"q":"late"}'),
         ),
-        (CASE["window_repeat"], "window_repeat", ("read", "3 times", '{"p":"a"}')),
+        (CASE["window-repeat-no-progress"], "exact_repeat", ("read", "3 times", '{"p":"a"}')),
         (
-            CASE["same_error-block"],
+            CASE["same_error-with-work-between"],
             "repeat_same_error",
             ("deploy", "3 times", '{"env":"prod"}', "error"),
         ),
         (CASE["same_error-args-warn"], "repeat_same_error", ("deploy", "3 times", '{"env":"c"}')),
         (CASE["fuzzy_repeat"], "fuzzy_repeat", ("sql", "3 times", "find every user")),
         (CASE["osc-2"], "oscillation", ("tool_a", "tool_b", "3 full cycles", '{"q":1}')),
+        (CASE["edit-revert"], "edit_revert", ("str_replace_editor", "calc.py", "2 full")),
         (CASE["poll-deadline"], "poll_timeout", ("get_operation_status", '{"id":"op1"}', "300")),
         (
-            CASE["write-twice-after-ok"],
+            CASE["write-again-no-new-state"],
             "write_duplicate",
             ("create_order", '{"sku":"A1"}', "step 0"),
         ),
@@ -271,48 +380,83 @@ def test_correction_names_tool_count_and_arguments(steps, detector, needles):
         assert needle in message
 
 
+def _spin(m: EpisodeMonitor, n: int) -> list:
+    """Drive ``n`` identical reads as a live enforce guard would (blocked calls do not run)."""
+    decisions = []
+    for i in range(n):
+        d = m.before_call(ToolCall("search_orders", {"q": "late"}, call_id=f"c{i}"))
+        decisions.append(d)
+        ran = d.action in ("allow", "warn")
+        m.after_call(
+            ToolResult(ORDERS if ran else None, status="ok" if ran else "blocked", call_id=f"c{i}")
+        )
+    return decisions
+
+
 def test_block_hands_back_the_cached_result_with_the_correction():
     """A block that returns silence instead of the last result plus a correction fails here."""
-    m = EpisodeMonitor()
-    for i in range(2):
-        assert (
-            m.before_call(ToolCall("search_orders", {"q": "late"}, call_id=f"c{i}")).action
-            == "allow"
-        )
-        m.after_call(ToolResult(ORDERS, call_id=f"c{i}"))
-    d = m.before_call(ToolCall("search_orders", {"q": "late"}, call_id="c2"))
+    d = _spin(EpisodeMonitor(), 4)[-1]
     assert d.action == "block" and d.is_kill
     assert d.cached_output_hash == output_hash(ORDERS)
     assert d.correction is not None and "search_orders" in d.correction
     assert d.diagnostic is not None and d.diagnostic["decided_by"] == "exact_repeat"
 
 
-def test_live_blocks_then_repeated_tool_call_stop():
-    """Blocked calls fed back as status=blocked must still count towards stop_after_blocks."""
+def test_ladder_warns_then_blocks_then_stops():
+    """A guard that kills at the first sign, or stays silent while the loop goes on, fails."""
     m = EpisodeMonitor()
-    actions = []
-    for i in range(5):
-        d = m.before_call(ToolCall("search_orders", {"q": "late"}, call_id=f"c{i}"))
-        actions.append(d.action)
-        ran = d.action == "allow"
-        m.after_call(
-            ToolResult(ORDERS if ran else None, status="ok" if ran else "blocked", call_id=f"c{i}")
-        )
-    assert actions == ["allow", "allow", "block", "block", "stop"]
+    decisions = _spin(m, 6)
+    assert [d.action for d in decisions] == ["allow", "allow", "warn", "block", "stop", "stop"]
+    assert [f.rung for d in decisions for f in d.new_flags] == [0, 1, 2]
     assert m.summary()["stop_reason"] == "repeated_tool_call"
     diag = m.stopped.diagnostic
     assert diag["terminated_by"] == "repeated_tool_call"
     assert diag["last_progress_step"] == 0 and "No progress" in diag["hint"]
 
 
-@pytest.mark.parametrize("blocks", [1, 2, 3])
-def test_stop_after_blocks_is_configurable(blocks):
-    """An off-by-one in the blocks-then-stop rule moves the stop step and fails here."""
-    report = run(
-        [tool("search_orders", {"q": "late"}, ORDERS)] * 8, Policy(stop_after_blocks=blocks)
-    )
-    assert report.stop is not None and report.stop.stop_reason == "repeated_tool_call"
-    assert report.stop.step == 2 + blocks
+def test_progress_after_a_warning_puts_the_condition_back_at_the_bottom():
+    """A ladder that climbs across progress (a kill of a run that learned something) fails."""
+    m = EpisodeMonitor()
+    _spin(m, 3)  # warned at the third
+    m.before_call(ToolCall("get_order", {"id": 1}, call_id="n"))
+    m.after_call(ToolResult("order 1: shipped yesterday by courier", call_id="n"))
+    again = _spin(m, 1)[0]
+    assert again.action == "allow"
+
+
+def test_a_new_user_turn_starts_a_new_intent():
+    """Repeats counted across a new request from the user fail here."""
+    m = EpisodeMonitor()
+    _spin(m, 4)  # warned, then blocked
+    m.on_message("user", "now look again please, I just changed something")
+    assert [d.action for d in _spin(m, 3)] == ["allow", "allow", "warn"]
+
+
+@pytest.mark.parametrize(
+    ("rungs", "actions"),
+    [
+        (["warn", "warn", "block", "stop"], ["warn", "warn", "block", "stop"]),
+        (["block", "stop"], ["block", "stop", "stop", "stop"]),
+        (["warn"], ["warn", "warn", "warn", "warn"]),
+    ],
+)
+def test_ladders_are_configurable_per_detector(rungs, actions):
+    """A policy's rungs that do not reach the monitor fail here."""
+    m = EpisodeMonitor(Policy(ladders={"exact_repeat": rungs}))
+    assert [d.action for d in _spin(m, 6)][2:] == actions
+
+
+def test_ladders_are_configurable_per_task_type():
+    """Task-type rungs that do not win over the detector's own fail here."""
+    policy = Policy(task_ladders={"coding": {"exact_repeat": ["warn"]}})
+    assert _spin(EpisodeMonitor(policy, task_type="coding"), 5)[-1].action == "warn"
+    assert _spin(EpisodeMonitor(policy, task_type="lookup"), 5)[-1].action == "stop"
+
+
+def test_actions_cap_the_ladder():
+    """``actions: {detector: "warn"}`` that still lets the detector kill fails here."""
+    m = EpisodeMonitor(Policy(actions={"exact_repeat": "warn"}))
+    assert {d.action for d in _spin(m, 8)} == {"allow", "warn"}
 
 
 @pytest.mark.parametrize("task_type", [*DEFAULT_NO_PROGRESS_K, None, "unheard-of"])
@@ -320,15 +464,17 @@ def test_no_progress_breaker_trips_at_k_for_the_task_type(task_type):
     """A breaker that ignores the task type's K (or counts a repeat, not no-progress) fails."""
     k = Policy().k_for(task_type)
     report = run(
-        [tool("search", {"q": f"query {i}"}, "not found") for i in range(k + 3)],
+        [tool("search", {"q": "start"}, "three result words"),
+         *[_fail(f"svc_{i}", i) for i in range(k + 3)]],
         task_type=task_type,
     )
     breaker = flags_by(report, "no_progress")
-    assert [f.step for f in breaker][:1] == [k], describe(report)
+    assert [(f.step, f.action) for f in breaker][:3] == [
+        (k, "warn"), (k + 1, "warn"), (k + 2, "stop")], describe(report)
     diag = report.stop.diagnostic
     assert diag["terminated_by"] == "no_progress"
-    assert (diag["limit"], diag["consumed"], diag["last_progress_step"]) == (k, k, 0)
-    assert diag["hint"] == f"No progress in the last {k} tool calls."
+    assert (diag["limit"], diag["consumed"], diag["last_progress_step"]) == (k, k + 2, 0)
+    assert diag["hint"] == f"No progress in the last {k + 2} tool calls."
 
 
 def _drive_calls(m: EpisodeMonitor, n: int, *, status: str = "ok") -> list:
@@ -419,7 +565,7 @@ def test_reconcile_found_blocks_the_retry_and_hands_back_the_recorded_result():
     m.after_call(ToolResult("order 77 exists", call_id="r1"))
     retry = m.before_call(ToolCall("create_order", {"sku": "A1"}, call_id="w2", kind="write"))
     assert retry.action == "block" and retry.reason == "write_duplicate"
-    assert retry.cached_output_hash is not None and "already succeeded" in retry.correction
+    assert retry.cached_output_hash is not None and "it happened" in retry.correction
     m.after_call(ToolResult(status="blocked", call_id="w2"))
     again = ToolCall("create_order", {"sku": "A1"}, call_id="w3", kind="write", intent="duplicate")
     assert m.before_call(again).action == "allow"

@@ -245,10 +245,10 @@ def test_report_as_dict_shape():
         "step": 2,
         "detector": "exact_repeat",
         "kind": "exact_repeat",
-        "severity": "kill",
+        "severity": "warn",
     }
     assert all(set(f) == {"step", "detector", "kind", "severity"} for f in data["flags"])
-    assert report.first_flag.step == 2 and report.first_kill.step == 2
+    assert report.first_flag.step == 2 and report.first_kill.step == 3
 
 
 def test_summary_counts():

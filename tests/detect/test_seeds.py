@@ -28,7 +28,7 @@ def test_seed000_key_order_is_the_same_call_and_repeats_are_blocked():
         d = m.before_call(ToolCall("search", args, call_id=f"c{i}"))
         actions.append(d.action)
         m.after_call(ToolResult("policy doc 12: refunds within 30 days", call_id=f"c{i}"))
-    assert actions == ["allow", "allow", "block", "block"]
+    assert actions == ["allow", "allow", "warn", "block"]
 
 
 def test_seed000_budget_of_three_stops_the_fourth_call_before_it_runs():
@@ -57,7 +57,7 @@ def _round(m: EpisodeMonitor, i: int, args: dict, output: str) -> str:
     assert m.before_model_call(t=float(i)).action == "allow"
     m.after_model_call(tokens=50)
     d = m.before_call(ToolCall("read_file", args, call_id=f"c{i}", t=float(i)))
-    ran = d.action == "allow"
+    ran = d.action in ("allow", "warn")
     m.after_call(
         ToolResult(
             output if ran else None, status="ok" if ran else "blocked", call_id=f"c{i}", t=float(i)
@@ -81,7 +81,7 @@ def test_seed001_identical_reads_stop_with_repeated_tool_call():
     """A repeat guard that only nags (never stops) or names the wrong stop reason fails here."""
     m = EpisodeMonitor(task_type="coding")
     actions = [_round(m, i, {"path": "README.md"}, "# project readme") for i in range(6)]
-    assert actions[:5] == ["allow", "allow", "block", "block", "stop"]
+    assert actions[:5] == ["allow", "allow", "warn", "block", "stop"]
     assert m.summary()["stop_reason"] == "repeated_tool_call"
     assert m.stopped.diagnostic["tool"] == "read_file"
     # the stopped call's result is still paired and recorded (resumable, replayable)
@@ -91,12 +91,16 @@ def test_seed001_identical_reads_stop_with_repeated_tool_call():
 # -- seed 003: window, fuzzy, exemption, required tools -----------------------------------------
 
 
-def test_seed003_window_blocks_the_third_a_in_a_b_a_c_a():
-    """A consecutive-only repeat counter misses A,B,A,C,A; fails here."""
-    steps = [tool(name, {"q": name}, f"{name} text result") for name in "ABACA"]
-    report = run(steps)
-    kills = [f for f in report.flags if f.severity == "kill"]
-    assert [(f.step, f.detector) for f in kills] == [(4, "window_repeat")], describe(report)
+def test_seed003_window_catches_the_third_a_in_a_b_a_c_a_when_nothing_is_learned():
+    """A consecutive-only repeat counter misses A,B,A,C,A (B and C telling nothing new) and
+    fails here; so does one that counts A's repeats across calls that did bring news."""
+    stuck = [tool(n, {"q": n}, "A text result" if n == "A" else "nothing new here")
+             for n in "ABACAA"]
+    report = run(stuck)
+    assert [(f.step, f.detector, f.action) for f in report.flags][:2] == [
+        (4, "exact_repeat", "warn"), (5, "exact_repeat", "block")], describe(report)
+    learning = [tool(n, {"q": n}, f"{n} text result") for n in "ABACA"]
+    assert run(learning).flags == ()
 
 
 LONG = "SELECT name, email FROM users WHERE created_at < '2020-01-01' AND active = 1 ORDER BY name"
@@ -141,10 +145,10 @@ def test_seed003_fuzzy_as_written_ignores_the_output():
 
 def test_seed003_check_background_tasks_is_exempt():
     """A repeat guard that blocks the background-task status tool fails here."""
-    steps = [tool("check_background_tasks", {}, "1 task running", t=float(i)) for i in range(12)]
+    steps = [tool("check_background_tasks", {}, "1 task running", t=float(i)) for i in range(30)]
     report = run(steps)
     assert report.flags == (), describe(report)
-    same_but_other_tool = [tool("check_tasks", {}, "1 task running", t=float(i)) for i in range(3)]
+    same_but_other_tool = [tool("check_tasks", {}, "1 task listed", t=float(i)) for i in range(3)]
     assert flags_by(run(same_but_other_tool), "exact_repeat")
 
 

@@ -2,8 +2,8 @@
 
 Seed 001's consecutive rule and seed 003's "3 of the last 6" are one rule here: identical
 calls (same signature, same output) are counted among the last ``window`` calls, but only
-inside the current no-progress stretch, plus the one earlier call that first brought the
-result. A housekeeping call repeated between steps that each bring new information never
+inside the current no-progress stretch, plus the one earlier call of the same user turn that
+first brought the result. A housekeeping call repeated between steps that each bring new information never
 adds up; a read repeated while nothing else is learned does.
 """
 
@@ -33,16 +33,16 @@ class ExactRepeat:
         stats = history.stats(candidate.signature)
         if stats is None or stats.last_status not in ("ok", "blocked"):
             return None
-        inside = 0
+        count = 1
         for step in reversed(history.recent(self.window - 1)):
             if step.signature != candidate.signature:
                 continue
             if step.output_hash != candidate.output_hash or step.status == "error":
                 return None
-            if not history.in_stretch(step):
+            if not history.in_stretch(step):  # the call that first brought the result
+                count += history.in_turn(step)
                 break
-            inside += 1
-        count = 1 + inside + (1 if stats.calls > inside else 0)
+            count += 1
         if count < self.threshold:
             return None
         return Finding(

@@ -15,7 +15,8 @@ class FuzzyRepeat:
     ``fuzzy_threshold`` times within the window (the current call included). With
     ``fuzzy_requires_same_output`` (the default) a similar call counts only if its output
     carried the same information as this one: the edits changed nothing. Only calls inside
-    the current no-progress stretch count.
+    the current no-progress stretch count, plus the one that first brought the answer. As
+    written (``fuzzy_requires_same_output=False``) the rule counts arguments alone.
 
     Exact repeats are the other detectors' business; this one needs at least two distinct
     argument texts among the matches.
@@ -49,8 +50,11 @@ class FuzzyRepeat:
             and len(s.args_text) >= self.min_chars
             and similar(mine, self._grams_of(s), self.similarity)
             and (not self.same_output or s.index in step.same_info)
-            and history.in_stretch(s)
         ]
+        if self.same_output:  # progress-first: the stretch, plus the call that began it
+            inside = [s for s in matches if history.in_stretch(s)]
+            first = [s for s in matches if not history.in_stretch(s) and history.in_turn(s)]
+            matches = inside + first[-1:]
         oldest = history.steps[0].index if history.steps else step.index
         self._grams = {i: g for i, g in self._grams.items() if i >= oldest}
         self._grams[step.index] = mine

@@ -62,6 +62,7 @@ class History:
         "task_deadline_s",
         "task_type",
         "turn",
+        "turn_start",
         "writes",
     )
 
@@ -75,6 +76,8 @@ class History:
         """Steps from this index on make up the current no-progress stretch."""
         self.turn = 0
         """User turns so far (1 once the task has been given)."""
+        self.turn_start = 0
+        """The first step of the current user turn."""
         self.task_type: str | None = None
         self.task_deadline_s: float | None = None
         """A polling deadline the task's text states, if any."""
@@ -87,6 +90,10 @@ class History:
     def in_stretch(self, step: StepView) -> bool:
         """Whether ``step`` is inside the current no-progress stretch."""
         return step.index >= self.stretch_start
+
+    def in_turn(self, step: StepView) -> bool:
+        """Whether ``step`` belongs to the current user turn."""
+        return step.index >= self.turn_start
 
     def __iter__(self) -> Iterator[StepView]:
         return iter(self.steps)
@@ -110,11 +117,6 @@ class History:
     def stats(self, signature: str) -> SignatureStats | None:
         """Stats of ``signature``, or ``None`` if it has not been called."""
         return self._by_sig.get(signature)
-
-    def is_changing(self, signature: str) -> bool:
-        """True when the same call has returned different outputs: polling by shape."""
-        stats = self._by_sig.get(signature)
-        return stats is not None and len(stats.outputs) > 1
 
     def append(self, step: StepView) -> None:
         """Record a completed step and update the aggregates."""
@@ -141,11 +143,10 @@ class History:
         elif step.status == "ok":
             stats.fail_run = 0
             stats.fails = []
-        if len(stats.outputs) < MAX_OUTPUTS_PER_SIGNATURE:
+        if step.status == "ok" and len(stats.outputs) < MAX_OUTPUTS_PER_SIGNATURE:
             stats.outputs.add(step.output_hash)
         self.steps.append(step)
         self._recent.clear()
         if step.status != "blocked":
             self.seen_outputs.add(step.output_hash)
-            if step.loose:
-                self.seen_loose.add(step.loose)
+            self.seen_loose.add(f"{step.tool}\x00{step.loose}")

@@ -171,7 +171,7 @@ class EpisodeMonitor:
             t=call.t,
             call_id=call.call_id,
             deadline_s=deadline,
-            loose=loose_text(f"{call.tool} {args_text}") if args_text else signature,
+            loose=loose_text(args_text) if args_text else signature,
             idempotency_key=key,
             intent=intent,
         )
@@ -206,7 +206,13 @@ class EpisodeMonitor:
         history = self.history
         stats = history.stats(cand.signature)
         kind = cand.kind
-        if kind is None and stats is not None and digest not in stats.outputs:
+        if (
+            kind is None
+            and result.status == "ok"
+            and stats is not None
+            and stats.outputs
+            and digest not in stats.outputs
+        ):
             kind = "poll"  # same call, changing output: polling by shape
         step = StepView(
             index=cand.index,
@@ -241,7 +247,7 @@ class EpisodeMonitor:
         if kind == "write" and pending.key is not None:
             write_status = self.writes.after(step, pending.key)
         reconciled = self._reconcile(pending.call, step)
-        step.progress = self._progress(step, stats)
+        step.progress = self._progress(step, stats, declared=self._declared(pending.call))
         self._count_progress(step)
         step.output = step.args = None  # the history keeps hashes and sketches, not content
         history.append(step)
@@ -297,7 +303,15 @@ class EpisodeMonitor:
         self.history.stretch_start = self.steps
         self.last_progress_step = self.steps - 1 if self.steps else None
 
-    def _progress(self, step: StepView, stats: Any) -> str | None:
+    def _declared(self, call: ToolCall) -> bool:
+        """Whether the call is a poll by declaration or configuration (not by its look)."""
+        return (
+            call.kind == "poll"
+            or self.policy.tool_kinds.get(call.tool) == "poll"
+            or call.tool in self.policy.poll_tools
+        )
+
+    def _progress(self, step: StepView, stats: Any, *, declared: bool) -> str | None:
         if step.status != "ok":
             return None  # blocked, failed or timed out: nothing learned
         words = step.words
@@ -312,8 +326,8 @@ class EpisodeMonitor:
                 words is None or words != stats.last_words
             ):
                 return "state_change"
-            return "waiting" if self._waiting(step, stats) else None
-        new_call = step.loose not in self.history.seen_loose
+            return "waiting" if self._waiting(step, stats, declared) else None
+        new_call = f"{step.tool}\x00{step.loose}" not in self.history.seen_loose
         if words is not None and not words:  # an empty output ("", "[]") tells nothing;
             return "new_action" if new_call else None  # a new call is an action
         if step.output_hash in self.history.seen_outputs or any(
@@ -328,14 +342,13 @@ class EpisodeMonitor:
             return "cursor_advance"
         return "new_info"
 
-    def _waiting(self, step: StepView, stats: Any) -> bool:
-        """An unchanged poll is waiting while its status is on its way, the calls are paced
-        and its deadline has not passed."""
-        if not stats.transitional:
-            return False
-        gap = step.t - stats.last_t
-        if 0 < gap < self.policy.poll_min_interval_s:
-            return False  # hammering, not waiting
+    def _waiting(self, step: StepView, stats: Any, declared: bool) -> bool:
+        """An unchanged poll is waiting until its deadline when it is declared a poll; an
+        undeclared one needs the evidence: a status on its way, asked at a pace."""
+        if not declared:
+            gap = step.t - stats.last_t
+            if not stats.transitional or 0 < gap < self.policy.poll_min_interval_s:
+                return False  # a fixed answer, or hammering: not waiting
         deadline = step.deadline_s or self.history.default_deadline_s
         return step.t - stats.first_t <= deadline
 
@@ -357,7 +370,7 @@ class EpisodeMonitor:
         history = self.history
         first = history.turn == 0
         history.turn = turn
-        history.stretch_start = self.steps
+        history.stretch_start = history.turn_start = self.steps
         self.streak = 0
         self.ladder.reset()
         self.writes.new_turn()

@@ -49,13 +49,17 @@ def same_info_indexes(
 
 
 def nudged(steps: list[StepView]) -> bool:
-    """Whether some two of ``steps`` ask the same thing: equal loosened arguments (a revisit,
-    a rewording) or loosened arguments at least 80% alike by 3-grams."""
-    texts = [s.loose for s in steps]
-    if len(set(texts)) < len(texts):
+    """Whether some two of ``steps`` ask one tool the same thing: equal loosened arguments (a
+    revisit, a rewording) or long loosened arguments at least 80% alike by 3-grams."""
+    asked = [(s.tool, s.loose) for s in steps]
+    if len(set(asked)) < len(asked):
         return True
-    grams = [trigrams(t) for t in texts if len(t) >= NUDGE_MIN_CHARS]
-    return any(similar(a, b, 0.8) for i, a in enumerate(grams) for b in grams[i + 1 :])
+    grams = [(tool, trigrams(text)) for tool, text in asked if len(text) >= NUDGE_MIN_CHARS]
+    return any(
+        tool == other and similar(a, b, 0.8)
+        for i, (tool, a) in enumerate(grams)
+        for other, b in grams[i + 1 :]
+    )
 
 
 class OutputStagnation:
@@ -80,7 +84,7 @@ class OutputStagnation:
             if s.index in step.same_info and self._informative(s):
                 if history.in_stretch(s):
                     same.append(s)
-                else:
+                elif history.in_turn(s):
                     before_stretch = True
         count = len(same) + 1 + before_stretch
         signatures = {s.signature for s in same} | {step.signature}

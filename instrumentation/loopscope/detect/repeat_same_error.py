@@ -16,9 +16,11 @@ from .policy import Policy
 class RepeatSameError:
     """Two rules.
 
-    Before a call: the same call (same signature) has failed on its last attempts inside the
-    no-progress stretch; the ``error_threshold``-th attempt (one more when the failure reads
-    as transient: 503, rate limit, "try again") is the first sign. After a call: one tool
+    Before a call: the same call (same signature) has failed on every attempt since its last
+    success, whatever else happened in between (nothing about the call changed, so neither
+    will its result); the ``error_threshold``-th attempt (one more when the failure reads as
+    transient: 503, rate limit, "try again") is the first sign. The ladder climbs only while
+    nothing else makes progress. After a call: one tool
     keeps failing with the same masked error for different arguments; that is a warning
     only (the agent is changing something, if not the right thing).
     """
@@ -38,7 +40,7 @@ class RepeatSameError:
             return None
         if candidate.kind == "write" and stats.last_status == "timeout":
             return None  # an UNKNOWN write: the ledger's business, not a repeated failure
-        failures = sum(1 for i in stats.fails if i >= history.stretch_start)
+        failures = len(stats.fails)  # since its last success, whatever happened in between
         count = failures + 1
         if failures == 0 or count < self.threshold + (1 if stats.fail_transient else 0):
             return None
