@@ -16,6 +16,9 @@ page = st.navigation({
         st.Page("views/labels.py", title="Labels", icon=":material/label:"),
         st.Page("views/importer.py", title="Import", icon=":material/upload_file:"),
     ],
+    "Tune": [
+        st.Page("views/policy.py", title="Policy", icon=":material/tune:", url_path="policy"),
+    ],
 })
 try:
     sidebar.render()

@@ -282,3 +282,28 @@ def _empty(fig: go.Figure, message: str) -> go.Figure:
                        yref="paper", font={"size": 14, "color": "#888"})
     fig.update_layout(height=220)
     return fig
+
+
+def sweep_chart(sweep: pd.DataFrame, setting: str) -> go.Figure:
+    """Loops caught and false kills for each value of one policy setting (the Policy page's
+    sweep): a good value catches many loops for few false kills.
+
+    ``sweep`` has the ``setting`` column and ``caught``, ``labelled_loops``, ``false_kills``.
+    """
+    fig = go.Figure()
+    if sweep.empty:
+        return _empty(fig, "no runs to replay")
+    x = sweep[setting].astype(str)
+    fig.add_trace(go.Scatter(x=x, y=sweep["caught"], mode="lines+markers",
+                             name="loops caught", line={"color": "#2ca02c"},
+                             customdata=sweep[["labelled_loops"]].values,
+                             hovertemplate=f"{setting} %{{x}}: %{{y}} of %{{customdata[0]}} "
+                                           "labelled loops caught<extra></extra>"))
+    fig.add_trace(go.Scatter(x=x, y=sweep["false_kills"], mode="lines+markers",
+                             name="false kills", line={"color": ALERT_COLOR},
+                             hovertemplate=f"{setting} %{{x}}: %{{y}} false kills"
+                                           "<extra></extra>"))
+    fig.update_xaxes(title_text=setting, type="category")
+    fig.update_yaxes(title_text="runs", rangemode="tozero")
+    fig.update_layout(height=320, margin={"t": 30, "b": 30}, hovermode="x unified")
+    return fig

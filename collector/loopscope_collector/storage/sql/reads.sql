@@ -564,3 +564,51 @@ left join episodes e using (episode_id)
 where ($episode_id is null or l.episode_id = $episode_id)
 order by l.labelled_at desc, l.episode_id
 limit coalesce($limit, 200);
+
+-- name: replay_episodes
+-- The episodes the Policy page replays, newest first (at most $limit, default 10000), filtered
+-- as episode_list, with what a replay needs: task type, outcome, cost, the scenario label and
+-- the human label (true_loop / no_loop on the episode; false_kill anywhere in it).
+select e.episode_id, e.service, e.agent, e.task_type, e.outcome, e.cost_usd, e.guard_mode,
+       e.stop_reason, e.scenario_loop, e.scenario_first_loop_step,
+       (select max(l.label) from labels l where l.episode_id = e.episode_id
+            and l.span_id = '' and l.label in ('true_loop', 'no_loop')) as human_label,
+       exists (select 1 from labels l where l.episode_id = e.episode_id
+            and l.label = 'false_kill') as human_false_kill
+from episodes e
+where ($service is null or e.service = $service)
+  and ($agent is null or e.agent = $agent)
+  and ($model is null or e.model = $model)
+  and ($outcome is null or e.outcome = $outcome)
+  and ($since_ns is null or e.start_ns >= $since_ns)
+  and ($until_ns is null or e.start_ns < $until_ns)
+  and ($tool is null or e.episode_id in (
+        select t.episode_id from tool_calls t where t.tool = $tool))
+order by coalesce(e.end_ns, e.start_ns) desc nulls last, e.episode_id
+limit coalesce($limit, 10000);
+
+-- name: replay_calls
+-- The tool calls of the episodes replay_episodes returns for the same parameters, as the
+-- collector's detection is fed them (the columns of ToolCallRow that detection reads), in
+-- episode and call order.
+with chosen as (
+    select e.episode_id
+    from episodes e
+    where ($service is null or e.service = $service)
+      and ($agent is null or e.agent = $agent)
+      and ($model is null or e.model = $model)
+      and ($outcome is null or e.outcome = $outcome)
+      and ($since_ns is null or e.start_ns >= $since_ns)
+      and ($until_ns is null or e.start_ns < $until_ns)
+      and ($tool is null or e.episode_id in (
+            select t.episode_id from tool_calls t where t.tool = $tool))
+    order by coalesce(e.end_ns, e.start_ns) desc nulls last, e.episode_id
+    limit coalesce($limit, 10000)
+)
+select t.trace_id, t.span_id, t.episode_id, t.service, t.tool, t.start_ns, t.end_ns,
+       t.convention, t.call_id, t.kind, t.step, t.signature, t.args_text, t.output_hash,
+       t.output_text, t.status, t.idempotency_key, t.intent, t.deadline_s, t.tokens_in,
+       t.tokens_out, t.cost_usd
+from tool_calls t
+semi join chosen c on c.episode_id = t.episode_id
+order by t.episode_id, t.start_ns, t.step nulls last, t.span_id;

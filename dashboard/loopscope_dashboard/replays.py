@@ -1,0 +1,420 @@
+"""The Policy page's engine: stored runs replayed through the detection core under a policy.
+
+Runs come from the store as the collector's detection sees them (the ``replay_episodes`` and
+``replay_calls`` reads), become ``Episode`` records by the collector's own rule
+(``otlp_files.episodes_from_rows``), and go through ``loopscope.detect.replay.replay`` in
+enforce mode: the same core the guard and the collector run, never a re-implementation.
+
+A policy is edited generically, field by field over ``dataclasses.fields(Policy)``, and built
+with ``Policy.from_mapping``, so a field the core adds appears here without a change. Numbers
+and switches get inputs; any other field is edited as JSON, exactly as a policy file holds it.
+
+The verdicts are scored against the runs' labels, with the metrics' label sources (a human
+label, else the run's scenario label; docs/metrics.md): a loop is *caught* when a flag lands at
+or after its first loop step; a *false kill* is a detector's block or stop on a run labelled
+no loop (or a human false_kill), or one before the labelled loop began. Budget stops are the
+user's cap: counted apart, never as false kills.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import pandas as pd
+
+from loopscope.detect import Policy
+from loopscope.detect.replay import Episode, replay
+from loopscope_collector.otlp_files import episodes_from_rows
+from loopscope_collector.rows import ToolCallRow
+
+ACTIONS: Final = ("allow", "warn", "block", "stop")
+_RANK: Final = {name: i for i, name in enumerate(ACTIONS)}
+_ROW_FIELDS: Final = frozenset(f.name for f in dataclasses.fields(ToolCallRow))
+
+
+# -- a policy as plain data ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One field of ``Policy`` as the page edits it: ``widget`` is ``bool``, ``int``, ``float``
+    or ``json``; ``default`` is the field's default as plain JSON data."""
+
+    name: str
+    widget: str
+    default: Any
+    doc: str
+
+
+def plain(value: Any) -> Any:
+    """A policy value as JSON data: dataclasses as objects, sets sorted, mappings as dicts."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, frozenset | set):
+        return sorted(plain(v) for v in value)
+    if isinstance(value, tuple | list):
+        return [plain(v) for v in value]
+    return value
+
+
+def settings() -> list[Setting]:
+    """Every field of ``Policy``, in declaration order, with its default and docstring."""
+    defaults = Policy()
+    docs = _field_docs()
+    found = []
+    for f in dataclasses.fields(Policy):
+        value = getattr(defaults, f.name)
+        if isinstance(value, bool):
+            widget = "bool"
+        elif isinstance(value, int):
+            widget = "int"
+        elif isinstance(value, float):
+            widget = "float"
+        else:
+            widget = "json"
+        found.append(Setting(f.name, widget, plain(value), docs.get(f.name, "")))
+    return found
+
+
+def _field_docs() -> dict[str, str]:
+    """The attribute docstrings of ``Policy`` (the string right after a field), by field."""
+    import ast
+    import inspect
+    import itertools
+
+    try:
+        tree = ast.parse(inspect.getsource(Policy))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    docs: dict[str, str] = {}
+    for before, node in itertools.pairwise(body):
+        if (isinstance(before, ast.AnnAssign) and isinstance(before.target, ast.Name)
+                and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)):
+            docs[before.target.id] = " ".join(node.value.value.split())
+    return docs
+
+
+def build(changes: Mapping[str, Any], *, source: str = "the Policy page") -> Policy:
+    """``Policy.from_mapping(changes)``; raises ``ValueError`` naming a bad field."""
+    return Policy.from_mapping(dict(changes), source=source)
+
+
+def changes_of(policy: Policy) -> dict[str, Any]:
+    """The fields where ``policy`` differs from the defaults, as JSON data: a policy file."""
+    defaults = plain(Policy())
+    return {name: value for name, value in plain(policy).items() if value != defaults[name]}
+
+
+def to_json(policy: Policy) -> str:
+    """The policy file ``loopscope.instrument(policy=...)``, ``loopscope collector --policy``
+    and ``loopscope analyze --policy`` read: the settings that differ from the defaults."""
+    return json.dumps(changes_of(policy), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+# -- stored runs as episodes ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRun:
+    """A stored run ready to replay, with its labels and each call's agent step."""
+
+    episode: Episode
+    agent_steps: tuple[int | None, ...]
+    """Per call (replayed step index): the agent's own step, as scenario labels count."""
+    label: bool | None
+    """True a loop, False no loop, None unlabelled (human label first, then scenario)."""
+    label_source: str | None
+    first_loop_step: int | None
+    human_false_kill: bool
+
+
+def stored_runs(episodes: pd.DataFrame,
+                calls: Sequence[Mapping[str, Any]] | pd.DataFrame) -> list[StoredRun]:
+    """The ``replay_episodes`` frame and the ``replay_calls`` rows (as the read returns them:
+    plain dicts, which skips a costly DataFrame round trip) as runs to replay, newest first."""
+    if episodes.empty:
+        return []
+    if isinstance(calls, pd.DataFrame):
+        calls = [{k: _none(v) for k, v in record.items()} for record in
+                 calls.to_dict("records")]
+    rows = [ToolCallRow(**{k: v for k, v in record.items() if k in _ROW_FIELDS})
+            for record in calls]
+    built = {e.episode_id: e for e in episodes_from_rows(rows, [])}
+    steps_of: dict[str, list[int | None]] = {}
+    for row in sorted(rows, key=lambda r: (r.start_ns, -1 if r.step is None else r.step,
+                                           r.span_id)):
+        steps_of.setdefault(row.episode_id, []).append(row.step)
+    runs = []
+    for record in episodes.to_dict("records"):
+        episode_id = record["episode_id"]
+        base = built.get(episode_id) or Episode(episode_id=episode_id, steps=())
+        cost = _none(record.get("cost_usd"))
+        episode = dataclasses.replace(
+            base, task_type=_none(record.get("task_type")), outcome=_none(record.get("outcome")),
+            meta={**base.meta, **({"cost_usd": float(cost)} if cost is not None else {})})
+        human = _none(record.get("human_label"))
+        scenario = _none(record.get("scenario_loop"))
+        if human is not None:
+            label, source = human == "true_loop", "human"
+        elif scenario is not None:
+            label, source = bool(scenario), "scenario"
+        else:
+            label, source = None, None
+        first = _none(record.get("scenario_first_loop_step")) if source == "scenario" else None
+        runs.append(StoredRun(episode, tuple(steps_of.get(episode_id, ())), label, source,
+                              None if first is None else int(first),
+                              bool(_none(record.get("human_false_kill")))))
+    return runs
+
+
+def _none(value: Any) -> Any:
+    """NaN / NaT / pandas NA as None."""
+    try:
+        return None if pd.isna(value) else value
+    except (TypeError, ValueError):  # lists and arrays are values
+        return value
+
+
+# -- replay and score -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What enforce mode under one policy does to one run (calls are 1-based ordinals)."""
+
+    episode_id: str
+    action: str
+    """The strongest action: allow, warn, block or stop."""
+    first_flag_call: int | None
+    first_kill_call: int | None
+    stop_call: int | None
+    stop_reason: str | None
+    budget_stop: bool
+    label: bool | None
+    caught: bool
+    false_kill: bool
+    calls_saved: int
+    cost_saved: float
+
+
+def verdict(run: StoredRun, policy: Policy) -> Verdict:
+    """Replay ``run`` in enforce mode under ``policy`` and judge it against its label."""
+    report = replay(run.episode, policy, mode="enforce")
+    stop = report.stop
+    stop_step = stop.step if stop is not None and stop.step < len(run.episode.steps) else None
+    # the recorded run went on past a stop; under enforce it would have ended there
+    flags = [f for f in report.flags if stop_step is None or f.step <= stop_step]
+    detector_kills = [f for f in flags if f.severity == "kill" and f.kind != "budget"
+                      and f.detector != "budget"]
+    action = max((f.action if f.severity == "kill" else "warn" for f in flags),
+                 key=_RANK.__getitem__, default="allow")
+    budget_stop = stop is not None and stop.stop_reason == "budget"
+    if stop is not None:
+        action = "stop"
+    first = flags[0] if flags else None
+    first_kill = detector_kills[0] if detector_kills else None
+    caught = False
+    false_kill = False
+    loop_from = run.first_loop_step
+    if run.label is True:
+        caught = any(loop_from is None or _at_or_after(run, f.step, loop_from)
+                     for f in flags if f.kind != "budget")
+        false_kill = first_kill is not None and loop_from is not None and not _at_or_after(
+            run, first_kill.step, loop_from)
+    elif run.label is False:
+        false_kill = first_kill is not None
+    if run.human_false_kill and first_kill is not None:
+        false_kill = True
+    total = len(run.episode.steps)
+    saved = 0 if stop_step is None else total - stop_step - 1
+    cost = report.cost_after(stop_step + 1) if stop_step is not None else None
+    return Verdict(
+        episode_id=run.episode.episode_id, action=action,
+        first_flag_call=None if first is None else first.step + 1,
+        first_kill_call=None if first_kill is None else first_kill.step + 1,
+        stop_call=None if stop_step is None else stop_step + 1,
+        stop_reason=None if stop is None else stop.stop_reason, budget_stop=budget_stop,
+        label=run.label, caught=caught, false_kill=false_kill, calls_saved=saved,
+        cost_saved=float(cost or 0.0))
+
+
+def _at_or_after(run: StoredRun, step: int, loop_from: int) -> bool:
+    agent_step = run.agent_steps[step] if step < len(run.agent_steps) else None
+    return (agent_step if agent_step is not None else step) >= loop_from
+
+
+PARALLEL_FROM: Final = 2_000
+"""Runs from which ``replay_all`` spreads the work over worker processes (one per CPU)."""
+_CHUNK: Final = 500
+
+
+def replay_all(runs: Sequence[StoredRun], policy: Policy, *,
+               progress: Callable[[int, int], None] | None = None,
+               workers: int | None = None) -> list[Verdict]:
+    """``verdict`` of every run, in order; ``progress(done, total)`` as runs finish.
+
+    From ``PARALLEL_FROM`` runs the work goes to ``workers`` processes (default: one per CPU;
+    detection is CPU-bound Python, so threads would not help). Processes are spawned, never
+    forked, because the caller (Streamlit) runs threads. ``workers=1`` stays in process.
+    """
+    workers = workers if workers is not None else (os.cpu_count() or 1)
+    if workers > 1 and len(runs) >= PARALLEL_FROM:
+        return _replay_parallel(runs, policy, progress, workers)
+    found = []
+    for index, run in enumerate(runs, start=1):
+        found.append(verdict(run, policy))
+        if progress is not None and (index % 100 == 0 or index == len(runs)):
+            progress(index, len(runs))
+    return found
+
+
+def _replay_chunk(runs: Sequence[StoredRun], policy: Policy) -> list[Verdict]:
+    return [verdict(run, policy) for run in runs]
+
+
+def _replay_parallel(runs: Sequence[StoredRun], policy: Policy,
+                     progress: Callable[[int, int], None] | None,
+                     workers: int) -> list[Verdict]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    chunks = [runs[i:i + _CHUNK] for i in range(0, len(runs), _CHUNK)]
+    results: list[list[Verdict]] = [[] for _ in chunks]
+    done = 0
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        futures = {pool.submit(_replay_chunk, chunk, policy): i
+                   for i, chunk in enumerate(chunks)}
+        from concurrent.futures import as_completed
+
+        for future in as_completed(futures):
+            results[futures[future]] = future.result()
+            done += len(results[futures[future]])
+            if progress is not None:
+                progress(done, len(runs))
+    return [v for chunk in results for v in chunk]
+
+
+@dataclass(frozen=True, slots=True)
+class Scorecard:
+    """Totals of one policy's verdicts."""
+
+    runs: int
+    labelled_loops: int
+    caught: int
+    labelled_kills: int
+    false_kills: int
+    warned: int
+    blocked: int
+    stopped: int
+    budget_stops: int
+    calls_saved: int
+    cost_saved: float
+
+    def as_row(self) -> dict[str, Any]:
+        """The scorecard as one table row."""
+        return dataclasses.asdict(self)
+
+
+def score(verdicts: Sequence[Verdict]) -> Scorecard:
+    """Count caught loops, false kills, runs per strongest action and what stopping saved."""
+    return Scorecard(
+        runs=len(verdicts),
+        labelled_loops=sum(v.label is True for v in verdicts),
+        caught=sum(v.caught for v in verdicts),
+        labelled_kills=sum(v.label is not None and v.first_kill_call is not None
+                           for v in verdicts),
+        false_kills=sum(v.false_kill for v in verdicts),
+        warned=sum(v.action == "warn" for v in verdicts),
+        blocked=sum(v.action == "block" for v in verdicts),
+        stopped=sum(v.action == "stop" for v in verdicts),
+        budget_stops=sum(v.budget_stop for v in verdicts),
+        calls_saved=sum(v.calls_saved for v in verdicts),
+        cost_saved=round(sum(v.cost_saved for v in verdicts), 6),
+    )
+
+
+def changed(current: Sequence[Verdict], candidate: Sequence[Verdict]) -> pd.DataFrame:
+    """The runs whose verdict differs between two policies (same runs, same order)."""
+    rows = []
+    for was, now in zip(current, candidate, strict=True):
+        if (was.action, was.first_kill_call, was.stop_call) != (
+                now.action, now.first_kill_call, now.stop_call):
+            rows.append({"episode_id": now.episode_id,
+                         "label": {True: "loop", False: "no loop"}.get(now.label, ""),
+                         "current": _describe(was), "candidate": _describe(now),
+                         "false_kill_now": now.false_kill, "caught_now": now.caught})
+    return pd.DataFrame(rows, columns=["episode_id", "label", "current", "candidate",
+                                       "false_kill_now", "caught_now"])
+
+
+def verdicts_frame(verdicts: Sequence[Verdict]) -> pd.DataFrame:
+    """One row per run: its verdict under a policy, as the page lists it."""
+    return pd.DataFrame([{
+        "episode_id": v.episode_id, "verdict": _describe(v), "action": v.action,
+        "first_kill_call": v.first_kill_call, "stop_call": v.stop_call,
+        "label": {True: "loop", False: "no loop"}.get(v.label, ""), "caught": v.caught,
+        "false_kill": v.false_kill, "calls_saved": v.calls_saved,
+        "cost_saved_usd": v.cost_saved} for v in verdicts],
+        columns=["episode_id", "verdict", "action", "first_kill_call", "stop_call", "label",
+                 "caught", "false_kill", "calls_saved", "cost_saved_usd"])
+
+
+def episode_record(run: StoredRun) -> dict[str, Any]:
+    """A stored run as an Episode JSONL record (docs/episode-format.md), so ``loopscope
+    analyze`` can replay exactly what the page replayed."""
+    episode = run.episode
+    return {"episode_id": episode.episode_id, "task_type": episode.task_type,
+            "outcome": episode.outcome, "steps": [dict(step) for step in episode.steps],
+            "meta": dict(episode.meta)}
+
+
+def _describe(v: Verdict) -> str:
+    if v.stop_call is not None:
+        return f"stop at call {v.stop_call} ({v.stop_reason})"
+    if v.first_kill_call is not None:
+        return f"{v.action} from call {v.first_kill_call}"
+    if v.first_flag_call is not None:
+        return f"warn from call {v.first_flag_call}"
+    return "allow"
+
+
+def sweep_values(setting: Setting, around: Any = None) -> list[Any]:
+    """Five values around ``around`` (the setting's default when None): 2–6 for a count of
+    3, steps of 0.05 for a similarity, halves to doubles for other numbers."""
+    default = setting.default if around is None else around
+    if setting.widget == "int":
+        low = max(1, default - 1)
+        return list(range(low, low + 5))
+    if setting.widget == "float":
+        if 0 < default <= 1:
+            return [round(min(1.0, max(0.05, default + d)), 2)
+                    for d in (-0.1, -0.05, 0.0, 0.05, 0.1)]
+        return [round(default * f, 3) for f in (0.5, 0.75, 1.0, 1.5, 2.0)]
+    raise ValueError(f"{setting.name} is not a number; only numbers can be swept")
+
+
+def sweep(runs: Sequence[StoredRun], base: Mapping[str, Any], name: str,
+          values: Sequence[Any], *,
+          progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+    """One scorecard per value of ``name`` (other settings from ``base``)."""
+    rows = []
+    total = len(values) * max(len(runs), 1)
+    for i, value in enumerate(values):
+        policy = build({**base, name: value})
+
+        def step(done: int, _total: int, offset: int = i * len(runs)) -> None:
+            if progress is not None:
+                progress(offset + done, total)
+
+        rows.append({name: value, **score(replay_all(runs, policy, progress=step)).as_row()})
+    return pd.DataFrame(rows)

@@ -1,0 +1,185 @@
+"""Policy: try a policy on the stored runs before turning enforce mode on.
+
+Choose settings, replay the stored runs (all, or the sidebar's filter) through the detection
+core in enforce mode, and compare with the current policy: loops caught and false kills on
+labelled runs, runs warned, blocked and stopped, what stopping would have saved, and the runs
+whose verdict changes. A sweep shows one setting's trade-off. The policy is exported as the
+JSON file the guard, the collector and ``loopscope analyze`` read.
+"""
+
+import json
+
+import pandas as pd
+import streamlit as st
+
+from loopscope_dashboard import charts, downloads, queries, replays, state
+
+st.title("Policy")
+st.caption("Replays stored runs through the same detection core the guard and the collector "
+           "run, in enforce mode. Runs recorded in observe mode replay best: an enforce-mode "
+           "run already stopped where its policy said. Loops caught and false kills count "
+           "labelled runs only (a human label, else the run's scenario label).")
+
+scope = st.radio("Runs to replay", ["All stored runs", "The sidebar's filter"],
+                 horizontal=True, key=state.POLICY_SCOPE)
+params = state.filters().params() if scope == "The sidebar's filter" else {}
+episodes = queries.replay_episodes(**params)
+if episodes.empty:
+    st.info("No stored runs to replay. Run agents in observe mode (or `loopscope demo "
+            "--endpoint http://127.0.0.1:4318`), label a few on the Labels page, then come "
+            "back to tune the policy.")
+    st.stop()
+runs = replays.stored_runs(episodes, queries.replay_calls(**params))
+st.caption(f"{len(runs)} runs, {sum(len(r.episode.steps) for r in runs):,} tool calls; "
+           f"{sum(r.label is not None for r in runs)} labelled.")
+
+# -- the current policy --------------------------------------------------------------------
+with st.expander("Current policy", expanded=False):
+    st.caption("The defaults, unless you load the JSON file your agents or collector use "
+               "(`instrument(policy=...)`, `loopscope collector --policy FILE`).")
+    loaded = st.file_uploader("Current policy file", type=["json"], key="policy_current_file")
+    if loaded is not None:
+        try:
+            st.session_state[state.POLICY_CURRENT] = replays.build(
+                json.loads(loaded.getvalue() or b"{}"), source=loaded.name)
+        except ValueError as exc:
+            st.error(str(exc))
+current = st.session_state.get(state.POLICY_CURRENT) or replays.build({})
+base = replays.plain(current)
+
+# -- the candidate, field by field ---------------------------------------------------------
+settings = replays.settings()
+numbers = [s for s in settings if s.widget != "json"]
+others = [s for s in settings if s.widget == "json"]
+with st.form("policy_form"):
+    st.subheader("Candidate policy")
+    chosen: dict = {}
+    columns = st.columns(4)
+    for i, setting in enumerate(numbers):
+        column = columns[i % 4]
+        value = base[setting.name]
+        key = f"policy_field_{setting.name}"
+        if setting.widget == "bool":
+            chosen[setting.name] = column.checkbox(setting.name, value=value, help=setting.doc
+                                                   or None, key=key)
+        elif setting.widget == "int":
+            chosen[setting.name] = int(column.number_input(
+                setting.name, value=int(value), min_value=1, step=1, help=setting.doc or None,
+                key=key))
+        else:
+            chosen[setting.name] = float(column.number_input(
+                setting.name, value=float(value), min_value=0.0, help=setting.doc or None,
+                key=key, format="%g"))
+    st.caption("Actions per detector, ladder rungs, K per task type, poll tools, budgets and "
+               "the other structured settings, as JSON (a policy file's syntax).")
+    text_columns = st.columns(2)
+    texts: dict = {}
+    for i, setting in enumerate(others):
+        texts[setting.name] = text_columns[i % 2].text_area(
+            setting.name, json.dumps(base[setting.name], ensure_ascii=False),
+            help=setting.doc or None, key=f"policy_field_{setting.name}", height=68)
+    submitted = st.form_submit_button("Replay with this policy", type="primary")
+
+problems = []
+for name, text in texts.items():
+    try:
+        chosen[name] = json.loads(text)
+    except ValueError as exc:
+        problems.append(f"{name}: not valid JSON ({exc})")
+candidate = None
+if not problems:
+    try:
+        candidate = replays.build(chosen)
+    except ValueError as exc:
+        problems.append(str(exc))
+for problem in problems:
+    st.error(problem)
+
+key = (replays.to_json(current), replays.to_json(candidate) if candidate else None,
+       tuple(r.episode.episode_id for r in runs))
+done = st.session_state.get(state.POLICY_RESULT)
+if candidate is not None and (submitted or done is None or done[0] != key):
+    bar = st.progress(0.0, text="Replaying…")
+
+    def _progress(count: int, total: int, label: str) -> None:
+        bar.progress(count / max(total, 1), text=f"{label}: replayed {count:,} of {total:,} runs")
+
+    was = replays.replay_all(runs, current,
+                             progress=lambda c, t: _progress(c, t, "Current policy"))
+    now = replays.replay_all(runs, candidate,
+                             progress=lambda c, t: _progress(c, t, "Candidate policy"))
+    bar.empty()
+    done = (key, was, now, candidate)
+    st.session_state[state.POLICY_RESULT] = done
+if done is None or done[0] != key:
+    st.stop()
+_, was, now, candidate = done
+
+# -- side by side ----------------------------------------------------------------------------
+st.subheader("Current vs candidate")
+before, after = replays.score(was), replays.score(now)
+cards = st.columns(6)
+for column, (label, field, inverse) in zip(cards, [
+        ("Loops caught", "caught", False), ("False kills", "false_kills", True),
+        ("Runs warned", "warned", False), ("Runs blocked", "blocked", False),
+        ("Runs stopped", "stopped", False), ("Tool calls saved", "calls_saved", False)],
+        strict=True):
+    value, prior = getattr(after, field), getattr(before, field)
+    column.metric(label, f"{value:,}", f"{value - prior:+,}" if value != prior else None,
+                  delta_color="inverse" if inverse else "normal", border=True)
+table = pd.DataFrame([before.as_row(), after.as_row()], index=["current", "candidate"])
+st.dataframe(table.T.rename_axis("measure"), key="policy_compare",
+             column_config={"current": st.column_config.NumberColumn(format="%g"),
+                            "candidate": st.column_config.NumberColumn(format="%g")})
+st.caption(f"Loops caught of {after.labelled_loops} labelled loops; false kills of "
+           f"{after.labelled_kills} labelled runs with a detector kill; {after.budget_stops} "
+           f"budget stop(s) beside them. Cost saved: ${before.cost_saved:,.4f} → "
+           f"${after.cost_saved:,.4f} (the recorded cost after each stop).")
+
+st.subheader("Runs whose verdict changes")
+changes = replays.changed(was, now)
+if changes.empty:
+    st.success("No run's verdict changes under the candidate policy.")
+else:
+    changes.insert(0, "open", changes["episode_id"].map(state.episode_link))
+    st.dataframe(changes.drop(columns=["episode_id"]), hide_index=True, key="policy_changes",
+                 column_config={"open": state.EPISODE_COLUMNS["open"]})
+    downloads.offer(changes.drop(columns=["open"]), "policy-changes", key="policy_changes")
+
+with st.expander(f"Every run under the candidate policy ({len(now)})"):
+    every = replays.verdicts_frame(now)
+    st.dataframe(every, hide_index=True, key="policy_verdicts")
+    downloads.offer(every, "policy-verdicts", key="policy_verdicts")
+
+st.download_button("Export the candidate policy (JSON)", replays.to_json(candidate),
+                   "loopscope-policy.json", "application/json", key="policy_export",
+                   icon=":material/download:")
+st.caption("Only the settings that differ from the defaults. Use it with "
+           "`loopscope.instrument(policy=\"loopscope-policy.json\")`, "
+           "`loopscope collector --policy loopscope-policy.json` or "
+           "`loopscope analyze runs.jsonl --policy loopscope-policy.json`.")
+st.code(replays.to_json(candidate), language="json")
+
+# -- sweep -------------------------------------------------------------------------------------
+st.subheader("Sweep one setting")
+numeric = [s for s in numbers if s.widget in ("int", "float")]
+names = [s.name for s in numeric]
+name = st.selectbox("Setting", names, index=names.index("repeat_threshold")
+                    if "repeat_threshold" in names else 0, key="policy_sweep_setting")
+setting = numeric[names.index(name)]
+values = replays.sweep_values(setting, replays.plain(candidate)[name])
+st.caption(f"Replays every run for {name} = {', '.join(map(str, values))}, the other "
+           "settings as in the candidate.")
+sweep_key = (key, name)
+swept = st.session_state.get(state.POLICY_SWEEP)
+if st.button("Run the sweep", key="policy_sweep_run"):
+    bar = st.progress(0.0, text="Sweeping…")
+    frame = replays.sweep(runs, replays.plain(candidate), name, values,
+                          progress=lambda c, t: bar.progress(
+                              c / max(t, 1), text=f"Sweep: {c:,} of {t:,} replays"))
+    bar.empty()
+    swept = (sweep_key, frame)
+    st.session_state[state.POLICY_SWEEP] = swept
+if swept is not None and swept[0] == sweep_key:
+    st.plotly_chart(charts.sweep_chart(swept[1], name), key="policy_sweep_chart")
+    st.dataframe(swept[1], hide_index=True, key="policy_sweep_table")

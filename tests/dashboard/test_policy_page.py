@@ -1,0 +1,124 @@
+"""The Policy page: a policy edited field by field, stored runs replayed through the core,
+the comparison, the sweep, and an export that ``loopscope analyze --policy`` agrees with."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import loopscope_dashboard
+from loopscope.cli import main
+from loopscope.detect import Policy
+from loopscope_collector.storage import open_database
+from loopscope_dashboard import replays
+
+APP = str(Path(loopscope_dashboard.__file__).parent / "app.py")
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _policy_page() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.switch_page("views/policy.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _stored(store: Path) -> list[replays.StoredRun]:
+    import pandas as pd
+
+    db = open_database(store, read_only=True)
+    try:
+        return replays.stored_runs(pd.DataFrame(db.read("replay_episodes", {})),
+                                   db.read("replay_calls", {}))
+    finally:
+        db.close()
+
+
+def test_every_policy_field_is_a_setting_and_round_trips() -> None:
+    """Fields the core adds appear without a change here; the export is a valid policy."""
+    names = [s.name for s in replays.settings()]
+    assert names == [f.name for f in dataclasses.fields(Policy)]
+    assert {s.widget for s in replays.settings()} <= {"bool", "int", "float", "json"}
+    policy = replays.build({"repeat_threshold": 4, "actions": {"exact_repeat": "warn"}})
+    assert json.loads(replays.to_json(policy)) == {"repeat_threshold": 4,
+                                                   "actions": {"exact_repeat": "warn"}}
+    assert replays.build(json.loads(replays.to_json(policy))) == policy
+    assert replays.to_json(Policy()) == "{}\n"
+    with pytest.raises(ValueError, match="repeat_threshold"):
+        replays.build({"repeat_threshold": 0})
+
+
+def test_stored_runs_carry_their_labels_and_calls(store_path: Path) -> None:
+    runs = _stored(store_path)
+    assert len(runs) == 16
+    spin = next(r for r in runs if r.episode.episode_id == "scn-read_spin-0-s0-observe")
+    assert (spin.label, spin.label_source) == (True, "scenario")
+    assert len(spin.episode.steps) == 8 and spin.episode.task_type == "lookup"
+    healthy = next(r for r in runs if r.episode.episode_id.startswith("scn-healthy_lookup"))
+    assert healthy.label is False
+
+
+def test_a_looser_policy_catches_less_and_the_changes_are_listed(store_path: Path) -> None:
+    runs = _stored(store_path)
+    was = replays.replay_all(runs, Policy())
+    now = replays.replay_all(runs, replays.build({"actions": {
+        "exact_repeat": "warn", "window_repeat": "warn", "repeated_tool_call": "warn"}}))
+    before, after = replays.score(was), replays.score(now)
+    assert before.stopped > after.stopped
+    assert after.calls_saved <= before.calls_saved
+    changes = replays.changed(was, now)
+    assert "scn-read_spin-0-s0-observe" in set(changes["episode_id"])
+    observe = next(v for v in was if v.episode_id == "scn-read_spin-0-s0-observe")
+    assert observe.action == "stop" and observe.calls_saved == 8 - observe.stop_call
+
+
+def test_policy_page_replays_compares_and_sweeps() -> None:
+    at = _policy_page()
+    metrics = {m.label: m.value for m in at.metric}
+    assert {"Loops caught", "False kills", "Runs warned", "Runs blocked", "Runs stopped",
+            "Tool calls saved"} <= set(metrics)
+    assert metrics["Loops caught"] != "0"
+    names = ({e.label for e in at.number_input} | {e.label for e in at.text_area}
+             | {e.label for e in at.checkbox})
+    assert {f.name for f in dataclasses.fields(Policy)} <= names
+    at.number_input(key="policy_field_repeat_threshold").set_value(6)
+    at.button(key="FormSubmitter:policy_form-Replay with this policy").click().run()
+    assert not at.exception, at.exception
+    assert '"repeat_threshold": 6' in at.code[0].value
+    at.button(key="policy_sweep_run").click().run()
+    assert not at.exception, at.exception
+    sweep = next(json.loads(c.proto.spec) for c in at.get("plotly_chart"))
+    assert {t["name"] for t in sweep["data"]} == {"loops caught", "false kills"}
+    assert [str(x) for x in sweep["data"][0]["x"]] == ["5", "6", "7", "8", "9"]
+
+
+def test_an_exported_policy_gives_analyze_the_verdicts_the_page_showed(
+        store_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    at = _policy_page()
+    actions = at.text_area(key="policy_field_actions")
+    actions.input(json.dumps({"exact_repeat": "warn", "window_repeat": "warn"}))
+    at.button(key="FormSubmitter:policy_form-Replay with this policy").click().run()
+    assert not at.exception, at.exception
+    exported = tmp_path / "policy.json"
+    exported.write_text(at.code[0].value, encoding="utf-8")
+    shown = next(d.value for d in at.dataframe if "stop_call" in d.value.columns)
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text("".join(json.dumps(replays.episode_record(r)) + "\n"
+                            for r in _stored(store_path)), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["analyze", str(runs), "--policy", str(exported), "--json"]) == 0
+    analysed = {e["episode_id"]: e for e in json.loads(capsys.readouterr().out)["episodes"]}
+    assert len(analysed) == len(shown) == 16
+    for row in shown.itertuples():
+        flags = analysed[row.episode_id]["flags"]
+        stop = next((f["call"] for f in flags if f["action"] == "stop"), None)
+        kill = next((f["call"] for f in flags if f["action"] in ("block", "stop")
+                     and f["kind"] != "budget"), None)
+        assert (None if row.stop_call != row.stop_call else row.stop_call) == stop
+        assert (None if row.first_kill_call != row.first_kill_call
+                else row.first_kill_call) == kill
