@@ -3005,6 +3005,408 @@ def design_seed_ok_buy_another() -> dict[str, Any]:
                    "gets a new order id")
 
 
+# ---- 10. cursor pagination ---------------------------------------------------------------------
+
+def _issue_page(first_number: int, n: int = 50) -> list[int]:
+    return [first_number - 3 * k for k in range(n)]
+
+
+@case
+def cursor_loop_cursor_echoed() -> dict[str, Any]:
+    e = Ep("corpus-cursor-loop-cursor-echoed", "cursor_pagination",
+           "How many open issues labelled 'bug' does fieldway/app have?", "lookup",
+           domain="coding")
+    cur = "Y3Vyc29yOnYyOpK5MjAyNC0wNS0yOFQxMDoxNjo0MiswMjowMM4xP0-d"
+    e.call("list_issues", {"repo": "fieldway/app", "state": "open", "labels": "bug",
+                           "per_page": 50},
+           j({"issues": _issue_page(4188), "next_cursor": cur}), kind="read")
+    page2 = j({"issues": _issue_page(4037), "next_cursor": cur})
+    first = None
+    for n in range(7):
+        i = e.call("list_issues", {"repo": "fieldway/app", "state": "open", "labels": "bug",
+                                   "per_page": 50, "cursor": cur}, page2, kind="read")
+        if n == 2:
+            first = i
+        if n == 3:
+            e.say("Fetching the next page of issues.")
+    assert first is not None
+    return e.loop("cursor_stuck", first,
+                  "the API echoes the cursor it was given, so the same second page comes back 7 "
+                  "times; the agent keeps following it")
+
+
+@case
+def cursor_loop_stale_token() -> dict[str, Any]:
+    e = Ep("corpus-cursor-loop-stale-token", "cursor_pagination",
+           "How much data is under s3://tw-media-archive/2023/ in total?", "lookup",
+           domain="devops")
+    t1 = "1Jq0dK3pWv2Z8rS5hX9gYt4uB7nMcE6aLf2oQ1iVbN3kR8sT0wY5xU4zP9lH2jG6"
+    t2 = "1Kx7mN2bV5cX8zL1kJ4hG7fD0sA3qW6eR9tY2uI5oP8aS1dF4gH7jK0lZ3xC6vB"
+    e.call("list_objects_v2", {"Bucket": "tw-media-archive", "Prefix": "2023/",
+                               "MaxKeys": 1000},
+           j({"KeyCount": 1000, "TotalSizeOnPage": 48213441020, "IsTruncated": True,
+              "NextContinuationToken": t1, "FirstKey": "2023/01/01/cam01-000001.mp4"}))
+    page2 = j({"KeyCount": 1000, "TotalSizeOnPage": 47994120311, "IsTruncated": True,
+               "NextContinuationToken": t2, "FirstKey": "2023/02/14/cam03-004410.mp4"})
+    first = None
+    for n in range(7):
+        i = e.call("list_objects_v2", {"Bucket": "tw-media-archive", "Prefix": "2023/",
+                                       "MaxKeys": 1000, "ContinuationToken": t1}, page2)
+        if n == 2:
+            first = i
+        if n == 1:
+            e.say("Page 2 totals about 48 GB. Continuing with the next page.")
+    assert first is not None
+    return e.loop("cursor_stuck", first,
+                  "the agent keeps sending the first continuation token instead of the new one "
+                  "and gets page 2 seven times")
+
+
+@case
+def cursor_loop_offset_not_advanced() -> dict[str, Any]:
+    e = Ep("corpus-cursor-loop-offset-not-advanced", "cursor_pagination",
+           "List every admin login to the billing console in May from the audit log.", "lookup",
+           domain="finance")
+    base = {"action": "admin.login", "resource": "billing-console", "from": "2024-05-01",
+            "to": "2024-05-31", "limit": 100}
+    e.call("get_audit_log", dict(base, offset=0),
+           j({"entries": "entries 1-100 (2024-05-01 .. 2024-05-09)", "total": 412,
+              "next_offset": 100}), kind="read")
+    page = j({"entries": "entries 101-200 (2024-05-09 .. 2024-05-16)", "total": 412,
+              "next_offset": 200})
+    first = None
+    for n in range(7):
+        i = e.call("get_audit_log", dict(base, offset=100), page, kind="read")
+        if n == 2:
+            first = i
+        if n == 1:
+            e.say("Got entries 101-200. Requesting the next batch.")
+    assert first is not None
+    return e.loop("cursor_stuck", first,
+                  "offset stays at 100 although each response says next_offset 200; the same "
+                  "entries 101-200 come back 7 times")
+
+
+@case
+def cursor_loop_graphql_end_cursor() -> dict[str, Any]:
+    e = Ep("corpus-cursor-loop-graphql-end-cursor", "cursor_pagination",
+           "List the commits on main of fieldway/api since June 1 whose message mentions "
+           "'migration'.", "research", domain="coding")
+    q = ("query($after: String) { repository(owner: \"fieldway\", name: \"api\") { ref(qualifiedName"
+         ": \"main\") { target { ... on Commit { history(first: 100, since: "
+         "\"2024-06-01T00:00:00Z\", after: $after) { pageInfo { hasNextPage endCursor } nodes "
+         "{ oid messageHeadline } } } } } } }")
+    c1 = "f3a9c1e7b2d4 99"
+    e.call("fetchCommits", {"query": q, "variables": {"after": None}},
+           j({"pageInfo": {"hasNextPage": True, "endCursor": c1},
+              "nodes": "100 commits, 2024-06-11 .. 2024-06-06 (2 mention 'migration')"}))
+    page = j({"pageInfo": {"hasNextPage": True, "endCursor": c1},
+              "nodes": "100 commits, 2024-06-06 .. 2024-06-03 (1 mentions 'migration')"})
+    first = None
+    for n in range(8):
+        i = e.call("fetchCommits", {"query": q, "variables": {"after": c1}}, page)
+        if n == 2:
+            first = i
+        if n == 4:
+            e.say("hasNextPage is still true; fetching the next page.")
+    assert first is not None
+    return e.loop("cursor_stuck", first,
+                  "endCursor never changes and hasNextPage stays true; the same page is fetched "
+                  "8 times with the same cursor")
+
+
+@case
+def cursor_ok_long_pagination() -> dict[str, Any]:
+    e = Ep("corpus-cursor-ok-long-pagination", "cursor_pagination",
+           "Total up all card refunds we issued in May.", "lookup", domain="finance")
+    cursor = None
+    total_cents = 0
+    for page in range(10):
+        nxt = None if page == 9 else f"re_cur_{page + 1:02d}{'k' * 3}{page * 7 + 11:04d}"
+        amount = 184_210 + 9_337 * page - (page % 3) * 12_118
+        total_cents += amount
+        args: dict[str, Any] = {"created_gte": "2024-05-01", "created_lt": "2024-06-01",
+                                "limit": 100}
+        if cursor:
+            args["starting_after"] = cursor
+        e.call("list_refunds", args,
+               j({"data": f"100 refunds (page {page + 1})", "page_sum_cents": amount,
+                  "has_more": nxt is not None, "last_id": nxt}), kind="read")
+        cursor = nxt
+    e.say(f"May card refunds: 1,000 refunds totalling ${total_cents / 100:,.2f} over 10 pages.")
+    return e.legit("none",
+                   "ten pages, each with a new cursor and new refunds, ending with has_more "
+                   "false")
+
+
+@case
+def cursor_ok_s3_pages() -> dict[str, Any]:
+    e = Ep("corpus-cursor-ok-s3-pages", "cursor_pagination",
+           "How much data is under s3://tw-media-archive/2023/ in total?", "lookup",
+           domain="devops")
+    token = None
+    total = 0
+    for page in range(7):
+        size = 48_213_441_020 - page * 911_304_117
+        total += size
+        nxt = None if page == 6 else f"1Pg{page + 2}" + "".join(e.rng.choices(_ID_CHARS, k=40))
+        args: dict[str, Any] = {"Bucket": "tw-media-archive", "Prefix": "2023/",
+                                "MaxKeys": 1000}
+        if token:
+            args["ContinuationToken"] = token
+        out = {"KeyCount": 1000 if nxt else 412, "TotalSizeOnPage": size,
+               "IsTruncated": nxt is not None,
+               "FirstKey": f"2023/{page * 2 + 1:02d}/01/cam01-{page * 1000 + 1:06d}.mp4"}
+        if nxt:
+            out["NextContinuationToken"] = nxt
+        e.call("list_objects_v2", args, out)
+        token = nxt
+    e.say(f"s3://tw-media-archive/2023/ holds 6,412 objects, {total / 1e12:.2f} TB in total.")
+    return e.legit("none",
+                   "seven pages followed with a new continuation token each time until "
+                   "IsTruncated is false")
+
+
+@case
+def cursor_ok_search_pages() -> dict[str, Any]:
+    e = Ep("corpus-cursor-ok-search-pages", "cursor_pagination",
+           "Find every support conversation from June that mentions 'invoice PDF blank' and "
+           "give me the customer names.", "research", domain="support")
+    names = [["Orchard Labs", "Kiln & Co"], ["Brightline Dental", "Marlow Freight"],
+             ["Pinecrest HOA"], ["Aster Legal", "Nordlys AS"], ["Tidepool Games"], []]
+    for n, batch in enumerate(names, 1):
+        e.call("search_conversations", {"query": "\"invoice PDF blank\"", "month": "2024-06",
+                                        "page": n, "per_page": 20},
+               j({"page": n, "results": [{"customer": c, "conversation_id": f"cv_{n}{k}"}
+                                         for k, c in enumerate(batch)],
+                  "has_next": n < len(names)}), kind="read")
+    flat = [c for batch in names for c in batch]
+    e.say(f"{len(flat)} customers reported blank invoice PDFs in June: " + ", ".join(flat) + ".")
+    return e.legit("none",
+                   "pages 1-6 of a search, each with different results, until the last page is "
+                   "empty")
+
+
+@case
+def cursor_ok_graphql_pages() -> dict[str, Any]:
+    e = Ep("corpus-cursor-ok-graphql-pages", "cursor_pagination",
+           "List the commits on main of fieldway/api since June 1 whose message mentions "
+           "'migration'.", "research", domain="coding")
+    q = ("query($after: String) { repository(owner: \"fieldway\", name: \"api\") { ref(qualifiedName"
+         ": \"main\") { target { ... on Commit { history(first: 100, since: "
+         "\"2024-06-01T00:00:00Z\", after: $after) { pageInfo { hasNextPage endCursor } nodes "
+         "{ oid messageHeadline } } } } } } }")
+    after = None
+    found = [["9f1c2e0 Add migration for invoice_lines.tax_rate",
+              "41ab77d Fix migration ordering on fresh DBs"],
+             ["c02e9b1 Squash June migrations"], [], ["7d3f0aa Revert 'Add migration lock'"]]
+    for n, hits in enumerate(found):
+        end = f"f3a9c1e7b2d4 {99 + 100 * n}"
+        more = n < len(found) - 1
+        e.call("fetchCommits", {"query": q, "variables": {"after": after}},
+               j({"pageInfo": {"hasNextPage": more, "endCursor": end},
+                  "nodes": f"{100 if more else 37} commits", "matching": hits}))
+        after = end
+    e.say("Commits on main since June 1 mentioning 'migration': 9f1c2e0 (tax_rate migration), "
+          "41ab77d (migration ordering), c02e9b1 (squash June migrations), 7d3f0aa (revert "
+          "migration lock).")
+    return e.legit("none",
+                   "four GraphQL pages with an advancing endCursor until hasNextPage is false")
+
+
+# ---- 11. oscillation between two reads --------------------------------------------------------
+
+@case
+def read_oscillation_loop_inventory_warehouse() -> dict[str, Any]:
+    e = Ep("corpus-read-oscillation-loop-inventory-warehouse", "read_oscillation",
+           "Can we ship 40 units of SKU-2231 from the Dallas warehouse today? The customer needs "
+           "an answer in the next few minutes.", "lookup", domain="retail")
+    inv = j({"sku": "SKU-2231", "warehouse": "DAL2", "on_hand": 31, "reserved": 3,
+             "available": 28})
+    wh = j({"warehouse": "DAL2", "city": "Dallas, TX", "same_day_cutoff": "15:00 CT",
+            "now": "13:42 CT", "transfer_in_transit": []})
+    first = None
+    for n in range(5):
+        e.call("get_inventory", {"sku": "SKU-2231", "warehouse": "DAL2"}, inv, kind="read")
+        i = e.call("get_warehouse", {"warehouse": "DAL2"}, wh, kind="read")
+        if n == 1:
+            first = i
+        if n == 2:
+            e.say("Available is 28 and the cutoff is 15:00. Let me double-check inventory and "
+                  "the warehouse details.")
+    assert first is not None
+    return e.loop("oscillation", first,
+                  "inventory and warehouse are read alternately for 5 full cycles with the same "
+                  "outputs; the answer (no, only 28 available) never comes")
+
+
+_DESCRIBE = (
+    "Name:         image-resizer-5f7d9c8b6-lq2wz\nNamespace:    media\nStatus:       Running\n"
+    "Containers:\n  resizer:\n    Ready:          False\n    Restart Count:  0\n"
+    "Events:\n  Warning  Unhealthy  3m (x41 over 23m)  kubelet  Readiness probe failed: HTTP "
+    "probe failed with statuscode: 503\n"
+)
+_LOGS = (
+    "2024-06-11T12:01:14Z INFO  server listening on :8080\n"
+    "2024-06-11T12:01:14Z WARN  model file /models/resizer.onnx not found; readiness = 503\n"
+    "2024-06-11T12:01:44Z WARN  model file /models/resizer.onnx not found; readiness = 503\n"
+)
+
+
+@case
+def read_oscillation_loop_describe_logs() -> dict[str, Any]:
+    e = Ep("corpus-read-oscillation-loop-describe-logs", "read_oscillation",
+           "Why is the image-resizer pod in the media namespace never becoming ready?",
+           "other", domain="devops")
+    first = None
+    for n in range(4):
+        e.call("run_shell", {"command": "kubectl describe pod image-resizer-5f7d9c8b6-lq2wz "
+                                        "-n media"}, _DESCRIBE)
+        i = e.call("run_shell", {"command": "kubectl logs image-resizer-5f7d9c8b6-lq2wz -n media "
+                                            "--tail=3"}, _LOGS)
+        if n == 1:
+            first = i
+        if n == 1:
+            e.say("The readiness probe returns 503. Let me look at the pod description and logs "
+                  "again.")
+    assert first is not None
+    return e.loop("oscillation", first,
+                  "describe and logs alternate 4 full cycles with the same outputs; the cause "
+                  "(missing /models/resizer.onnx) was in the first logs")
+
+
+_SETTINGS_PY = ("from app.models import DEFAULT_CURRENCY\n\nDATABASE_URL = "
+                "os.environ['DATABASE_URL']\nCURRENCY = DEFAULT_CURRENCY\n")
+_MODELS_PY = ("from app.settings import DATABASE_URL\n\nDEFAULT_CURRENCY = 'EUR'\n\n"
+              "engine = create_engine(DATABASE_URL)\n")
+
+
+@case
+def read_oscillation_loop_two_files() -> dict[str, Any]:
+    e = Ep("corpus-read-oscillation-loop-two-files", "read_oscillation",
+           "Importing app.settings fails with 'ImportError: cannot import name DEFAULT_CURRENCY "
+           "from partially initialized module app.models'. Fix the circular import.", "coding",
+           domain="coding")
+    first = None
+    for n in range(5):
+        e.call("read_file", {"path": "app/settings.py"}, _SETTINGS_PY, kind="read")
+        i = e.call("read_file", {"path": "app/models.py"}, _MODELS_PY, kind="read")
+        if n == 1:
+            first = i
+        if n == 2:
+            e.say("settings imports models and models imports settings. Let me look at both "
+                  "files again.")
+    assert first is not None
+    return e.loop("oscillation", first,
+                  "the two files of the cycle are read alternately 5 times each with the same "
+                  "content; the agent names the cycle but never edits")
+
+
+@case
+def read_oscillation_loop_flight_gate() -> dict[str, Any]:
+    e = Ep("corpus-read-oscillation-loop-flight-gate", "read_oscillation",
+           "Is my flight HAT318 to Austin delayed, and which gate should I go to?", "lookup",
+           domain="airline")
+    status = j({"flightNumber": "HAT318", "status": "DELAYED", "scheduledDeparture": "17:55",
+                "estimatedDeparture": "18:40", "reason": "late inbound aircraft"})
+    gate = j({"flightNumber": "HAT318", "terminal": "B", "gate": "B22", "boarding": "18:10"})
+    first = None
+    for n in range(5):
+        e.call("getFlightStatus", {"flightNumber": "HAT318", "date": "2024-06-11"}, status)
+        i = e.call("getGateInfo", {"flightNumber": "HAT318", "date": "2024-06-11"}, gate)
+        if n == 1:
+            first = i
+        if n == 3:
+            e.say("Confirming the delay and gate information.")
+    assert first is not None
+    return e.loop("oscillation", first,
+                  "flight status and gate are read alternately 5 full cycles, unchanged; the "
+                  "user is never told (delayed to 18:40, gate B22)")
+
+
+@case
+def read_oscillation_ok_blue_green() -> dict[str, Any]:
+    e = Ep("corpus-read-oscillation-ok-blue-green", "read_oscillation",
+           "We're shifting traffic from blue to green for checkout (10% → 100% over about 6 "
+           "minutes). Compare both dashboards as it goes and tell me if green is healthy.",
+           "polling", domain="devops")
+    steps = [(10, "0.31", "0.29", 212, 188), (25, "0.30", "0.34", 207, 195),
+             (50, "0.33", "0.31", 210, 199), (75, "0.29", "0.36", 214, 203),
+             (90, "0.32", "0.33", 209, 198), (100, "-", "0.30", 0, 197)]
+    for n, (pct, err_b, err_g, p99_b, p99_g) in enumerate(steps):
+        e.call("getDashboard", {"service": "checkout", "env": "blue"},
+               {"env": "blue", "traffic_pct": 100 - pct, "error_rate_pct": err_b,
+                "p99_ms": p99_b}, dt=None if n == 0 else e.rng.uniform(55.0, 65.0))
+        e.call("getDashboard", {"service": "checkout", "env": "green"},
+               {"env": "green", "traffic_pct": pct, "error_rate_pct": err_g, "p99_ms": p99_g})
+    e.say("Green is healthy: at 100% traffic its error rate is 0.30% and p99 197 ms, in line "
+          "with blue before the shift (≈0.31%, ≈210 ms). No regressions during the ramp.")
+    return e.legit("none",
+                   "two dashboards read alternately during a traffic shift; every read shows new "
+                   "numbers and the comparison ends with the ramp")
+
+
+@case
+def read_oscillation_ok_exchange_spread() -> dict[str, Any]:
+    e = Ep("corpus-read-oscillation-ok-exchange-spread", "read_oscillation",
+           "Tell me when the ETH-USD price gap between Kraken and Coinbase goes above $5.",
+           "polling", domain="finance")
+    pairs = [("3521.40", "3519.85"), ("3523.10", "3520.02"), ("3526.75", "3522.40"),
+             ("3524.90", "3521.30"), ("3529.60", "3524.15")]
+    for n, (kr, cb) in enumerate(pairs):
+        e.call("get_ticker", {"exchange": "kraken", "pair": "ETH-USD"},
+               {"exchange": "kraken", "last": kr}, dt=None if n == 0 else e.rng.uniform(20, 25))
+        e.call("get_ticker", {"exchange": "coinbase", "pair": "ETH-USD"},
+               {"exchange": "coinbase", "last": cb})
+    e.say("The gap is now $5.45: Kraken $3,529.60 vs Coinbase $3,524.15.")
+    return e.legit("none",
+                   "two tickers read alternately, every price new, until the spread condition "
+                   "is met")
+
+
+@case
+def read_oscillation_ok_incident_logs() -> dict[str, Any]:
+    e = Ep("corpus-read-oscillation-ok-incident-logs", "read_oscillation",
+           "We just failed over the primary DB. Watch the api and db-proxy logs and tell me "
+           "when both are clean again.", "polling", domain="devops")
+    api = ["12:40:02 ERROR pq: the database system is in recovery mode (x214)",
+           "12:40:33 ERROR pq: the database system is in recovery mode (x37)",
+           "12:41:04 WARN  retrying connection (x5)\n12:41:05 INFO  pool re-established",
+           "12:41:35 INFO  GET /v1/orders 200 (x612)"]
+    proxy = ["12:40:03 WARN  backend db-primary-a unreachable; promoting db-primary-b",
+             "12:40:34 INFO  db-primary-b promoted; draining stale connections (41)",
+             "12:41:05 INFO  stale connections drained",
+             "12:41:36 INFO  healthy: 1 primary, 2 replicas"]
+    for n, (a, p) in enumerate(zip(api, proxy, strict=True)):
+        e.call("tail_log", {"service": "api", "lines": 50}, a, kind="read",
+               dt=None if n == 0 else e.rng.uniform(26, 30))
+        e.call("tail_log", {"service": "db-proxy", "lines": 50}, p, kind="read")
+    e.say("Both are clean as of 12:41:36: db-proxy reports db-primary-b healthy with 2 "
+          "replicas, and the api is serving 200s with no database errors since 12:41:05.")
+    return e.legit("none",
+                   "two logs read alternately during a failover; each read shows new lines "
+                   "until recovery is confirmed")
+
+
+@case
+def read_oscillation_ok_queue_drain() -> dict[str, Any]:
+    e = Ep("corpus-read-oscillation-ok-queue-drain", "read_oscillation",
+           "I restarted the order consumers. Keep an eye on the orders queue and its "
+           "retry queue and tell me when both are drained.", "polling", domain="devops")
+    depths = [(18240, 312), (12031, 298), (6220, 171), (1408, 64), (0, 0)]
+    for n, (main, dlq) in enumerate(depths):
+        e.call("get_queue_depth", {"queue": "orders"},
+               {"queue": "orders", "messages": main},
+               dt=None if n == 0 else e.rng.uniform(40, 50))
+        e.call("get_queue_depth", {"queue": "orders-retry"},
+               {"queue": "orders-retry", "messages": dlq})
+    e.say("Both queues are drained: orders went from 18,240 to 0 and orders-retry from 312 to 0 "
+          "in about 3.5 minutes.")
+    return e.legit("none",
+                   "two queue depths read alternately while both fall on every read; ends when "
+                   "both reach zero")
+
+
 # ---- end of cases ----
 
 
