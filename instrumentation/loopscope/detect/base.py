@@ -80,9 +80,11 @@ def args_preview(step: StepView, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def repeat_correction(step: StepView, count: int, *, error: bool = False) -> str:
+def repeat_correction(
+    step: StepView, count: int, *, error: bool = False, nothing: bool = False
+) -> str:
     """The nudge for a repeated call: names the tool, the count and the arguments."""
-    what = "the same error" if error else "the same result"
+    what = "nothing found" if nothing else "the same error" if error else "the same result"
     return (
         f"You have called {step.tool} {count} times with identical arguments "
         f"{args_preview(step)} and got {what} each time. The result has not changed. "

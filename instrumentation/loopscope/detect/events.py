@@ -224,3 +224,5 @@ class StepView:
     intent: str | None = None
     markers: set[str] | None = None
     """Progress evidence a detector saw in this step (e.g. ``cursor_advance``)."""
+    negative: bool = False
+    """A successful call that answered "nothing found" (a soft failure of the question)."""

@@ -270,7 +270,8 @@ _NEGATIVE = re.compile(
     r"\b(?:no|not|none|nothing|zero|0|could ?n[o']?t|cannot|can't|unable)\b"
     r"(?:\W+\w+){0,4}?\W+(?:found|results?|matches?|match|hits?|available|exists?|records?|"
     r"items?|entries|data|such|flights?|orders?|pages?|files?|documents?|information)\b"
-    r"|\bnot found\b|\bno such\b|\bdoes not exist\b|\bempty\b",
+    r"|\bnot found\b|\bno such\b|\bdoes not exist\b|\bempty\b"
+    r"|\b(?:could ?n[o']?t|cannot|can't|unable to|did ?n[o']?t) (?:find|locate|match)\b",
     re.IGNORECASE,
 )
 

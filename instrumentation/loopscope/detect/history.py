@@ -38,7 +38,8 @@ class SignatureStats:
     fail_run: int = 0
     """Consecutive failures (error or timeout), whatever each error said."""
     fails: list[int] = field(default_factory=list)
-    """Step indexes of the current run of failures (the last ``MAX_FAILS``)."""
+    """Step indexes of the current run of failures (the last ``MAX_FAILS``); an answer of
+    "nothing found" counts as a soft failure of the question."""
     fail_transient: bool = False
     """The last failure read as transient (a timeout, 503, "try again")."""
     last_index: int = -1
@@ -134,7 +135,7 @@ class History:
         stats.last_index = step.index
         stats.transitional = is_transitional(step.words)
         stats.last_words = step.words
-        if step.status in ("error", "timeout"):
+        if step.status in ("error", "timeout") or step.negative:
             stats.fail_run += 1
             stats.fails = [*stats.fails[-(MAX_FAILS - 1) :], step.index]
             stats.fail_transient = step.status == "timeout" or not TRANSIENT.isdisjoint(

@@ -234,6 +234,8 @@ class EpisodeMonitor:
         )
         if step.status in ("error", "timeout"):
             step.shape = output_hash(masked(text)) if text is not None else digest
+        elif step.status == "ok":
+            step.negative = is_negative(text)
         findings: list[tuple[str, Finding]] = []
         if step.status != "blocked":
             similarity = self.policy.stagnation_similarity
@@ -328,15 +330,13 @@ class EpisodeMonitor:
                 return "state_change"
             return "waiting" if self._waiting(step, stats, declared) else None
         new_call = f"{step.tool}\x00{step.loose}" not in self.history.seen_loose
-        if words is not None and not words:  # an empty output ("", "[]") tells nothing;
-            return "new_action" if new_call else None  # a new call is an action
+        if (words is not None and not words) or step.negative:
+            return "new_action" if new_call else None  # nothing found: exploring at best
         if step.output_hash in self.history.seen_outputs or any(
             s.status == "ok" and s.index in step.same_info for s in self.history.steps
         ):
-            if new_call and words is not None and (
-                len(words) <= self.policy.ack_max_words or is_negative(step.output)
-            ):
-                return "new_action"  # a new request answered "done" or "nothing found"
+            if new_call and words is not None and len(words) <= self.policy.ack_max_words:
+                return "new_action"  # a new request answered "done", "OK"
             return None
         if step.markers and "cursor_advance" in step.markers:
             return "cursor_advance"

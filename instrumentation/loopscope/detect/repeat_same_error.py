@@ -20,7 +20,9 @@ class RepeatSameError:
     success, whatever else happened in between (nothing about the call changed, so neither
     will its result); the ``error_threshold``-th attempt (one more when the failure reads as
     transient: 503, rate limit, "try again") is the first sign. The ladder climbs only while
-    nothing else makes progress. After a call: one tool
+    nothing else makes progress. A call that keeps answering "nothing found" while other
+    calls make progress counts the same way (asking the same question again does not change
+    the answer). After a call: one tool
     keeps failing with the same masked error for different arguments; that is a warning
     only (the agent is changing something, if not the right thing).
     """
@@ -44,9 +46,12 @@ class RepeatSameError:
         count = failures + 1
         if failures == 0 or count < self.threshold + (1 if stats.fail_transient else 0):
             return None
+        soft = stats.last_status == "ok"  # it answered "nothing found", not an error
+        if soft and all(i >= history.stretch_start for i in stats.fails):
+            return None  # nothing else happened in between: a plain repeat (exact_repeat's)
         return Finding(
             kind="repeat_same_error",
-            message=repeat_correction(candidate, count, error=True),
+            message=repeat_correction(candidate, count, error=True, nothing=soft),
             key=candidate.signature,
             details={"tool": candidate.tool, "count": count},
         )
