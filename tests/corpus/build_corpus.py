@@ -218,8 +218,8 @@ def read_spin_loop_desk_order() -> dict[str, Any]:
 
 _PODS = (
     "NAME                            READY   STATUS             RESTARTS       AGE\n"
-    "payments-api-7d9c6b5f4-x2k8q    0/1     CrashLoopBackOff   6 (2m4s ago)   14m\n"
-    "payments-api-7d9c6b5f4-zq7mn    0/1     CrashLoopBackOff   6 (2m9s ago)   14m\n"
+    "payments-api-7d9c6b5f4-x2k8q    0/1     CrashLoopBackOff   6 (2m ago)     14m\n"
+    "payments-api-7d9c6b5f4-zq7mn    0/1     CrashLoopBackOff   6 (2m ago)     14m\n"
     "payments-worker-5b8f9d7c-4hltp  1/1     Running            0              3d2h\n"
 )
 
@@ -480,11 +480,12 @@ def read_spin_ok_user_asks_recheck() -> dict[str, Any]:
     e.call("get_ticket", {"ticket_id": "T-44719"}, ticket, kind="read")
     e.say("T-44719 is still 'awaiting customer'; the last comment is the engineer's 09:12 "
           "request for your IdP metadata XML. Your reply hasn't reached the ticket yet.")
-    e.user("Weird, I replied by email. Can you check again? Sometimes it takes a few minutes.")
-    e.call("get_ticket", {"ticket_id": "T-44719"}, ticket, kind="read", dt=70.0)
+    e.user("Weird, I replied by email. Can you check again? Sometimes it takes a few minutes.",
+           dt=150.0)
+    e.call("get_ticket", {"ticket_id": "T-44719"}, ticket, kind="read")
     e.say("Still no new comment on T-44719. Email replies normally appear within a minute.")
-    e.user("Ok one last look, then I'll just paste it here.")
-    e.call("get_ticket", {"ticket_id": "T-44719"}, ticket, kind="read", dt=55.0)
+    e.user("Ok one last look, then I'll just paste it here.", dt=120.0)
+    e.call("get_ticket", {"ticket_id": "T-44719"}, ticket, kind="read")
     e.say("Nothing new yet. Please paste the metadata here and I'll attach it to T-44719 for "
           "j.okafor.")
     e.user("<EntityDescriptor entityID=\"https://idp.acme-health.org\">...</EntityDescriptor>")
@@ -777,14 +778,14 @@ def housekeeping_loop_status_ticket() -> dict[str, Any]:
     for n in range(7):
         e.call("get_agent_status", {}, _AGENT_STATUS, kind="read")
         i = e.call("get_ticket", {"ticket_id": "BIL-21007"}, ticket, kind="read")
-        if n == 2:
+        if n == 1:
             first = i
         if n == 1:
             e.say("Let me review the ticket before replying.")
     assert first is not None
-    return e.loop("exact_repeat", first,
-                  "status check + the same ticket read, 7 times, same output; the agent never "
-                  "writes the reply it was asked for")
+    return e.loop("oscillation", first,
+                  "a status check and the same ticket read alternate 7 times with the same "
+                  "outputs; the reply it was asked for is never written")
 
 
 @case
@@ -804,14 +805,14 @@ def housekeeping_loop_tabs_read_page() -> dict[str, Any]:
     for n in range(7):
         e.call("list_tabs", {}, tabs)
         i = e.call("read_page", {"tab": 1}, page)
-        if n == 2:
+        if n == 1:
             first = i
         if n == 2:
             e.say("The exceptions section is collapsed. Reading the page again.")
     assert first is not None
-    return e.loop("exact_repeat", first,
-                  "list_tabs + read_page on the same tab return the same collapsed page 7 times; "
-                  "the agent never clicks 'Show exceptions'")
+    return e.loop("oscillation", first,
+                  "list_tabs and read_page on the same tab alternate 7 times with the same "
+                  "outputs; the agent never clicks 'Show exceptions'")
 
 
 @case
@@ -827,14 +828,14 @@ def housekeeping_loop_git_status_read() -> dict[str, Any]:
     for n in range(7):
         e.call("git_status", {}, status, kind="read")
         i = e.call("read_file", {"path": "app/health.py"}, src, kind="read")
-        if n == 2:
+        if n == 1:
             first = i
         if n == 1:
             e.say("The ping is not wrapped in a try/except. Let me look at the file again.")
     assert first is not None
-    return e.loop("exact_repeat", first,
-                  "git status + the same read of app/health.py, 7 times, same output; the agent "
-                  "named the fix and never made it")
+    return e.loop("oscillation", first,
+                  "git status and the same read of app/health.py alternate 7 times with the same "
+                  "outputs; the agent names the fix and never makes it")
 
 
 # ---- 3. writes judged by identity, not by arguments -------------------------------------------
@@ -3401,7 +3402,7 @@ def read_oscillation_ok_queue_drain() -> dict[str, Any]:
         e.call("get_queue_depth", {"queue": "orders-retry"},
                {"queue": "orders-retry", "messages": dlq})
     e.say("Both queues are drained: orders went from 18,240 to 0 and orders-retry from 312 to 0 "
-          "in about 3.5 minutes.")
+          "in about 3 minutes.")
     return e.legit("none",
                    "two queue depths read alternately while both fall on every read; ends when "
                    "both reach zero")
