@@ -127,3 +127,14 @@ def test_every_design_seed_has_a_loop_and_a_look_alike(records: list[dict]) -> N
                     if r["meta"]["corpus_class"] == "design_seed")
     for seed in DESIGN_SEEDS:
         assert seeds[seed, True] >= 1 and seeds[seed, False] >= 1, seed
+
+
+def test_readme_table_matches_the_corpus(records: list[dict]) -> None:
+    """The class table in README.md shows the corpus's real counts."""
+    counts = Counter((r["meta"]["corpus_class"], r["label"]["loop"]) for r in records)
+    rows = {}
+    for line in (HERE / "README.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("| `"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            rows[cells[0].strip("`")] = (int(cells[2]), int(cells[3]))
+    assert rows == {cls: (counts[cls, True], counts[cls, False]) for cls in CLASSES}
