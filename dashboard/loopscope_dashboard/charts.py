@@ -236,39 +236,19 @@ def alert_context(rates: pd.DataFrame, alert: pd.Series) -> go.Figure:
 
 
 def ranking(frame: pd.DataFrame, *, key: str, value: str, title: str,
-            color: str = "#d62728") -> go.Figure:
-    """A horizontal bar per ``key``, largest ``value`` on top."""
+            color: str = "#d62728", axis: str | None = None) -> go.Figure:
+    """A horizontal bar per ``key`` with a ``value`` above zero, largest on top; ``axis``
+    titles the value axis (``value`` by default)."""
     fig = go.Figure()
-    if frame.empty:
+    shown = frame[frame[value] > 0] if not frame.empty else frame
+    if shown.empty:
         return _empty(fig, "nothing to rank yet")
-    top = frame.sort_values(value, ascending=True).tail(15)
+    top = shown.sort_values(value, ascending=True).tail(15)
     fig.add_trace(go.Bar(x=top[value], y=top[key].fillna("(none)").astype(str),
                          orientation="h", marker_color=color))
-    fig.update_layout(title=title, height=max(220, 28 * len(top) + 80),
-                      margin={"t": 40, "b": 30, "l": 10})
-    return fig
-
-
-def signature_heatmap(matrix: pd.DataFrame) -> go.Figure:
-    """Signature (tool and short hash) down, step across, calls of flagged runs as colour.
-
-    ``matrix`` is ``queries.signature_steps`` (``tool``, ``signature``, ``step``, ``calls``).
-    A loop is a bright horizontal band: one call, step after step.
-    """
-    fig = go.Figure()
-    if matrix.empty:
-        return _empty(fig, "no flagged runs")
-    labels = matrix["tool"].astype(str) + " · " + matrix["signature"].map(_short)
-    grid = (matrix.assign(row=labels)
-            .pivot_table(index="row", columns="step", values="calls", aggfunc="sum",
-                         fill_value=0))
-    order = grid.sum(axis=1).sort_values(ascending=True).index  # busiest on top
-    grid = grid.loc[order]
-    fig.add_trace(go.Heatmap(z=grid.values, x=list(grid.columns), y=list(grid.index),
-                             colorscale="Reds", colorbar={"title": "calls"},
-                             hovertemplate="step %{x}<br>%{y}<br>%{z} calls<extra></extra>"))
-    fig.update_xaxes(title_text="step")
-    fig.update_layout(height=max(260, 22 * len(grid) + 100), margin={"t": 30, "b": 30})
+    fig.update_xaxes(title_text=axis or value.replace("_", " "), rangemode="tozero")
+    fig.update_layout(title=title, height=max(220, 28 * len(top) + 100),
+                      margin={"t": 40, "b": 40, "l": 10})
     return fig
 
 

@@ -318,9 +318,13 @@ def loops_by_tool(**filters: Any) -> pd.DataFrame:
 
 
 @st.cache_data(ttl=LIVE_TTL, show_spinner=False)
-def signature_steps(**filters: Any) -> pd.DataFrame:
-    """Calls of flagged episodes per (tool, signature, step)."""
-    return _read("signature_steps", **filters)
+def looping_signatures(**filters: Any) -> pd.DataFrame:
+    """The calls that looped, ranked: tool, arguments preview, runs, calls, cost in loops,
+    first seen (``first_seen`` as a time), the newest run and its call strip."""
+    frame = _read("looping_signatures", **filters)
+    if not frame.empty:
+        frame["first_seen"] = pd.to_datetime(frame["first_seen_ns"].astype("int64"), unit="ns")
+    return frame
 
 
 @st.cache_data(ttl="30s", show_spinner=False)

@@ -102,18 +102,15 @@ def test_rate_chart_draws_a_line_per_service_and_the_alerts() -> None:
     assert fig.data[2].marker.color == charts.ALERT_COLOR
 
 
-def test_heatmap_puts_signatures_down_and_steps_across() -> None:
-    matrix = pd.DataFrame({"tool": ["s", "s", "r"], "signature": ["aaaaaaaaaaaa"] * 2 + ["bb"],
-                           "step": [0, 1, 1], "calls": [3, 2, 1]})
-    [heat] = charts.signature_heatmap(matrix).data
-    assert list(heat.x) == [0, 1]
-    assert list(heat.y) == ["r · bb", "s · aaaaaaaaaa"]
-    assert heat.z.tolist() == [[0, 1], [3, 2]]
+def test_ranking_leaves_out_empty_bars_and_titles_its_axis() -> None:
+    frame = pd.DataFrame({"k": ["a", "b", "c"], "v": [3, 0, 1]})
+    fig = charts.ranking(frame, key="k", value="v", title="t", axis="flags")
+    assert list(fig.data[0].y) == ["c", "a"]
+    assert fig.layout.xaxis.title.text == "flags"
 
 
 def test_empty_frames_give_a_figure_that_says_so() -> None:
     for fig in (charts.tool_timeline(pd.DataFrame()), charts.rate_over_time(pd.DataFrame()),
-                charts.signature_heatmap(pd.DataFrame()),
                 charts.ranking(pd.DataFrame(), key="k", value="v", title="t")):
         assert fig.layout.annotations[0].text
 

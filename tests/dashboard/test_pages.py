@@ -177,12 +177,22 @@ def test_episode_page_says_when_an_episode_is_missing() -> None:
     assert "has no episode 'no-such-run'" in _texts(at, "warning")
 
 
-def test_loops_page_ranks_tools_and_draws_the_heatmap() -> None:
+def test_loops_page_ranks_looping_calls_and_its_costs_add_up() -> None:
     at = _page("views/loops.py")
-    charts = _charts(at)
-    assert any(t["type"] == "heatmap" for c in charts for t in c["data"])
-    assert any(t["type"] == "bar" for c in charts for t in c["data"])
     assert at.metric[0].value == "10 of 16"
+    card = float(at.metric[1].value.lstrip("$").replace(",", ""))
+    signatures = next(d.value for d in at.dataframe if "args_preview" in d.value.columns)
+    assert signatures["args_preview"].notna().all()  # content was captured
+    assert (signatures["calls"].diff().dropna() <= 0).all()  # most calls first
+    assert signatures["strip"].map(lambda s: set(s) <= {0, 1} and 1 in s).all()
+    tools = next(d.value for d in at.dataframe if "flagged_episodes" in d.value.columns
+                 and "flags" in d.value.columns)
+    assert tools["cost_in_loops_usd"].sum() == pytest.approx(card, abs=1e-4)
+    assert (tools["cost_in_loops_usd"] > 0).any()
+    charts = _charts(at)
+    assert not any(t["type"] == "heatmap" for c in charts for t in c["data"])
+    bars = [c for c in charts if c["data"] and c["data"][0]["type"] == "bar"]
+    assert bars and all(c["layout"]["xaxis"]["title"]["text"] for c in bars)
 
 
 def test_alerts_page_shows_each_alert_with_its_rate() -> None:

@@ -1,8 +1,8 @@
-"""Loops: which tools, agents and models loop most, where in a run, and what it cost."""
+"""Loops: which calls loop, in which tools, agents and models, and what the loops cost."""
 
 import streamlit as st
 
-from loopscope_dashboard import charts, queries, state
+from loopscope_dashboard import charts, downloads, queries, state
 
 filters = state.filters()
 st.title("Where agents loop")
@@ -17,30 +17,56 @@ top = st.columns(3)
 top[0].metric("Looping episodes", f"{report['loops_detected']} of {report['episodes']}",
               border=True)
 top[1].metric("Cost spent in loops", f"${report['cost_after_first_flag_usd']:,.4f}",
-              help="Cost from each episode's first flag on.", border=True)
+              help="Cost from each episode's first flag on; the tools below add up to it.",
+              border=True)
 top[2].metric("Total cost", f"${cost['total_usd']:,.4f}", border=True)
+
+st.subheader("Calls that looped")
+st.caption("Each call signature the collector flagged, most calls first: the runs it looped "
+           "in, its calls there, the cost of those calls from their run's first flag on, and "
+           "the newest such run as a strip (one bar per call, high where it was this call).")
+signatures = queries.looping_signatures(**filters.params())
+if signatures.empty:
+    st.success("No call looped in this range.")
+else:
+    signatures["open"] = signatures["newest_episode"].map(state.episode_link)
+    st.dataframe(
+        signatures, hide_index=True, key="signatures_table",
+        column_order=["tool", "args_preview", "runs", "calls", "no_progress_calls",
+                      "cost_in_loops_usd", "first_seen", "strip", "open"],
+        column_config={
+            "args_preview": st.column_config.TextColumn(
+                "arguments", help="Empty when content was not captured "
+                "(instrument(capture_content=True)).", max_chars=80),
+            "no_progress_calls": st.column_config.NumberColumn("no progress"),
+            "cost_in_loops_usd": st.column_config.NumberColumn("cost in loops",
+                                                               format="$%.4f"),
+            "first_seen": st.column_config.DatetimeColumn("first seen (UTC)"),
+            "strip": st.column_config.BarChartColumn("newest run, by call", y_min=0, y_max=1),
+            "open": st.column_config.LinkColumn("newest run", display_text=r"episode=(.*)$"),
+        },
+    )
+    downloads.offer(signatures.drop(columns=["open", "strip"]), "looping-signatures",
+                    key="signatures")
 
 tools = queries.loops_by_tool(**filters.params())
 agents = queries.loops_by("agent", **filters.params())
 models = queries.loops_by("model", **filters.params())
 columns = st.columns(3)
-columns[0].plotly_chart(charts.ranking(tools, key="tool", value="flags",
+columns[0].plotly_chart(charts.ranking(tools, key="tool", value="flags", axis="flags",
                                        title="Flags raised at each tool"), key="by_tool")
 columns[1].plotly_chart(charts.ranking(agents, key="key", value="loops_detected",
+                                       axis="looping episodes",
                                        title="Looping episodes by agent"), key="by_agent")
 columns[2].plotly_chart(charts.ranking(models, key="key", value="loops_detected",
+                                       axis="looping episodes",
                                        title="Looping episodes by model"), key="by_model")
 
-st.subheader("Signature × step")
-st.caption("Calls of flagged runs by signature (tool · hash) and step: a loop is a band of "
-           "one signature across many steps; an oscillation, two bands taking turns.")
-st.plotly_chart(charts.signature_heatmap(queries.signature_steps(**filters.params())),
-                key="heatmap")
-
-st.subheader("Cost spent in loops")
-by_cost = agents.sort_values("cost_in_loops_usd", ascending=False) if not agents.empty \
-    else agents
-st.plotly_chart(charts.ranking(by_cost, key="key", value="cost_in_loops_usd",
-                               title="Cost after the first flag, by agent", color="#9467bd"),
-                key="cost_by_agent")
-st.dataframe(tools, hide_index=True, key="tools_table")
+st.subheader("Cost spent in loops, by tool")
+st.plotly_chart(charts.ranking(tools, key="tool", value="cost_in_loops_usd", axis="USD",
+                               title="Cost of each tool's calls after the first flag",
+                               color="#9467bd"), key="cost_by_tool")
+st.dataframe(tools, hide_index=True, key="tools_table",
+             column_config={"cost_in_loops_usd": st.column_config.NumberColumn(
+                 "cost in loops", format="$%.4f")})
+downloads.offer(tools, "loops-by-tool", key="tools")

@@ -498,12 +498,32 @@ order by bucket_ns, t.service;
 
 -- name: loops_by_tool
 -- Per tool: its calls, the calls that made no progress, the flags raised at its calls and the
--- episodes they flagged, and the cost of its calls from their episode's first flag on.
--- Filters as episode_list.
+-- episodes they flagged, and its cost in loops: the cost of its calls from their episode's
+-- first flag on (as metrics_breakdown's cost_after_first_flag_usd: a call's own cost when the
+-- episode's calls carry costs, else the episode's cost shared evenly over its calls; budget
+-- stops are no flag), so the rows add up to the Loops page's card. Filters as episode_list.
 with flags as (
     select trace_id, span_id, count(*) as flags, any_value(episode_id) as episode_id
     from detections
+    where detector <> 'budget' and kind <> 'budget'
     group by trace_id, span_id
+),
+first_flag as (
+    select e.episode_id,
+           least(e.first_flag_ns,
+                 (select min(t.start_ns) from detections d join tool_calls t
+                      on t.trace_id = d.trace_id and t.span_id = d.span_id
+                  where d.episode_id = e.episode_id and d.detector <> 'budget'
+                      and d.kind <> 'budget'),
+                 (select min(g.time_ns) from guard_decisions g
+                  where g.episode_id = e.episode_id
+                      and coalesce(g.decision, g.action) in ('warn', 'block', 'stop')
+                      and coalesce(g.reason, '') <> 'budget')) as at_ns,
+           e.cost_usd,
+           (select count(*) from tool_calls t where t.episode_id = e.episode_id) as n_calls,
+           (select count(t.cost_usd) from tool_calls t where t.episode_id = e.episode_id)
+               as priced_calls
+    from episodes e
 )
 select t.tool,
        count(*) as calls,
@@ -511,11 +531,13 @@ select t.tool,
        count(*) filter (where t.collector_progress = 'none') as no_progress_calls,
        coalesce(sum(f.flags), 0)::bigint as flags,
        count(distinct f.episode_id) as flagged_episodes,
-       coalesce(sum(t.cost_usd) filter (where t.start_ns >= e.first_flag_ns), 0)::double
-           as cost_in_loops_usd
+       coalesce(sum(case when ff.priced_calls > 0 then t.cost_usd
+                         else ff.cost_usd / ff.n_calls end)
+                    filter (where t.start_ns >= ff.at_ns), 0)::double as cost_in_loops_usd
 from tool_calls t
 left join flags f on f.trace_id = t.trace_id and f.span_id = t.span_id
 left join episodes e on e.episode_id = t.episode_id
+left join first_flag ff on ff.episode_id = t.episode_id
 where ($service is null or t.service = $service)
   and ($agent is null or t.agent = $agent or e.agent = $agent)
   and ($model is null or t.model = $model or e.model = $model)
@@ -525,6 +547,76 @@ where ($service is null or t.service = $service)
   and ($until_ns is null or e.start_ns < $until_ns)
 group by t.tool
 order by flags desc, no_progress_calls desc, t.tool
+limit coalesce($limit, 50);
+
+-- name: looping_signatures
+-- The calls that looped, ranked: one row per tool and signature flagged by the collector, with
+-- an arguments preview when content was captured, the runs it looped in, its calls in those
+-- runs (and how many made no progress), its cost in loops (its calls from their run's first
+-- flag on, priced as loops_by_tool), when it was
+-- first seen, the newest such run and, for a strip, which calls of that run were this
+-- signature (a list of 0/1 by call ordinal). Filters as episode_list.
+with flagged_calls as (
+    select distinct t.episode_id, t.tool, t.signature
+    from detections d
+    join tool_calls t on t.trace_id = d.trace_id and t.span_id = d.span_id
+    where d.detector <> 'budget' and d.kind <> 'budget' and t.signature <> ''
+),
+scope as (
+    select e.episode_id, e.cost_usd, coalesce(e.end_ns, e.start_ns) as at_ns,
+           least(e.first_flag_ns,
+                 (select min(t.start_ns) from detections d join tool_calls t
+                      on t.trace_id = d.trace_id and t.span_id = d.span_id
+                  where d.episode_id = e.episode_id and d.detector <> 'budget'
+                      and d.kind <> 'budget')) as first_flag_ns,
+           (select count(*) from tool_calls t where t.episode_id = e.episode_id) as n_calls,
+           (select count(t.cost_usd) from tool_calls t where t.episode_id = e.episode_id)
+               as priced_calls
+    from episodes e
+    where ($service is null or e.service = $service)
+      and ($agent is null or e.agent = $agent)
+      and ($model is null or e.model = $model)
+      and ($outcome is null or e.outcome = $outcome)
+      and ($since_ns is null or e.start_ns >= $since_ns)
+      and ($until_ns is null or e.start_ns < $until_ns)
+),
+numbered as (
+    select t.episode_id, t.tool, t.signature, t.args_text, t.start_ns, t.collector_progress,
+           case when s.priced_calls > 0 then coalesce(t.cost_usd, 0)
+                else coalesce(s.cost_usd / s.n_calls, 0) end as cost,
+           row_number() over (partition by t.episode_id
+                              order by t.start_ns, t.step nulls last, t.span_id) as call,
+           s.n_calls, s.at_ns, s.first_flag_ns
+    from tool_calls t
+    join scope s using (episode_id)
+),
+looped as (
+    select n.*
+    from numbered n
+    semi join flagged_calls f
+        on f.episode_id = n.episode_id and f.tool = n.tool and f.signature = n.signature
+    where $tool is null or n.tool = $tool
+),
+newest as (
+    select tool, signature, arg_max(episode_id, at_ns) as newest_episode
+    from looped
+    group by tool, signature
+)
+select l.tool, l.signature, any_value(l.args_text) as args_preview,
+       count(distinct l.episode_id) as runs,
+       count(*) as calls,
+       count(*) filter (where l.collector_progress = 'none') as no_progress_calls,
+       coalesce(sum(l.cost) filter (where l.start_ns >= l.first_flag_ns), 0)::double
+           as cost_in_loops_usd,
+       min(l.start_ns) as first_seen_ns,
+       any_value(w.newest_episode) as newest_episode,
+       (select list(case when n2.tool = l.tool and n2.signature = l.signature then 1 else 0 end
+                    order by n2.call)
+        from numbered n2 where n2.episode_id = any_value(w.newest_episode)) as strip
+from looped l
+join newest w using (tool, signature)
+group by l.tool, l.signature
+order by calls desc, runs desc, l.tool, l.signature
 limit coalesce($limit, 50);
 
 -- name: signature_steps
