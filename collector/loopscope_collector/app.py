@@ -10,6 +10,7 @@ from loopscope.detect import Policy
 from . import prometheus
 from .alert_sinks import build_sink
 from .alerts import AlertManager, AlertSettings
+from .limits import MAX_INFLIGHT_BYTES, ConnectionWatch, InFlight
 from .pipeline import Pipeline
 from .server import MAX_BODY_BYTES, CollectorHTTPServer
 from .server_grpc import serve_grpc
@@ -32,16 +33,19 @@ class Collector:
         max_request_bytes: int = MAX_BODY_BYTES,
         alert_settings: AlertSettings | None = None,
         webhooks: Sequence[str] = (),
+        max_inflight_bytes: int = MAX_INFLIGHT_BYTES,
+        watch: ConnectionWatch | None = None,
     ) -> None:
         self.alerts = AlertManager(alert_settings, build_sink(webhooks))  # bad URL: ValueError
         self.db = open_database(db_path)
         self.pipeline = Pipeline(self.db, policy=policy, on_batch=self.alerts)
+        self.inflight = InFlight(max(max_inflight_bytes, max_request_bytes))
         try:
             self.http = CollectorHTTPServer(
                 (host, http_port), pipeline=self.pipeline, db=self.db, auth_token=auth_token,
                 prometheus=lambda: prometheus.render(self.pipeline, alerts=self.alerts.counts(),
                                                      alert_failures=self.alerts.sink_failures()),
-                max_body_bytes=max_request_bytes,
+                max_body_bytes=max_request_bytes, inflight=self.inflight, watch=watch,
             )
         except OSError:
             self.db.close()  # the port is taken: release the store for whoever retries
@@ -49,6 +53,7 @@ class Collector:
         self.host = host
         self.grpc_port = grpc_port
         self.auth_token = auth_token
+        self.max_request_bytes = max_request_bytes
         self._grpc: Any = None
 
     @property
@@ -64,7 +69,8 @@ class Collector:
         self.http.serve_in_thread()
         if self.grpc_port:
             self._grpc = serve_grpc(self.pipeline, self.host, self.grpc_port,
-                                    auth_token=self.auth_token)
+                                    auth_token=self.auth_token, inflight=self.inflight,
+                                    max_request_bytes=self.max_request_bytes)
         return self
 
     def stop(self) -> None:

@@ -59,8 +59,23 @@ def register(sub: Any) -> None:
     p.add_argument("--insecure-remote", action="store_true",
                    help="allow a non-loopback --host without an auth token")
     p.add_argument("--policy", metavar="FILE", help="JSON policy for detection (see analyze)")
-    p.add_argument("--max-request-bytes", type=int, default=32 * 1024 * 1024,
-                   help="largest OTLP request, after decompression (default: 32 MiB)")
+    limits = p.add_argument_group("limits (past them a client gets 503 + Retry-After, or is "
+                                  "disconnected when it is too slow)")
+    limits.add_argument("--max-request-bytes", type=int, default=32 * 1024 * 1024,
+                        help="largest OTLP request, HTTP or gRPC, after decompression "
+                             "(default: 32 MiB)")
+    limits.add_argument("--max-inflight-bytes", type=int, default=64 * 1024 * 1024,
+                        help="bytes of requests being read, decoded or stored at once; bounds "
+                             "memory (default: 64 MiB, at least --max-request-bytes)")
+    limits.add_argument("--max-connections", type=int, default=256,
+                        help="open HTTP connections (default 256)")
+    limits.add_argument("--header-timeout", metavar="SECONDS", type=float, default=10.0,
+                        help="time to send a request's headers (default 10)")
+    limits.add_argument("--body-timeout", metavar="SECONDS", type=float, default=60.0,
+                        help="time to send a request's body (default 60)")
+    limits.add_argument("--idle-timeout", metavar="SECONDS", type=float, default=30.0,
+                        help="time a kept-alive connection may wait for its next request "
+                             "(default 30)")
     a = p.add_argument_group("no-progress spike alerts")
     a.add_argument("--webhook", metavar="URL", action="append", default=[],
                    help="POST alerts here as JSON with a Slack-compatible 'text' "
@@ -125,6 +140,7 @@ def cmd_collector(args: argparse.Namespace) -> int:
               "the collector with:  pip install 'loopscope[collector]'", file=sys.stderr)
         return 2
     from .alerts import AlertSettings
+    from .limits import ConnectionWatch
 
     policy = read_policy(args.policy)
     alert_settings = AlertSettings(
@@ -139,7 +155,13 @@ def cmd_collector(args: argparse.Namespace) -> int:
         collector = Collector(db_path=args.db, host=args.host, http_port=args.http_port,
                               grpc_port=args.grpc_port, auth_token=args.auth_token,
                               policy=policy, max_request_bytes=args.max_request_bytes,
-                              alert_settings=alert_settings, webhooks=args.webhook)
+                              alert_settings=alert_settings, webhooks=args.webhook,
+                              max_inflight_bytes=args.max_inflight_bytes,
+                              watch=ConnectionWatch(
+                                  max_connections=args.max_connections,
+                                  header_timeout_s=args.header_timeout,
+                                  body_timeout_s=args.body_timeout,
+                                  idle_timeout_s=args.idle_timeout))
     except duckdb.IOException as exc:
         hint = (" Another collector probably owns it (one writer per file): stop it, or pass "
                 "another --db." if "lock" in str(exc).lower() else "")

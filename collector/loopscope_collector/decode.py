@@ -42,6 +42,7 @@ __all__ = [
     "UnsupportedMediaType",
     "decode_proto_request",
     "decode_request",
+    "inflate",
 ]
 
 PROTOBUF = "application/x-protobuf"
@@ -55,7 +56,7 @@ _NESTED = frozenset(("array_value", "kvlist_value"))
 
 
 def decode_request(
-    body: bytes, *, content_type: str | None, content_encoding: str | None, max_bytes: int
+    body: bytes | bytearray, *, content_type: str | None, content_encoding: str | None, max_bytes: int
 ) -> list[SpanRecord]:
     """Decode the body of an OTLP/HTTP ``POST /v1/traces`` into span records.
 
@@ -80,6 +81,28 @@ def decode_request(
     if media is None:
         got = f"{content_type!r}" if content_type else "none"
         raise UnsupportedMediaType(f"unsupported Content-Type {got}; send {_ACCEPTED_TYPES}")
+    data = inflate(body, content_encoding=content_encoding, max_bytes=max_bytes)
+    if media == PROTOBUF:
+        try:
+            request = ExportTraceServiceRequest.FromString(data)
+        except (_ProtoDecodeError, ValueError, RecursionError) as exc:
+            raise DecodeError(f"protobuf: message could not be parsed ({exc})") from None
+        return decode_proto_request(request)
+    return decode_json(data)
+
+
+def inflate(body: bytes | bytearray, *, content_encoding: str | None,
+            max_bytes: int) -> bytes | bytearray:
+    """``body`` with its Content-Encoding undone, never more than ``max_bytes``.
+
+    The HTTP receiver calls it before ``decode_request`` (then passing no encoding) to learn
+    the size of what it is about to decode.
+
+    Raises:
+        UnsupportedEncoding: The content encoding is not one we decode.
+        PayloadTooLarge: The body, decompressed, exceeds ``max_bytes``.
+        DecodeError: The compressed stream is corrupt or truncated.
+    """
     encoding = (content_encoding or "").strip().lower()
     if encoding not in _ENCODINGS:
         raise UnsupportedEncoding(
@@ -89,16 +112,8 @@ def decode_request(
     if wbits is None:
         if len(body) > max_bytes:
             raise PayloadTooLarge(f"body is {len(body)} bytes, more than the {max_bytes} allowed")
-        data: bytes | bytearray = body
-    else:
-        data = _decompress(body, wbits, max_bytes, encoding)
-    if media == PROTOBUF:
-        try:
-            request = ExportTraceServiceRequest.FromString(data)
-        except (_ProtoDecodeError, ValueError, RecursionError) as exc:
-            raise DecodeError(f"protobuf: message could not be parsed ({exc})") from None
-        return decode_proto_request(request)
-    return decode_json(data)
+        return body
+    return _decompress(bytes(body), wbits, max_bytes, encoding)
 
 
 def _decompress(body: bytes, wbits: int, max_bytes: int, encoding: str) -> bytearray:

@@ -18,11 +18,14 @@ With an auth token, every request must carry ``Authorization: Bearer <token>``.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import decimal
 import hmac
 import json
 import logging
+import socket
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,8 +35,10 @@ from urllib.parse import parse_qsl, urlsplit
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from .decode import DecodeError, decode_request
+from .decode import DecodeError, decode_request, inflate
+from .limits import MAX_INFLIGHT_BYTES, Busy, ConnectionWatch, Hold, InFlight
 from .pipeline import Overloaded, Pipeline, PipelineStopped, Rejected
+from .spans import SpanRecord
 from .storage import Database
 from .storage.queries import READS, UnknownRead
 from .storage.writes import check_label
@@ -63,19 +68,61 @@ class CollectorHTTPServer(ThreadingHTTPServer):
         auth_token: str | None = None,
         prometheus: Callable[[], str] | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
+        inflight: InFlight | None = None,
+        watch: ConnectionWatch | None = None,
     ) -> None:
+        if ":" in address[0]:  # an IPv6 address such as ::1
+            self.address_family = socket.AF_INET6
+        self.watch = watch or ConnectionWatch()
         super().__init__(address, _Handler)
         self.pipeline = pipeline
         self.db = db
         self.auth_token = auth_token
         self.prometheus = prometheus
         self.max_body_bytes = max_body_bytes
+        self.inflight = inflight or InFlight(max(MAX_INFLIGHT_BYTES, max_body_bytes))
 
     def serve_in_thread(self) -> threading.Thread:
         """Serve on a daemon thread; returns it."""
+        self.watch.start()
         thread = threading.Thread(target=self.serve_forever, name="loopscope-http", daemon=True)
         thread.start()
         return thread
+
+    def server_close(self) -> None:
+        self.watch.stop()
+        super().server_close()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve the connection on its own thread, unless the connection cap is reached:
+        then answer 503 with Retry-After at once, on the accepting thread."""
+        if self.watch.enter(request):
+            super().process_request(request, client_address)
+            return
+        with contextlib.suppress(OSError):
+            request.settimeout(1.0)
+            request.sendall(_TOO_MANY_CONNECTIONS)
+        self.shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection that broke (closed by its client or by the watch) is routine."""
+        if isinstance(sys.exc_info()[1], OSError):
+            logger.debug("connection from %s broke: %s", client_address, sys.exc_info()[1])
+            return
+        logger.exception("loopscope collector: error serving %s", client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.watch.leave(request)
+
+
+_TOO_MANY_CONNECTIONS: Final = (
+    b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: " + RETRY_AFTER_S.encode()
+    + b"\r\nContent-Type: text/plain\r\nContent-Length: 33\r\nConnection: close\r\n\r\n"
+    b"too many connections, retry later"
+)
 
 
 def _jsonable(value: Any) -> Any:
@@ -106,10 +153,37 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         logger.debug("%s - " + format, self.address_string(), *args)
 
+    # -- deadlines (``limits.ConnectionWatch``) --------------------------------------------------
+
+    def handle_one_request(self) -> None:
+        """Wait for a request (idle timeout), then read its headers (header timeout)."""
+        watch = self.server.watch
+        watch.expect(self.connection, watch.idle_timeout_s)
+        try:
+            waiting = self.rfile.peek(1)  # type: ignore[attr-defined]
+        except OSError:
+            waiting = b""
+        if not waiting:  # the client closed, or the watch did
+            self.close_connection = True
+            return
+        watch.expect(self.connection, watch.header_timeout_s)
+        super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        """Headers read: the body must follow within the body timeout."""
+        ok = super().parse_request()
+        self.server.watch.expect(self.connection, self.server.watch.body_timeout_s)
+        return ok
+
+    def _received(self) -> None:
+        """The request is read: no deadline while the collector works on it."""
+        self.server.watch.expect(self.connection, None)
+
     # -- plumbing -----------------------------------------------------------------------------
 
     def _send(self, code: int, body: bytes, content_type: str,
               headers: dict[str, str] | None = None) -> None:
+        self.server.watch.expect(self.connection, self.server.watch.body_timeout_s)
         self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -156,6 +230,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._export()
         elif path == "/v1/labels":
             self._label()
+        elif path in _GET_ROUTES or path.startswith("/v1/reads/"):
+            self._drain()
+            self._json(405, {"error": f"{path} is read with GET"}, {"Allow": "GET"})
         else:
             self._drain()
             self._json(404, {"error": f"no route POST {self.path}; OTLP goes to /v1/traces"})
@@ -167,7 +244,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(400, {"error": "a label is a JSON object of at most 64 KiB"})
             return
         try:
-            label = check_label(json.loads(self.rfile.read(int(raw)) or b"null"))
+            body = self.rfile.read(int(raw))
+            self._received()
+            label = check_label(json.loads(body or b"null"))
         except ValueError as exc:  # json.JSONDecodeError is a ValueError too
             self._json(400, {"error": str(exc)})
             return
@@ -189,8 +268,11 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if not self._authorized():
             return
+        self._received()
         url = urlsplit(self.path)
-        if url.path == "/healthz":
+        if url.path in ("/v1/traces", "/v1/labels"):
+            self._json(405, {"error": f"{url.path} takes POST"}, {"Allow": "POST"})
+        elif url.path == "/healthz":
             self._health()
         elif url.path == "/metrics":
             text = self.server.prometheus() if self.server.prometheus else ""
@@ -254,18 +336,40 @@ class _Handler(BaseHTTPRequestHandler):
             self._reject(413, f"body of {length} bytes is over the limit of "
                               f"{self.server.max_body_bytes}", protobuf=protobuf)
             return
-        body = self.rfile.read(length)
-        try:
-            spans = decode_request(body, content_type=content_type,
-                                   content_encoding=self.headers.get("Content-Encoding"),
-                                   max_bytes=self.server.max_body_bytes)
-        except DecodeError as exc:  # 400, or 413 / 415 for its subclasses
-            self._reject(exc.http_status, str(exc), protobuf=protobuf)
-            return
         retry = {"Retry-After": RETRY_AFTER_S}
         try:
-            job = self.server.pipeline.submit(spans)
-            job.wait(ACK_TIMEOUT_S)
+            with self.server.inflight.hold(length) as held:
+                spans = self._decode(length, held, content_type, protobuf)
+                if spans is not None:
+                    self._store(spans, protobuf)
+        except Busy as exc:
+            self._discard(length)
+            self._otlp_error(503, f"not admitted, retry later: {exc}", protobuf=protobuf,
+                             headers=retry)
+
+    def _decode(self, length: int, held: Hold, content_type: str | None,
+                protobuf: bool) -> list[SpanRecord] | None:
+        """Read and decode the body; ``None`` when it was refused (and answered)."""
+        body = self.rfile.read(length)
+        if len(body) < length:  # the client went away, or the body timeout closed it
+            self.close_connection = True
+            return None
+        self._received()
+        try:
+            data = inflate(body, content_encoding=self.headers.get("Content-Encoding"),
+                           max_bytes=self.server.max_body_bytes)
+            held.grow(max(len(data) - length, 0))  # Busy: answered by the caller
+            return decode_request(data, content_type=content_type, content_encoding=None,
+                                  max_bytes=self.server.max_body_bytes)
+        except DecodeError as exc:  # 400, or 413 / 415 for its subclasses
+            self._reject(exc.http_status, str(exc), protobuf=protobuf)
+            return None
+
+    def _store(self, spans: list[SpanRecord], protobuf: bool) -> None:
+        """Hand the spans to the pipeline and answer once they are committed (or not)."""
+        retry = {"Retry-After": RETRY_AFTER_S}
+        try:
+            self.server.pipeline.submit(spans).wait(ACK_TIMEOUT_S)
         except Rejected as exc:
             self._reject(400, str(exc), protobuf=protobuf)
             return
@@ -282,3 +386,6 @@ class _Handler(BaseHTTPRequestHandler):
                        "application/x-protobuf")
         else:
             self._json(200, {})
+
+
+_GET_ROUTES: Final = frozenset({"/healthz", "/metrics", "/v1/reads", "/v1/reads/"})

@@ -1,8 +1,15 @@
 """OTLP/gRPC: the ``TraceService/Export`` endpoint on port 4317, for any OTel SDK or Collector.
 
 Same contract as the HTTP route: the response is sent once the spans are committed;
-INVALID_ARGUMENT for a malformed request, UNAVAILABLE (which OTLP clients retry) when the
-pipeline is overloaded or the store failed, UNAUTHENTICATED without the bearer token.
+INVALID_ARGUMENT for a malformed request or a value the store cannot hold, UNAVAILABLE (which
+OTLP clients retry) when too many bytes are in flight, the pipeline is overloaded or the store
+cannot be written, UNAUTHENTICATED without the bearer token. A message over
+``--max-request-bytes`` is refused by gRPC itself (RESOURCE_EXHAUSTED).
+
+The method is registered on raw bytes, not on the parsed message, so that a message that
+does not parse is the client's INVALID_ARGUMENT (gRPC would answer INTERNAL for a failed
+deserialisation) and its size is admitted before it is decoded. The standard gRPC health
+service reports the store's health.
 """
 
 from __future__ import annotations
@@ -12,27 +19,35 @@ from concurrent import futures
 from typing import Any, Final
 
 import grpc
+from google.protobuf.message import DecodeError as ProtoDecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 
 from .decode import DecodeError, decode_proto_request
+from .limits import Busy, InFlight
 from .pipeline import Overloaded, Pipeline, PipelineStopped, Rejected
 from .server import ACK_TIMEOUT_S, MAX_BODY_BYTES
+from .spans import SpanRecord
+from .store_health import StoreUnavailable
 
 MAX_WORKERS: Final = 8
+TRACE_SERVICE: Final = "opentelemetry.proto.collector.trace.v1.TraceService"
 
 
-class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
+class TraceService:
     """The OTLP trace service backed by the collector's pipeline."""
 
-    def __init__(self, pipeline: Pipeline, auth_token: str | None) -> None:
+    def __init__(self, pipeline: Pipeline, auth_token: str | None,
+                 inflight: InFlight | None = None) -> None:
         self.pipeline = pipeline
         self.auth_token = auth_token
+        self.inflight = inflight or InFlight()
 
-    def Export(
-        self, request: trace_service_pb2.ExportTraceServiceRequest, context: Any
-    ) -> trace_service_pb2.ExportTraceServiceResponse:
-        """Store the request's spans, then acknowledge."""
+    def Export(self, body: bytes, context: Any) -> ExportTraceServiceResponse:
+        """Admit, decode and store the request's spans, then acknowledge."""
         if self.auth_token:
             metadata = dict(context.invocation_metadata())
             given = str(metadata.get("authorization", ""))
@@ -40,24 +55,33 @@ class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
                     and hmac.compare_digest(given[7:].strip(), self.auth_token)):
                 context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         try:
-            spans = decode_proto_request(request)
-        except DecodeError as exc:
+            with self.inflight.hold(len(body)):
+                self._store(self._decode(body, context), context)
+        except Busy as exc:
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"not admitted, retry later: {exc}")
+        return ExportTraceServiceResponse()
+
+    def _decode(self, body: bytes, context: Any) -> list[SpanRecord]:
+        try:
+            return decode_proto_request(ExportTraceServiceRequest.FromString(body))
+        except (ProtoDecodeError, ValueError, RecursionError) as exc:
             self.pipeline.count_rejected(400)
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            message = str(exc) if isinstance(exc, DecodeError) else (
+                f"protobuf: message could not be parsed ({exc})")
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, message)
+            raise  # abort raises; this line is for the type checker
+
+    def _store(self, spans: list[SpanRecord], context: Any) -> None:
         try:
             self.pipeline.submit(spans).wait(ACK_TIMEOUT_S)
         except Rejected as exc:
             self.pipeline.count_rejected(400)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        except (Overloaded, PipelineStopped, TimeoutError) as exc:
+        except (Overloaded, PipelineStopped, StoreUnavailable, TimeoutError) as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE, f"not stored, retry later: {exc}")
         except Exception as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE,
                           f"the store failed, retry later: {type(exc).__name__}")
-        return trace_service_pb2.ExportTraceServiceResponse()
-
-
-TRACE_SERVICE: Final = "opentelemetry.proto.collector.trace.v1.TraceService"
 
 
 def _health_service(pipeline: Pipeline) -> health.HealthServicer:
@@ -76,16 +100,21 @@ def _health_service(pipeline: Pipeline) -> health.HealthServicer:
     return service
 
 
-def serve_grpc(pipeline: Pipeline, host: str, port: int, *,
-               auth_token: str | None = None) -> grpc.Server:
+def serve_grpc(pipeline: Pipeline, host: str, port: int, *, auth_token: str | None = None,
+               inflight: InFlight | None = None,
+               max_request_bytes: int = MAX_BODY_BYTES) -> grpc.Server:
     """Start the gRPC server (it serves on its own threads); returns it for ``stop``."""
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="loopscope-grpc"),
         # No SO_REUSEPORT: a second collector must not silently share (and split) the port.
-        options=[("grpc.max_receive_message_length", MAX_BODY_BYTES), ("grpc.so_reuseport", 0)],
+        options=[("grpc.max_receive_message_length", max_request_bytes),
+                 ("grpc.so_reuseport", 0)],
     )
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(
-        TraceService(pipeline, auth_token), server)
+    trace = TraceService(pipeline, auth_token, inflight)
+    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(TRACE_SERVICE, {
+        "Export": grpc.unary_unary_rpc_method_handler(
+            trace.Export, response_serializer=ExportTraceServiceResponse.SerializeToString),
+    })])
     health_pb2_grpc.add_HealthServicer_to_server(_health_service(pipeline), server)
     try:
         bound = server.add_insecure_port(f"{host}:{port}")

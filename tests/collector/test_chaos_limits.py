@@ -1,0 +1,232 @@
+"""Chaos: slow, silent and greedy clients. The collector closes connections that overstay
+their header, body or idle time, caps connections and the bytes in flight (503 with
+Retry-After), and a normal client goes on being served meanwhile. gRPC honours
+``--max-request-bytes`` and answers a message that does not parse with INVALID_ARGUMENT.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from collector_process import CollectorProcess, eventually, free_port, start_collector
+from otlp_requests import episode_request
+
+pytestmark = pytest.mark.timeout(180)
+
+LIMITS = ["--header-timeout", "1", "--body-timeout", "1", "--idle-timeout", "1"]
+
+
+@pytest.fixture
+def collector(tmp_path: Path) -> Iterator[CollectorProcess]:
+    proc = start_collector(tmp_path / "store.duckdb", extra=LIMITS)
+    yield proc
+    proc.stop()
+
+
+def _connect(collector: CollectorProcess) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", collector.http_port), timeout=30)
+
+
+def _closed_by_server(sock: socket.socket) -> bool:
+    """Read until the server closes the connection (what it sent before is skipped)."""
+    try:
+        while sock.recv(4096):
+            pass
+    except ConnectionResetError:
+        pass
+    return True
+
+
+def _timed_post(collector: CollectorProcess) -> float:
+    body = episode_request(2)[0].SerializeToString()
+    start = time.perf_counter()
+    status, _, _ = collector.post(body)
+    assert status == 200
+    return time.perf_counter() - start
+
+
+def test_slow_loris_connections_are_closed_and_a_normal_client_keeps_its_latency(
+    collector: CollectorProcess,
+) -> None:
+    """Forty clients trickle a header byte at a time; each is disconnected by the header
+    timeout, and a normal client's requests are all acknowledged meanwhile, with a latency
+    of the same order as before (compared generously: the machine is shared)."""
+    before = [_timed_post(collector) for _ in range(10)]
+    stop = threading.Event()
+    closed: list[bool] = []
+
+    def loris() -> None:
+        sock = _connect(collector)
+        sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\n")
+        sock.settimeout(0.2)
+        try:
+            while not stop.is_set():
+                sock.sendall(b"X")
+                try:
+                    if sock.recv(4096) == b"":
+                        closed.append(True)
+                        return
+                except TimeoutError:
+                    pass
+        except OSError:
+            closed.append(True)
+        finally:
+            sock.close()
+
+    threads = [threading.Thread(target=loris) for _ in range(40)]
+    for thread in threads:
+        thread.start()
+    during = [_timed_post(collector) for _ in range(10)]
+    eventually(lambda: len(closed) == 40, timeout=60)
+    stop.set()
+    for thread in threads:
+        thread.join(10)
+    assert statistics.median(during) < 20 * max(statistics.median(before), 0.01)
+
+
+def test_an_idle_connection_and_a_stalled_body_are_closed(collector: CollectorProcess) -> None:
+    """A connection that never sends a request, and one that stops half-way through its
+    body, are closed by the server (idle and body timeouts)."""
+    idle = _connect(collector)
+    stalled = _connect(collector)
+    stalled.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                    b"application/x-protobuf\r\nContent-Length: 1000\r\n\r\n" + b"\0" * 10)
+    assert _closed_by_server(idle) and _closed_by_server(stalled)
+    idle.close()
+    stalled.close()
+    _timed_post(collector)
+
+
+def test_past_the_connection_cap_a_client_gets_503_until_one_closes(tmp_path: Path) -> None:
+    """With four connections open, the fifth is answered 503 with Retry-After at once; once
+    the idle ones are closed, requests are served again."""
+    collector = start_collector(tmp_path / "store.duckdb",
+                                extra=[*LIMITS, "--max-connections", "4"])
+    try:
+        held = [_connect(collector) for _ in range(4)]
+        eventually(lambda: "503" in _first_answer(collector))
+        for sock in held:
+            assert _closed_by_server(sock)
+            sock.close()
+        eventually(lambda: _first_answer(collector).startswith("HTTP/1.0 200")
+                   or _first_answer(collector).startswith("HTTP/1.1 200"))
+    finally:
+        collector.stop()
+
+
+def _first_answer(collector: CollectorProcess) -> str:
+    with _connect(collector) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        data = b""
+        try:
+            while chunk := sock.recv(4096):
+                data += chunk
+        except ConnectionResetError:
+            pass
+    text = data.decode("latin-1")
+    if "503" in text.split("\r\n", 1)[0]:
+        assert "Retry-After: " in text
+    return text
+
+
+def test_bytes_in_flight_are_capped_with_503_and_retry_after(tmp_path: Path) -> None:
+    """While a 900 kB request is being received, a 500 kB one does not fit under a 1 MB cap
+    on bytes in flight: 503 with Retry-After; once the first is stored, the retry is too."""
+    collector = start_collector(tmp_path / "store.duckdb", extra=[
+        "--max-request-bytes", "1000000", "--max-inflight-bytes", "1000000",
+        "--body-timeout", "60"])
+    try:
+        big, _ = episode_request(1)
+        span = big.resource_spans[0].scope_spans[0].spans[0]
+        span.attributes.add(key="padding").value.string_value = "p" * 900_000
+        body = big.SerializeToString()
+        first = http.client.HTTPConnection("127.0.0.1", collector.http_port, timeout=30)
+        first.putrequest("POST", "/v1/traces")
+        first.putheader("Content-Type", "application/x-protobuf")
+        first.putheader("Content-Length", str(len(body)))
+        first.endheaders()
+        first.send(body[:1000])  # held: the cap counts it from its headers on
+
+        second, _ = episode_request(1)
+        second.resource_spans[0].scope_spans[0].spans[0].attributes.add(
+            key="padding").value.string_value = "q" * 500_000
+        status, headers, answer = collector.post(second.SerializeToString())
+        assert status == 503 and "Retry-After" in headers and b"in flight" in answer
+
+        first.send(body[1000:])
+        assert first.getresponse().status == 200
+        first.close()
+        assert collector.post(second.SerializeToString())[0] == 200
+        assert 'loopscope_requests_rejected_total' in collector.get("/metrics")
+    finally:
+        collector.stop()
+
+
+def test_grpc_honours_max_request_bytes_and_refuses_garbage_as_invalid_argument(
+    tmp_path: Path,
+) -> None:
+    """A gRPC message over ``--max-request-bytes`` is RESOURCE_EXHAUSTED; bytes that are not
+    an ExportTraceServiceRequest are INVALID_ARGUMENT (not INTERNAL); a good one is stored."""
+    collector = start_collector(tmp_path / "store.duckdb",
+                                extra=["--max-request-bytes", "100000"])
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{collector.grpc_port}") as channel:
+            export = channel.unary_unary(
+                "/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+            big, _ = episode_request(1)
+            big.resource_spans[0].scope_spans[0].spans[0].attributes.add(
+                key="padding").value.string_value = "p" * 200_000
+            for body, code in ((big.SerializeToString(), grpc.StatusCode.RESOURCE_EXHAUSTED),
+                               (b"\x0a\xff\xff\xff", grpc.StatusCode.INVALID_ARGUMENT)):
+                with pytest.raises(grpc.RpcError) as caught:
+                    export(body, timeout=30)
+                assert caught.value.code() == code
+            assert export(episode_request(3)[0].SerializeToString(), timeout=30) == b""
+        assert collector.read("summary")[0]["tool_calls"] == 3
+    finally:
+        collector.stop()
+
+
+def _has_ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as sock:
+            sock.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _has_ipv6_loopback(), reason="no IPv6 loopback on this machine")
+def test_ipv6_loopback_really_listens(tmp_path: Path) -> None:
+    """``--host ::1`` is loopback (no token needed) and the HTTP server listens on it."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loopscope", "collector", "--db", str(tmp_path / "s.duckdb"),
+         "--host", "::1", "--http-port", str(port), "--grpc-port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        def healthy() -> bool:
+            try:
+                conn = http.client.HTTPConnection("::1", port, timeout=5)
+                conn.request("GET", "/healthz")
+                return conn.getresponse().status == 200
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                return False
+
+        eventually(healthy, timeout=30)
+    finally:
+        proc.terminate()
+        proc.wait(20)
