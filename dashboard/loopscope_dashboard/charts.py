@@ -224,14 +224,50 @@ def rate_over_time(rates: pd.DataFrame, alerts: pd.DataFrame | None = None) -> g
     return fig
 
 
-def alert_context(rates: pd.DataFrame, alert: pd.Series) -> go.Figure:
-    """The rate chart around one alert: its service's rate, the firing (and resolution)."""
-    fig = rate_over_time(rates, pd.DataFrame([alert]))
-    fig.add_vline(x=alert["fired_at"], line_color=ALERT_COLOR, line_dash="dash")
+def alert_context(series: pd.DataFrame, alert: pd.Series, rule: dict[str, float],
+                  firings: pd.DataFrame | None = None) -> go.Figure:
+    """The series one spike alert was judged on, with the rule drawn on it.
+
+    ``series`` is ``queries.alert_series`` (the rolling-window rate: ``bucket``, ``rate``,
+    ``calls``); ``rule`` is ``queries.alert_rule`` (``threshold``, ``window_s``, ``factor``,
+    ``floor``). Draws the threshold, the baseline and the firing level it gives when the alert
+    had a baseline, every firing of the service in range (``firings``, as ``queries.alerts``)
+    and the resolution.
+    """
+    fig = go.Figure()
+    if series.empty:
+        return _empty(fig, "no tool calls around this alert")
+    window = f"{rule['window_s']:g} s"
+    fig.add_trace(go.Scatter(
+        x=series["bucket"], y=series["rate"], mode="lines", name=f"no-progress rate ({window})",
+        line={"color": "#1f77b4", "shape": "hv"},
+        customdata=series[["no_progress", "calls"]].values,
+        hovertemplate=("%{x}<br>%{y:.0%} of the calls in the last " + window
+                       + " (%{customdata[0]} of %{customdata[1]})<extra></extra>")))
+    fig.add_hline(y=rule["threshold"], line_dash="dash", line_color=ALERT_COLOR,
+                  annotation_text=f"threshold {rule['threshold']:.0%}",
+                  annotation_position="top left")
+    baseline = alert.get("baseline")
+    if baseline is not None and not pd.isna(baseline):
+        level = min(rule["threshold"], max(baseline * rule["factor"], rule["floor"]))
+        fig.add_hline(y=baseline, line_dash="dot", line_color="#7f7f7f",
+                      annotation_text=f"baseline {baseline:.0%}",
+                      annotation_position="bottom left")
+        if level < rule["threshold"]:
+            fig.add_hline(y=level, line_dash="dashdot", line_color="#ff7f0e",
+                          annotation_text=f"fires at {level:.0%} ({rule['factor']:g}× baseline)",
+                          annotation_position="top right")
+    marks = firings if firings is not None and not firings.empty else pd.DataFrame([alert])
+    fig.add_trace(go.Scatter(
+        x=marks["fired_at"], y=marks["rate"], mode="markers", name="fired",
+        marker={"symbol": "triangle-up", "size": 14, "color": ALERT_COLOR},
+        text=marks["message"], hovertemplate="%{x}<br>%{text}<extra>fired</extra>"))
     resolved = alert.get("resolved_at")
     if resolved is not None and not pd.isna(resolved):
         fig.add_vline(x=resolved, line_color="#2ca02c", line_dash="dash")
-    fig.update_layout(height=260, showlegend=False)
+    fig.update_yaxes(title_text="no-progress rate", tickformat=".0%", rangemode="tozero")
+    fig.update_xaxes(title_text="time (UTC)")
+    fig.update_layout(height=300, margin={"t": 30, "b": 30}, showlegend=True)
     return fig
 
 

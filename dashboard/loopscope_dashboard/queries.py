@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -264,13 +265,52 @@ def no_progress_rate(*, bucket_s: int = 60, **filters: Any) -> pd.DataFrame:
     return frame
 
 
-def rate_around(at: pd.Timestamp, *, service: str | None, minutes: int = 30,
-                bucket_s: int = 60) -> pd.DataFrame:
-    """The no-progress rate of ``service`` from ``minutes`` before ``at`` to after it."""
-    at_ns = int(pd.Timestamp(at).value)
-    width = minutes * 60 * 1_000_000_000
-    return no_progress_rate(bucket_s=bucket_s, service=service, since_ns=at_ns - width,
-                            until_ns=at_ns + width)
+_WINDOW_TEXT: Final = re.compile(r"in the last ([\d.]+) s\b")
+_THRESHOLD_TEXT: Final = re.compile(r"threshold (\d+(?:\.\d+)?)%")
+
+
+def alert_rule(alert: Mapping[str, Any]) -> dict[str, float]:
+    """The rule an alert was judged by: ``window_s``, ``threshold`` (a fraction), ``factor``
+    and ``floor``. The alert's own message gives the window and, when it fired by threshold,
+    the threshold; the rest are the collector's defaults (``AlertSettings``)."""
+    from loopscope_collector.alerts import AlertSettings
+
+    defaults = AlertSettings()
+    message = str(alert.get("message") or "")
+    window = _WINDOW_TEXT.search(message)
+    threshold = _THRESHOLD_TEXT.search(message)
+    return {"window_s": float(window.group(1)) if window else defaults.window_s,
+            "threshold": float(threshold.group(1)) / 100 if threshold else defaults.threshold,
+            "factor": defaults.factor, "floor": defaults.floor}
+
+
+def alert_series(alert: Mapping[str, Any], *, windows_before: int = 4,
+                 windows_after: int = 2) -> pd.DataFrame:
+    """The series the spike rule evaluates around ``alert``: the no-progress rate of its
+    service over the rule's rolling window, ending at each ``bucket`` (a twelfth of the
+    window), with ``calls`` and ``no_progress`` in the window."""
+    window_s = alert_rule(alert)["window_s"]
+    bucket_s = max(1, round(window_s / 12))
+    at_ns = int(pd.Timestamp(alert["fired_at"]).value)
+    span = int(window_s * 1e9)
+    rates = no_progress_rate(bucket_s=bucket_s, service=alert.get("service"),
+                             since_ns=at_ns - (windows_before + 1) * span,
+                             until_ns=at_ns + windows_after * span)
+    if rates.empty:
+        return pd.DataFrame(columns=["bucket", "rate", "calls", "no_progress"])
+    step = bucket_s * 1_000_000_000
+    counts = rates.groupby("bucket_ns")[["calls", "no_progress"]].sum()
+    grid = range(int(counts.index.min()), int(counts.index.max()) + step, step)
+    counts = counts.reindex(grid, fill_value=0)
+    buckets = max(1, round(window_s / bucket_s))
+    rolled = counts.rolling(buckets, min_periods=1).sum()
+    rolled = rolled[rolled.index >= at_ns - windows_before * span]
+    return pd.DataFrame({
+        "bucket": pd.to_datetime(rolled.index + step, unit="ns"),
+        "calls": rolled["calls"].astype(int).values,
+        "no_progress": rolled["no_progress"].astype(int).values,
+        "rate": (rolled["no_progress"] / rolled["calls"].where(rolled["calls"] > 0)).values,
+    })
 
 
 @st.cache_data(ttl=LIVE_TTL, show_spinner=False)

@@ -195,10 +195,30 @@ def test_loops_page_ranks_looping_calls_and_its_costs_add_up() -> None:
     assert bars and all(c["layout"]["xaxis"]["title"]["text"] for c in bars)
 
 
-def test_alerts_page_shows_each_alert_with_its_rate() -> None:
+def test_alerts_page_draws_the_series_the_rule_evaluated_and_its_threshold() -> None:
+    """The fixture's rule: a 3600 s window and a 30% threshold (fixture_store.build_store);
+    the plotted window rate at the firing is the rate the alert fired at."""
     at = _page("views/alerts.py")
     assert at.metric[0].value == "2"
-    assert len(_charts(at)) == 2
+    charts = _charts(at)
+    assert len(charts) == 2
+    for chart in charts:
+        assert any(shape.get("y0") == 0.3 for shape in chart["layout"]["shapes"])
+        assert any("threshold 30%" in note.get("text", "")
+                   for note in chart["layout"]["annotations"])
+        names = {t["name"] for t in chart["data"]}
+        assert {"no-progress rate (3600 s)", "fired"} <= names
+    assert "No baseline yet" in _texts(at, "caption")
+
+
+def test_the_alert_series_at_the_firing_is_the_rate_that_fired() -> None:
+    from loopscope_dashboard import queries
+
+    for _, alert in queries.alerts().iterrows():
+        series = queries.alert_series(alert)
+        at = series[series["bucket"] >= alert["fired_at"]].iloc[0]
+        assert at["rate"] == pytest.approx(alert["rate"])
+        assert at["calls"] == alert["volume"]
 
 
 def test_labels_page_needs_a_live_collector_for_a_file() -> None:
