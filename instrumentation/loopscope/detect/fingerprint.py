@@ -256,7 +256,8 @@ TRANSITIONAL: Final = frozenset(
     ["pending", "running", "queued", "creating", "provisioning", "starting", "processing", "building", "deploying", "initializing", "initialising", "in_progress", "inprogress", "waiting", "scheduled", "updating", "deleting", "submitted", "rebooting", "restarting", "migrating", "syncing", "copying", "uploading", "downloading", "exporting", "importing", "validating", "verifying", "preparing"]
 )
 """Words of a status that is still on its way: polling it again is waiting, not spinning."""
-STATUS_MAX_WORDS: Final = 60
+STATUS_MAX_WORDS: Final = 16
+"""A status is short; a longer output that mentions "running" is a table or a document."""
 
 
 def is_transitional(words: frozenset[str] | None) -> bool:
@@ -279,3 +280,42 @@ _NEGATIVE = re.compile(
 def is_negative(text: str | None) -> bool:
     """Whether an output says that nothing was found ("No results", "Could not find X")."""
     return bool(text) and _NEGATIVE.search(text[:500]) is not None  # type: ignore[arg-type]
+
+
+MIN_VALUE_CHARS: Final = 3
+
+
+def arg_values(args: Any, depth: int = 0) -> frozenset[str]:
+    """The scalar values of ``args`` that can name something: strings of at least three
+    characters (loosened: case, punctuation and spacing ignored) and numbers of three digits
+    or more (order ids, emails, SKUs, store ids). Small numbers (offsets, limits) are not."""
+    found: set[str] = set()
+    if isinstance(args, Mapping):
+        if depth < 3:
+            for value in args.values():
+                found |= arg_values(value, depth + 1)
+    elif isinstance(args, list | tuple):
+        if depth < 3:
+            for value in args[:20]:
+                found |= arg_values(value, depth + 1)
+    elif isinstance(args, str):
+        text = loose_text(args[:200])
+        if len(text) >= MIN_VALUE_CHARS:
+            found.add(text)
+    elif isinstance(args, int | float) and not isinstance(args, bool) and abs(args) >= 100:
+        found.add(str(args))
+    return frozenset(found)
+
+
+_REFUSAL = re.compile(
+    r"""["']?(?:status|status_code|code)["']?\s*[:=]\s*["']?[45]\d\d\b"""
+    r"|\b(?:access denied|forbidden|unauthori[sz]ed|permission denied|not permitted|"
+    r"rate limit(?:ed)?|too many requests|bot protection|captcha)\b",
+    re.IGNORECASE,
+)
+
+
+def is_refusal(text: str | None) -> bool:
+    """Whether a successful call's output is a refusal in disguise (an HTTP 403 page, "access
+    denied", "rate limited"): asking in other ways for what is refused is not exploring."""
+    return bool(text) and _REFUSAL.search(text[:500]) is not None  # type: ignore[arg-type]

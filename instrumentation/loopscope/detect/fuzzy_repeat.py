@@ -6,6 +6,7 @@ from .base import AFTER_RUNGS, Finding, args_preview
 from .events import StepView
 from .fingerprint import similar, trigrams
 from .history import History
+from .output_stagnation import judge
 from .policy import Policy
 
 
@@ -19,7 +20,9 @@ class FuzzyRepeat:
     written (``fuzzy_requires_same_output=False``) the rule counts arguments alone.
 
     Exact repeats are the other detectors' business; this one needs at least two distinct
-    argument texts among the matches.
+    argument texts among the matches. Similar long arguments are often one field swept over
+    new values (another service in the same log query): such a sweep raises nothing, edits
+    that only reword climb the ladder, anything else is a warning.
     """
 
     name = "fuzzy_repeat"
@@ -61,6 +64,9 @@ class FuzzyRepeat:
         texts = {s.args_text for s in matches} | {step.args_text}
         if len(matches) + 1 < self.threshold or len(texts) < 2:
             return None
+        rungs = judge([*matches, step])
+        if rungs is None:
+            return None  # one field swept over new values: different questions
         return Finding(
             kind="param_jitter",
             message=(
@@ -70,4 +76,5 @@ class FuzzyRepeat:
             ),
             key=step.tool,
             details={"tool": step.tool, "count": len(matches) + 1},
+            rungs=rungs,
         )

@@ -40,10 +40,12 @@ class SignatureStats:
     fails: list[int] = field(default_factory=list)
     """Step indexes of the current run of failures (the last ``MAX_FAILS``); an answer of
     "nothing found" counts as a soft failure of the question."""
+    fails_epoch: int = 0
     fail_transient: bool = False
     """The last failure read as transient (a timeout, 503, "try again")."""
     last_index: int = -1
     last_words: frozenset[str] | None = None
+    last_negative: bool = False
     transitional: bool = False
     """The last output read like a status still on its way (RUNNING, PENDING, …)."""
 
@@ -55,6 +57,7 @@ class History:
         "_by_sig",
         "_recent",
         "default_deadline_s",
+        "epoch",
         "intended",
         "seen_loose",
         "seen_outputs",
@@ -85,6 +88,8 @@ class History:
         self.default_deadline_s = 0.0
         self.intended = 1
         """Identical writes the current turn asks for (1: no repeat asked for)."""
+        self.epoch = 0
+        """Successful writes and edits so far: a failure before one may not repeat after."""
         self.writes: Any = None
         """The episode's ``WriteLedger`` (set by the monitor)."""
 
@@ -135,7 +140,11 @@ class History:
         stats.last_index = step.index
         stats.transitional = is_transitional(step.words)
         stats.last_words = step.words
+        stats.last_negative = step.negative
         if step.status in ("error", "timeout") or step.negative:
+            if stats.fails_epoch != self.epoch:
+                stats.fails, stats.fail_run = [], 0
+            stats.fails_epoch = self.epoch
             stats.fail_run += 1
             stats.fails = [*stats.fails[-(MAX_FAILS - 1) :], step.index]
             stats.fail_transient = step.status == "timeout" or not TRANSIENT.isdisjoint(

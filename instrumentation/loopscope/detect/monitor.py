@@ -20,9 +20,12 @@ from .events import ACTION_RANK, Decision, Flag, StepView, ToolCall, ToolResult
 from .exact_repeat import ExactRepeat
 from .expectations import AnswerCheck, ExpectationTracker
 from .fingerprint import (
+    TRANSITIONAL,
+    arg_values,
     call_signature,
     canonical_json,
     is_negative,
+    is_refusal,
     loose_text,
     masked,
     output_hash,
@@ -38,7 +41,7 @@ from .policy import Policy
 from .poll_timeout import PollTimeout
 from .repeat_same_error import RepeatSameError
 from .task import intended_repeats, task_deadline
-from .writes import WriteDuplicate, WriteLedger
+from .writes import WriteDuplicate, WriteLedger, changes_state
 
 DEFAULT_DETECTORS: Final = (
     PollTimeout,
@@ -236,6 +239,8 @@ class EpisodeMonitor:
             step.shape = output_hash(masked(text)) if text is not None else digest
         elif step.status == "ok":
             step.negative = is_negative(text)
+            step.refused = is_refusal(text)
+            step.values = arg_values(step.args)
         findings: list[tuple[str, Finding]] = []
         if step.status != "blocked":
             similarity = self.policy.stagnation_similarity
@@ -248,6 +253,8 @@ class EpisodeMonitor:
         write_status = None
         if kind == "write" and pending.key is not None:
             write_status = self.writes.after(step, pending.key)
+        if step.status == "ok" and (kind == "write" or changes_state(step.args)):
+            history.epoch += 1  # the world changed: earlier failures may not repeat
         reconciled = self._reconcile(pending.call, step)
         step.progress = self._progress(step, stats, declared=self._declared(pending.call))
         self._count_progress(step)
@@ -279,8 +286,17 @@ class EpisodeMonitor:
         if call.tool in self.policy.poll_tools:
             return "poll"
         stats = self.history.stats(signature)
-        if stats is not None and (len(stats.outputs) > 1 or stats.transitional):
-            return "poll"  # its output has changed, or reads like a status on its way
+        if stats is None:
+            return None
+        if len(stats.outputs) > 1:
+            return "poll"  # same call, its output has changed: polling by shape
+        gap = call.t - stats.last_t
+        if gap >= self.policy.poll_pace_s and (
+            stats.last_status == "ok" or not TRANSITIONAL.isdisjoint(stats.last_words or ())
+        ):
+            return "poll"  # asked again after a real wait for a result (or "still waiting")
+        if stats.transitional:
+            return "poll"  # a status on its way: its state can still change
         return None
 
     def _reconcile(self, call: ToolCall, step: StepView) -> tuple[str, ...]:
@@ -314,21 +330,21 @@ class EpisodeMonitor:
         )
 
     def _progress(self, step: StepView, stats: Any, *, declared: bool) -> str | None:
+        words = step.words
+        if step.kind == "poll" and stats is not None and step.status in ("ok", "error"):
+            if step.output_hash != stats.last_output and (
+                words is None or words != stats.last_words
+            ):
+                return "state_change"  # (a poll may answer "not done yet" as an error)
+            return "waiting" if self._waiting(step, stats, declared) else None
         if step.status != "ok":
             return None  # blocked, failed or timed out: nothing learned
-        words = step.words
         if step.kind == "write":
             if words and not CONFLICT_WORDS.isdisjoint(words):
                 return None  # "already exists", 409: no new state
             if stats is None or step.output_hash not in stats.outputs:
                 return "write_ok"
             return None
-        if step.kind == "poll" and stats is not None:
-            if step.output_hash != stats.last_output and (
-                words is None or words != stats.last_words
-            ):
-                return "state_change"
-            return "waiting" if self._waiting(step, stats, declared) else None
         new_call = f"{step.tool}\x00{step.loose}" not in self.history.seen_loose
         if (words is not None and not words) or step.negative:
             return "new_action" if new_call else None  # nothing found: exploring at best
@@ -344,11 +360,15 @@ class EpisodeMonitor:
 
     def _waiting(self, step: StepView, stats: Any, declared: bool) -> bool:
         """An unchanged poll is waiting until its deadline when it is declared a poll; an
-        undeclared one needs the evidence: a status on its way, asked at a pace."""
+        undeclared one needs the evidence: asked again after a real wait (``poll_pace_s``),
+        or a status on its way asked at a pace (``poll_min_interval_s``)."""
         if not declared:
             gap = step.t - stats.last_t
-            if not stats.transitional or 0 < gap < self.policy.poll_min_interval_s:
-                return False  # a fixed answer, or hammering: not waiting
+            paced = gap >= self.policy.poll_pace_s or (
+                stats.transitional and (gap == 0 or gap >= self.policy.poll_min_interval_s)
+            )
+            if not paced:
+                return False  # a fixed answer asked again at once, or hammering
         deadline = step.deadline_s or self.history.default_deadline_s
         return step.t - stats.first_t <= deadline
 
@@ -474,6 +494,7 @@ class EpisodeMonitor:
         for name, finding in findings:
             rungs = finding.rungs or self._rungs.get(name) or AFTER_RUNGS
             rung, fresh = self.ladder.climb((name, finding.key), index, len(rungs), progress_after)
+            rung = min(rung, len(rungs) - 1)  # a condition can move to a shorter ladder
             act = rungs[rung]
             cap = self.policy.actions.get(name)
             if cap is not None and ACTION_RANK[cap] < ACTION_RANK[act]:

@@ -28,14 +28,21 @@ MAX_ECHOES = 8
 MESSAGE_CHARS = 20_000
 
 
+CHANT_SHARE = 0.5
+"""A message is chanting when at least this share of its sentences are repeats."""
+
+
 def chanted(text: str, min_words: int) -> tuple[str, int]:
-    """The most repeated sentence of ``text`` with at least ``min_words`` words, and its count."""
+    """The most repeated sentence of ``text`` with at least ``min_words`` words and its count,
+    when repeats make up at least ``CHANT_SHARE`` of the message's sentences; else ("", 0).
+    A runbook that ends every step with the same rollback line is not chanting."""
     counts: Counter[str] = Counter()
     for sentence in _SENTENCE.split(text[:MESSAGE_CHARS]):
         words = sentence.lower().split()
         if len(words) >= min_words:
             counts[" ".join(words)] += 1
-    if not counts:
+    total = sum(counts.values())
+    if not total or (total - len(counts)) / total < CHANT_SHARE:
         return "", 0
     sentence, count = counts.most_common(1)[0]
     return sentence, count

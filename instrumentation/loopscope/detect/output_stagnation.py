@@ -5,10 +5,10 @@ the same or nearly the same, so the agent learns nothing. Same tool → ``param_
 several tools → ``output_stagnation``. Counting is progress-first: only calls inside the
 current no-progress stretch, plus the one that first brought the answer.
 
-Two shapes are told apart, because only one of them is a loop: *jitter* revisits arguments
-or nudges them (the same request reworded, an offset back and forth) and climbs the ladder;
-a *sweep* asks genuinely different questions and gets the same answer, which is a signal
-(a warning) only, and no signal at all when the answer is "nothing found" (exploring).
+Three shapes are told apart, because only one of them is a loop: *jitter* revisits arguments
+(an offset back and forth, the same request reworded) and climbs the ladder; a *sweep* names
+something new in every call (another store, another service) and gets the same answer, which
+is exploring and raises nothing; anything in between is a warning only.
 """
 
 from __future__ import annotations
@@ -17,12 +17,9 @@ from collections.abc import Iterable
 
 from .base import AFTER_RUNGS, WARN_RUNGS, Finding
 from .events import StepView
-from .fingerprint import is_negative, similar, trigrams
+from .fingerprint import similar
 from .history import History
 from .policy import Policy
-
-NUDGE_MIN_CHARS = 20
-"""Below this, argument texts are compared exactly (after loosening), not by 3-grams."""
 
 
 def same_info_indexes(
@@ -50,16 +47,31 @@ def same_info_indexes(
 
 def nudged(steps: list[StepView]) -> bool:
     """Whether some two of ``steps`` ask one tool the same thing: equal loosened arguments (a
-    revisit, a rewording) or long loosened arguments at least 80% alike by 3-grams."""
+    revisit like offsets 0, 1, 0; a rewording in case, spacing or punctuation only)."""
     asked = [(s.tool, s.loose) for s in steps]
-    if len(set(asked)) < len(asked):
-        return True
-    grams = [(tool, trigrams(text)) for tool, text in asked if len(text) >= NUDGE_MIN_CHARS]
-    return any(
-        tool == other and similar(a, b, 0.8)
-        for i, (tool, a) in enumerate(grams)
-        for other, b in grams[i + 1 :]
-    )
+    return len(set(asked)) < len(asked)
+
+
+def sweep(steps: list[StepView]) -> bool:
+    """Whether every call after the first names something no earlier one did (another store,
+    another service, another route): different questions that happen to get one answer."""
+    seen = set(steps[0].values)
+    for step in steps[1:]:
+        if step.values <= seen:
+            return False
+        seen |= step.values
+    return True
+
+
+def judge(group: list[StepView]) -> tuple[str, ...] | None:
+    """The rungs for calls that returned the same information: ``None`` for a sweep (no
+    flag) unless the answer is a refusal (a 403 page: other ways of asking for what is
+    refused), the full ladder for jitter (revisits), a warning for anything in between."""
+    if nudged(group):
+        return AFTER_RUNGS
+    if sweep(group) and not group[-1].refused:
+        return None
+    return WARN_RUNGS
 
 
 class OutputStagnation:
@@ -91,9 +103,9 @@ class OutputStagnation:
         if count < self.threshold or len(signatures) < 2:
             return None
         group = [*same, step]
-        jitter = nudged(group)
-        if not jitter and is_negative(step.output):
-            return None  # different questions, nothing found each time: exploring
+        rungs = judge(group)
+        if rungs is None:
+            return None  # a sweep of different questions: exploring
         tools = {s.tool for s in group}
         kind = "param_jitter" if len(tools) == 1 else "output_stagnation"
         calls = " and ".join(sorted(tools))
@@ -105,8 +117,8 @@ class OutputStagnation:
                 "information: use the result you have, try a different approach, or finish."
             ),
             key=kind + ":" + ",".join(sorted(tools)),
-            details={"tools": sorted(tools), "count": count, "revisits": jitter},
-            rungs=None if jitter else WARN_RUNGS,
+            details={"tools": sorted(tools), "count": count, "revisits": rungs is AFTER_RUNGS},
+            rungs=rungs,
         )
 
     def _informative(self, step: StepView) -> bool:

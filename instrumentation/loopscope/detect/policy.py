@@ -114,7 +114,10 @@ class Policy:
     """Per task type, e.g. ``{"polling": 1800}``: overrides ``poll_deadline_s``."""
     poll_max_unchanged: int = 30
     poll_min_interval_s: float = 5.0
-    """Polls closer together than this are not waiting, they are hammering."""
+    """An undeclared status poll ("RUNNING") asked again sooner than this is hammering."""
+    poll_pace_s: float = 20.0
+    """The same call asked again after at least this long is waiting for a change (a poll),
+    even when nothing declares it one; a read spin comes back in seconds."""
     monologue_threshold: int = 3
     monologue_similarity: float = 0.8
     monologue_min_words: int = 6

@@ -29,7 +29,7 @@ class PollTimeout:
         if candidate.kind != "poll":
             return None
         stats = history.stats(candidate.signature)
-        if stats is None or stats.same_output_run < 1 or stats.last_status != "ok":
+        if stats is None or stats.same_output_run < 1 or stats.last_status == "timeout":
             return None
         deadline = candidate.deadline_s or history.default_deadline_s
         waited = candidate.t - stats.first_t

@@ -38,8 +38,8 @@ class RepeatSameError:
         if candidate.kind == "poll":
             return None
         stats = history.stats(candidate.signature)
-        if stats is None or not stats.fails:
-            return None
+        if stats is None or not stats.fails or stats.fails_epoch != history.epoch:
+            return None  # never failed, or a write or an edit changed things since
         if candidate.kind == "write" and stats.last_status == "timeout":
             return None  # an UNKNOWN write: the ledger's business, not a repeated failure
         failures = len(stats.fails)  # since its last success, whatever happened in between

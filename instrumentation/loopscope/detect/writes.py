@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from .base import BEFORE_RUNGS, Finding, args_preview
 from .events import StepView
+from .fingerprint import arg_values
 from .history import History
 from .policy import Policy
 
@@ -34,7 +35,6 @@ EDIT_PAIRS = (
 )
 """Argument pairs that make a call an edit of text (and its inverse a revert)."""
 EDIT_TARGETS = ("path", "file", "file_path", "filename", "filepath", "target", "uri")
-MIN_ENTITY_CHARS = 3
 
 
 def edit_of(args: Any) -> tuple[str, str, str] | None:
@@ -49,21 +49,14 @@ def edit_of(args: Any) -> tuple[str, str, str] | None:
     return None
 
 
-def entities(args: Any, depth: int = 0) -> frozenset[str]:
-    """The scalar values of ``args`` that can name a business record: strings of at least
-    three characters and numbers (order ids, emails, SKUs)."""
-    found: set[str] = set()
-    if isinstance(args, Mapping):
-        for value in args.values():
-            found |= entities(value, depth + 1) if depth < 3 else set()
-    elif isinstance(args, list | tuple):
-        for value in args[:20]:
-            found |= entities(value, depth + 1) if depth < 3 else set()
-    elif isinstance(args, str) and len(args.strip()) >= MIN_ENTITY_CHARS:
-        found.add(args.strip().lower())
-    elif isinstance(args, int | float) and not isinstance(args, bool) and abs(args) >= 100:
-        found.add(str(args))
-    return frozenset(found)
+MUTATING_ARGS = ("patch", "diff", "new_str", "new_string", "file_text", "content", "replacement")
+"""Arguments that carry new text for something: a call with one changes state, whatever its
+tool declares."""
+
+
+def changes_state(args: Any) -> bool:
+    """Whether a call with ``args`` edits, patches or writes text (an undeclared write)."""
+    return isinstance(args, Mapping) and any(key in args for key in MUTATING_ARGS)
 
 
 def caller_key(args: Any, names: tuple[str, ...]) -> str | None:
@@ -150,7 +143,7 @@ class WriteLedger:
         if record is None:
             record = self._records[key] = WriteRecord(
                 key=key, tool=step.tool, caller_key=self.is_callers(key),
-                entities=entities(step.args),
+                entities=arg_values(step.args),
             )
         record.step, record.t, record.call_id = step.index, step.t, step.call_id
         record.output_hash, record.signature = step.output_hash, step.signature
@@ -198,13 +191,13 @@ class WriteLedger:
         customer's email, the same entity), and it is not the write's own tool."""
         if not self._unknown or step.status != "ok":
             return []
-        mine = entities(step.args)
+        mine = arg_values(step.args)
         text = step.args_text
         return [
             record
             for record in self._unknown.values()
             if record.tool != step.tool
-            and ((record.key in text) or not mine.isdisjoint(record.entities))
+            and (record.key in text or not mine.isdisjoint(record.entities))
         ]
 
 
