@@ -425,3 +425,24 @@ def test_no_cost_recorded_is_unknown_not_zero(store: Store) -> None:
     priced = metrics(store)["cost_per_successful_task"]
     assert priced["value"] == pytest.approx(2.5 / 2) and priced["cost_sources"]["tokens"] == 1
 
+
+
+def test_export_writes_every_table_as_parquet_and_csv(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``loopscope export``: one file per table, every row, lists as JSON text in CSV."""
+    import pyarrow.parquet as pq
+
+    path = _filled(tmp_path)
+    for fmt in ("parquet", "csv"):
+        out = tmp_path / fmt
+        assert main(["export", "--db", str(path), "--format", fmt, "--out", str(out)]) == 0
+        printed = capsys.readouterr().out
+        assert "tool_calls" in printed and str(out / f"episodes.{fmt}") in printed
+    con = duckdb.connect(str(path), read_only=True)
+    calls = con.execute("select count(*) from tool_calls").fetchone()[0]
+    con.close()
+    assert pq.read_table(tmp_path / "parquet" / "tool_calls.parquet").num_rows == calls
+    lines = (tmp_path / "csv" / "tool_calls.csv").read_text().splitlines()
+    assert len(lines) == calls + 1
+    assert main(["export", "--db", str(tmp_path / "nope.duckdb")]) == 1
+    assert "no such DuckDB file" in capsys.readouterr().err

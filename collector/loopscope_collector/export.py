@@ -1,0 +1,121 @@
+"""``loopscope export``: a store's whole tables as Parquet or CSV files, for other tools.
+
+The dashboard's download buttons give the table a page shows; this gives every row of the
+store's tables (tool calls, episodes, detections, guard decisions, alerts, labels, ...), one
+file per table, read from a DuckDB file opened read-only (a copy, or a stopped collector's).
+Registered with ``loopscope metrics`` (``metrics_cli.register``), the other read-side command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 1
+EXIT_USAGE = 2
+FORMATS: Final = ("parquet", "csv")
+TABLES: Final = ("episodes", "tool_calls", "detections", "guard_decisions", "unknown_writes",
+                 "reconciles", "alerts", "labels", "spans")
+"""What ``export`` writes by default, in this order (the store's own tables)."""
+
+EXPORT_HELP = """\
+Write a loopscope store's tables as Parquet or CSV files, one file per table.
+
+Opens the DuckDB file read-only (a copy, or the file of a stopped collector; a running
+collector holds the lock: use `loopscope metrics --collector` or the dashboard's downloads).
+Writes DIR/TABLE.parquet or DIR/TABLE.csv for each table (default: every table). In CSV,
+list and JSON columns are written as JSON text.
+
+Example:
+  loopscope export --db loopscope.duckdb --format parquet --out exported/
+  loopscope export --db copy.duckdb --format csv --table episodes --table tool_calls
+"""
+
+
+def register(sub: Any) -> None:
+    """Add ``export`` to the ``loopscope`` command's subparsers."""
+    p = sub.add_parser("export", help="write a store's tables as Parquet or CSV files",
+                       description=EXPORT_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--db", metavar="FILE", required=True, help="DuckDB store (read-only)")
+    p.add_argument("--format", choices=FORMATS, default="parquet",
+                   help="file format (default: parquet)")
+    p.add_argument("--out", metavar="DIR", default=".",
+                   help="folder to write into, created when missing (default: .)")
+    p.add_argument("--table", action="append", choices=TABLES, metavar="TABLE",
+                   help=f"a table to write (repeatable; default: all of {', '.join(TABLES)})")
+    p.set_defaults(func=cmd_export)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """``loopscope export``."""
+    from .storage import SchemaError, open_database
+
+    try:
+        db = open_database(args.db, read_only=True)
+    except (FileNotFoundError, SchemaError) as exc:
+        print(f"loopscope export: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception as exc:  # duckdb.IOException: a running collector holds the lock
+        print(f"loopscope export: cannot open {args.db} read-only ({exc})", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        written = export_tables(db, Path(args.out), args.format, args.table or TABLES)
+    finally:
+        db.close()
+    for table, path, rows in written:
+        print(f"{table:<16} {rows:>9,} rows  {path}")
+    return EXIT_OK
+
+
+def export_tables(db: Any, out: Path, fmt: str,
+                  tables: Sequence[str] = TABLES) -> list[tuple[str, Path, int]]:
+    """Write each of ``tables`` (names from ``TABLES`` only) to ``out``; returns
+    (table, file, rows) per table."""
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for table in tables:
+        if table not in TABLES:  # never a name from input into SQL
+            raise ValueError(f"not a loopscope table: {table!r}")
+        data = _table(db, table)
+        path = out / f"{table}.{fmt}"
+        if fmt == "parquet":
+            pq.write_table(data, path)
+        else:
+            pacsv.write_csv(_flat(data), path)
+        written.append((table, path, data.num_rows))
+    return written
+
+
+def _table(db: Any, table: str) -> Any:
+    """The whole table as Arrow, read on its own cursor and finished before returning."""
+    cur = db.cursor()
+    try:
+        return cur.sql(f"select * from {table}").to_arrow_table()  # DuckDB 2.x name
+    finally:
+        cur.close()
+
+
+def _flat(data: Any) -> Any:
+    """List, struct and map columns as JSON text: CSV holds one value per cell."""
+    import pyarrow as pa
+
+    columns = []
+    for name in data.column_names:
+        column = data.column(name)
+        if pa.types.is_nested(column.type):
+            column = pa.array([None if v is None else json.dumps(v, ensure_ascii=False,
+                                                                 default=str)
+                               for v in column.to_pylist()], type=pa.string())
+        columns.append(column)
+    return pa.table(columns, names=data.column_names)
