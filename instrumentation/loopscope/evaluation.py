@@ -102,6 +102,8 @@ class SystemScore:
     false_kills: int = 0
     legit: int = 0
     legit_killed: int = 0
+    legit_warned_ids: list[str] = field(default_factory=list)
+    """Legitimate runs flagged with a warning only (a nudge, not a kill)."""
     by_kind: dict[str, dict[str, int]] = field(default_factory=dict)
     success: int = 0
     success_killed: int = 0
@@ -147,6 +149,8 @@ class SystemScore:
         elif label is False:
             self.legit += 1
             self.legit_killed += verdict.first_kill is not None
+            if verdict.first_kill is None and verdict.first_flag is not None:
+                self.legit_warned_ids.append(episode.episode_id)
         elif episode.outcome == "success":
             self.success += 1
             if verdict.first_kill is not None:
@@ -170,6 +174,8 @@ class SystemScore:
                 "loop_detection_rate": rate(self.detected, self.loops),
                 "false_kill_rate": rate(self.false_kills, self.kills),
                 "legit_runs_killed": rate(self.legit_killed, self.legit),
+                "legit_runs_warned": rate(len(self.legit_warned_ids), self.legit),
+                "warned_legit_runs": self.legit_warned_ids[:50],
                 "detection_delay_steps": {
                     "mean": round(statistics.fmean(delays), 2) if delays else None,
                     "median": statistics.median(delays) if delays else None,
@@ -249,6 +255,9 @@ def as_text(result: dict[str, Any]) -> str:
             out.append(f"    loop detection rate  {_pct(lab['loop_detection_rate'])}")
             out.append(f"    false-kill rate      {_pct(lab['false_kill_rate'])}")
             out.append(f"    legit runs killed    {_pct(lab['legit_runs_killed'])}")
+            out.append(f"    legit runs warned    {_pct(lab['legit_runs_warned'])}")
+            for episode_id in lab["warned_legit_runs"][:10]:
+                out.append(f"      warned: {episode_id}")
             out.append(
                 f"    detection delay      mean {delay['mean']}, median {delay['median']},"
                 f" max {delay['max']} steps"

@@ -46,3 +46,32 @@ def test_failed_react_runs_are_flagged(shared_data):
     ]
     assert len(flagged) >= 20
     assert any(f.severity == "kill" for r in flagged for f in r.flags)
+
+
+def _exact_repeats(report: EpisodeReport) -> int:
+    """The most times one (tool, canonical arguments) occurs in the episode (the data
+    README's repeat statistic)."""
+    from collections import Counter
+
+    from loopscope.detect.fingerprint import canonical_json
+
+    keys = Counter(
+        f"{s['tool']}\x00{canonical_json(s.get('args'))}"
+        for s in report.episode.steps
+        if s.get("type") == "tool"
+    )
+    return max(keys.values(), default=0)
+
+
+def test_halted_react_runs_with_exact_repeats_are_flagged(shared_data):
+    """Issue 9: at least 24 of the 25 ReAct runs that hit the step limit with a call repeated
+    3+ times are flagged. A detector that counts repeats only back to back, or that lets any
+    progress elsewhere hide a question asked again and again, fails here."""
+    halted = [
+        r
+        for name, r in _reports(str(shared_data))
+        if name.startswith("react_") and r.episode.meta.get("halted") and _exact_repeats(r) >= 3
+    ]
+    assert len(halted) == 25
+    missed = [r.episode.episode_id for r in halted if not r.flags]
+    assert len(missed) <= 1, missed
