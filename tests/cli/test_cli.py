@@ -158,16 +158,31 @@ def test_analyze_json_adds_the_call_ordinal_beside_the_step(
     assert (flags[0]["step"], flags[0]["call"]) == (4, 3)
 
 
-def test_analyze_text_names_calls_blocks_and_each_finding_once(
+def _edit(old: str, new: str) -> dict[str, Any]:
+    return {"type": "tool", "tool": "edit_file", "args": {"path": "a.py", "old_str": old,
+            "new_str": new}, "output": "edited", "status": "ok"}
+
+
+FLIP_FLOP = {
+    "episode_id": "flip-1", "outcome": "failure",
+    "steps": [_edit("x", "y"), _edit("y", "x")] * 3,
+}
+
+
+def test_analyze_text_names_calls_warns_blocks_stops_and_each_finding_once(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """exact_repeat and window_repeat firing together are one line; a block is a block."""
+    """Each rung of the ladder would be hidden, or a finding that two detectors (edit_revert
+    and oscillation) saw at one call shown twice."""
     path = tmp_path / "chatty.jsonl"
-    path.write_text(json.dumps(WITH_MESSAGES) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(WITH_MESSAGES) + "\n" + json.dumps(FLIP_FLOP) + "\n",
+                    encoding="utf-8")
     assert cli.main(["analyze", str(path)]) == 0
     out = capsys.readouterr().out
     assert "chatty-1  (5 tool calls" in out
-    assert "call   3  block  exact_repeat (exact_repeat, window_repeat)" in out
-    assert "call   5  stop" in out
+    assert "call   3  warn   exact_repeat (exact_repeat)" in out
+    assert "call   4  block  exact_repeat (exact_repeat)" in out
+    assert "call   5  stop   exact_repeat (exact_repeat)" in out
+    assert "call   6  stop   oscillation (edit_revert, oscillation)" in out
     assert "kill" not in out and "step" not in out
     assert "flags by kind: exact_repeat" in out and "flags by detector:" in out
 
@@ -192,14 +207,13 @@ def test_analyze_policy_is_applied(tmp_path: Path, runs: Path,
                                    capsys: pytest.CaptureFixture[str]) -> None:
     """--policy would be parsed but not used."""
     path = tmp_path / "policy.json"
-    path.write_text(json.dumps({"actions": {"exact_repeat": "warn", "window_repeat": "warn",
-                                            "repeated_tool_call": "warn"}}), encoding="utf-8")
+    path.write_text(json.dumps({"actions": {"exact_repeat": "warn"}}), encoding="utf-8")
     code, document, _ = _analyze_json(capsys, str(runs), "--policy", str(path))
     assert code == 0
     flags = _check_flags(document)
-    assert {"exact_repeat", "window_repeat"} <= {f["detector"] for f in flags}
-    assert {f["detector"] for f in flags if f["severity"] == "kill"}.isdisjoint(
-        {"exact_repeat", "window_repeat", "repeated_tool_call"})
+    repeats = [f for f in flags if f["detector"] == "exact_repeat"]
+    assert len(repeats) == 3  # the ladder still climbs, one flag a rung ...
+    assert {(f["severity"], f["action"]) for f in repeats} == {("warn", "warn")}  # ... capped
 
 
 def test_analyze_via_python_dash_m(runs: Path) -> None:

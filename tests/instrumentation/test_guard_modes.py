@@ -38,24 +38,32 @@ def _root(spans: Any) -> dict[str, Any]:
 # -- enforce --------------------------------------------------------------------------------
 
 
-def test_enforce_blocks_third_identical_read_without_running_it() -> None:
-    """A spinning agent would keep hitting the real tool (seed 002: block from the 3rd)."""
+def test_enforce_warns_third_identical_read_and_blocks_fourth_without_running_it() -> None:
+    """A spinning agent would keep hitting the real tool, or be cut off before it was told
+    (seed 002; DESIGN.md §3: nudge first, then skip the call)."""
     counter = Counter()
     search = counter.read()
     with capture_spans(mode="enforce") as spans, loopscope.episode():
         assert search("x") == "results for x"
         assert search("x") == "results for x"
         third = search("x")
-    assert len(counter.runs) == 2
+        assert len(counter.runs) == 3  # warned, but it ran
+        fourth = search("x")
+    assert len(counter.runs) == 3
     assert third.startswith("[loopscope] ")
     assert "search" in third and "3 times" in third
-    assert third.endswith("results for x")  # the cached result, not silence
-    attrs = spans.tool_spans()[-1]["attributes"]
-    assert attrs[c.STATUS] == "blocked"
-    assert attrs[c.GUARD_ACTION] == "block"
-    assert attrs[c.GUARD_DECISION] == "block"
-    assert attrs[c.GUARD_REASON]
-    assert attrs[c.OUTPUT_HASH] == spans.tool_spans()[0]["attributes"][c.OUTPUT_HASH]
+    assert third.endswith("results for x")
+    assert fourth.startswith("[loopscope] ")
+    assert "search" in fourth and "4 times" in fourth
+    assert fourth.endswith("results for x")  # the cached result, not silence
+    warned, blocked = (s["attributes"] for s in spans.tool_spans()[2:])
+    assert (warned[c.STATUS], warned[c.GUARD_ACTION], warned[c.GUARD_DECISION]) == (
+        "ok", "warn", "warn")
+    assert blocked[c.STATUS] == "blocked"
+    assert blocked[c.GUARD_ACTION] == "block"
+    assert blocked[c.GUARD_DECISION] == "block"
+    assert blocked[c.GUARD_REASON]
+    assert blocked[c.OUTPUT_HASH] == spans.tool_spans()[0]["attributes"][c.OUTPUT_HASH]
 
 
 def test_enforce_stops_a_persistent_repeat_after_committing_the_output() -> None:
@@ -74,8 +82,8 @@ def test_enforce_stops_a_persistent_repeat_after_committing_the_output() -> None
                     assert last[c.GEN_AI_TOOL_CALL_RESULT] == stop.output
                     raise
         stop = info.value
-    assert len(counter.runs) == 2
-    assert 2 <= len(seen) < 10
+    assert len(counter.runs) == 3  # the 3rd was warned and ran; the 4th blocked; the 5th stopped
+    assert len(seen) == 4
     assert stop.stop_reason == "repeated_tool_call"
     assert stop.diagnostic["terminated_by"] == "repeated_tool_call"
     assert stop.diagnostic["tool"] == "search"
@@ -130,8 +138,7 @@ def test_observe_runs_every_call_and_only_records_the_decision() -> None:
     tools = [s["attributes"] for s in spans.tool_spans()]
     assert {a[c.GUARD_ACTION] for a in tools} == {"allow"}
     assert {a[c.STATUS] for a in tools} == {"ok"}
-    assert tools[2][c.GUARD_DECISION] == "block"
-    assert tools[-1][c.GUARD_DECISION] == "stop"
+    assert [a[c.GUARD_DECISION] for a in tools] == ["allow", "allow", "warn", "block", "stop"]
     root = _root(spans)["attributes"]
     assert root[c.STOP_REASON] == "completed"
     assert "repeated_tool_call" in root[c.STOP_DIAGNOSTIC]  # what enforce would have done
@@ -172,13 +179,13 @@ def test_episode_mode_overrides_the_global_mode() -> None:
     with capture_spans(mode="observe"):
         with loopscope.episode(mode="enforce") as ep:
             assert ep.mode == "enforce"
-            for _ in range(3):
+            for _ in range(4):
                 search("x")
-        assert len(counter.runs) == 2
+        assert len(counter.runs) == 3  # the 4th was blocked
         with loopscope.episode():
-            for _ in range(3):
+            for _ in range(4):
                 search("x")
-        assert len(counter.runs) == 5
+        assert len(counter.runs) == 7
         with pytest.raises(ValueError, match="'strict'"):
             loopscope.episode(mode="strict")
 
@@ -236,21 +243,50 @@ def test_reconciled_found_write_returns_the_found_record() -> None:
     assert "found-1" in str(retry)
 
 
-def test_identical_write_is_blocked_unless_declared_intended() -> None:
-    """'Buy another one' would be blocked, or an accidental duplicate let through."""
+def test_identical_write_is_warned_unless_declared_intended() -> None:
+    """'Buy another one' would be blocked or nagged, or an accidental duplicate let through
+    without a word."""
     runs: list[str] = []
     create_order = _flaky_write(runs, fail_first=False)
     with capture_spans(mode="enforce") as spans, loopscope.episode():
         assert create_order("mug") == {"order_id": "o1"}
         dup = create_order("mug")
-        assert runs == ["mug"]
-        assert dup["order_id"] == "o1" and "loopscope_correction" in dup
+        assert runs == ["mug", "mug"]  # a second sighting is a nudge, not a block
+        assert dup["order_id"] == "o2" and "loopscope_correction" in dup
         with loopscope.intended_duplicate():
-            assert create_order("mug") == {"order_id": "o2"}
-        assert create_order("cup") == {"order_id": "o3"}
-    assert runs == ["mug", "mug", "cup"]
-    keys = [s["attributes"][c.IDEMPOTENCY_KEY] for s in spans.tool_spans()]
-    assert len({keys[0], keys[2], keys[3]}) == 3
+            assert create_order("mug") == {"order_id": "o3"}
+        assert create_order("cup") == {"order_id": "o4"}
+    assert runs == ["mug", "mug", "mug", "cup"]
+    tools = [s["attributes"] for s in spans.tool_spans()]
+    assert [a[c.GUARD_ACTION] for a in tools] == ["allow", "warn", "allow", "allow"]
+    keys = [a[c.IDEMPOTENCY_KEY] for a in tools]
+    assert len(set(keys)) == 4
+
+
+def test_identical_write_with_no_new_state_is_blocked_then_stopped() -> None:
+    """A duplicate write the agent keeps retrying after the nudge, with nothing new coming
+    back, would keep hitting the real service."""
+    tags: list[str] = []
+
+    @loopscope.tool(kind="write")
+    def add_tag(name: str) -> str:
+        tags.append(name)
+        return f"tag {name} created" if tags.count(name) == 1 else f"tag {name} already exists"
+
+    with (capture_spans(mode="enforce") as spans,
+          pytest.raises(loopscope.LoopDetected) as info, loopscope.episode()):
+        assert add_tag("x") == "tag x created"
+        warned = add_tag("x")
+        assert warned.startswith("[loopscope] ") and warned.endswith("tag x already exists")
+        blocked = add_tag("x")
+        assert tags == ["x", "x"]  # the third did not run
+        assert blocked.startswith("[loopscope] ") and blocked.endswith("tag x already exists")
+        add_tag("x")
+    assert tags == ["x", "x"]
+    assert info.value.diagnostic["detector"] == "write_duplicate"
+    tools = [s["attributes"] for s in spans.tool_spans()]
+    assert [(a[c.STATUS], a[c.GUARD_ACTION]) for a in tools] == [
+        ("ok", "allow"), ("ok", "warn"), ("blocked", "block"), ("blocked", "stop")]
 
 
 # -- the lower-level tool_call scope ----------------------------------------------------------
@@ -261,7 +297,7 @@ def test_tool_call_scope_in_a_custom_loop() -> None:
     executed: list[int] = []
     with capture_spans(mode="enforce") as spans, loopscope.episode():
         shown = []
-        for i in range(3):
+        for i in range(4):
             with loopscope.tool_call("search", {"q": "x"}, call_id=f"call-{i}",
                                      kind="read") as call:
                 if call.blocked:
@@ -269,10 +305,11 @@ def test_tool_call_scope_in_a_custom_loop() -> None:
                 else:
                     executed.append(i)
                     shown.append(call.finish("nothing for x"))
-    assert executed == [0, 1]
-    assert shown[2].startswith("[loopscope] ") and shown[2].endswith("nothing for x")
+    assert executed == [0, 1, 2]  # the 3rd is warned and runs, the 4th is blocked
+    for nudged in shown[2:]:
+        assert nudged.startswith("[loopscope] ") and nudged.endswith("nothing for x")
     ids = [s["attributes"][c.GEN_AI_TOOL_CALL_ID] for s in spans.tool_spans()]
-    assert ids == ["call-0", "call-1", "call-2"]
+    assert ids == ["call-0", "call-1", "call-2", "call-3"]
 
 
 def test_tool_call_scope_records_an_exception_leaving_the_block() -> None:

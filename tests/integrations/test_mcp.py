@@ -152,15 +152,18 @@ def run_over_session(
     return Run(model, stops[0] if stops else None, captured, episode_ids[0])
 
 
-def test_enforce_blocks_the_third_repeat_and_stops_the_loop_with_the_diagnostic() -> None:
+def test_enforce_warns_the_third_repeat_blocks_the_fourth_and_stops_with_the_diagnostic() -> None:
     runs: Counter[str] = Counter()
     run = run_over_session(LOOP, runs, mode="enforce")
 
-    assert runs["search_orders"] == 2  # the server never saw the blocked calls
+    assert runs["search_orders"] == 3  # the server never saw the blocked calls
     assert run.model.seen[:2] == [NO_ORDERS, NO_ORDERS]
-    third = run.model.seen[2]
+    third = run.model.seen[2]  # warned: the call ran, the correction goes in front
     assert third.startswith("[loopscope] You have called search_orders 3 times")
-    assert third.endswith(f"Previous result (unchanged):\n{NO_ORDERS}")
+    assert third.endswith(f"\n\n{NO_ORDERS}") and "Previous result" not in third
+    fourth = run.model.seen[3]  # blocked: the correction and the cached result
+    assert fourth.startswith("[loopscope] You have called search_orders 4 times")
+    assert fourth.endswith(f"Previous result (unchanged):\n{NO_ORDERS}")
     assert run.stop is not None
     assert run.stop.diagnostic["terminated_by"] == "repeated_tool_call"
     assert run.stop.diagnostic["tool"] == "search_orders"
@@ -177,10 +180,11 @@ def test_enforce_blocks_the_third_repeat_and_stops_the_loop_with_the_diagnostic(
         assert attributes[c.GUARD_MODE] == "enforce"
         assert attributes[loopscope_mcp.MCP_METHOD_NAME] == "tools/call"
     assert len({s["attributes"][c.SIGNATURE] for s in tools}) == 1
-    assert [s["attributes"][c.STATUS] for s in tools[:3]] == ["ok", "ok", "blocked"]
-    assert [s["attributes"][c.GUARD_ACTION] for s in tools[:3]] == ["allow", "allow", "block"]
+    assert [s["attributes"][c.STATUS] for s in tools[:4]] == ["ok", "ok", "ok", "blocked"]
+    assert [s["attributes"][c.GUARD_ACTION] for s in tools[:4]] == [
+        "allow", "allow", "warn", "block"]
     assert tools[-1]["attributes"][c.GUARD_ACTION] == "stop"
-    assert tools[-1]["attributes"][c.GUARD_REASON] == "repeated_tool_call"
+    assert tools[-1]["attributes"][c.GUARD_REASON] == "exact_repeat"  # its ladder reached stop
 
     assert {s["trace_id"] for s in tools} == {run.root["trace_id"]}
     assert {s["parent_id"] for s in tools} == {run.root["span_id"]}
@@ -206,9 +210,8 @@ def test_observe_lets_the_loop_finish_and_records_the_would_be_kill() -> None:
     assert {s["attributes"][c.GUARD_ACTION] for s in tools} == {"allow"}
     assert {s["attributes"][c.STATUS] for s in tools} == {"ok"}
     decisions = [s["attributes"][c.GUARD_DECISION] for s in tools]
-    assert decisions[:2] == ["allow", "allow"]
-    assert set(decisions[2:]) <= {"block", "stop"}
-    assert "stop" in decisions
+    assert decisions[:5] == ["allow", "allow", "warn", "block", "stop"]
+    assert set(decisions[5:]) <= {"stop"}
     assert run.root["attributes"][c.STOP_REASON] == "completed"
 
 
@@ -301,8 +304,8 @@ def test_the_high_level_client_is_one_guarded_call_per_call_tool() -> None:
 
     with capture_spans(mode="enforce") as spans:
         asyncio.run(main())
-    assert runs["search_orders"] == 2
-    assert model.seen[2].startswith("[loopscope] ")
+    assert runs["search_orders"] == 3
+    assert all(shown.startswith("[loopscope] ") for shown in model.seen[2:])
     assert stops and stops[0].diagnostic["terminated_by"] == "repeated_tool_call"
     assert len(spans.tool_spans()) == len(model.seen) + 1  # not one more per session call
 

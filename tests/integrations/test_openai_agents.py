@@ -196,7 +196,7 @@ def _root(spans: Any) -> dict[str, Any]:
 # -- enforce ------------------------------------------------------------------------------------
 
 
-def test_enforce_blocks_the_third_identical_call_and_stops_the_loop() -> None:
+def test_enforce_warns_the_third_identical_call_blocks_the_fourth_and_stops_the_loop() -> None:
     agent, model, tools = make_agent(looping())
     with (
         capture_spans(mode="enforce", frameworks=["openai_agents"]) as spans,
@@ -207,23 +207,26 @@ def test_enforce_blocks_the_third_identical_call_and_stops_the_loop() -> None:
     assert stopped.value.diagnostic["terminated_by"] == "repeated_tool_call"
     assert stopped.value.diagnostic["tool"] == "search_orders"
     assert stopped.value.output  # what the stopping call handed back
-    assert tools.runs == ["search_orders", "search_orders"]  # blocked calls never ran
+    assert tools.runs == ["search_orders"] * 3  # the warned 3rd ran; blocked calls never ran
 
-    # The 3rd call was blocked; the model got the correction (and the cached result) as the
-    # tool's output on the next turn.
+    # The 3rd call was warned and the 4th blocked; each time the model got the correction in
+    # front of the result (the cached one when blocked) as the tool's output on the next turn.
     assert model.tool_outputs(2)[-1] == ORDERS
-    corrected = model.tool_outputs(3)[-1]
-    assert corrected.startswith("[loopscope] ") and corrected.endswith(ORDERS)
+    warned = model.tool_outputs(3)[-1]
+    assert warned.startswith("[loopscope] ") and warned.endswith(ORDERS)
+    blocked = model.tool_outputs(4)[-1]
+    assert blocked.startswith("[loopscope] ") and blocked.endswith(ORDERS)
 
     tool_spans = spans.tool_spans()
     root = _root(spans)
-    assert [s["attributes"][c.GUARD_ACTION] for s in tool_spans][:3] == [
+    assert [s["attributes"][c.GUARD_ACTION] for s in tool_spans] == [
         "allow",
         "allow",
+        "warn",
         "block",
+        "stop",
     ]
-    assert tool_spans[-1]["attributes"][c.GUARD_ACTION] == "stop"
-    assert tool_spans[2]["attributes"][c.STATUS] == "blocked"
+    assert [s["attributes"][c.STATUS] for s in tool_spans[2:4]] == ["ok", "blocked"]
     for turn, span in enumerate(tool_spans):
         attrs = span["attributes"]
         assert span["name"] == "execute_tool search_orders"
@@ -272,7 +275,7 @@ def test_a_streamed_run_is_an_episode_and_its_stop_reaches_stream_events() -> No
     ):
         asyncio.run(consume())
     assert stopped.value.diagnostic["terminated_by"] == "repeated_tool_call"
-    assert tools.runs == ["search_orders", "search_orders"]
+    assert tools.runs == ["search_orders"] * 3
     root = _root(spans)
     assert root["attributes"][c.STOP_REASON] == "repeated_tool_call"
     assert {s["parent_id"] for s in spans.tool_spans()} == {root["span_id"]}
@@ -293,7 +296,7 @@ def test_observe_lets_the_run_finish_and_records_the_would_be_kill() -> None:
     assert len(tool_spans) == 8
     assert all(s["attributes"][c.GUARD_ACTION] == "allow" for s in tool_spans)
     decisions = [s["attributes"][c.GUARD_DECISION] for s in tool_spans]
-    assert {"block", "stop"} & set(decisions)
+    assert decisions[:5] == ["allow", "allow", "warn", "block", "stop"]
     root = _root(spans)
     assert root["attributes"][c.STOP_REASON] == "completed"
     assert c.STOP_DIAGNOSTIC in root["attributes"]  # the would-be stop, for the dashboard
