@@ -5,8 +5,12 @@ import streamlit as st
 from loopscope_dashboard import queries, sidebar
 
 st.set_page_config(page_title="loopscope", page_icon=":material/repeat:", layout="wide")
+try:
+    first = "Live" if queries.source_is_live() else "Snapshot"  # a --db file is not live
+except queries.SourceError:
+    first = "Overview"
 page = st.navigation({
-    "Live": [
+    first: [
         st.Page("views/overview.py", title="Overview", icon=":material/monitoring:", default=True),
         st.Page("views/alerts.py", title="Alerts", icon=":material/notifications_active:"),
     ],

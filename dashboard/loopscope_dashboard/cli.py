@@ -41,7 +41,8 @@ def command(args: argparse.Namespace) -> list[str]:
     """The ``streamlit run`` command line for ``args``."""
     return [sys.executable, "-m", "streamlit", "run", str(app_path()),
             "--server.port", str(args.port), "--server.address", args.host,
-            "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+            "--server.headless", "true", "--browser.gatherUsageStats", "false",
+            "--client.toolbarMode", "viewer"]  # no Deploy button: this app is not deployable
 
 
 def environment(args: argparse.Namespace) -> dict[str, str]:

@@ -29,7 +29,8 @@ def test_it_runs_streamlit_on_the_packaged_app() -> None:
     assert dashboard_cli.command(args) == [
         sys.executable, "-m", "streamlit", "run", str(dashboard_cli.app_path()),
         "--server.port", "8600", "--server.address", "0.0.0.0",
-        "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+        "--server.headless", "true", "--browser.gatherUsageStats", "false",
+        "--client.toolbarMode", "viewer"]
     assert dashboard_cli.app_path().is_file()
 
 
