@@ -8,6 +8,7 @@ finish by tool call id when they happen in different callbacks.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 from collections.abc import Mapping
 from typing import Any, Final
@@ -26,6 +27,7 @@ _tracer = trace.get_tracer("loopscope")
 _ID_PREFIX = os.urandom(4).hex()
 _ids = itertools.count(1)
 _KILLS: Final = ("block", "stop")
+logger = logging.getLogger("loopscope")
 
 
 def is_timeout(exc: BaseException) -> bool:
@@ -158,6 +160,7 @@ class ToolCallScope:
             decision = self._before = guard.monitor.before_call(call)
         self._kind = decision.kind
         self._applied = applied_action(episode.mode, decision)
+        _note_would_be_stop(episode, decision, self._applied)
         attributes: dict[str, Any] = {
             **self.attributes,
             c.GEN_AI_OPERATION_NAME: c.OP_EXECUTE_TOOL,
@@ -254,6 +257,7 @@ class ToolCallScope:
                     result,
                 )
         applied = applied_action(episode.mode, after)
+        _note_would_be_stop(episode, after, applied)
         shown: Any = result
         stop: LoopDetected | None = None
         if outcome.status == "ok":
@@ -310,6 +314,20 @@ class ToolCallScope:
         if episode.capture_content and outcome.output is not None:
             attributes[c.GEN_AI_TOOL_CALL_RESULT] = outcome.output[: episode.max_content_chars]
         span.set_attributes(attributes)
+
+
+def _note_would_be_stop(episode: Any, decision: Any, applied: str) -> None:
+    """Observe and warn mode only record a would-be stop on the span (and spans leave in
+    batches); say it once per run in the agent's own log too, so a person running locally
+    sees what enforce mode would have done."""
+    if decision.action != "stop" or applied == "stop" or getattr(episode, "_would_stop_noted",
+                                                                 False):
+        return
+    episode._would_stop_noted = True
+    hint = (decision.diagnostic or {}).get("hint") or decision.correction or ""
+    logger.warning("loopscope: %s mode: enforce would stop run %s at step %s (%s). %s",
+                   episode.mode, episode.id, decision.step,
+                   decision.stop_reason or decision.reason, hint)
 
 
 def tool_call(tool: str, args: Any = None, **options: Any) -> ToolCallScope:

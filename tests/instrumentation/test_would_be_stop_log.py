@@ -1,0 +1,30 @@
+"""Observe and warn mode say a would-be stop once per run in the agent's own log."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from loopscope.demo import drive
+from loopscope.scenarios import generate
+from loopscope.testing import capture_spans
+
+
+@pytest.mark.parametrize("mode", ["observe", "warn"])
+def test_a_would_be_stop_is_one_log_line_per_run(mode: str,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    [spin] = generate(seed=0, per_shape=1, shapes=("read_spin",), faults=False)
+    with capture_spans(service_name="t"), caplog.at_level(logging.WARNING, "loopscope"):
+        run = drive(spin, mode=mode)
+    lines = [r.getMessage() for r in caplog.records if "enforce would stop" in r.getMessage()]
+    assert len(lines) == 1
+    assert lines[0].startswith(f"loopscope: {mode} mode: enforce would stop run {run.episode_id}")
+    assert run.stop_reason == "completed"  # the run itself went on
+
+
+def test_enforce_mode_logs_no_would_be_stop(caplog: pytest.LogCaptureFixture) -> None:
+    [spin] = generate(seed=0, per_shape=1, shapes=("read_spin",), faults=False)
+    with capture_spans(service_name="t"), caplog.at_level(logging.WARNING, "loopscope"):
+        drive(spin, mode="enforce")
+    assert not [r for r in caplog.records if "enforce would stop" in r.getMessage()]
