@@ -79,6 +79,10 @@ def _tool_call(span: SpanRecord) -> ToolCallRow:
     row.step = as_int(attrs.get(c.STEP), bits=32)
     row.deadline_s = as_float(attrs.get(c.TOOL_DEADLINE_S))
     row.intent = text(attrs.get(c.TOOL_INTENT))
+    row.turn = as_int(attrs.get(c.TURN), bits=32)
+    row.reconciles = text(attrs.get(c.RECONCILE_KEY))
+    found = attrs.get(c.RECONCILE_FOUND)
+    row.found = found if isinstance(found, bool) else None
     row.guard_mode = text(attrs.get(c.GUARD_MODE))
     row.guard_action = text(attrs.get(c.GUARD_ACTION))
     row.guard_decision = text(attrs.get(c.GUARD_DECISION))

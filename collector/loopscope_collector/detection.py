@@ -59,6 +59,8 @@ class Verdict:
     progress: str | None
     streak: int
     flags: list[Flag] = field(default_factory=list)
+    reconciled: tuple[str, ...] = ()
+    """UNKNOWN writes (idempotency keys) this call looked up, by the core's rule."""
 
 
 @dataclass(slots=True)
@@ -166,7 +168,7 @@ class StreamingDetector:
         before = monitor.before_call(ToolCall(
             tool=row.tool,
             args=args,
-            call_id=row.span_id,
+            call_id=row.call_id or row.span_id,
             kind=row.kind if row.kind in KINDS else None,  # type: ignore[arg-type]
             t=t,
             signature=signature,
@@ -174,20 +176,23 @@ class StreamingDetector:
             intent=row.intent,
             idempotency_key=row.idempotency_key,
             deadline_s=row.deadline_s,
+            turn=row.turn,
+            reconciles=row.reconciles,
+            found=row.found,
         ))
         status = row.status if row.status in STATUSES else "ok"
         after = monitor.after_call(ToolResult(
             output=row.output_text,
             output_hash=digest,
             status=status,  # type: ignore[arg-type]
-            call_id=row.span_id,
+            call_id=row.call_id or row.span_id,
             t=t,
             tokens_in=row.tokens_in,
             tokens_out=row.tokens_out,
             cost=row.cost_usd or 0.0,
         ))
         return Verdict(row, ordinal, after.progress, after.streak,
-                       [*before.new_flags, *after.new_flags])
+                       [*before.new_flags, *after.new_flags], after.reconciled)
 
     def _evict(self) -> None:
         while len(self._episodes) > self.max_active:

@@ -262,8 +262,8 @@ def _step(row: ToolCallRow, first_ns: int) -> dict[str, Any]:
         "output_hash": digest,
         "span_id": row.span_id,
     }
-    for name in ("idempotency_key", "intent"):
-        if getattr(row, name):
+    for name in ("idempotency_key", "intent", "deadline_s", "turn", "reconciles", "found"):
+        if getattr(row, name) is not None and getattr(row, name) != "":
             step[name] = getattr(row, name)
     if row.tokens_in or row.tokens_out:
         step["tokens_in"], step["tokens_out"] = row.tokens_in, row.tokens_out

@@ -369,6 +369,12 @@ class Pipeline:
         tables.write_detections(cur, results)
         tables.write_guard_decisions(cur, tool_rows)
         tables.upsert_episodes(cur, episodes, tool_rows)
+        reconciles += [  # the core saw these calls look an UNKNOWN write up
+            ReconcileRow(v.row.trace_id, v.row.span_id, v.row.episode_id, v.row.service, key,
+                         v.row.found if v.row.reconciles else None, v.row.start_ns)
+            for r in results for v in r.verdicts
+            if v.row.span_id in new_ids for key in v.reconciled
+        ]
         tables.write_unknown_writes(cur, tool_rows, reconciles)
         self._undo.on_commit.append(lambda: self._count(tool_rows, results))
         return results

@@ -56,6 +56,11 @@ class ToolCallRow:
     write_status: str | None = None
     intent: str | None = None
     deadline_s: float | None = None
+    turn: int | None = None
+    """The user turn of the call (``loopscope.turn``): a higher one starts a new intent."""
+    reconciles: str | None = None
+    """The UNKNOWN write this call looked up (``loopscope.reconcile.key`` on a tool span)."""
+    found: bool | None = None
     tokens_in: int = 0
     tokens_out: int = 0
     cost_usd: float | None = None
@@ -98,7 +103,8 @@ class ReconcileRow:
     episode_id: str
     service: str
     key: str
-    found: bool
+    found: bool | None
+    """``None``: the guard saw a successful read look the record up (the implicit rule)."""
     time_ns: int
 
 

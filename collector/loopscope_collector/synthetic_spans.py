@@ -14,9 +14,10 @@ import hashlib
 from typing import Any, Final
 
 from loopscope import conventions as c
+from loopscope.detect.events import Decision
 from loopscope.detect.fingerprint import call_signature, canonical_json, output_hash, output_text
 from loopscope.detect.policy import Policy
-from loopscope.detect.replay import Episode
+from loopscope.detect.replay import Episode, replay
 
 from .spans import SpanRecord
 
@@ -43,6 +44,7 @@ def episode_spans(
     the collector orders the calls as the episode lists them.
     """
     policy = policy or Policy()
+    guard = replay(episode, policy).calls  # what an agent's guard would have put on each span
     trace_id = _hex(episode.episode_id, size=16)
     root_id = _hex(episode.episode_id, "root", size=8)
     resource = {"service.name": service, "telemetry.sdk.name": SCOPE}
@@ -61,7 +63,7 @@ def episode_spans(
             turns += step.get("role") == "assistant"
             continue
         spans.append(_tool_span(episode, step, index, policy, trace_id, root_id, clock,
-                                resource))
+                                resource, guard.get(index)))
     attributes: dict[str, Any] = {
         c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT,
         c.EPISODE_ID: episode.episode_id,
@@ -91,7 +93,7 @@ def episode_spans(
 
 def _tool_span(
     episode: Episode, step: Any, index: int, policy: Policy, trace_id: str, root_id: str,
-    start_ns: int, resource: dict[str, Any],
+    start_ns: int, resource: dict[str, Any], guard: tuple[Decision, Decision] | None,
 ) -> SpanRecord:
     tool = str(step["tool"])
     args = step.get("args")
@@ -119,10 +121,19 @@ def _tool_span(
         attributes[c.GEN_AI_TOOL_CALL_ID] = str(step["tool_call_id"])
     if step.get("kind"):
         attributes[c.TOOL_KIND] = step["kind"]
-    if isinstance(step.get("intent"), str) and step["intent"]:
-        attributes[c.TOOL_INTENT] = step["intent"]
-    if isinstance(step.get("deadline_s"), int | float):
-        attributes[c.TOOL_DEADLINE_S] = float(step["deadline_s"])
+    before = guard[0] if guard is not None else None
+    intent = (before.intent if before else None) or step.get("intent")
+    if isinstance(intent, str) and intent:
+        attributes[c.TOOL_INTENT] = intent
+    deadline = (before.deadline_s if before else None) or step.get("deadline_s")
+    if isinstance(deadline, int | float):
+        attributes[c.TOOL_DEADLINE_S] = float(deadline)
+    if before is not None and before.turn:
+        attributes[c.TURN] = before.turn
+    if isinstance(step.get("reconciles"), str) and step["reconciles"]:
+        attributes[c.RECONCILE_KEY] = step["reconciles"]
+        if isinstance(step.get("found"), bool):
+            attributes[c.RECONCILE_FOUND] = step["found"]
     if isinstance(step.get("idempotency_key"), str) and step["idempotency_key"]:
         attributes[c.IDEMPOTENCY_KEY] = step["idempotency_key"]
     if shown is not None:

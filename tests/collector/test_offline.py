@@ -108,7 +108,7 @@ def test_otlp_json_lines_report_the_spin_at_the_step_the_sdk_flagged(
     first = flags[0]
     assert first["step"] == FIRST_FLAG
     assert first["kind"] == "exact_repeat"
-    assert set(first) == {"step", "detector", "kind", "severity"}
+    assert set(first) == {"step", "call", "detector", "kind", "severity", "action"}
     assert document["summary"]["episodes"] == 2
     assert document["summary"]["flagged"] == 1
     assert document["summary"]["malformed_lines"] == 0
@@ -346,26 +346,40 @@ def test_recorded_signature_and_hash_steps_replay_without_content() -> None:
     assert not [f for f in different.flags if f.kind == "exact_repeat"]
 
 
-def test_labelled_runs_into_the_store_give_the_rates_eval_reports(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """The scenario library's labels travel into the store with `analyze --db`; the
-    collector's loop-detection and false-kill rates over them (scenario label source) are the
-    ones `loopscope eval` reports for loopscope over the same runs. (Monologue runs are left
-    out: their flags fall on assistant messages, which are not tool spans, so the collector
-    never sees them; docs/metrics.md says so.)"""
-    from loopscope.evaluation import evaluate
+def _scenario_runs(path: Path) -> None:
     from loopscope.scenarios import SHAPES, generate, write_jsonl
+
+    shapes = [name for name in SHAPES if name != "monologue"]
+    write_jsonl(str(path), generate(seed=3, per_shape=2, faults=False, shapes=shapes))
+
+
+def _corpus_runs(path: Path) -> None:
+    corpus = Path(__file__).parents[1] / "corpus" / "corpus.jsonl"
+    lines = [line for line in corpus.read_text(encoding="utf-8").splitlines()
+             if json.loads(line)["label"].get("kind") != "monologue"]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize("write_runs", [_scenario_runs, _corpus_runs],
+                         ids=["scenario-library", "authored-corpus"])
+def test_labelled_runs_into_the_store_give_the_rates_eval_reports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], write_runs: Any
+) -> None:
+    """The labels of the scenario library and of the authored corpus travel into the store
+    with `analyze --db`; the collector's loop-detection and false-kill rates over them
+    (scenario label source) are the ones `loopscope eval` reports for loopscope over the same
+    runs. (Monologue runs are left out: their flags fall on assistant messages, which are not
+    tool spans, so the collector never sees them; docs/metrics.md says so.)"""
+    from loopscope.evaluation import evaluate
     from loopscope_collector.metrics import compute_metrics
 
-    runs = tmp_path / "scenarios.jsonl"
-    shapes = [name for name in SHAPES if name != "monologue"]
-    write_jsonl(str(runs), generate(seed=3, per_shape=2, faults=False, shapes=shapes))
+    runs = tmp_path / "runs.jsonl"
+    write_runs(runs)
     episodes = [parse_episode_line(line) for line in runs.read_text().splitlines()]
     assert {e.loop_label for e in episodes} == {True, False}
     reports, _ = analyze(episodes)
     expected = evaluate(reports)["systems"][0]["labelled"]
-    store = tmp_path / "scenarios.duckdb"
+    store = tmp_path / "runs.duckdb"
     code, _, err = _analyze(capsys, str(runs), "--db", str(store))
     assert code == 0, err
     db = open_database(store, read_only=True)

@@ -39,6 +39,7 @@ TOOL_CALLS: Final = pa.schema([
     ("guard_reason", pa.string()), ("guard_flags", pa.list_(pa.string())),
     ("progress", pa.string()), ("streak", pa.int32()), ("idempotency_key", pa.string()),
     ("write_status", pa.string()), ("intent", pa.string()), ("deadline_s", pa.float64()),
+    ("turn", pa.int32()), ("reconciles", pa.string()), ("found", pa.bool_()),
     ("tokens_in", pa.int64()),
     ("tokens_out", pa.int64()), ("cost_usd", pa.float64()), ("dedup_key", pa.string()),
     ("collector_progress", pa.string()), ("collector_streak", pa.int32()),
@@ -414,7 +415,8 @@ def write_unknown_writes(
             " and (idempotency_key = $k or span_id in (select span_id from tool_calls"
             "      where call_id = $k and trace_id = $trace))",
             {"t": r.time_ns, "k": r.key, "trace": r.trace_id,
-             "how": "reconciled_found" if r.found else "reconciled_absent"},
+             "how": "reconciled_lookup" if r.found is None
+             else "reconciled_found" if r.found else "reconciled_absent"},
         )
     for c in calls:
         if c.write_status == "ok" and c.idempotency_key:

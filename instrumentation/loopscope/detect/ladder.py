@@ -20,7 +20,7 @@ class _Climb:
     step: int
     """Where the current rung was delivered."""
     flagged: int
-    """Where the condition was last reported as a new flag."""
+    """When (in tool calls) the condition was last reported as a new flag."""
 
 
 class Ladder:
@@ -33,27 +33,30 @@ class Ladder:
         self._climbs: dict[tuple[str, str], _Climb] = {}
 
     def climb(
-        self, condition: tuple[str, str], step: int, rungs: int, progress_after: int
+        self, condition: tuple[str, str], step: int, rungs: int, progress_after: int,
+        calls: int,
     ) -> tuple[int, bool]:
         """Sight ``condition`` at ``step``; returns (its rung, whether to report a new flag).
 
         ``progress_after``: the first step of the current no-progress stretch. A rung delivered
         at an earlier step was followed by progress (at that step or later), so the condition
-        starts again at the bottom.
+        starts again at the bottom. ``calls``: tool calls so far, the clock of the repeated
+        report at the top rung (messages between calls do not move it, so every door that
+        feeds the same calls reports the same flags).
         """
         climb = self._climbs.get(condition)
         if climb is None or progress_after > climb.step:
-            self._climbs[condition] = _Climb(0, step, step)
+            self._climbs[condition] = _Climb(0, step, calls)
             return 0, True
         if step > climb.step:
             top = rungs - 1
             if climb.rung < top:
                 climb.rung += 1
-                climb.step = climb.flagged = step
+                climb.step, climb.flagged = step, calls
                 return climb.rung, True
             climb.step = step
-        if step - climb.flagged > self.window:
-            climb.flagged = step
+        if calls - climb.flagged > self.window:
+            climb.flagged = calls
             return climb.rung, True
         return climb.rung, False
 

@@ -493,7 +493,9 @@ class EpisodeMonitor:
         progress_after = self.history.stretch_start
         for name, finding in findings:
             rungs = finding.rungs or self._rungs.get(name) or AFTER_RUNGS
-            rung, fresh = self.ladder.climb((name, finding.key), index, len(rungs), progress_after)
+            rung, fresh = self.ladder.climb(
+                (name, finding.key), index, len(rungs), progress_after, self.tool_calls
+            )
             rung = min(rung, len(rungs) - 1)  # a condition can move to a shorter ladder
             act = rungs[rung]
             cap = self.policy.actions.get(name)

@@ -160,6 +160,9 @@ class EpisodeReport:
     stop: Decision | None
     tokens_after: Mapping[int, int]
     """Tokens spent at or after each step index (for cost after the first flag)."""
+    calls: Mapping[int, tuple[Decision, Decision]] = field(default_factory=dict)
+    """Each tool step's decisions (before the call, after it), by step index: what a guard
+    would have recorded on the call's span (its turn, deadline, intent, reconciles)."""
 
     @property
     def first_flag(self) -> Flag | None:
@@ -216,6 +219,7 @@ def replay(
     )
     monitor.budget.start_t = first_t
     usage = [0] * (len(episode.steps) + 1)
+    calls: dict[int, tuple[Decision, Decision]] = {}
     last_t = first_t
     for index, step in enumerate(episode.steps):
         t = float(step["t"]) if isinstance(step.get("t"), int | float) else last_t
@@ -229,9 +233,9 @@ def replay(
                 monitor.after_model_call(tokens=tokens)
             monitor.on_message(role, str(step.get("content") or ""))
             continue
-        monitor.before_call(_tool_call(step, index, t))
+        before = monitor.before_call(_tool_call(step, index, t))
         output = step.get("output")
-        monitor.after_call(
+        calls[index] = before, monitor.after_call(
             ToolResult(
                 output=None if output is None else output_text(output),
                 output_hash=_text(step.get("output_hash")),
@@ -259,6 +263,7 @@ def replay(
         summary=summary,
         stop=monitor.stopped if mode != "warn" else None,
         tokens_after=tokens_after,
+        calls=calls,
     )
 
 

@@ -699,7 +699,8 @@ with chosen as (
 )
 select t.trace_id, t.span_id, t.episode_id, t.service, t.tool, t.start_ns, t.end_ns,
        t.convention, t.call_id, t.kind, t.step, t.signature, t.args_text, t.output_hash,
-       t.output_text, t.status, t.idempotency_key, t.intent, t.deadline_s, t.tokens_in,
+       t.output_text, t.status, t.idempotency_key, t.intent, t.deadline_s, t.turn,
+       t.reconciles, t.found, t.tokens_in,
        t.tokens_out, t.cost_usd
 from tool_calls t
 semi join chosen c on c.episode_id = t.episode_id
