@@ -180,7 +180,7 @@ def as_json(
 
 def _distinct(flags: Sequence[Any]) -> list[tuple[Any, list[str]]]:
     """The flags one per (step, kind): the strongest, with the other detectors that saw the
-    same thing at the same step (exact_repeat and window_repeat fire together)."""
+    same thing at the same step (edit_revert and oscillation fire together)."""
     grouped: dict[tuple[int, str], list[Any]] = {}
     for flag in flags:
         grouped.setdefault((flag.step, flag.kind), []).append(flag)

@@ -51,7 +51,7 @@ def test_sdk_over_http_stores_calls_guard_decisions_and_flags(collector: Collect
 
     flags = eventually(lambda: collector.read("episode_detections", episode_id="ep-spin"))
     assert flags[0]["ordinal"] == 2 and flags[0]["severity"] == "kill"
-    assert flags[0]["detector"] in ("exact_repeat", "window_repeat")
+    assert flags[0]["detector"] == "exact_repeat"
 
     episode = eventually(lambda: collector.read("episode", episode_id="ep-spin"))[0]
     # The process's provider keeps the resource it was created with (OTel sets it once).

@@ -67,7 +67,7 @@ def test_a_looser_policy_catches_less_and_the_changes_are_listed(store_path: Pat
     runs = _stored(store_path)
     was = replays.replay_all(runs, Policy())
     now = replays.replay_all(runs, replays.build({"actions": {
-        "exact_repeat": "warn", "window_repeat": "warn", "repeated_tool_call": "warn"}}))
+        "exact_repeat": "warn"}}))
     before, after = replays.score(was), replays.score(now)
     assert before.stopped > after.stopped
     assert after.calls_saved <= before.calls_saved
@@ -101,7 +101,7 @@ def test_an_exported_policy_gives_analyze_the_verdicts_the_page_showed(
         store_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     at = _policy_page()
     actions = at.text_area(key="policy_field_actions")
-    actions.input(json.dumps({"exact_repeat": "warn", "window_repeat": "warn"}))
+    actions.input(json.dumps({"exact_repeat": "warn"}))
     at.button(key="FormSubmitter:policy_form-Replay with this policy").click().run()
     assert not at.exception, at.exception
     exported = tmp_path / "policy.json"

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from episode_steps import msg, record, run, tool
 
-from loopscope.detect import Budgets, EpisodeMonitor, Policy, ToolCall, ToolResult
+from loopscope.detect import (
+    DEFAULT_DETECTORS,
+    Budgets,
+    EpisodeMonitor,
+    Policy,
+    ToolCall,
+    ToolResult,
+)
 from loopscope.detect.fingerprint import output_hash
 from loopscope.detect.policy import DEFAULT_NO_PROGRESS_K
 from loopscope.detect.replay import (
@@ -115,7 +124,7 @@ def test_action_override_turns_a_block_into_a_warning():
     """An ``actions`` override that the monitor ignores (still blocks) fails here."""
     steps = [tool("search", {"q": "x"}, "same result text")] * 4
     report = run(
-        steps, Policy.from_mapping({"actions": {"exact_repeat": "warn", "window_repeat": "warn"}})
+        steps, Policy.from_mapping({"actions": {"exact_repeat": "warn"}})
     )
     assert report.flags and {f.severity for f in report.flags} == {"warn"}
 
@@ -310,3 +319,27 @@ def test_monitor_pairs_results_by_call_id():
     ]
     with pytest.raises(ValueError, match="without an open call"):
         m.after_call(ToolResult("stray", call_id="zz"))
+
+
+def test_policy_detector_names_are_every_detector_and_breaker():
+    """A detector added without its name in DETECTOR_NAMES (so a policy cannot tune it)."""
+    from loopscope.detect.monitor import BREAKERS
+    from loopscope.detect.policy import DETECTOR_NAMES
+
+    assert set(DETECTOR_NAMES) == {d.name for d in DEFAULT_DETECTORS} | set(BREAKERS)
+
+
+@pytest.mark.parametrize(
+    ("settings", "needle"),
+    [
+        ({"actions": {"exact_repeats": "warn"}}, "unknown detector 'exact_repeats'"),
+        ({"ladders": {"window_repeat": ["warn"]}}, "part of exact_repeat"),
+        ({"task_ladders": {"coding": {"nope": ["warn"]}}}, "task_ladders['coding']"),
+        ({"ladders": {"exact_repeat": ["warn", "kill"]}}, "warn, block, stop"),
+        ({"ladders": {"exact_repeat": []}}, "non-empty"),
+    ],
+)
+def test_a_policy_naming_no_detector_or_rung_is_refused(settings, needle):
+    """A typo in a policy file that silently tunes nothing fails here."""
+    with pytest.raises(ValueError, match=re.escape(needle)):
+        Policy.from_mapping(settings, source="p.json")

@@ -35,6 +35,9 @@ class Finding:
     retry of an UNKNOWN write, which is acted on at once."""
     stop_reason: str = "repeated_tool_call"
     """Why the run ends if this finding reaches a stop (one of ``STOP_REASONS``)."""
+    sticky: bool = False
+    """Progress does not put this condition back at the bottom (only a new user turn does):
+    a duplicate write that creates a new record each time is progress and still a loop."""
 
 
 BEFORE_RUNGS: Final = ("warn", "block", "stop")

@@ -494,7 +494,8 @@ class EpisodeMonitor:
         for name, finding in findings:
             rungs = finding.rungs or self._rungs.get(name) or AFTER_RUNGS
             rung, fresh = self.ladder.climb(
-                (name, finding.key), index, len(rungs), progress_after, self.tool_calls
+                (name, finding.key), index, len(rungs),
+                -1 if finding.sticky else progress_after, self.tool_calls,
             )
             rung = min(rung, len(rungs) - 1)  # a condition can move to a shorter ladder
             act = rungs[rung]

@@ -29,6 +29,15 @@ DEFAULT_NO_PROGRESS_K: Final[Mapping[str, int]] = MappingProxyType(
 Polling and coding tolerate more legitimate repetition; lookups and transactions that stop
 learning are cut sooner (seed 002 §4.3)."""
 
+DETECTOR_NAMES: Final = (
+    "poll_timeout", "repeat_same_error", "exact_repeat", "oscillation", "edit_revert",
+    "fuzzy_repeat", "output_stagnation", "cursor_stuck", "write_duplicate", "monologue",
+    "no_progress", "budget",
+)
+"""Every name ``actions``, ``ladders`` and ``task_ladders`` may use: the detectors and the two
+breakers (checked against ``monitor.DEFAULT_DETECTORS`` by a test)."""
+RENAMED: Final = {"window_repeat": "exact_repeat", "repeated_tool_call": "exact_repeat"}
+
 VALID_ACTIONS: Final = ("allow", "warn", "block", "stop")
 RUNG_ACTIONS: Final = ("warn", "block", "stop")
 
@@ -246,6 +255,19 @@ class Policy:
         for name, k in self.no_progress_k.items():
             if isinstance(k, bool) or not isinstance(k, int) or k < 1:
                 raise ValueError(f"{source}: no_progress_k[{name!r}] must be an integer >= 1")
+        for field_name, names in (
+            ("actions", self.actions),
+            ("ladders", self.ladders),
+            *((f"task_ladders[{t!r}]", rungs) for t, rungs in self.task_ladders.items()),
+        ):
+            for name in names:
+                if name not in DETECTOR_NAMES:
+                    hint = (f" ({name} is part of {RENAMED[name]} since detection v2)"
+                            if name in RENAMED else "")
+                    raise ValueError(
+                        f"{source}: {field_name} names an unknown detector {name!r}{hint}; "
+                        f"valid: {', '.join(DETECTOR_NAMES)}"
+                    )
         for name, action in self.actions.items():
             if action not in VALID_ACTIONS:
                 raise ValueError(

@@ -210,8 +210,9 @@ class WriteDuplicate:
     - Identical arguments in a new step of the same turn are a sign of a duplicate side
       effect, unless declared (``intent="duplicate"``), asked for by the task or the latest
       user turn ("create three identical tickets", "send it again"), or an edit (edits
-      and their reverts are ``EditRevert``'s). The ladder climbs only while no progress
-      is made: a write whose output shows new state (a new resource id) is progress.
+      and their reverts are ``EditRevert``'s). The second is a warning; a third means the
+      warning was ignored and climbs, even when each write created a new record (that is
+      the duplicate side effect itself); a new user turn starts again.
     """
 
     name = "write_duplicate"
@@ -260,10 +261,11 @@ class WriteDuplicate:
         return Finding(
             kind="write_duplicate",
             message=(
-                f"{candidate.tool} {args_preview(candidate)} already succeeded at step "
+                f"{candidate.tool} {args_preview(candidate)} was already done at step "
                 f"{done[-1]}. Running it again would repeat the side effect. If the user really "
                 "wants it again, the call must be declared intended."
             ),
             key=f"dup:{candidate.signature}",
             details={"tool": candidate.tool, "idempotency_key": key, "done_at_step": done[-1]},
+            sticky=True,
         )
