@@ -14,7 +14,6 @@ from .base import BEFORE_RUNGS, Finding
 from .events import StepView
 from .history import History
 from .policy import Policy
-from .writes import edit_of
 
 MAX_TARGETS = 64
 
@@ -31,7 +30,7 @@ class EditRevert:
         self._edits: dict[str, deque[tuple[str, str]]] = {}
 
     def before(self, history: History, candidate: StepView) -> Finding | None:
-        edit = edit_of(candidate.args)
+        edit = candidate.edit
         if edit is None:
             return None
         target, old, new = edit
@@ -58,7 +57,7 @@ class EditRevert:
         )
 
     def after(self, history: History, step: StepView) -> None:
-        edit = edit_of(step.args)
+        edit = step.edit
         if edit is None or step.status != "ok":  # a failed or skipped edit changed nothing
             return None
         target, old, new = edit

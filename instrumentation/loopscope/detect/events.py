@@ -228,5 +228,8 @@ class StepView:
     """A successful call that answered "nothing found" (a soft failure of the question)."""
     refused: bool = False
     """A successful call whose output is a refusal (a 403 page, "access denied")."""
-    values: frozenset[str] = frozenset()
-    """The argument values that name something (``fingerprint.arg_values``)."""
+    values: frozenset[str] | None = None
+    """The argument values that name something (``fingerprint.arg_values``); read them with
+    ``values_of``, which computes them from the canonical arguments when first needed."""
+    edit: tuple[str, str, str] | None = None
+    """(target, old, new) when the call replaces text (``writes.edit_of``), computed once."""

@@ -268,18 +268,25 @@ def is_transitional(words: frozenset[str] | None) -> bool:
 
 
 _NEGATIVE = re.compile(
-    r"\b(?:no|not|none|nothing|zero|0|could ?n[o']?t|cannot|can't|unable)\b"
-    r"(?:\W+\w+){0,4}?\W+(?:found|results?|matches?|match|hits?|available|exists?|records?|"
-    r"items?|entries|data|such|flights?|orders?|pages?|files?|documents?|information)\b"
-    r"|\bnot found\b|\bno such\b|\bdoes not exist\b|\bempty\b"
-    r"|\b(?:could ?n[o']?t|cannot|can't|unable to|did ?n[o']?t) (?:find|locate|match)\b",
+    r"\b(?:no|zero|0)\s+(?:\w+\s+)?(?:found|results?|match(?:es)?|hits?|records?|items?|"
+    r"entries|data|flights?|orders?|pages?|files?|documents?|information|such)\b"
+    r"|\bnot (?:found|available)\b|\bdoes not exist\b|\bnothing (?:found|matched)\b"
+    r"|\bempty\b|\b(?:could ?n[o']?t|cannot|can't|unable to|did ?n[o']?t) (?:find|locate|match)\b",
     re.IGNORECASE,
 )
 
 
-def is_negative(text: str | None) -> bool:
-    """Whether an output says that nothing was found ("No results", "Could not find X")."""
-    return bool(text) and _NEGATIVE.search(text[:500]) is not None  # type: ignore[arg-type]
+_NEGATIVE_WORDS: Final = frozenset(
+    ["no", "not", "none", "nothing", "zero", "0", "couldn't", "couldnt", "could", "cannot", "can't", "unable", "didn't", "didnt", "did", "empty"]
+)
+
+
+def is_negative(text: str | None, words: frozenset[str] | None = None) -> bool:
+    """Whether an output says that nothing was found ("No results", "Could not find X").
+    ``words`` (the output's ``word_sketch``, when at hand) rules most outputs out at once."""
+    if not text or (words is not None and _NEGATIVE_WORDS.isdisjoint(words)):
+        return False
+    return _NEGATIVE.search(text, 0, 500) is not None
 
 
 MIN_VALUE_CHARS: Final = 3
@@ -315,7 +322,16 @@ _REFUSAL = re.compile(
 )
 
 
-def is_refusal(text: str | None) -> bool:
+_REFUSAL_WORDS: Final = frozenset(
+    [str(code) for code in range(400, 600)]
+    + ["denied", "forbidden", "unauthorized", "unauthorised", "permitted", "limit", "limited", "too", "captcha", "protection"]
+)
+
+
+def is_refusal(text: str | None, words: frozenset[str] | None = None) -> bool:
     """Whether a successful call's output is a refusal in disguise (an HTTP 403 page, "access
-    denied", "rate limited"): asking in other ways for what is refused is not exploring."""
-    return bool(text) and _REFUSAL.search(text[:500]) is not None  # type: ignore[arg-type]
+    denied", "rate limited"): asking in other ways for what is refused is not exploring.
+    ``words`` (the output's ``word_sketch``) rules most outputs out at once."""
+    if not text or (words is not None and _REFUSAL_WORDS.isdisjoint(words)):
+        return False
+    return _REFUSAL.search(text, 0, 500) is not None

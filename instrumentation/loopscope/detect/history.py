@@ -58,12 +58,10 @@ class History:
         "_recent",
         "default_deadline_s",
         "epoch",
-        "intended",
         "seen_loose",
         "seen_outputs",
         "steps",
         "stretch_start",
-        "task_deadline_s",
         "task_type",
         "turn",
         "turn_start",
@@ -83,11 +81,7 @@ class History:
         self.turn_start = 0
         """The first step of the current user turn."""
         self.task_type: str | None = None
-        self.task_deadline_s: float | None = None
-        """A polling deadline the task's text states, if any."""
         self.default_deadline_s = 0.0
-        self.intended = 1
-        """Identical writes the current turn asks for (1: no repeat asked for)."""
         self.epoch = 0
         """Successful writes and edits so far: a failure before one may not repeat after."""
         self.writes: Any = None

@@ -21,7 +21,6 @@ from .exact_repeat import ExactRepeat
 from .expectations import AnswerCheck, ExpectationTracker
 from .fingerprint import (
     TRANSITIONAL,
-    arg_values,
     call_signature,
     canonical_json,
     is_negative,
@@ -41,7 +40,7 @@ from .policy import Policy
 from .poll_timeout import PollTimeout
 from .repeat_same_error import RepeatSameError
 from .task import intended_repeats, task_deadline
-from .writes import WriteDuplicate, WriteLedger, changes_state
+from .writes import WriteDuplicate, WriteLedger, changes_state, edit_of
 
 DEFAULT_DETECTORS: Final = (
     PollTimeout,
@@ -98,11 +97,11 @@ class EpisodeMonitor:
         self.history = history = History(
             max(policy.window, policy.oscillation_max_period * policy.oscillation_cycles)
         )
-        deadline = task_deadline(task)
         history.task_type = task_type
-        history.task_deadline_s = deadline.seconds if deadline else None
         history.default_deadline_s = policy.deadline_for(task_type)
-        history.intended = intended_repeats(task)
+        self._task_deadline: float | bool | None = False  # False: not read yet
+        self._asked: tuple[str, ...] = (task,)  # what the current turn says (for repeats)
+        self._intended: int | None = None
         self.writes = history.writes = WriteLedger(policy, episode_id)
         self.detectors = [factory(policy) for factory in DEFAULT_DETECTORS]
         self._rungs = {
@@ -158,10 +157,10 @@ class EpisodeMonitor:
             key = self.writes.key_for(call.tool, call.idempotency_key, call.args)
             intent = call.intent
             done = len(self.writes.done(signature))
-            if intent is None and 0 < done < history.intended:
+            if intent is None and 0 < done < self._intended_repeats():
                 intent = "duplicate"  # the task or the user's latest turn asked for it
         elif kind == "poll":
-            deadline = call.deadline_s or history.task_deadline_s or history.default_deadline_s
+            deadline = call.deadline_s or self._stated_deadline() or history.default_deadline_s
         candidate = StepView(
             index=index,
             tool=call.tool,
@@ -177,6 +176,7 @@ class EpisodeMonitor:
             loose=loose_text(args_text) if args_text else signature,
             idempotency_key=key,
             intent=intent,
+            edit=edit_of(call.args),
         )
         findings: list[tuple[str, Finding]] = []
         exhausted = self.budget.check_call(call.tool, call.t)
@@ -234,13 +234,13 @@ class EpisodeMonitor:
             loose=cand.loose,
             idempotency_key=cand.idempotency_key,
             intent=cand.intent,
+            edit=cand.edit,
         )
         if step.status in ("error", "timeout"):
             step.shape = output_hash(masked(text)) if text is not None else digest
         elif step.status == "ok":
-            step.negative = is_negative(text)
-            step.refused = is_refusal(text)
-            step.values = arg_values(step.args)
+            step.negative = is_negative(text, step.words)
+            step.refused = is_refusal(text, step.words)
         findings: list[tuple[str, Finding]] = []
         if step.status != "blocked":
             similarity = self.policy.stagnation_similarity
@@ -253,7 +253,9 @@ class EpisodeMonitor:
         write_status = None
         if kind == "write" and pending.key is not None:
             write_status = self.writes.after(step, pending.key)
-        if step.status == "ok" and (kind == "write" or changes_state(step.args)):
+        if step.status == "ok" and (
+            kind == "write" or step.edit is not None or changes_state(step.args)
+        ):
             history.epoch += 1  # the world changed: earlier failures may not repeat
         reconciled = self._reconcile(pending.call, step)
         step.progress = self._progress(step, stats, declared=self._declared(pending.call))
@@ -320,6 +322,19 @@ class EpisodeMonitor:
         self.streak = 0
         self.history.stretch_start = self.steps
         self.last_progress_step = self.steps - 1 if self.steps else None
+
+    def _stated_deadline(self) -> float | None:
+        """The polling deadline the task's text states (read once, when a poll needs it)."""
+        if self._task_deadline is False:
+            stated = task_deadline(self._task)
+            self._task_deadline = stated.seconds if stated else None
+        return self._task_deadline  # type: ignore[return-value]
+
+    def _intended_repeats(self) -> int:
+        """Identical writes the current turn asks for (read when a write repeats)."""
+        if self._intended is None:
+            self._intended = max((intended_repeats(text) for text in self._asked), default=1)
+        return self._intended
 
     def _declared(self, call: ToolCall) -> bool:
         """Whether the call is a poll by declaration or configuration (not by its look)."""
@@ -394,11 +409,9 @@ class EpisodeMonitor:
         self.streak = 0
         self.ladder.reset()
         self.writes.new_turn()
-        if content is not None:
-            asked = intended_repeats(content)
-            history.intended = max(asked, history.intended) if first else asked
-        elif not first:
-            history.intended = 1
+        said = () if content is None else (content,)
+        self._asked = (*self._asked, *said) if first else said
+        self._intended = None
         for detector in self._turn_aware:
             detector.new_turn()
 

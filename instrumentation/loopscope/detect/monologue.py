@@ -19,7 +19,7 @@ from collections import Counter
 
 from .base import WARN_RUNGS, Finding
 from .events import StepView
-from .fingerprint import similar, word_sketch
+from .fingerprint import SKETCH_CHARS, similar
 from .history import History
 from .policy import Policy
 
@@ -28,6 +28,8 @@ MAX_ECHOES = 8
 MESSAGE_CHARS = 20_000
 
 
+CHANT_MIN_CHARS = 60
+"""Shorter than this, a message cannot hold three sentences worth chanting."""
 CHANT_SHARE = 0.5
 """A message is chanting when at least this share of its sentences are repeats."""
 
@@ -36,6 +38,9 @@ def chanted(text: str, min_words: int) -> tuple[str, int]:
     """The most repeated sentence of ``text`` with at least ``min_words`` words and its count,
     when repeats make up at least ``CHANT_SHARE`` of the message's sentences; else ("", 0).
     A runbook that ends every step with the same rollback line is not chanting."""
+    parts = text[:MESSAGE_CHARS].replace("\n", ". ").replace("! ", ". ").split(". ")
+    if len(parts) - len(set(parts)) < 2:  # no sentence can be there three times: not a chant
+        return "", 0
     counts: Counter[str] = Counter()
     for sentence in _SENTENCE.split(text[:MESSAGE_CHARS]):
         words = sentence.lower().split()
@@ -46,6 +51,10 @@ def chanted(text: str, min_words: int) -> tuple[str, int]:
         return "", 0
     sentence, count = counts.most_common(1)[0]
     return sentence, count
+
+
+def _sketch(text: frozenset[str] | str) -> frozenset[str]:
+    return text if isinstance(text, frozenset) else frozenset(text[:SKETCH_CHARS].lower().split())
 
 
 class Monologue:
@@ -59,7 +68,8 @@ class Monologue:
         self.similarity = policy.monologue_similarity
         self.min_words = policy.monologue_min_words
         self._run = 0
-        self._said: list[frozenset[str]] = []  # assistant messages since the last tool call
+        self._said: list[frozenset[str] | str] = []  # assistant messages since the last tool
+        # call: kept as text until a second one needs comparing, then as word sets
 
     def after(self, history: History, step: StepView) -> None:
         """A tool call ends every kind of monologue."""
@@ -71,7 +81,11 @@ class Monologue:
             self._run = 0  # a user turn ends a plan-without-action run, not an echo
             return None
         self._run += 1
-        sentence, count = chanted(content, self.min_words)
+        breaks = content.count(". ") + content.count("\n") + content.count("! ")
+        sentence, count = (
+            chanted(content, self.min_words)
+            if len(content) >= CHANT_MIN_CHARS and breaks >= self.threshold - 1 else ("", 0)
+        )
         if count >= self.threshold:
             return Finding(
                 kind="monologue",
@@ -83,11 +97,15 @@ class Monologue:
                 key="monologue:chant",
                 details={"repeats": count},
             )
-        words = word_sketch(content)
         echoes = 0
-        if len(words) >= self.min_words:
-            echoes = sum(1 for said in self._said if similar(words, said, self.similarity))
-            self._said = [*self._said[-(MAX_ECHOES - 1) :], words]
+        if not self._said:
+            self._said.append(content[:SKETCH_CHARS])
+        else:
+            words = _sketch(content)
+            if len(words) >= self.min_words:
+                earlier = [_sketch(said) for said in self._said]
+                echoes = sum(1 for said in earlier if similar(words, said, self.similarity))
+                self._said = [*earlier[-(MAX_ECHOES - 1) :], words]
         if echoes + 1 >= self.threshold:
             return Finding(
                 kind="monologue",

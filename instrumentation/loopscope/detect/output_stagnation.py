@@ -13,11 +13,12 @@ is exploring and raises nothing; anything in between is a warning only.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
 from .base import AFTER_RUNGS, WARN_RUNGS, Finding
 from .events import StepView
-from .fingerprint import similar
+from .fingerprint import arg_values, similar
 from .history import History
 from .policy import Policy
 
@@ -55,12 +56,25 @@ def nudged(steps: list[StepView]) -> bool:
 def sweep(steps: list[StepView]) -> bool:
     """Whether every call after the first names something no earlier one did (another store,
     another service, another route): different questions that happen to get one answer."""
-    seen = set(steps[0].values)
+    seen = set(values_of(steps[0]))
     for step in steps[1:]:
-        if step.values <= seen:
+        values = values_of(step)
+        if values <= seen:
             return False
-        seen |= step.values
+        seen |= values
     return True
+
+
+def values_of(step: StepView) -> frozenset[str]:
+    """``step.values``, computed from its canonical arguments the first time it is asked for
+    (most steps never join a group of same answers)."""
+    if step.values is None:
+        try:
+            args = json.loads(step.args_text) if step.args_text else None
+        except ValueError:
+            args = step.args_text
+        step.values = arg_values(args)
+    return step.values
 
 
 def judge(group: list[StepView]) -> tuple[str, ...] | None:

@@ -114,6 +114,12 @@ _REPEAT_COUNT = re.compile(
 )
 _TIMES = re.compile(r"\b(?P<n>twice|thrice|\d+\s+times|(?:two|three|four|five)\s+times)\b",
                     re.IGNORECASE)
+_TRIGGER = re.compile(
+    r"again|identical|same|similar|matching|equal|duplicate|more|cop(?:y|ies)|times|twice|"
+    r"thrice|another|resend|re-send|redo|re-?run|repeat",
+    re.IGNORECASE,
+)
+"""Words without which no repeat is asked for: most messages are ruled out in one scan."""
 _AGAIN = re.compile(
     r"\b(?:again|one more|another(?: one)?|once more|a second (?:one|time|copy)|resend|re-send|"
     r"redo|re-run|rerun|repeat (?:it|that|the))\b",
@@ -127,7 +133,7 @@ def intended_repeats(text: str | None) -> int:
     "create three identical placeholder tickets" → 3; "send it twice" → 2; "send it again"
     or "book one more" → 2 (the earlier one and one more).
     """
-    if not text:
+    if not text or not _TRIGGER.search(text):
         return 1
     counts = [1]
     for pattern in (_REPEAT_COUNT, _TIMES):

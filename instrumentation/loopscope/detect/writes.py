@@ -256,7 +256,7 @@ class WriteDuplicate:
                 rungs=("block", "block", "stop"),
             )
         done = ledger.done(candidate.signature)
-        if not done or candidate.intent == "duplicate" or edit_of(candidate.args) is not None:
+        if not done or candidate.intent == "duplicate" or candidate.edit is not None:
             return None
         return Finding(
             kind="write_duplicate",
