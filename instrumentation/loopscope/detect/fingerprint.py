@@ -277,7 +277,8 @@ _NEGATIVE = re.compile(
 
 
 _NEGATIVE_WORDS: Final = frozenset(
-    ["no", "not", "none", "nothing", "zero", "0", "couldn't", "couldnt", "could", "cannot", "can't", "unable", "didn't", "didnt", "did", "empty"]
+    ["no", "not", "none", "nothing", "zero", "0", "couldn't", "couldnt", "cannot", "can't",
+     "unable", "didn't", "didnt", "empty"]
 )
 
 
@@ -323,15 +324,23 @@ _REFUSAL = re.compile(
 
 
 _REFUSAL_WORDS: Final = frozenset(
-    [str(code) for code in range(400, 600)]
-    + ["denied", "forbidden", "unauthorized", "unauthorised", "permitted", "limit", "limited", "too", "captcha", "protection"]
+    ["denied", "forbidden", "unauthorized", "unauthorised", "permitted", "limit", "limited",
+     "captcha", "protection"]
 )
+_STATUS_WORDS: Final = frozenset(["status", "code", "status_code"])
+_ERROR_CODES: Final = frozenset(str(code) for code in range(400, 600))
 
 
 def is_refusal(text: str | None, words: frozenset[str] | None = None) -> bool:
     """Whether a successful call's output is a refusal in disguise (an HTTP 403 page, "access
     denied", "rate limited"): asking in other ways for what is refused is not exploring.
     ``words`` (the output's ``word_sketch``) rules most outputs out at once."""
-    if not text or (words is not None and _REFUSAL_WORDS.isdisjoint(words)):
+    if not text:
+        return False
+    if (
+        words is not None
+        and _REFUSAL_WORDS.isdisjoint(words)
+        and (_STATUS_WORDS.isdisjoint(words) or _ERROR_CODES.isdisjoint(words))
+    ):
         return False
     return _REFUSAL.search(text, 0, 500) is not None

@@ -107,6 +107,7 @@ class EpisodeMonitor:
         self._rungs = {
             d.name: policy.ladder_for(d.name, task_type, d.rungs) for d in self.detectors
         }
+        self._breaker_rungs = policy.ladder_for("no_progress", task_type, AFTER_RUNGS)
         self._before = [d for d in self.detectors if hasattr(d, "before")]
         self._after = [d for d in self.detectors if hasattr(d, "after")]
         self._message = [d for d in self.detectors if hasattr(d, "message")]
@@ -477,7 +478,7 @@ class EpisodeMonitor:
             ),
             key="no_progress",
             details={"limit": self.k, "consumed": self.streak},
-            rungs=self.policy.ladder_for("no_progress", self.task_type, AFTER_RUNGS),
+            rungs=self._breaker_rungs,
             stop_reason="no_progress",
         )
 

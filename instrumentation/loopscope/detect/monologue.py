@@ -38,7 +38,10 @@ def chanted(text: str, min_words: int) -> tuple[str, int]:
     """The most repeated sentence of ``text`` with at least ``min_words`` words and its count,
     when repeats make up at least ``CHANT_SHARE`` of the message's sentences; else ("", 0).
     A runbook that ends every step with the same rollback line is not chanting."""
-    parts = text[:MESSAGE_CHARS].replace("\n", ". ").replace("! ", ". ").split(". ")
+    parts = [
+        p for p in text[:MESSAGE_CHARS].replace("\n", ". ").replace("! ", ". ").split(". ")
+        if len(p) > min_words * 2
+    ]
     if len(parts) - len(set(parts)) < 2:  # no sentence can be there three times: not a chant
         return "", 0
     counts: Counter[str] = Counter()
