@@ -44,14 +44,15 @@ def test_sdk_over_http_stores_calls_guard_decisions_and_flags(collector: Collect
 
     calls = eventually(lambda: collector.read("episode_tool_calls", episode_id="ep-spin"))
     assert [c["tool"] for c in calls] == ["search_orders"] * len(calls)
-    assert [c["status"] for c in calls][:3] == ["ok", "ok", "blocked"]
+    assert [c["status"] for c in calls][:4] == ["ok", "ok", "ok", "blocked"]  # warned, then blocked
     assert len({c["signature"] for c in calls}) == 1 and calls[0]["signature"]
     assert all(c["content_captured"] is False and c["args_text"] is None for c in calls)
-    assert calls[2]["guard_action"] == "block"
+    assert (calls[2]["guard_action"], calls[3]["guard_action"]) == ("warn", "block")
 
     flags = eventually(lambda: collector.read("episode_detections", episode_id="ep-spin"))
-    assert flags[0]["ordinal"] == 2 and flags[0]["severity"] == "kill"
+    assert flags[0]["ordinal"] == 2 and flags[0]["severity"] == "warn"
     assert flags[0]["detector"] == "exact_repeat"
+    assert [f["ordinal"] for f in flags if f["severity"] == "kill"][:1] == [3]
 
     episode = eventually(lambda: collector.read("episode", episode_id="ep-spin"))[0]
     # The process's provider keeps the resource it was created with (OTel sets it once).
@@ -116,7 +117,8 @@ def test_late_and_out_of_order_spans_are_re_evaluated(collector: CollectorProces
     assert expected[0] == (2, "exact_repeat")
     assert eventually(lambda: flags(reversed_) == expected and flags(reversed_))
     calls = collector.read("episode_tool_calls", episode_id=reversed_.hex())
-    assert [c["collector_progress"] for c in calls] == ["new_info", "none", "none", "none",
+    # "nothing found" to a new question is exploring (new_action), then the same again is none
+    assert [c["collector_progress"] for c in calls] == ["new_action", "none", "none", "none",
                                                         "none"]
 
 
