@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
@@ -129,6 +130,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from .scenarios import generate
 
     modes = ("observe", "warn", "enforce") if args.mode == "all" else (args.mode,)
+    # the scripted agents loop on purpose: no "enforce would stop" line per observe/warn run
+    logging.getLogger("loopscope").setLevel(logging.ERROR)
     if args.forever and not args.endpoint:
         raise ValueError("--forever sends live traffic to a collector: give --endpoint URL")
     scripts = generate(seed=args.seed, per_shape=args.per_shape)

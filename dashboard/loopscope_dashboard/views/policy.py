@@ -20,9 +20,13 @@ st.caption("Replays stored runs through the same detection core the guard and th
            "run already stopped where its policy said. Loops caught and false kills count "
            "labelled runs only (a human label, else the run's scenario label).")
 
-scope = st.radio("Runs to replay", ["All stored runs", "The sidebar's filter"],
-                 horizontal=True, key=state.POLICY_SCOPE)
+left, right = st.columns([2, 1])
+scope = left.radio("Runs to replay", ["All stored runs", "The sidebar's filter"],
+                   horizontal=True, key=state.POLICY_SCOPE)
+newest = int(right.number_input("Newest runs, at most", min_value=100, max_value=10_000,
+                                value=2_000, step=500, key="policy_limit"))
 params = state.filters().params() if scope == "The sidebar's filter" else {}
+params["limit"] = newest
 episodes = queries.replay_episodes(**params)
 if episodes.empty:
     st.info("No stored runs to replay. Run agents in observe mode (or `loopscope demo "
