@@ -1,5 +1,6 @@
 """The whole system as a user starts it: ``loopscope up --demo``, looked at in headless
-Chromium. Screenshots are kept under ``artifacts/browser/`` for people to look at."""
+Chromium. A screenshot of every page is kept under ``artifacts/browser/`` (the test run's
+output folder) for people to look at."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first
                   "--disable-background-networking", "--disable-component-update",
                   "--disable-sync", "--disable-dev-shm-usage"]
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = pytest.mark.timeout(900)
 
 
 def free_port() -> int:
@@ -119,33 +120,68 @@ def system(tmp_path: Path) -> Iterator[dict]:
                 proc.kill()
 
 
-def test_up_demo_renders_overview_and_episode_pages(system: dict, chromium: str) -> None:
-    """The overview shows metric cards and no error box; an episode deep link shows its
-    timeline; Ctrl-C on ``up`` leaves no child process behind."""
+PAGES = {"overview": "/", "alerts": "/alerts", "loops": "/loops", "labels": "/labels",
+         "import": "/importer", "policy": "/policy"}
+
+
+def _open(page, url: str, ready: str, name: str, timeout: int = 90_000) -> str:
+    """Load ``url``, wait for ``ready`` and the charts, screenshot it as ``name``.png, check
+    there is no exception box; returns the page's text."""
+    page.goto(url, wait_until="domcontentloaded")
+    page.wait_for_selector(ready, timeout=timeout)
+    page.wait_for_timeout(2500)  # let the charts draw before the screenshot
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    assert page.locator('[data-testid="stException"]').count() == 0, name
+    return page.locator('[data-testid="stMain"]').inner_text()
+
+
+def test_up_demo_renders_every_page(system: dict, chromium: str) -> None:
+    """Every page renders without an exception box (screenshots in artifacts/browser/); an
+    observe-mode run with a would-be stop is not shown as stopped; an enforce-mode stop is;
+    the Policy page replays the demo's runs and draws its sweep; Ctrl-C on ``up`` leaves no
+    child process behind."""
     from playwright.sync_api import sync_playwright
 
-    flagged = wait_for(lambda: get_json(system["collector"] + "/v1/reads/recent_detections")
-                       ["rows"])
-    episode_id = flagged[0]["episode_id"]
+    def listed() -> list[dict]:
+        rows = get_json(system["collector"] + "/v1/reads/episode_list?flagged=true")["rows"]
+        observed = [r for r in rows if r["guard_mode"] == "observe"
+                    and r["enforce_would"] == "stop" and r["happened"] != "stopped"]
+        stopped = [r for r in rows if r["happened"] == "stopped"]
+        return rows if observed and stopped else []
+
+    rows = wait_for(listed)
+    observed = next(r for r in rows if r["guard_mode"] == "observe"
+                    and r["enforce_would"] == "stop" and r["happened"] != "stopped")
+    stopped = next(r for r in rows if r["happened"] == "stopped")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    base = system["dashboard"]
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
         try:
             page = browser.new_page(viewport={"width": 1440, "height": 1100})
-            page.goto(system["dashboard"] + "/", wait_until="domcontentloaded")
-            page.wait_for_selector('[data-testid="stMetric"]', timeout=90_000)
-            page.wait_for_timeout(3000)  # let the charts draw before the screenshot
-            page.screenshot(path=str(ARTIFACTS / "overview.png"), full_page=True)
-            assert page.locator('[data-testid="stException"]').count() == 0
+            text = _open(page, base + "/", '[data-testid="stMetric"]', "overview")
             assert page.locator('[data-testid="stMetric"]').count() >= 4
+            assert "budget stop(s) beside it" in text
+            for name in ("alerts", "loops", "labels", "import"):
+                _open(page, base + PAGES[name], "h1", name)
 
-            page.goto(f"{system['dashboard']}/episode?episode={episode_id}",
-                      wait_until="domcontentloaded")
-            page.wait_for_selector(".js-plotly-plot", timeout=90_000)
-            page.wait_for_timeout(2000)
-            page.screenshot(path=str(ARTIFACTS / "episode.png"), full_page=True)
+            text = _open(page, f"{base}/episode?episode={observed['episode_id']}",
+                         ".js-plotly-plot", "episode-observe")
+            assert "Not stopped" in text and "would stop" in text
+            assert "Stopped at call" not in text
+
+            text = _open(page, f"{base}/episode?episode={stopped['episode_id']}",
+                         ".js-plotly-plot", "episode")
+            assert "Stopped" in text and stopped["episode_id"] in text
+
+            text = _open(page, base + PAGES["policy"], '[data-testid="stMetric"]', "policy",
+                         timeout=240_000)  # the demo's agents keep the CPUs busy meanwhile
+            assert "Loops caught" in text and "Runs stopped" in text
+            page.get_by_role("button", name="Run the sweep").click()
+            page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=300_000)
+            page.wait_for_timeout(2500)
+            page.screenshot(path=str(ARTIFACTS / "policy-sweep.png"), full_page=True)
             assert page.locator('[data-testid="stException"]').count() == 0
-            assert episode_id in page.content()
         finally:
             browser.close()
 

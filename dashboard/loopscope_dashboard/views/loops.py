@@ -30,6 +30,9 @@ if signatures.empty:
     st.success("No call looped in this range.")
 else:
     signatures["open"] = signatures["newest_episode"].map(state.episode_link)
+    uncaptured = signatures["args_preview"].isna()
+    signatures.loc[uncaptured, "args_preview"] = (
+        "(not captured) signature " + signatures.loc[uncaptured, "signature"].str[:10])
     st.dataframe(
         signatures, hide_index=True, key="signatures_table",
         column_order=["tool", "args_preview", "runs", "calls", "no_progress_calls",
