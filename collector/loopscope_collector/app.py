@@ -35,9 +35,10 @@ class Collector:
         webhooks: Sequence[str] = (),
         max_inflight_bytes: int = MAX_INFLIGHT_BYTES,
         watch: ConnectionWatch | None = None,
+        store_memory: str | None = None,
     ) -> None:
         self.alerts = AlertManager(alert_settings, build_sink(webhooks))  # bad URL: ValueError
-        self.db = open_database(db_path)
+        self.db = open_database(db_path, memory_limit=store_memory)
         self.pipeline = Pipeline(self.db, policy=policy, on_batch=self.alerts)
         self.inflight = InFlight(max(max_inflight_bytes, max_request_bytes))
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import re
 import signal
 import sys
 import threading
@@ -67,6 +68,9 @@ def register(sub: Any) -> None:
     limits.add_argument("--max-inflight-bytes", type=int, default=64 * 1024 * 1024,
                         help="bytes of requests being read, decoded or stored at once; bounds "
                              "memory (default: 64 MiB, at least --max-request-bytes)")
+    limits.add_argument("--store-memory", type=memory_size, default="512MB",
+                        help="memory DuckDB may use for its cache and a batch's work, such as "
+                             "512MB or 2GB (default 512MB)")
     limits.add_argument("--max-connections", type=int, default=256,
                         help="open HTTP connections (default 256)")
     limits.add_argument("--header-timeout", metavar="SECONDS", type=float, default=10.0,
@@ -104,6 +108,13 @@ def port_number(text: str) -> int:
     return port
 
 
+def memory_size(text: str) -> str:
+    """An argparse type: an amount of memory as DuckDB reads it (``512MB``, ``2GiB``)."""
+    if not re.fullmatch(r"\d+(\.\d+)?\s*([KMGT]i?B)", text.strip(), re.IGNORECASE):
+        raise argparse.ArgumentTypeError(f"not an amount of memory: {text!r} (say 512MB or 2GB)")
+    return text.strip()
+
+
 def read_policy(path: str | None) -> Any:
     """The policy in a JSON file, or ``None`` for the defaults."""
     if not path:
@@ -124,6 +135,27 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _port_taken(host: str, port: int) -> bool:
+    """Whether something already listens on ``host:port`` (checked before gRPC tries, whose
+    own failure is a raw log line from its C core)."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def _remove_store(path: str) -> None:
+    """Remove a store this start created, so a failed start leaves nothing behind."""
+    for name in (path, f"{path}.wal"):
+        Path(name).unlink(missing_ok=True)
 
 
 def cmd_collector(args: argparse.Namespace) -> int:
@@ -151,12 +183,19 @@ def cmd_collector(args: argparse.Namespace) -> int:
 
     from .storage import SchemaError
 
+    if args.grpc_port and _port_taken(args.host, args.grpc_port):
+        print(f"loopscope collector: error: cannot listen for OTLP/gRPC on {args.host}:"
+              f"{args.grpc_port} (the port is taken); pass another --grpc-port (0 turns gRPC "
+              "off).", file=sys.stderr)
+        return 1
+    new_store = args.db != ":memory:" and not Path(args.db).exists()
     try:
         collector = Collector(db_path=args.db, host=args.host, http_port=args.http_port,
                               grpc_port=args.grpc_port, auth_token=args.auth_token,
                               policy=policy, max_request_bytes=args.max_request_bytes,
                               alert_settings=alert_settings, webhooks=args.webhook,
                               max_inflight_bytes=args.max_inflight_bytes,
+                              store_memory=args.store_memory,
                               watch=ConnectionWatch(
                                   max_connections=args.max_connections,
                                   header_timeout_s=args.header_timeout,
@@ -172,6 +211,8 @@ def cmd_collector(args: argparse.Namespace) -> int:
         print(f"loopscope collector: error: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
+        if new_store:
+            _remove_store(args.db)
         print(f"loopscope collector: error: cannot listen on {args.host}:{args.http_port} "
               f"({exc.strerror or exc}); pass another --http-port.", file=sys.stderr)
         return 1
@@ -184,6 +225,8 @@ def cmd_collector(args: argparse.Namespace) -> int:
         print(f"loopscope collector: error: {exc}; pass another --grpc-port (0 turns gRPC off).",
               file=sys.stderr)
         collector.stop()
+        if new_store:
+            _remove_store(args.db)
         return 1
     print(f"loopscope collector: OTLP/HTTP on {collector.http_url}/v1/traces"
           + (f", OTLP/gRPC on {args.host}:{collector.grpc_port}" if collector.grpc_port else "")

@@ -84,6 +84,8 @@ class Stats:
     spans_stored: int = 0
     spans_duplicate: int = 0
     spans_rejected: int = 0
+    spans_conflicting: int = 0
+    """Spans whose id was stored already with other content (the first is kept)."""
     requests_overloaded: int = 0
     requests_rejected: Counter[str] = field(default_factory=Counter)
     """Requests answered 4xx for their content (malformed, too large, unstorable), by code."""
@@ -259,16 +261,17 @@ class Pipeline:
             job.done.set()
 
     def _store_jobs(self, jobs: list[Job]) -> list[EpisodeResult]:
-        """Store the jobs as one batch; if the store refuses the batch's data, store them one
-        by one, so only the request at fault fails (``Rejected``). Sets each job's error."""
+        """Store the jobs as one batch; if that fails for another reason than the store's own
+        (the data, or the batch's size), store them one by one, so only the request at fault
+        fails. Sets each job's error."""
         try:
             return self._store(jobs)
         except Exception as exc:
-            if len(jobs) == 1 or not is_data_error(exc):
+            if len(jobs) == 1 or is_store_error(exc):
                 self._fail(jobs, exc)
                 return []
-            logger.warning("loopscope collector: the store refused a batch of %d requests "
-                           "(%s); storing them one by one", len(jobs), exc)
+            logger.warning("loopscope collector: a batch of %d requests failed (%s: %s); "
+                           "storing them one by one", len(jobs), type(exc).__name__, exc)
         results: list[EpisodeResult] = []
         for job in jobs:
             if not self.health.ok:
@@ -287,11 +290,15 @@ class Pipeline:
             error: Exception = Rejected(f"the store cannot hold this request's data: {exc}")
             with self._lock:
                 self.stats.spans_rejected += spans
-        else:
+        elif is_store_error(exc):
             logger.debug("loopscope collector: a batch of %d spans failed; not acknowledged: "
                          "%s: %s", spans, type(exc).__name__, exc)
             self._watch.failed(exc)  # logged once, when health turns
             error = StoreUnavailable(f"{type(exc).__name__}: {exc}")
+        else:  # out of memory, or a bug: this request fails, the store is not at fault
+            logger.error("loopscope collector: a request of %d spans failed; not acknowledged: "
+                         "%s: %s", spans, type(exc).__name__, exc)
+            error = StoreUnavailable(f"not stored ({type(exc).__name__}); retry later")
         for job in jobs:
             job.error = error
 
@@ -301,13 +308,19 @@ class Pipeline:
         cur = self._cur
         spans = [s for j in jobs for s in j.spans]
         unique: dict[tuple[str, str], SpanRecord] = {}
+        twins: list[SpanRecord] = []
         for span in spans:
-            unique.setdefault((span.trace_id, span.span_id), span)
+            if unique.setdefault((span.trace_id, span.span_id), span) is not span:
+                twins.append(span)
         self._undo = undo = BatchUndo()
         cur.execute("begin transaction")
         try:
             stored = existing_keys(cur, list(unique))
             new = [s for k, s in unique.items() if k not in stored]
+            again = [tables.span_row(s) for k, s in unique.items() if k in stored]
+            conflicts = tables.conflicting_spans(cur, again) + [
+                t.span_id for t in twins
+                if tables.span_row(t) != tables.span_row(unique[(t.trace_id, t.span_id)])]
             insert_rows(cur, "spans", [tables.span_row(s) for s in new], tables.SPANS)
             results = self._derive(cur, new)
             tables.write_labels(cur, [label for j in jobs for label in j.labels])
@@ -318,11 +331,20 @@ class Pipeline:
             undo.undo(self.detector.forget)
             raise
         undo.commit()
+        self._count_conflicts(conflicts)
         self.stats.spans_stored += len(new)
         self.stats.spans_duplicate += len(spans) - len(new)
         for job in jobs:
             job.stored = len(job.spans)
         return results
+
+    def _count_conflicts(self, span_ids: list[str]) -> None:
+        """A span id sent again with other content: the first content is kept; say so."""
+        if span_ids:
+            self.stats.spans_conflicting += len(span_ids)
+            logger.warning("loopscope collector: %d span(s) sent again with different content; "
+                           "the first version is kept (span ids: %s)", len(span_ids),
+                           ", ".join(span_ids[:5]) + (" ..." if len(span_ids) > 5 else ""))
 
     def _derive(self, cur: Any, spans: Sequence[SpanRecord]) -> list[EpisodeResult]:
         tool_rows: list[ToolCallRow] = []
@@ -469,3 +491,13 @@ _DATA_ERRORS = (
     duckdb.DataError, duckdb.IntegrityError, duckdb.InvalidInputException, pa.ArrowException,
     UnicodeError, OverflowError, RecursionError,
 )
+
+
+def is_store_error(exc: BaseException) -> bool:
+    """Whether the store could not write (disk full, I/O error, file gone, database
+    invalidated): health turns failing until it recovers."""
+    if isinstance(exc, duckdb.OutOfMemoryException):
+        return False
+    return (isinstance(exc, duckdb.IOException | duckdb.FatalException
+                       | duckdb.TransactionException | OSError)
+            or "invalidated" in str(exc))

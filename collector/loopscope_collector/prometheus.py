@@ -35,6 +35,9 @@ def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = (),
     lines += _lines("loopscope_spans_rejected_total", "counter",
                     "Spans of decoded requests that the store refused (answered 400).",
                     [({}, s.spans_rejected)])
+    lines += _lines("loopscope_spans_conflicting_total", "counter",
+                    "Spans sent again under a stored span id with other content (first kept).",
+                    [({}, s.spans_conflicting)])
     lines += _lines("loopscope_requests_rejected_total", "counter",
                     "Export requests refused for their content (malformed 400, too large 413, "
                     "unsupported 415, unstorable 400), by status code.",

@@ -135,16 +135,6 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def _param(value: str) -> Any:
-    """Query-string values are text; reads take numbers and booleans too."""
-    lowered = value.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    if value.lstrip("-").isdigit():
-        return int(value)
-    return value
-
-
 class _Handler(BaseHTTPRequestHandler):
     server: CollectorHTTPServer
     protocol_version = "HTTP/1.1"
@@ -278,7 +268,8 @@ class _Handler(BaseHTTPRequestHandler):
             text = self.server.prometheus() if self.server.prometheus else ""
             self._send(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
         elif url.path in ("/v1/reads", "/v1/reads/"):
-            self._json(200, {"reads": {n: {"params": list(r.params), "doc": r.doc}
+            self._json(200, {"reads": {n: {"params": list(r.params), "types": r.types,
+                                           "required": list(r.required), "doc": r.doc}
                                        for n, r in sorted(READS.items())}})
         elif url.path.startswith("/v1/reads/"):
             self._read(url.path.removeprefix("/v1/reads/"), url.query)
@@ -311,8 +302,11 @@ class _Handler(BaseHTTPRequestHandler):
             length -= len(chunk)
 
     def _read(self, name: str, query: str) -> None:
-        params = {k: _param(v) for k, v in parse_qsl(query, keep_blank_values=False)}
         try:
+            read = READS.get(name)
+            if read is None:
+                raise UnknownRead(f"no read named {name!r}; reads: {', '.join(sorted(READS))}")
+            params = read.convert(dict(parse_qsl(query, keep_blank_values=False)))
             rows = self.server.db.read(name, params)
         except UnknownRead as exc:
             self._json(404 if name not in READS else 400, {"error": str(exc)})

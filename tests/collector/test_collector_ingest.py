@@ -225,6 +225,8 @@ def test_a_second_collector_on_the_same_store_or_port_is_refused_clearly(
     grpc_taken = second("--db", str(tmp_path / "third.duckdb"), "--http-port", "0",
                         "--grpc-port", str(collector.grpc_port))
     assert grpc_taken.returncode == 1 and "another --grpc-port" in grpc_taken.stderr
+    assert grpc_taken.stderr.count("\n") == 1, grpc_taken.stderr  # no raw gRPC log line
+    assert not list(tmp_path.glob("third.duckdb*")) and not list(tmp_path.glob("other.duckdb*"))
     _still_serving(collector)
 
 

@@ -23,10 +23,12 @@ __all__ = ["READS", "Database", "SchemaError", "open_database"]
 class Database:
     """An open store. The read-write connection belongs to the pipeline thread."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, path: str, read_only: bool) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: str, read_only: bool,
+                 memory_limit: str | None = None) -> None:
         self.con = con
         self.path = path
         self.read_only = read_only
+        self.memory_limit = memory_limit
         self._lock = threading.Lock()
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
@@ -57,7 +59,8 @@ class Database:
         with self._lock:
             with contextlib.suppress(duckdb.Error):
                 self.con.close()
-            self.con = _connect(self.path, read_only=self.read_only)
+            self.con = _connect(self.path, read_only=self.read_only,
+                                memory_limit=self.memory_limit)
             if not self.read_only:
                 migrate(self.con)
 
@@ -81,8 +84,13 @@ class Database:
             self.con.execute("checkpoint")
 
 
-def open_database(path: str | Path, *, read_only: bool = False) -> Database:
+def open_database(path: str | Path, *, read_only: bool = False,
+                  memory_limit: str | None = None) -> Database:
     """Open the store at ``path`` (``:memory:`` for tests).
+
+    ``memory_limit`` caps DuckDB's own memory (its cache of the file's blocks, and the work
+    of a batch), as DuckDB's ``memory_limit`` setting, such as ``"512MB"``; by default DuckDB
+    takes up to 80% of the machine's memory.
 
     Raises:
         SchemaError: the file is from a newer loopscope, or (read-only) is not a loopscope
@@ -103,16 +111,17 @@ def open_database(path: str | Path, *, read_only: bool = False) -> Database:
             raise SchemaError(f"{path} has schema version {version}; this loopscope reads "
                               f"up to {LATEST}")
         return Database(con, path, True)
-    con = _connect(path, read_only=False)
+    con = _connect(path, read_only=False, memory_limit=memory_limit)
     migrate(con)
-    return Database(con, path, False)
+    return Database(con, path, False, memory_limit)
 
 
 DUCKDB_MAGIC: Final = b"DUCK"
 """A DuckDB database file has these bytes at offset 8."""
 
 
-def _connect(path: str, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+def _connect(path: str, *, read_only: bool,
+             memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
     """Connect to a DuckDB *file*, refusing anything DuckDB would not store into.
 
     DuckDB reads a path named like data (``runs.jsonl``, ``x.csv``, ...) as that data, on an
@@ -132,7 +141,8 @@ def _connect(path: str, *, read_only: bool) -> duckdb.DuckDBPyConnection:
             if head[8:12] != DUCKDB_MAGIC:
                 raise SchemaError(f"{path} is not a DuckDB file (is it the wrong file?); "
                                   "give the store a new name, such as loopscope.duckdb")
-    con = duckdb.connect(path, read_only=read_only)
+    config = {"memory_limit": memory_limit} if memory_limit else {}
+    con = duckdb.connect(path, read_only=read_only, config=config)
     if path != ":memory:":
         backing = con.execute(
             "select path from duckdb_databases() where database_name = current_database()"

@@ -94,6 +94,28 @@ def span_row(span: SpanRecord) -> dict[str, Any]:
     }
 
 
+_SPAN_CONTENT: Final = ("parent_span_id", "name", "start_ns", "end_ns", "kind", "status_code",
+                        "status_message", "attributes", "resource", "events", "scope")
+
+
+def conflicting_spans(cur: duckdb.DuckDBPyConnection, rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The span ids among ``rows`` (``span_row`` of spans whose key is already stored) whose
+    stored content differs: the same span id sent again with something else in it."""
+    if not rows:
+        return []
+    cur.register("incoming_again", pa.Table.from_pylist(list(rows), schema=SPANS))
+    try:
+        differs = " or ".join(f"s.{c}::varchar is distinct from i.{c}::varchar"
+                              for c in _SPAN_CONTENT)  # fixed names, never input
+        found = cur.execute(
+            "select i.span_id from spans s join incoming_again i"
+            f" on s.trace_id = i.trace_id and s.span_id = i.span_id where {differs}"
+        ).fetchall()
+    finally:
+        cur.unregister("incoming_again")
+    return [row[0] for row in found]
+
+
 def insert_tool_calls(
     cur: duckdb.DuckDBPyConnection,
     rows: Sequence[ToolCallRow],

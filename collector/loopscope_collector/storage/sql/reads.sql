@@ -1,5 +1,21 @@
 -- Every read the dashboard and the CLI can ask for. A client names a read and passes its
--- $parameters; a parameter left out is NULL, which each read treats as "no filter".
+-- $parameters; a parameter left out is NULL, which each read treats as "no filter", except
+-- those a read lists after "-- requires:" (a 400 when missing).
+--
+-- Each parameter's type, declared once for every read: the HTTP read API converts query-string
+-- text by it (so episode_id=007 stays '007'). A read may only use parameters declared here.
+-- param service: varchar
+-- param agent: varchar
+-- param model: varchar
+-- param tool: varchar
+-- param outcome: varchar
+-- param episode_id: varchar
+-- param prices: varchar
+-- param flagged: boolean
+-- param limit: bigint
+-- param since_ns: bigint
+-- param until_ns: bigint
+-- param bucket_s: bigint
 
 -- name: summary
 -- Totals for the overview: tool calls, episodes, flagged episodes, open UNKNOWN writes.
@@ -41,6 +57,7 @@ order by coalesce(e.end_ns, e.start_ns) desc nulls last
 limit coalesce($limit, 100);
 
 -- name: episode
+-- requires: episode_id
 -- One episode's row, with the task its root span reported (loopscope.task).
 select e.*,
        (select s.attributes ->> 'loopscope.task' from spans s
@@ -49,6 +66,7 @@ from episodes e
 where e.episode_id = $episode_id;
 
 -- name: episode_tool_calls
+-- requires: episode_id
 -- Every tool call of one episode, in the order they ran.
 select trace_id, span_id, tool, call_id, kind, step, start_ns, end_ns, convention, signature,
        args_text, output_hash, output_text, output_size, content_captured, status,
@@ -60,6 +78,7 @@ where episode_id = $episode_id
 order by start_ns, step nulls last, span_id;
 
 -- name: episode_detections
+-- requires: episode_id
 -- The collector's flags on one episode, in step order.
 select span_id, ordinal, detector, kind, severity, action, message, detected_at
 from detections
