@@ -44,8 +44,10 @@ class Collector:
         try:
             self.http = CollectorHTTPServer(
                 (host, http_port), pipeline=self.pipeline, db=self.db, auth_token=auth_token,
-                prometheus=lambda: prometheus.render(self.pipeline, alerts=self.alerts.counts(),
-                                                     alert_failures=self.alerts.sink_failures()),
+                prometheus=lambda: prometheus.render(
+                    self.pipeline, alerts=self.alerts.counts(),
+                    alert_failures=self.alerts.sink_failures(), inflight=self.inflight,
+                    watch=self.http.watch),
                 max_body_bytes=max_request_bytes, inflight=self.inflight, watch=watch,
             )
         except OSError:

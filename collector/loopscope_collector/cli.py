@@ -128,7 +128,8 @@ def read_policy(path: str | None) -> Any:
     return policy_from_json(text, source=f"policy file {path}")
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback name or address (the rule for binding without auth)."""
     if host == "localhost":
         return True
     try:
@@ -160,7 +161,7 @@ def _remove_store(path: str) -> None:
 
 def cmd_collector(args: argparse.Namespace) -> int:
     """Run the collector until SIGINT or SIGTERM."""
-    if not _is_loopback(args.host) and not args.auth_token and not args.insecure_remote:
+    if not is_loopback(args.host) and not args.auth_token and not args.insecure_remote:
         print(f"loopscope collector: error: refusing to listen on {args.host} without "
               "--auth-token (or $LOOPSCOPE_AUTH_TOKEN); pass --insecure-remote to do it anyway",
               file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from .limits import ConnectionWatch, InFlight
 from .pipeline import Pipeline
 
 
@@ -21,9 +22,11 @@ def _lines(name: str, kind: str, help_text: str,
 
 
 def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = (),
-           alert_failures: int = 0) -> str:
+           alert_failures: int = 0, inflight: InFlight | None = None,
+           watch: ConnectionWatch | None = None) -> str:
     """All counters; ``alerts`` is (service, state, count) rows of the alerts raised since
-    start, ``alert_failures`` the alerts a sink (the webhook) failed to deliver."""
+    start, ``alert_failures`` the alerts a sink (the webhook) failed to deliver, ``inflight``
+    and ``watch`` the receivers' limits."""
     s = pipeline.stats
     lines: list[str] = []
     lines += _lines("loopscope_spans_received_total", "counter",
@@ -65,4 +68,22 @@ def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = (),
     lines += _lines("loopscope_detection_active_episodes", "gauge",
                     "Episodes with detection state in memory.",
                     [({}, pipeline.detector.active)])
+    lines += _lines("loopscope_store_healthy", "gauge",
+                    "1 while the store can be written, 0 while spans are refused (see /healthz).",
+                    [({}, int(pipeline.health.ok))])
+    if inflight is not None:
+        lines += _lines("loopscope_inflight_bytes", "gauge",
+                        "Bytes of requests being read, decoded or stored.", [({}, inflight.used)])
+        lines += _lines("loopscope_requests_not_admitted_total", "counter",
+                        "Requests refused with 503 because the bytes in flight were at the cap.",
+                        [({}, inflight.refused)])
+    if watch is not None:
+        lines += _lines("loopscope_http_connections", "gauge", "Open HTTP connections.",
+                        [({}, watch.connections)])
+        lines += _lines("loopscope_http_connections_refused_total", "counter",
+                        "Connections answered 503 because the connection cap was reached.",
+                        [({}, watch.refused)])
+        lines += _lines("loopscope_http_connections_timed_out_total", "counter",
+                        "Connections closed for taking too long (headers, body or idle).",
+                        [({}, watch.timed_out)])
     return "\n".join(lines) + "\n"

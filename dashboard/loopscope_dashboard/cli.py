@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from loopscope_collector.cli import port_number
+from loopscope_collector.cli import is_loopback, port_number
 
 from .environment_variables import COLLECTOR_URL_ENV, DEFAULT_COLLECTOR_URL, SNAPSHOT_ENV
 
@@ -59,6 +59,11 @@ def environment(args: argparse.Namespace) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     """Run Streamlit in the foreground until it exits (Ctrl-C stops it)."""
+    if not is_loopback(args.host) and not args.insecure_remote:
+        print(f"loopscope dashboard: error: refusing to listen on {args.host}: the dashboard "
+              "has no authentication and can write labels; pass --insecure-remote to do it "
+              "anyway", file=sys.stderr)
+        return 2
     if args.db and not Path(args.db).exists():
         print(f"loopscope dashboard: error: no such DuckDB file: {args.db}", file=sys.stderr)
         return 2
@@ -85,4 +90,7 @@ def register(sub: Any) -> None:
                         help="port to serve on (default: 8501)")
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to bind (default: 127.0.0.1)")
+    parser.add_argument("--insecure-remote", action="store_true",
+                        help="allow a non-loopback --host (anyone who reaches it can read and "
+                             "label)")
     parser.set_defaults(func=run)

@@ -230,3 +230,41 @@ def test_ipv6_loopback_really_listens(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(20)
+
+
+def test_large_concurrent_requests_are_admitted_a_few_at_a_time(tmp_path: Path) -> None:
+    """Eight concurrent ~2 MB requests under a 4 MB cap on bytes in flight: some are told
+    503 with Retry-After, each client retries as OTLP exporters do, and all are stored once.
+    (The memory this bounds is measured by benchmarks/bench_memory.py, in BENCHMARKS.md.)"""
+    collector = start_collector(tmp_path / "store.duckdb", grpc=False, extra=[
+        "--max-request-bytes", "3000000", "--max-inflight-bytes", "4000000"])
+    try:
+        bodies = []
+        for _ in range(8):
+            req, _ = episode_request(2000)
+            for span in req.resource_spans[0].scope_spans[0].spans:
+                span.attributes.add(key="padding").value.string_value = "p" * 1000
+            bodies.append(req.SerializeToString())
+        refused: list[int] = []
+
+        def send(body: bytes) -> None:
+            while True:
+                status, headers, _ = collector.post(body)
+                if status != 503:
+                    assert status == 200
+                    return
+                refused.append(1)
+                time.sleep(float(headers.get("Retry-After", "1")) / 4)
+
+        threads = [threading.Thread(target=send, args=(body,)) for body in bodies]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        assert refused
+        metrics = collector.get("/metrics")
+        assert f"loopscope_requests_not_admitted_total {len(refused)}" in metrics
+        assert "loopscope_inflight_bytes 0" in metrics
+        assert collector.read("summary")[0]["tool_calls"] == 16_000
+    finally:
+        collector.stop()
