@@ -14,6 +14,7 @@ from typing import Any
 from loopscope_collector.pipeline import Job, Stats
 from loopscope_collector.server import CollectorHTTPServer
 from loopscope_collector.storage import open_database
+from loopscope_collector.store_health import StoreHealth
 
 
 class DropPipeline:
@@ -21,7 +22,12 @@ class DropPipeline:
 
     def __init__(self) -> None:
         self.stats = Stats()
+        self.health = StoreHealth()
         self._lock = threading.Lock()
+
+    def count_rejected(self, status: int) -> None:
+        with self._lock:
+            self.stats.requests_rejected[str(status)] += 1
 
     def submit(self, spans: list[Any]) -> Job:
         with self._lock:
@@ -38,4 +44,4 @@ if __name__ == "__main__":
         db=open_database(":memory:"),
         prometheus=lambda: f"loopscope_spans_received_total {pipeline.stats.spans_received}\n",
     )
-    server.serve_forever()
+    server.serve_in_thread().join()  # with its connection watch, as the collector serves

@@ -65,9 +65,9 @@ def register(sub: Any) -> None:
     limits.add_argument("--max-request-bytes", type=int, default=32 * 1024 * 1024,
                         help="largest OTLP request, HTTP or gRPC, after decompression "
                              "(default: 32 MiB)")
-    limits.add_argument("--max-inflight-bytes", type=int, default=64 * 1024 * 1024,
+    limits.add_argument("--max-inflight-bytes", type=int, default=48 * 1024 * 1024,
                         help="bytes of requests being read, decoded or stored at once; bounds "
-                             "memory (default: 64 MiB, at least --max-request-bytes)")
+                             "memory (default: 48 MiB, at least --max-request-bytes)")
     limits.add_argument("--store-memory", type=memory_size, default="512MB",
                         help="memory DuckDB may use for its cache and a batch's work, such as "
                              "512MB or 2GB (default 512MB)")

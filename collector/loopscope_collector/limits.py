@@ -22,7 +22,7 @@ from typing import Final
 
 logger = logging.getLogger(__name__)
 
-MAX_INFLIGHT_BYTES: Final = 64 * 1024 * 1024
+MAX_INFLIGHT_BYTES: Final = 48 * 1024 * 1024
 """Default cap on the bytes of requests being read, decoded or stored at once."""
 MAX_CONNECTIONS: Final = 256
 """Default cap on open HTTP connections (well below the usual 1,024 file descriptors)."""

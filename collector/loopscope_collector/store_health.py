@@ -155,7 +155,11 @@ class StoreWatch:
             _set_aside(f"{path}.wal")  # a stale log must not be replayed into the new file
             os.replace(f"{path}.recovering", path)
             logger.warning("loopscope collector: wrote the deleted store back to %s", path)
-        elif not self.in_memory:
+        elif self.in_memory:  # nothing to reopen (it would be empty): try it as it is
+            self.db.checkpoint()
+            self.health.recover()
+            return
+        else:
             _probe_disk(path)
         self.db.reopen()
         self._file = None if self.in_memory else _identity(path)
