@@ -11,7 +11,7 @@ import sys
 import threading
 from typing import Any
 
-from loopscope_collector.pipeline import Job, Stats
+from loopscope_collector.jobs import Job, Stats
 from loopscope_collector.server import CollectorHTTPServer
 from loopscope_collector.storage import open_database
 from loopscope_collector.store_health import StoreHealth

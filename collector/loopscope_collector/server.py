@@ -36,8 +36,9 @@ from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from .decode import DecodeError, decode_request, inflate
+from .jobs import Overloaded, PipelineStopped, Rejected
 from .limits import MAX_INFLIGHT_BYTES, Busy, ConnectionWatch, Hold, InFlight
-from .pipeline import Overloaded, Pipeline, PipelineStopped, Rejected
+from .pipeline import Pipeline
 from .spans import SpanRecord
 from .storage import Database
 from .storage.queries import READS, UnknownRead

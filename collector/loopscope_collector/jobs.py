@@ -1,0 +1,97 @@
+"""What a receiver hands the pipeline (a ``Job``), what the pipeline counts (``Stats``), and
+what a job that was not stored means for its client.
+
+A job fails in one of three ways, and each is answered differently: the data itself cannot be
+stored (``Rejected``: a 400, the client must not retry), the store cannot be written now
+(``store_health.StoreUnavailable``: a 503 and failing health until it recovers), or the
+pipeline is full or stopping (``Overloaded``, ``PipelineStopped``: a 503).
+``is_data_error`` and ``is_store_error`` sort an exception from a failed batch into these.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from .spans import SpanRecord
+
+
+class Overloaded(RuntimeError):
+    """The pipeline's queue is full; the client should retry later (503 + Retry-After)."""
+
+
+class PipelineStopped(RuntimeError):
+    """The pipeline is shutting down and accepts nothing more."""
+
+
+class Rejected(ValueError):
+    """The store refused this request's data (HTTP 400, gRPC INVALID_ARGUMENT): a retry of
+    the same data would fail the same way."""
+
+
+@dataclass(eq=False)
+class Job:
+    """One request's spans (or human labels), and the event its receiver waits on."""
+
+    spans: list[SpanRecord]
+    labels: list[dict[str, Any]] = field(default_factory=list)
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+    stored: int = 0
+    duplicates: int = 0
+
+    def wait(self, timeout: float) -> None:
+        """Block until the spans are committed; re-raise the pipeline's error, if any."""
+        if not self.done.wait(timeout):
+            raise TimeoutError(f"spans not stored within {timeout:.0f} s")
+        if self.error is not None:
+            raise self.error
+
+
+@dataclass
+class Stats:
+    """Counters the collector exposes on /metrics (read from any thread)."""
+
+    spans_received: int = 0
+    spans_stored: int = 0
+    spans_duplicate: int = 0
+    spans_rejected: int = 0
+    spans_conflicting: int = 0
+    """Spans whose id was stored already with other content (the first is kept)."""
+    requests_overloaded: int = 0
+    requests_rejected: Counter[str] = field(default_factory=Counter)
+    """Requests answered 4xx for their content (malformed, too large, unstorable), by code."""
+    batches: int = 0
+    tool_calls: int = 0
+    no_progress_steps: int = 0
+    episodes_reevaluated: int = 0
+    loops_by_kind: Counter[str] = field(default_factory=Counter)
+    guard_actions: Counter[str] = field(default_factory=Counter)
+    queue_spans: int = 0
+
+
+def is_data_error(exc: BaseException) -> bool:
+    """Whether the store refused the data itself (a retry fails the same way), rather than
+    failed to write it (disk full, file gone: a retry may succeed)."""
+    return isinstance(exc, _DATA_ERRORS) and "invalidated" not in str(exc)
+
+
+_DATA_ERRORS = (
+    duckdb.DataError, duckdb.IntegrityError, duckdb.InvalidInputException, pa.ArrowException,
+    UnicodeError, OverflowError, RecursionError,
+)
+
+
+def is_store_error(exc: BaseException) -> bool:
+    """Whether the store could not write (disk full, I/O error, file gone, database
+    invalidated): health turns failing until it recovers."""
+    if isinstance(exc, duckdb.OutOfMemoryException):
+        return False
+    return (isinstance(exc, duckdb.IOException | duckdb.FatalException
+                       | duckdb.TransactionException | OSError)
+            or "invalidated" in str(exc))
