@@ -91,10 +91,10 @@ def _outcome(db: Path) -> dict[str, Any]:
         con.close()
 
 
-def _clean_run(tmp_path: Path) -> dict[str, Any]:
+def _clean_run(tmp_path: Path, bodies: list[bytes] | None = None) -> dict[str, Any]:
     collector = start_collector(tmp_path / "clean.duckdb", grpc=False)
     try:
-        for body in _requests():
+        for body in _requests() if bodies is None else bodies:
             assert collector.post(body)[0] == 200
     finally:
         collector.stop()
@@ -137,6 +137,26 @@ def test_disk_full_fails_health_then_recovers_and_a_retried_batch_equals_a_clean
         log = collector.stop()
     assert log.count("the store cannot be written") == 1, log
     assert _outcome(collector.db) == _clean_run(tmp_path)
+
+
+def test_a_failed_request_never_retried_leaves_no_trace(small_disk: Path, tmp_path: Path) -> None:
+    """The third request fails on a full disk and its client gives up; a later call is then
+    judged as if the failed calls had never been seen (no phantom repeat, the MCP call's key
+    not taken): spans, calls, verdicts and flags equal a run of the other requests alone."""
+    first, second, third = _requests()
+    later = request([_call(4)]).SerializeToString()
+    collector = start_collector(small_disk / "store.duckdb", grpc=False)
+    try:
+        assert collector.post(first)[0] == 200
+        assert collector.post(second)[0] == 200
+        filler = _fill(small_disk)
+        assert collector.post(third)[0] == 503
+        filler.unlink()
+        eventually(lambda: _health(collector) == (200, "ok\n"))
+        assert collector.post(later)[0] == 200
+    finally:
+        collector.stop()
+    assert _outcome(collector.db) == _clean_run(tmp_path, [first, second, later])
 
 
 def test_a_deleted_store_fails_health_and_is_written_back_with_every_acknowledged_span(
