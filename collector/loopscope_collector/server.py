@@ -353,11 +353,15 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             data = inflate(body, content_encoding=self.headers.get("Content-Encoding"),
                            max_bytes=self.server.max_body_bytes)
-            held.grow(max(len(data) - length, 0))  # Busy: answered by the caller
+            held.grow(max(len(data) - length, 0))
             return decode_request(data, content_type=content_type, content_encoding=None,
                                   max_bytes=self.server.max_body_bytes)
         except DecodeError as exc:  # 400, or 413 / 415 for its subclasses
             self._reject(exc.http_status, str(exc), protobuf=protobuf)
+            return None
+        except Busy as exc:  # the body inflated past what is left: it is read, just answer
+            self._otlp_error(503, f"not admitted, retry later: {exc}", protobuf=protobuf,
+                             headers={"Retry-After": RETRY_AFTER_S})
             return None
 
     def _store(self, spans: list[SpanRecord], protobuf: bool) -> None:

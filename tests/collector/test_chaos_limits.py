@@ -268,3 +268,38 @@ def test_large_concurrent_requests_are_admitted_a_few_at_a_time(tmp_path: Path) 
         assert collector.read("summary")[0]["tool_calls"] == 16_000
     finally:
         collector.stop()
+
+
+def test_a_body_that_inflates_past_the_cap_is_503_and_the_connection_stays_usable(
+    tmp_path: Path,
+) -> None:
+    """A small gzip body fits under the cap as sent but not once inflated (another request is
+    in flight): 503 with Retry-After, and the same connection serves the next request."""
+    import gzip
+
+    collector = start_collector(tmp_path / "store.duckdb", extra=[
+        "--max-request-bytes", "1000000", "--max-inflight-bytes", "1000000",
+        "--body-timeout", "60"])
+    try:
+        holder = http.client.HTTPConnection("127.0.0.1", collector.http_port, timeout=30)
+        holder.putrequest("POST", "/v1/traces")
+        holder.putheader("Content-Type", "application/x-protobuf")
+        holder.putheader("Content-Length", "800000")
+        holder.endheaders()
+        holder.send(b"\0" * 1000)  # 800 kB held from here on
+
+        req, _ = episode_request(1)
+        req.resource_spans[0].scope_spans[0].spans[0].attributes.add(
+            key="padding").value.string_value = "z" * 400_000
+        body = gzip.compress(req.SerializeToString())
+        conn = http.client.HTTPConnection("127.0.0.1", collector.http_port, timeout=30)
+        conn.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf",
+                                                   "Content-Encoding": "gzip"})
+        answer = conn.getresponse()
+        assert answer.status == 503 and answer.getheader("Retry-After")
+        answer.read()
+        conn.request("GET", "/healthz")
+        assert conn.getresponse().status == 200
+        holder.close()
+    finally:
+        collector.stop()
