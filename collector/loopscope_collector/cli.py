@@ -23,7 +23,10 @@ Receive OTLP from agents, store it in DuckDB, detect loops as spans arrive.
 Listens for OTLP/HTTP (POST /v1/traces) and OTLP/gRPC (TraceService) on loopback, stores
 spans and tool calls in one DuckDB file (the collector is its only writer), runs the
 detection core per episode, and serves named reads (GET /v1/reads/NAME) and Prometheus
-metrics (GET /metrics) on the HTTP port. A 200 means the spans are durably stored.
+metrics (GET /metrics) on the HTTP port. A 200 means the spans are durably stored; a 400 names
+the field the store cannot hold; a 503 with Retry-After is for what a retry can fix (limits
+reached, a store that cannot be written now). GET /healthz (and the gRPC health service) says
+whether the store can be written; the collector recovers by itself when it can again.
 
 Alerts: per service, the rate of tool calls that made no progress over a rolling window
 (span time) fires an alert when it reaches --alert-threshold, or --alert-factor times its
