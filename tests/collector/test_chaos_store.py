@@ -9,6 +9,7 @@ are skipped.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -30,12 +31,10 @@ START = 1_700_000_000_000_000_000
 TRACE = bytes.fromhex("5e" * 16)
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 16 MiB tmpfs, so the test can fill the disk the store is on and free it again."""
-    mount = tmp_path / "disk"
+@contextlib.contextmanager
+def _tmpfs(mount: Path, size: str) -> Iterator[Path]:
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount)],
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
                           capture_output=True, text=True, check=False)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.strip()}")
@@ -43,6 +42,13 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         yield mount
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 16 MiB tmpfs, so the test can fill the disk the store is on and free it again."""
+    with _tmpfs(tmp_path / "disk", "16m") as mount:
+        yield mount
 
 
 def _fill(disk: Path) -> Path:
@@ -236,3 +242,49 @@ def test_grpc_health_follows_the_store(tmp_path: Path) -> None:
             eventually(lambda: statuses() == [health_pb2.HealthCheckResponse.NOT_SERVING] * 2)
     finally:
         collector.stop()
+
+
+def _padded(spans: int) -> tuple[bytes, list[str]]:
+    req, ids = episode_request(spans)
+    for span in req.resource_spans[0].scope_spans[0].spans:
+        span.attributes.add(key="padding").value.string_value = "p" * 1000
+    return req.SerializeToString(), ids
+
+
+def test_a_checkpoint_on_a_full_disk_invalidates_duckdb_and_the_collector_reopens_it(
+    tmp_path: Path,
+) -> None:
+    """DuckDB checkpoints its write-ahead log past 16 MB; if the disk is full then, the
+    database is invalidated and every later statement fails until it is reopened. The
+    collector turns failing (one log line), and once space is freed reopens the store by
+    itself: every acknowledged span is there after a restart."""
+    with _tmpfs(tmp_path / "disk", "64m") as disk:
+        db, wal = disk / "store.duckdb", disk / "store.duckdb.wal"
+        collector = start_collector(db, grpc=False)
+        acknowledged: list[str] = []
+        try:
+            while not wal.exists() or wal.stat().st_size < 11_000_000:
+                body, ids = _padded(2000)
+                assert collector.post(body)[0] == 200
+                acknowledged += ids
+            filler = _fill(disk)
+            os.truncate(filler, filler.stat().st_size - 8_000_000)  # room for the log only
+            answers = []
+            while len(answers) < 6 and 503 not in answers:
+                body, ids = _padded(2000)
+                answers.append(collector.post(body)[0])
+                if answers[-1] == 200:
+                    acknowledged += ids
+            assert answers[-1] == 503
+            code, text = _health(collector)
+            assert code == 503 and "checkpoint" in text
+            filler.unlink()
+            eventually(lambda: _health(collector) == (200, "ok\n"))
+            body, ids = _padded(10)
+            assert collector.post(body)[0] == 200
+            acknowledged += ids
+        finally:
+            log = collector.stop()
+        assert log.count("the store cannot be written") == 1, log
+        stored = [row[0] for row in _outcome(db)["spans"]]
+        assert sorted(stored) == sorted(acknowledged)
