@@ -112,7 +112,7 @@ def test_past_the_connection_cap_a_client_gets_503_until_one_closes(tmp_path: Pa
     """With four connections open, the fifth is answered 503 with Retry-After at once; once
     the idle ones are closed, requests are served again."""
     collector = start_collector(tmp_path / "store.duckdb",
-                                extra=[*LIMITS, "--max-connections", "4"])
+                                extra=[*LIMITS, "--idle-timeout", "3", "--max-connections", "4"])
     try:
         held = [_connect(collector) for _ in range(4)]
         eventually(lambda: "503" in _first_answer(collector))
