@@ -8,13 +8,14 @@ Three things make a store unwritable under a running collector:
   database after such a failure: every later statement fails until it is reopened;
 - the file is deleted: DuckDB goes on writing into the unlinked file, and everything
   acknowledged since is gone at the next start;
-- the file is replaced by another one: the same, and the new file is not ours to write.
+- the file is replaced by another one, or overwritten in place: the same, and the new file
+  is not ours to write.
 
 The pipeline thread, the store's only writer, watches for these (``StoreWatch.check``, about
 once a second) and recovers on its own when the condition clears: a deleted file is written
 back from the open database (which still holds every acknowledged span), a failed disk is
 probed and the store reopened (DuckDB replays its write-ahead log), and health turns ``ok``
-again. A replaced file is left alone: the open database is saved beside it, and the
+again. A replaced or overwritten file is left alone: the open database is saved beside it, and the
 collector stays failing until an operator restarts it.
 """
 
@@ -29,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from .storage import Database
+from .storage import DUCKDB_MAGIC, Database
 
 logger = logging.getLogger(__name__)
 
@@ -136,11 +137,14 @@ class StoreWatch:
         if found != self._file:
             return (f"the store file {self.db.path} was replaced by another file while the "
                     "collector had it open")
+        if not _is_duckdb_file(self.db.path):
+            return (f"the store file {self.db.path} was overwritten (it no longer starts as "
+                    "a DuckDB file) while the collector had it open")
         return None
 
     def _recover(self, problem: str | None) -> None:
         path = self.db.path
-        if problem is not None and _identity(path) is not None:  # replaced: not ours to write
+        if problem is not None and _identity(path) is not None:  # replaced or overwritten
             if not self._saved_aside:
                 aside = f"{path}.recovered-{int(time.time())}"
                 self.db.export(aside)
@@ -165,6 +169,16 @@ class StoreWatch:
         self._file = None if self.in_memory else _identity(path)
         self.db.checkpoint()
         self.health.recover()
+
+
+def _is_duckdb_file(path: str) -> bool:
+    """Whether the file still has DuckDB's magic bytes (a file truncated or overwritten in
+    place keeps its inode; this is what tells)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(12)[8:12] == DUCKDB_MAGIC
+    except OSError:
+        return True  # gone or unreadable this instant: the identity check speaks for that
 
 
 def _set_aside(path: str) -> None:

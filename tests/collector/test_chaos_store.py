@@ -288,3 +288,25 @@ def test_a_checkpoint_on_a_full_disk_invalidates_duckdb_and_the_collector_reopen
         assert log.count("the store cannot be written") == 1, log
         stored = [row[0] for row in _outcome(db)["spans"]]
         assert sorted(stored) == sorted(acknowledged)
+
+
+def test_a_store_overwritten_in_place_is_not_written_and_the_open_one_is_saved(
+    tmp_path: Path,
+) -> None:
+    """Truncated in place (same inode, so no rename to see): the lost DuckDB header tells;
+    health fails, spans get 503, and the acknowledged spans are saved beside it."""
+    db = tmp_path / "store.duckdb"
+    collector = start_collector(db, grpc=False)
+    try:
+        body, ids = episode_request(10)
+        assert collector.post(body.SerializeToString())[0] == 200
+        with db.open("r+b") as handle:
+            handle.truncate(0)
+        eventually(lambda: _health(collector)[0] == 503)
+        eventually(lambda: list(tmp_path.glob("store.duckdb.recovered-*")))
+        assert collector.post(episode_request(1)[0].SerializeToString())[0] == 503
+    finally:
+        log = collector.stop()
+    assert "was overwritten" in log
+    (saved,) = tmp_path.glob("store.duckdb.recovered-*")
+    assert sorted(row[0] for row in _outcome(saved)["spans"]) == sorted(ids)
