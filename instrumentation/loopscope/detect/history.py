@@ -35,8 +35,6 @@ class SignatureStats:
     last_status: str = "ok"
     outputs: set[str] = field(default_factory=set)
     same_output_run: int = 0
-    fail_run: int = 0
-    """Consecutive failures (error or timeout), whatever each error said."""
     fails: list[int] = field(default_factory=list)
     """Step indexes of the current run of failures (the last ``MAX_FAILS``); an answer of
     "nothing found" counts as a soft failure of the question."""
@@ -48,6 +46,10 @@ class SignatureStats:
     last_negative: bool = False
     transitional: bool = False
     """The last output read like a status still on its way (RUNNING, PENDING, …)."""
+
+
+def _asked(step: StepView) -> str:
+    return f"{step.tool}\x00{step.loose}"
 
 
 class History:
@@ -90,6 +92,11 @@ class History:
     def in_stretch(self, step: StepView) -> bool:
         """Whether ``step`` is inside the current no-progress stretch."""
         return step.index >= self.stretch_start
+
+    def asked_before(self, step: StepView) -> bool:
+        """Whether a completed step already asked this tool the same thing (loosened
+        arguments: case, punctuation and spacing ignored)."""
+        return _asked(step) in self.seen_loose
 
     def in_turn(self, step: StepView) -> bool:
         """Whether ``step`` belongs to the current user turn."""
@@ -137,15 +144,13 @@ class History:
         stats.last_negative = step.negative
         if step.status in ("error", "timeout") or step.negative:
             if stats.fails_epoch != self.epoch:
-                stats.fails, stats.fail_run = [], 0
+                stats.fails = []
             stats.fails_epoch = self.epoch
-            stats.fail_run += 1
             stats.fails = [*stats.fails[-(MAX_FAILS - 1) :], step.index]
             stats.fail_transient = step.status == "timeout" or not TRANSIENT.isdisjoint(
                 step.words or ()
             )
         elif step.status == "ok":
-            stats.fail_run = 0
             stats.fails = []
         if step.status == "ok" and len(stats.outputs) < MAX_OUTPUTS_PER_SIGNATURE:
             stats.outputs.add(step.output_hash)
@@ -153,4 +158,4 @@ class History:
         self._recent.clear()
         if step.status != "blocked":
             self.seen_outputs.add(step.output_hash)
-            self.seen_loose.add(f"{step.tool}\x00{step.loose}")
+            self.seen_loose.add(_asked(step))

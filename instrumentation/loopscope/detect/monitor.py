@@ -259,7 +259,7 @@ class EpisodeMonitor:
         ):
             history.epoch += 1  # the world changed: earlier failures may not repeat
         reconciled = self._reconcile(pending.call, step)
-        step.progress = self._progress(step, stats, declared=self._declared(pending.call))
+        step.progress = self._progress(step, stats, declared=self._declared_kind(pending.call) == "poll")
         self._count_progress(step)
         step.output = step.args = None  # the history keeps hashes and sketches, not content
         history.append(step)
@@ -280,14 +280,19 @@ class EpisodeMonitor:
         decision.turn = history.turn
         return decision
 
-    def _kind(self, call: ToolCall, signature: str) -> Any:
+    def _declared_kind(self, call: ToolCall) -> Any:
+        """The kind the call or the configuration declares, if any (not judged by its look)."""
         if call.kind is not None:
             return call.kind
         declared = self.policy.tool_kinds.get(call.tool)
         if declared is not None:
             return declared
-        if call.tool in self.policy.poll_tools:
-            return "poll"
+        return "poll" if call.tool in self.policy.poll_tools else None
+
+    def _kind(self, call: ToolCall, signature: str) -> Any:
+        declared = self._declared_kind(call)
+        if declared is not None:
+            return declared
         stats = self.history.stats(signature)
         if stats is None:
             return None
@@ -337,14 +342,6 @@ class EpisodeMonitor:
             self._intended = max((intended_repeats(text) for text in self._asked), default=1)
         return self._intended
 
-    def _declared(self, call: ToolCall) -> bool:
-        """Whether the call is a poll by declaration or configuration (not by its look)."""
-        return (
-            call.kind == "poll"
-            or self.policy.tool_kinds.get(call.tool) == "poll"
-            or call.tool in self.policy.poll_tools
-        )
-
     def _progress(self, step: StepView, stats: Any, *, declared: bool) -> str | None:
         words = step.words
         if step.kind == "poll" and stats is not None and step.status in ("ok", "error"):
@@ -361,7 +358,7 @@ class EpisodeMonitor:
             if stats is None or step.output_hash not in stats.outputs:
                 return "write_ok"
             return None
-        new_call = f"{step.tool}\x00{step.loose}" not in self.history.seen_loose
+        new_call = not self.history.asked_before(step)
         if (words is not None and not words) or step.negative:
             return "new_action" if new_call else None  # nothing found: exploring at best
         if step.output_hash in self.history.seen_outputs or any(
@@ -512,10 +509,7 @@ class EpisodeMonitor:
                 -1 if finding.sticky else progress_after, self.tool_calls,
             )
             rung = min(rung, len(rungs) - 1)  # a condition can move to a shorter ladder
-            act = rungs[rung]
-            cap = self.policy.actions.get(name)
-            if cap is not None and ACTION_RANK[cap] < ACTION_RANK[act]:
-                act = cap
+            act = self.policy.action_for(name, rungs[rung])
             if act == "allow":
                 continue
             flag = Flag(

@@ -151,7 +151,7 @@ class Policy:
     volatile_args: Mapping[str, frozenset[str]] = field(default_factory=dict)
     """Argument keys left out of a tool's signature, by tool name (``"*"`` for every tool)."""
     actions: Mapping[str, str] = field(default_factory=dict)
-    """Overrides of a detector's action (``"warn"`` to never kill on it), by detector name."""
+    """Caps on a detector's ladder (``"warn"`` to never kill on it), by detector name."""
     budgets: Budgets = Budgets()
     required_tools: tuple[RequiredTool, ...] = ()
 
@@ -176,9 +176,13 @@ class Policy:
         """Argument keys excluded from ``tool``'s signature."""
         return self.volatile_args.get(tool, frozenset()) | self.volatile_args.get("*", frozenset())
 
-    def action_for(self, detector: str, default: str) -> str:
-        """The action a detector's flag leads to under this policy."""
-        return self.actions.get(detector, default)
+    def action_for(self, detector: str, action: str) -> str:
+        """``action`` (a rung of the detector's ladder) under this policy: ``actions`` caps a
+        detector (``"warn"``: it never kills; ``"allow"``: it is not reported), never raises it."""
+        cap = self.actions.get(detector)
+        if cap is None:
+            return action
+        return min(action, cap, key=VALID_ACTIONS.index)
 
     def replace(self, **changes: Any) -> Policy:
         """A copy with ``changes`` applied and validated."""
