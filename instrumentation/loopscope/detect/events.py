@@ -180,6 +180,9 @@ class Decision:
     reconciled: tuple[str, ...] = ()
     """After a call: the UNKNOWN writes (idempotency keys) this call settled by looking the
     record up."""
+    signature: str = ""
+    """Before a call: the call's signature as the core computed it (under the policy's
+    volatile arguments), for callers that store it."""
     @property
     def is_kill(self) -> bool:
         """Block and stop end or skip work; allow and warn do not."""

@@ -188,6 +188,7 @@ class EpisodeMonitor:
                 findings.append((detector.name, finding))
         decision = self._decide(index, findings, candidate, key=key)
         decision.deadline_s, decision.intent, decision.turn = deadline, intent, history.turn
+        decision.signature = signature
         self.budget.count_call(call.tool)
         self.expectations.on_tool_call(call.tool, call.args)
         self.tool_calls += 1
