@@ -218,19 +218,17 @@ def replay(
         (float(s["t"]) for s in episode.steps if isinstance(s.get("t"), int | float)), 0.0
     )
     monitor.budget.start_t = first_t
-    usage = [0] * (len(episode.steps) + 1)
     calls: dict[int, tuple[Decision, Decision]] = {}
     last_t = first_t
     for index, step in enumerate(episode.steps):
         t = float(step["t"]) if isinstance(step.get("t"), int | float) else last_t
         last_t = t
-        tokens = _int(step.get("tokens_in")) + _int(step.get("tokens_out"))
-        usage[index] = tokens
         if step.get("type") == "message":
             role = step.get("role", "")
             if role == "assistant":
                 monitor.before_model_call(t)
-                monitor.after_model_call(tokens=tokens)
+                monitor.after_model_call(
+                    tokens=_int(step.get("tokens_in")) + _int(step.get("tokens_out")))
             monitor.on_message(role, str(step.get("content") or ""))
             continue
         before = monitor.before_call(_tool_call(step, index, t))
@@ -246,12 +244,34 @@ def replay(
                 tokens_out=_int(step.get("tokens_out")),
             )
         )
+    return episode_report(episode, monitor, mode=mode, calls=calls)
+
+
+def episode_report(
+    episode: Episode,
+    monitor: EpisodeMonitor,
+    *,
+    mode: str = "enforce",
+    calls: Mapping[int, tuple[Decision, Decision]] | None = None,
+    flags: tuple[Flag, ...] | None = None,
+    stop: Decision | None = None,
+) -> EpisodeReport:
+    """The report of ``episode`` once its steps were fed to ``monitor``: by ``replay``, or by
+    the collector's streaming detection over the episode's calls.
+
+    ``flags`` and ``stop`` default to the monitor's; a caller whose monitor numbered the
+    steps otherwise (tool calls only) passes them renumbered as indexes into ``episode``.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     remaining = 0
     tokens_after: dict[int, int] = {}
     for index in range(len(episode.steps) - 1, -1, -1):
-        remaining += usage[index]
+        step = episode.steps[index]
+        remaining += _int(step.get("tokens_in")) + _int(step.get("tokens_out"))
         tokens_after[index] = remaining
-    flags = tuple(monitor.flags)
+    flags = tuple(monitor.flags) if flags is None else flags
+    stop = monitor.stopped if stop is None else stop
     summary = monitor.summary()
     if mode == "warn":  # a warn-mode guard nudges; it never blocks or stops
         flags = tuple(_as_warning(f) for f in flags)
@@ -261,9 +281,9 @@ def replay(
         mode=mode,
         flags=flags,
         summary=summary,
-        stop=monitor.stopped if mode != "warn" else None,
+        stop=stop if mode != "warn" else None,
         tokens_after=tokens_after,
-        calls=calls,
+        calls=dict(calls or {}),
     )
 
 
