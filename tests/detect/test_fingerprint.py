@@ -15,8 +15,14 @@ from episode_steps import flags_by, run, tool
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopscope.detect import EpisodeMonitor, Policy, call_signature, canonical_json
-from loopscope.detect.fingerprint import normalize, output_text, word_sketch
+from loopscope.detect import EpisodeMonitor, Policy, call_signature, canonical_json, fingerprint
+from loopscope.detect.fingerprint import (
+    is_negative,
+    is_refusal,
+    normalize,
+    output_text,
+    word_sketch,
+)
 
 # -- strategies ------------------------------------------------------------------------------
 
@@ -259,6 +265,56 @@ def test_word_sketch_keeps_real_words_and_numbers():
     assert word_sketch("Total: 42 apples") != word_sketch("Total: 43 apples")
     assert word_sketch("The ORDER shipped") == frozenset({"the", "order", "shipped"})
     assert "deadbeef" in word_sketch("cafe deadbeef")  # an all-letter word is a word
+
+
+@given(
+    st.lists(
+        st.sampled_from(
+            ["2024-05-01t10:00", "2024-05-01 10:00:59.5z", "-05:00", "12-12t10:00", "2024",
+             "123e4567-e89b-12d3-a456-426614174000", "e89b-12d3-a456-426614174000", "-", " ",
+             "x", "1234", "deadbeef-", "00:00"]
+        ),
+        max_size=12,
+    )
+)
+@settings(max_examples=300, deadline=None)
+def test_word_sketch_blanks_what_the_whole_patterns_blank(parts):
+    """The fast tail search finds exactly what the plain patterns find, overlaps included."""
+    text = "".join(parts)
+    whole = fingerprint._UUID.sub(" ", fingerprint._TIMESTAMP.sub(" ", text))
+    if text.count("-") < 4:  # (the sketch skips the UUID pattern when it cannot match)
+        whole = fingerprint._TIMESTAMP.sub(" ", text)
+    expected = frozenset(whole.translate(fingerprint._SPACES).split())
+    expected = frozenset(
+        w for w in expected if not (len(w) >= 8 and not w.isalpha() and set(w) <= set("0123456789abcdef"))
+    )
+    assert word_sketch(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Couldn't find the order.", "We can't locate that file", "No results found", "Nothing matched",
+     "The record does not exist", "Result: empty", "I didn't find any match"],
+)
+def test_nothing_found_is_read_however_it_is_spelled(text):
+    assert is_negative(text, word_sketch(text))
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["HTTP 429 Too Many Requests", '{"status": 403, "body": "..."}', "Access denied for user",
+     "You are being rate limited", "Please solve the CAPTCHA"],
+)
+def test_a_refusal_is_read_however_it_is_spelled(text):
+    assert is_refusal(text, word_sketch(text))
+
+
+@pytest.mark.parametrize(
+    "text", ["Found 3 orders", "status: shipped, total 450 USD", "no, the data is fine: 12 rows"]
+)
+def test_ordinary_answers_are_neither_negative_nor_refusals(text):
+    words = word_sketch(text)
+    assert not is_negative(text, words) and not is_refusal(text, words)
 
 
 def test_outputs_differing_only_in_served_at_stagnate():

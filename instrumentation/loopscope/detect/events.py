@@ -229,8 +229,6 @@ class StepView:
     """Progress evidence a detector saw in this step (e.g. ``cursor_advance``)."""
     negative: bool = False
     """A successful call that answered "nothing found" (a soft failure of the question)."""
-    refused: bool = False
-    """A successful call whose output is a refusal (a 403 page, "access denied")."""
     values: frozenset[str] | None = None
     """The argument values that name something (``fingerprint.arg_values``); read them with
     ``values_of``, which computes them from the canonical arguments when first needed."""

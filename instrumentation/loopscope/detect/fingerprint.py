@@ -177,14 +177,30 @@ SKETCH_CHARS: Final = 2000
 _SPACES = str.maketrans({c: " " for c in string.punctuation})
 _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d[t ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:z|[+-]\d\d:?\d\d)?")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# The same patterns from their first "-" on, the lead checked behind: a pattern that starts
+# with a literal is found by a fast scan, ten times quicker than one that starts with a digit.
+_TIMESTAMP_TAIL = (re.compile(r"-(?<=\d{4}-)" + _TIMESTAMP.pattern[6:]), 4, _TIMESTAMP)
+_UUID_TAIL = (re.compile(r"-(?<=[0-9a-f]{8}-)" + _UUID.pattern[12:]), 8, _UUID)
+
+
+def _blank(text: str, tail: tuple[re.Pattern[str], int, re.Pattern[str]]) -> str:
+    """``whole.sub(" ", text)``, each match found by its tail (see ``_TIMESTAMP_TAIL``)."""
+    pattern, lead, whole = tail
+    pieces: list[str] = []
+    end = 0
+    for match in pattern.finditer(text):
+        start = match.start() - lead
+        if start < end:  # two matches overlap: leave the rare case to the whole pattern
+            return whole.sub(" ", text)
+        pieces += (text[end:start], " ")
+        end = match.end()
+    if not pieces:
+        return text
+    pieces.append(text[end:])
+    return "".join(pieces)
 
 
 _HEX = frozenset("0123456789abcdef")
-
-
-def _is_hex_id(word: str) -> bool:
-    """A long run of hex digits with at least one digit: an id, not a word ("deadbeef" is)."""
-    return not word.isalpha() and _HEX.issuperset(word)
 
 
 def word_sketch(text: str) -> frozenset[str]:
@@ -194,14 +210,14 @@ def word_sketch(text: str) -> frozenset[str]:
     the same information. Short ids such as ``W123`` or ``HAT041`` stay: they are often the
     information itself."""
     text = text[:SKETCH_CHARS].lower()
-    if "-" in text:  # the regexes cost a scan each; skip them when they cannot match
-        if ":" in text:
-            text = _TIMESTAMP.sub(" ", text)
+    if "-" in text:
+        text = _blank(text, _TIMESTAMP_TAIL)
         if text.count("-") >= 4:
-            text = _UUID.sub(" ", text)
-    words = set(text.translate(_SPACES).split())
-    words.difference_update([w for w in words if len(w) >= 8 and _is_hex_id(w)])
-    return frozenset(words)
+            text = _blank(text, _UUID_TAIL)
+    words = frozenset(text.translate(_SPACES).split())
+    # hex ids: runs of hex digits with at least one digit ("deadbeef" is a word)
+    ids = [w for w in words if len(w) >= 8 and not w.isalpha() and _HEX.issuperset(w)]
+    return words.difference(ids) if ids else words
 
 
 def trigrams(text: str, *, limit: int = SKETCH_CHARS) -> frozenset[str]:
@@ -267,27 +283,44 @@ def is_transitional(words: frozenset[str] | None) -> bool:
     return not TRANSITIONAL.isdisjoint(words) or ("in" in words and "progress" in words)
 
 
-_NEGATIVE = re.compile(
+_NEGATIVE = re.compile(  # matched against lower-cased text (IGNORECASE costs half again)
     r"\b(?:no|zero|0)\s+(?:\w+\s+)?(?:found|results?|match(?:es)?|hits?|records?|items?|"
     r"entries|data|flights?|orders?|pages?|files?|documents?|information|such)\b"
     r"|\bnot (?:found|available)\b|\bdoes not exist\b|\bnothing (?:found|matched)\b"
     r"|\bempty\b|\b(?:could ?n[o']?t|cannot|can't|unable to|did ?n[o']?t) (?:find|locate|match)\b",
-    re.IGNORECASE,
 )
 
 
-_NEGATIVE_WORDS: Final = frozenset(
-    ["no", "not", "none", "nothing", "zero", "0", "couldn't", "couldnt", "cannot", "can't",
-     "unable", "didn't", "didnt", "empty"]
+def _any(*words: str) -> frozenset[str]:
+    return frozenset(words)
+
+
+_NEGATIVE_NEEDS: Final = (
+    (_any("empty"),),
+    (_any("no", "zero", "0"), _any(
+        "found", "result", "results", "match", "matches", "hit", "hits", "record", "records",
+        "item", "items", "entries", "data", "flight", "flights", "order", "orders", "page",
+        "pages", "file", "files", "document", "documents", "information", "such")),
+    (_any("not"), _any("found", "available", "exist")),
+    (_any("nothing"), _any("found", "matched")),
+    (_any("could", "couldn", "couldnt", "couldnot", "cannot", "can", "unable", "did", "didn",
+          "didnt", "didnot"), _any("find", "locate", "match")),
 )
+"""The words ``_NEGATIVE`` needs, as a word sketch splits them ("couldn't" is "couldn", "t"):
+for some entry, every set shares a word with the output. Most outputs fail all of them, and
+the regex is not run."""
+
+
+def _may_match(words: frozenset[str], needs: tuple[tuple[frozenset[str], ...], ...]) -> bool:
+    return any(all(not words.isdisjoint(need) for need in entry) for entry in needs)
 
 
 def is_negative(text: str | None, words: frozenset[str] | None = None) -> bool:
     """Whether an output says that nothing was found ("No results", "Could not find X").
     ``words`` (the output's ``word_sketch``, when at hand) rules most outputs out at once."""
-    if not text or (words is not None and _NEGATIVE_WORDS.isdisjoint(words)):
+    if not text or (words is not None and not _may_match(words, _NEGATIVE_NEEDS)):
         return False
-    return _NEGATIVE.search(text, 0, 500) is not None
+    return _NEGATIVE.search(text[:500].lower()) is not None
 
 
 MIN_VALUE_CHARS: Final = 3
@@ -323,24 +356,22 @@ _REFUSAL = re.compile(
 )
 
 
-_REFUSAL_WORDS: Final = frozenset(
-    ["denied", "forbidden", "unauthorized", "unauthorised", "permitted", "limit", "limited",
-     "captcha", "protection"]
+_REFUSAL_NEEDS: Final = (
+    (_any("status", "code"), frozenset(str(code) for code in range(400, 600))),
+    (_any("denied"), _any("access", "permission")),
+    (_any("forbidden", "unauthorized", "unauthorised", "captcha"),),
+    (_any("permitted"), _any("not")),
+    (_any("rate"), _any("limit", "limited")),
+    (_any("too"), _any("many"), _any("requests")),
+    (_any("bot"), _any("protection")),
 )
-_STATUS_WORDS: Final = frozenset(["status", "code", "status_code"])
-_ERROR_CODES: Final = frozenset(str(code) for code in range(400, 600))
+"""The words ``_REFUSAL`` needs, in the shape of ``_NEGATIVE_NEEDS``."""
 
 
 def is_refusal(text: str | None, words: frozenset[str] | None = None) -> bool:
     """Whether a successful call's output is a refusal in disguise (an HTTP 403 page, "access
     denied", "rate limited"): asking in other ways for what is refused is not exploring.
     ``words`` (the output's ``word_sketch``) rules most outputs out at once."""
-    if not text:
-        return False
-    if (
-        words is not None
-        and _REFUSAL_WORDS.isdisjoint(words)
-        and (_STATUS_WORDS.isdisjoint(words) or _ERROR_CODES.isdisjoint(words))
-    ):
+    if not text or (words is not None and not _may_match(words, _REFUSAL_NEEDS)):
         return False
     return _REFUSAL.search(text, 0, 500) is not None

@@ -24,7 +24,6 @@ from .fingerprint import (
     call_signature,
     canonical_json,
     is_negative,
-    is_refusal,
     loose_text,
     masked,
     output_hash,
@@ -242,7 +241,6 @@ class EpisodeMonitor:
             step.shape = output_hash(masked(text)) if text is not None else digest
         elif step.status == "ok":
             step.negative = is_negative(text, step.words)
-            step.refused = is_refusal(text, step.words)
         findings: list[tuple[str, Finding]] = []
         if step.status != "blocked":
             similarity = self.policy.stagnation_similarity

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 
 from .base import AFTER_RUNGS, WARN_RUNGS, Finding
 from .events import StepView
-from .fingerprint import arg_values, similar
+from .fingerprint import arg_values, is_refusal, similar
 from .history import History
 from .policy import Policy
 
@@ -83,7 +83,8 @@ def judge(group: list[StepView]) -> tuple[str, ...] | None:
     refused), the full ladder for jitter (revisits), a warning for anything in between."""
     if nudged(group):
         return AFTER_RUNGS
-    if sweep(group) and not group[-1].refused:
+    latest = group[-1]  # the step being checked: its output is still at hand
+    if sweep(group) and not is_refusal(latest.output, latest.words):
         return None
     return WARN_RUNGS
 
