@@ -312,7 +312,13 @@ the regex is not run."""
 
 
 def _may_match(words: frozenset[str], needs: tuple[tuple[frozenset[str], ...], ...]) -> bool:
-    return any(all(not words.isdisjoint(need) for need in entry) for entry in needs)
+    for entry in needs:  # (loops, not any/all over generators: this runs for every output)
+        for need in entry:
+            if words.isdisjoint(need):
+                break
+        else:
+            return True
+    return False
 
 
 def is_negative(text: str | None, words: frozenset[str] | None = None) -> bool:

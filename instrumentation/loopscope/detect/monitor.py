@@ -218,25 +218,14 @@ class EpisodeMonitor:
             and digest not in stats.outputs
         ):
             kind = "poll"  # same call, changing output: polling by shape
-        step = StepView(
-            index=cand.index,
-            tool=cand.tool,
-            kind=kind,
-            signature=cand.signature,
-            args_text=cand.args_text,
-            args=cand.args,
-            output_hash=digest,
-            status=result.status,
-            t=cand.t if result.t is None else result.t,
-            words=word_sketch(text) if text is not None else None,
-            output=text,
-            call_id=cand.call_id,
-            deadline_s=cand.deadline_s,
-            loose=cand.loose,
-            idempotency_key=cand.idempotency_key,
-            intent=cand.intent,
-            edit=cand.edit,
-        )
+        step = cand  # the candidate becomes the completed step (no one else holds it)
+        step.kind = kind
+        step.output_hash = digest
+        step.status = result.status
+        if result.t is not None:
+            step.t = result.t
+        step.words = word_sketch(text) if text is not None else None
+        step.output = text
         if step.status in ("error", "timeout"):
             step.shape = output_hash(masked(text)) if text is not None else digest
         elif step.status == "ok":

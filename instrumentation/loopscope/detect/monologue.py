@@ -72,12 +72,34 @@ class Monologue:
         self.min_words = policy.monologue_min_words
         self._run = 0
         self._said: list[frozenset[str] | str] = []  # assistant messages since the last tool
-        # call: kept as text until a second one needs comparing, then as word sets
+        # call (the last MAX_ECHOES + 1): kept as text until enough of them need comparing
 
     def after(self, history: History, step: StepView) -> None:
         """A tool call ends every kind of monologue."""
         self._run = 0
         self._said.clear()
+
+    def _echoes(self, content: str) -> int:
+        """How many earlier messages since the last tool call say nearly what ``content``
+        says. Messages of fewer than ``min_words`` words never count; word sets are built
+        only once there are enough messages for an echo to count."""
+        content = content[:SKETCH_CHARS]
+        if len(content.split(maxsplit=self.min_words)) < self.min_words:
+            return 0  # "OK.", "Done.": short replies may repeat
+        said = self._said
+        said.append(content)
+        del said[: -MAX_ECHOES - 1]  # the current message and the MAX_ECHOES before it
+        if len(said) < self.threshold:
+            return 0
+        said[:] = sketches = [_sketch(s) for s in said]
+        words = sketches[-1]
+        if len(words) < self.min_words:
+            return 0
+        return sum(
+            1
+            for s in sketches[:-1]
+            if len(s) >= self.min_words and similar(words, s, self.similarity)
+        )
 
     def message(self, history: History, role: str, content: str) -> Finding | None:
         if role != "assistant":
@@ -100,15 +122,7 @@ class Monologue:
                 key="monologue:chant",
                 details={"repeats": count},
             )
-        echoes = 0
-        if not self._said:
-            self._said.append(content[:SKETCH_CHARS])
-        else:
-            words = _sketch(content)
-            if len(words) >= self.min_words:
-                earlier = [_sketch(said) for said in self._said]
-                echoes = sum(1 for said in earlier if similar(words, said, self.similarity))
-                self._said = [*earlier[-(MAX_ECHOES - 1) :], words]
+        echoes = self._echoes(content)
         if echoes + 1 >= self.threshold:
             return Finding(
                 kind="monologue",
