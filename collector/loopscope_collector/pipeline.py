@@ -28,6 +28,7 @@ from typing import Any
 
 from loopscope.detect import Policy
 
+from . import assembly
 from .batch_undo import BatchUndo
 from .detection import EpisodeResult, StreamingDetector
 from .jobs import (
@@ -39,7 +40,6 @@ from .jobs import (
     is_data_error,
     is_store_error,
 )
-from .normalize import normalize_span
 from .rows import EpisodeRow, ReconcileRow, ToolCallRow
 from .spans import SpanRecord
 from .storage import Database
@@ -259,11 +259,7 @@ class Pipeline:
         is restored too (``BatchUndo``), so a retry is judged as if this never happened."""
         cur = self._cur
         spans = [s for j in jobs for s in j.spans]
-        unique: dict[tuple[str, str], SpanRecord] = {}
-        twins: list[SpanRecord] = []
-        for span in spans:
-            if unique.setdefault((span.trace_id, span.span_id), span) is not span:
-                twins.append(span)
+        unique, twins = assembly.unique_spans(spans)
         self._undo = undo = BatchUndo()
         cur.execute("begin transaction")
         try:
@@ -299,27 +295,10 @@ class Pipeline:
                            ", ".join(span_ids[:5]) + (" ..." if len(span_ids) > 5 else ""))
 
     def _derive(self, cur: Any, spans: Sequence[SpanRecord]) -> list[EpisodeResult]:
-        tool_rows: list[ToolCallRow] = []
-        episodes: list[EpisodeRow] = []
-        reconciles: list[ReconcileRow] = []
-        dedup_keys: dict[str, str] = {}
-        normalized_spans = [(span, normalize_span(span)) for span in spans]
-        keys = [n.extra["dedup_key"] for _, n in normalized_spans if "dedup_key" in n.extra]
-        for key in tables.stored_dedup_keys(cur, [k for k in keys if k not in self._dedup]):
+        reading = assembly.read_spans(spans, lambda keys: self._seen_keys(cur, keys))
+        for key in reading.dedup_keys.values():
             self._remember(self._dedup, key, None)
-        for span, normalized in normalized_spans:
-            if normalized.tool_call is not None:
-                key = normalized.extra.get("dedup_key")
-                if key is not None:  # one call reported by two sides (MCP): keep the first
-                    if key in self._dedup:
-                        continue
-                    self._remember(self._dedup, key, None)
-                    dedup_keys[span.span_id] = key
-                tool_rows.append(normalized.tool_call)
-            if normalized.episode is not None:
-                episodes.append(normalized.episode)
-            if normalized.reconcile is not None:
-                reconciles.append(normalized.reconcile)
+        tool_rows, episodes, reconciles = reading.calls, reading.roots, reading.reconciles
         self._resolve_episodes(cur, tool_rows, episodes)
         tool_rows, shadowed = self._drop_shadows(cur, tool_rows)
         by_episode: dict[str, list[ToolCallRow]] = {episode: [] for episode in shadowed}
@@ -336,7 +315,7 @@ class Pipeline:
             for episode_id, rows in by_episode.items()
         ]
         verdicts = {v.row.span_id: v for r in results for v in r.verdicts}
-        tables.insert_tool_calls(cur, tool_rows, verdicts, dedup_keys)
+        tables.insert_tool_calls(cur, tool_rows, verdicts, reading.dedup_keys)
         new_ids = {t.span_id for t in tool_rows}
         tables.update_verdicts(cur, [v for r in results if r.reevaluated for v in r.verdicts
                                      if v.row.span_id not in new_ids])
@@ -353,33 +332,27 @@ class Pipeline:
         self._undo.on_commit.append(lambda: self._count(tool_rows, results))
         return results
 
+    def _seen_keys(self, cur: Any, keys: Sequence[str]) -> set[str]:
+        """The MCP keys an earlier batch kept: in memory, else in the store."""
+        for key in tables.stored_dedup_keys(cur, [k for k in keys if k not in self._dedup]):
+            self._remember(self._dedup, key, None)
+        return {k for k in keys if k in self._dedup}
+
     def _drop_shadows(
         self, cur: Any, rows: list[ToolCallRow]
     ) -> tuple[list[ToolCallRow], set[str]]:
-        """One call reported by loopscope's guard and by another instrumentation is one call.
-
-        With loopscope's framework integrations, a framework's own spans (the MCP SDK's client
-        and server spans, OpenLLMetry's tool span, ...) report the same call inside loopscope's
-        span. A foreign row of the same trace and tool whose time lies within a loopscope tool
-        span is that span's shadow: dropped when it arrives, deleted when it arrived first
-        (children end, and are exported, before their parents). loopscope's row wins: it
-        carries the guard's decisions. Returns the rows to keep and the episodes whose stored
-        calls changed (to be re-evaluated).
+        """One call reported by loopscope's guard and by another instrumentation is one call
+        (``assembly``, rule 4): a shadow is dropped when it arrives, deleted when it arrived
+        first (children end, and are exported, before their parents). Returns the rows to
+        keep and the episodes whose stored calls changed (to be re-evaluated).
         """
-        foreign = [r for r in rows if r.convention != "loopscope"]
-        ours = [r for r in rows if r.convention == "loopscope"]
-        if not ours and not foreign:
-            return rows, set()
-        covers = tables.loopscope_spans_of_traces(cur, list({r.trace_id for r in foreign})) + [
-            (r.trace_id, r.tool, r.start_ns, r.end_ns) for r in ours]
-        by_trace: dict[tuple[str, str], list[tuple[int, int]]] = {}
-        for trace_id, tool, start, end in covers:
-            by_trace.setdefault((trace_id, tool), []).append((start, end))
-        kept = [r for r in rows if r.convention == "loopscope" or not any(
-            start <= r.start_ns and r.end_ns <= end
-            for start, end in by_trace.get((r.trace_id, r.tool), ()))]
-        changed = tables.delete_shadows(cur, [(r.trace_id, r.tool, r.start_ns, r.end_ns)
-                                              for r in ours])
+        ours = assembly.windows(rows)
+        foreign_traces = list({r.trace_id for r in rows if r.convention != assembly.LOOPSCOPE})
+        covers = tables.loopscope_spans_of_traces(cur, foreign_traces) + ours
+        dropped = {r.span_id for r in assembly.shadowed(rows, covers)}
+        kept = [r for r in rows if r.span_id not in dropped]
+        earlier = tables.foreign_calls_of_traces(cur, list({w[0] for w in ours}))
+        changed = tables.delete_calls(cur, assembly.shadowed(earlier, ours))
         for episode_id in changed:
             self.detector.forget(episode_id)
         return kept, changed
@@ -387,26 +360,23 @@ class Pipeline:
     def _resolve_episodes(
         self, cur: Any, rows: list[ToolCallRow], episodes: list[EpisodeRow]
     ) -> None:
-        """Fill empty episode ids: a conversation/session id seen in the trace, else the trace."""
-        for ep in episodes:
-            if ep.episode_id:
-                self._remember(self._trace_episode, ep.trace_id, ep.episode_id)
-        for row in rows:
-            if row.episode_id:
-                self._remember(self._trace_episode, row.trace_id, row.episode_id)
-        missing = {r.trace_id for r in rows if not r.episode_id} | {
-            e.trace_id for e in episodes if not e.episode_id}
-        unknown = [t for t in missing if t not in self._trace_episode]
-        for trace_id, episode_id in tables.episodes_of_traces(cur, unknown).items():
+        """Fill empty episode ids (``assembly``, rule 5), from this batch, memory and the
+        store; a root that reveals a conversation id moves the calls stored under its trace."""
+        revealed = assembly.resolve_episodes(rows, episodes,
+                                             lambda traces: self._episodes_of(cur, traces))
+        for trace_id, episode_id in revealed.items():
             self._remember(self._trace_episode, trace_id, episode_id)
-        for item in (*rows, *episodes):
-            if not item.episode_id:
-                item.episode_id = self._trace_episode.get(item.trace_id, item.trace_id)
         for ep in episodes:  # the root revealed a conversation id for calls stored under the trace
             if ep.episode_id != ep.trace_id and tables.rebind_trace(cur, ep.trace_id,
                                                                     ep.episode_id):
                 self.detector.forget(ep.trace_id)
                 self.detector.forget(ep.episode_id)
+
+    def _episodes_of(self, cur: Any, traces: Sequence[str]) -> dict[str, str]:
+        unknown = [t for t in traces if t not in self._trace_episode]
+        for trace_id, episode_id in tables.episodes_of_traces(cur, unknown).items():
+            self._remember(self._trace_episode, trace_id, episode_id)
+        return {t: self._trace_episode[t] for t in traces if t in self._trace_episode}
 
     def _remember(self, cache: OrderedDict[str, Any], key: str, value: Any,
                   limit: int = 100_000) -> None:

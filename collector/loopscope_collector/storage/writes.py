@@ -130,6 +130,9 @@ def insert_tool_calls(
         name: [getattr(row, name) for row in rows] for name in _ROW_COLUMNS
     }
     found = [verdicts.get(row.span_id) for row in rows]
+    columns["signature"] = [  # the core's, under the policy, when it saw the arguments
+        v.signature if v is not None and row.args_text is not None else row.signature
+        for row, v in zip(rows, found, strict=True)]
     columns["dedup_key"] = [dedup_keys.get(row.span_id) for row in rows]
     columns["collector_progress"] = [(v.progress or "none") if v else None for v in found]
     columns["collector_streak"] = [v.streak if v else None for v in found]
@@ -176,12 +179,6 @@ def load_tool_calls(
     return rows
 
 
-_SPAN_WINDOWS: Final = pa.schema([
-    ("trace_id", pa.string()), ("tool", pa.string()), ("start_ns", pa.int64()),
-    ("end_ns", pa.int64()),
-])
-
-
 def loopscope_spans_of_traces(
     cur: duckdb.DuckDBPyConnection, traces: Sequence[str]
 ) -> list[tuple[str, str, int, int]]:
@@ -198,43 +195,49 @@ def loopscope_spans_of_traces(
         cur.unregister("incoming_traces")
 
 
-def delete_shadows(
-    cur: duckdb.DuckDBPyConnection, windows: Sequence[tuple[str, str, int, int]]
-) -> set[str]:
-    """Delete stored rows of other instrumentations that lie within these loopscope calls
-    (same trace and tool: the same call reported twice); returns their episodes."""
-    if not windows:
-        return set()
-    batch = pa.Table.from_pylist(
-        [dict(zip(_SPAN_WINDOWS.names, w, strict=True)) for w in windows], schema=_SPAN_WINDOWS)
-    cur.register("incoming_windows", batch)
+def foreign_calls_of_traces(
+    cur: duckdb.DuckDBPyConnection, traces: Sequence[str]
+) -> list[ToolCallRow]:
+    """The stored tool calls of other instrumentations than loopscope's in these traces
+    (their ids, episode, tool and times only): the candidates to be a loopscope call's
+    shadow (``assembly.shadowed``)."""
+    if not traces:
+        return []
+    cur.register("incoming_traces", pa.table({"trace_id": list(traces)}))
     try:
         found = cur.execute(
-            "select distinct t.episode_id, t.trace_id, t.span_id from tool_calls t"
-            " join incoming_windows w on t.trace_id = w.trace_id and t.tool = w.tool"
-            " where t.convention <> 'loopscope'"
-            " and t.start_ns >= w.start_ns and t.end_ns <= w.end_ns"
+            "select t.trace_id, t.span_id, t.episode_id, t.service, t.tool, t.start_ns,"
+            " t.end_ns, t.convention from tool_calls t"
+            " join incoming_traces i using (trace_id) where t.convention <> 'loopscope'"
         ).fetchall()
-        if found:
-            cur.register("shadowed", pa.table({"trace_id": [f[1] for f in found],
-                                               "span_id": [f[2] for f in found]}))
-            try:
-                for table in ("tool_calls", "detections"):  # fixed names, never input
-                    cur.execute(f"delete from {table} where (trace_id, span_id) in"
-                                " (select trace_id, span_id from shadowed)")
-            finally:
-                cur.unregister("shadowed")
-            cur.register("emptied", pa.table({"episode_id": list({f[0] for f in found})}))
-            try:  # an episode row made only for the shadows (no root span, no calls left)
-                cur.execute("delete from episodes where root_span_id is null"
-                            " and episode_id in (select episode_id from emptied)"
-                            " and not exists (select 1 from tool_calls t"
-                            "                 where t.episode_id = episodes.episode_id)")
-            finally:
-                cur.unregister("emptied")
     finally:
-        cur.unregister("incoming_windows")
-    return {f[0] for f in found}
+        cur.unregister("incoming_traces")
+    return [ToolCallRow(*row) for row in found]
+
+
+def delete_calls(cur: duckdb.DuckDBPyConnection, rows: Sequence[ToolCallRow]) -> set[str]:
+    """Delete these stored tool calls and their detections (a shadow of a loopscope call);
+    an episode row made only for them goes too. Returns the episodes they belonged to."""
+    if not rows:
+        return set()
+    cur.register("shadowed", pa.table({"trace_id": [r.trace_id for r in rows],
+                                       "span_id": [r.span_id for r in rows]}))
+    try:
+        for table in ("tool_calls", "detections"):  # fixed names, never input
+            cur.execute(f"delete from {table} where (trace_id, span_id) in"
+                        " (select trace_id, span_id from shadowed)")
+    finally:
+        cur.unregister("shadowed")
+    emptied = {r.episode_id for r in rows}
+    cur.register("emptied", pa.table({"episode_id": list(emptied)}))
+    try:  # an episode row made only for the shadows (no root span, no calls left)
+        cur.execute("delete from episodes where root_span_id is null"
+                    " and episode_id in (select episode_id from emptied)"
+                    " and not exists (select 1 from tool_calls t"
+                    "                 where t.episode_id = episodes.episode_id)")
+    finally:
+        cur.unregister("emptied")
+    return emptied
 
 
 def stored_dedup_keys(cur: duckdb.DuckDBPyConnection, keys: Sequence[str]) -> set[str]:
