@@ -10,14 +10,17 @@ rebuilt from the store when it comes back.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from loopscope.detect import EpisodeMonitor, Flag, Policy, ToolCall, ToolResult
+from loopscope.detect import Decision, EpisodeMonitor, Flag, Policy, ToolCall, ToolResult
+from loopscope.detect.replay import Episode, EpisodeReport, episode_report
 
+from .assembly import sort_key
 from .rows import ToolCallRow
 
 MAX_ACTIVE_EPISODES = 20_000
@@ -27,27 +30,61 @@ KINDS: Final = frozenset({"read", "write", "poll"})
 STATUSES: Final = frozenset({"ok", "error", "timeout", "blocked"})
 
 
-def comparable(row: ToolCallRow) -> tuple[Any, str, str]:
-    """(arguments, signature, output hash) of a row, as detection compares calls.
+def arguments(row: ToolCallRow) -> tuple[Any, str]:
+    """(arguments, recorded signature) of a row, as the core compares calls.
 
-    Arguments are parsed from the captured text (a non-JSON text becomes ``{"input": text}``).
-    Without content or a recorded signature / hash a call cannot be compared, so it gets a
-    unique one rather than let every such call of a tool look identical.
+    The core computes the signature from the arguments, under the policy (volatile keys left
+    out), so the recorded one is returned only when the arguments cannot stand for the call:
+    none were captured, or the captured text is not JSON and the span carried a signature
+    (loopscope's SDK truncates long argument text; its signature is of the whole). Without
+    arguments or a recorded signature a call cannot be compared, so it gets a unique one
+    rather than let every such call of a tool look identical.
     """
-    args: Any = None
-    if row.args_text is not None:
-        try:
-            args = json.loads(row.args_text)
-        except ValueError:
-            args = {"input": row.args_text}
-    signature = row.signature or ("" if row.args_text is not None else f"nosig:{row.span_id}")
-    digest = row.output_hash or ("" if row.output_text is not None else f"nohash:{row.span_id}")
-    return args, signature, digest
+    if row.args_text is None:
+        return None, row.signature or f"nosig:{row.span_id}"
+    try:
+        return json.loads(row.args_text), ""
+    except ValueError:
+        return {"input": row.args_text}, row.signature
 
 
-def sort_key(row: ToolCallRow) -> tuple[int, int, str]:
-    """Order of calls in an episode: start time, then the agent's step, then the span id."""
-    return (row.start_ns, row.step if row.step is not None else -1, row.span_id)
+def output_digest(row: ToolCallRow) -> str:
+    """The row's output hash; a unique one when it has neither output nor hash."""
+    return row.output_hash or ("" if row.output_text is not None else f"nohash:{row.span_id}")
+
+
+def tool_call(row: ToolCallRow, t: float) -> ToolCall:
+    """A row as the core's ``ToolCall``, ``t`` seconds after its episode started."""
+    args, signature = arguments(row)
+    return ToolCall(
+        tool=row.tool,
+        args=args,
+        call_id=row.call_id or row.span_id,
+        kind=row.kind if row.kind in KINDS else None,  # type: ignore[arg-type]
+        t=t,
+        signature=signature,
+        args_text=(row.args_text or "") if signature else "",
+        intent=row.intent,
+        idempotency_key=row.idempotency_key,
+        deadline_s=row.deadline_s,
+        turn=row.turn,
+        reconciles=row.reconciles,
+        found=row.found,
+    )
+
+
+def tool_result(row: ToolCallRow, t: float) -> ToolResult:
+    """What a row's call returned, as the core's ``ToolResult``."""
+    return ToolResult(
+        output=row.output_text,
+        output_hash=output_digest(row),
+        status=row.status if row.status in STATUSES else "ok",  # type: ignore[arg-type]
+        call_id=row.call_id or row.span_id,
+        t=t,
+        tokens_in=row.tokens_in,
+        tokens_out=row.tokens_out,
+        cost=row.cost_usd or 0.0,
+    )
 
 
 @dataclass(slots=True)
@@ -61,6 +98,15 @@ class Verdict:
     flags: list[Flag] = field(default_factory=list)
     reconciled: tuple[str, ...] = ()
     """UNKNOWN writes (idempotency keys) this call looked up, by the core's rule."""
+    before: Decision | None = None
+    """The core's decision before the call (its signature, turn, deadline, intent)."""
+    after: Decision | None = None
+    """The core's decision after the call."""
+
+    @property
+    def signature(self) -> str:
+        """The call's signature as the core computed it (what the store keeps)."""
+        return self.before.signature if self.before is not None else self.row.signature
 
 
 @dataclass(slots=True)
@@ -164,36 +210,38 @@ class StreamingDetector:
     def _feed(self, state: _Episode, row: ToolCallRow, ordinal: int) -> Verdict:
         monitor = state.monitor
         t = max(row.start_ns - state.first_ns, 0) / 1e9
-        args, signature, digest = comparable(row)
-        before = monitor.before_call(ToolCall(
-            tool=row.tool,
-            args=args,
-            call_id=row.call_id or row.span_id,
-            kind=row.kind if row.kind in KINDS else None,  # type: ignore[arg-type]
-            t=t,
-            signature=signature,
-            args_text=row.args_text or "",
-            intent=row.intent,
-            idempotency_key=row.idempotency_key,
-            deadline_s=row.deadline_s,
-            turn=row.turn,
-            reconciles=row.reconciles,
-            found=row.found,
-        ))
-        status = row.status if row.status in STATUSES else "ok"
-        after = monitor.after_call(ToolResult(
-            output=row.output_text,
-            output_hash=digest,
-            status=status,  # type: ignore[arg-type]
-            call_id=row.call_id or row.span_id,
-            t=t,
-            tokens_in=row.tokens_in,
-            tokens_out=row.tokens_out,
-            cost=row.cost_usd or 0.0,
-        ))
+        before = monitor.before_call(tool_call(row, t))
+        after = monitor.after_call(tool_result(row, t))
         return Verdict(row, ordinal, after.progress, after.streak,
-                       [*before.new_flags, *after.new_flags], after.reconciled)
+                       [*before.new_flags, *after.new_flags], after.reconciled, before, after)
+
+    def monitor(self, episode_id: str) -> EpisodeMonitor | None:
+        """The episode's monitor (what it flagged, its stop, its totals), if in memory."""
+        state = self._episodes.get(episode_id)
+        return state.monitor if state is not None else None
 
     def _evict(self) -> None:
         while len(self._episodes) > self.max_active:
             self._episodes.popitem(last=False)
+
+
+def detected_report(
+    episode: Episode, monitor: EpisodeMonitor, *, mode: str = "enforce",
+    verdicts: Sequence[Verdict] = (),
+) -> EpisodeReport:
+    """The report of an episode whose calls went through streaming detection (``monitor``),
+    in ``loopscope analyze``'s shape. The monitor numbers tool calls only; flags, the stop
+    and the calls' decisions are renumbered as indexes into ``episode.steps``."""
+    tools = [i for i, step in enumerate(episode.steps) if step.get("type") == "tool"]
+
+    def at(ordinal: int) -> int:
+        return tools[ordinal] if 0 <= ordinal < len(tools) else ordinal
+
+    stop = monitor.stopped
+    return episode_report(
+        episode, monitor, mode=mode,
+        flags=tuple(dataclasses.replace(f, step=at(f.step)) for f in monitor.flags),
+        stop=dataclasses.replace(stop, step=at(stop.step)) if stop is not None else None,
+        calls={at(v.ordinal): (v.before, v.after) for v in verdicts
+               if v.before is not None and v.after is not None},
+    )

@@ -1,30 +1,30 @@
 """After the fact: ``loopscope analyze`` over OTLP JSON files, and ``--db`` into a DuckDB store.
 
-Registered through the ``loopscope.commands`` entry point (``analyze-otlp``), so the
-agent-side package never imports the collector. ``register`` extends the existing
-``analyze`` subcommand instead of adding one:
+The collector's part of ``loopscope analyze``, given to the SDK's command through the
+``loopscope.analyze`` entry point (``ANALYZE``, an ``AnalyzeInputs``), so the agent-side
+package owns the command and never imports the collector:
 
 - ``--format otlp`` (and ``auto``, per file) reads OTLP JSON: one ``ExportTraceServiceRequest``
   per line, as the OpenTelemetry Collector's ``file`` exporter writes it, or one whole JSON
-  document. Spans are decoded (``decode``) and normalised (``normalize``) exactly as the live
-  collector does it, grouped into episodes the way its pipeline groups them (the rows'
-  episode id, else a conversation / session id seen in the trace, else the trace id), ordered
-  by start time and turned into ``Episode`` objects, so the one ``analyze`` / ``replay`` path
-  reports them with the same ``--json`` shape. A malformed line is a ``FILE:LINE`` problem,
-  skipped, and the exit status is 1, as for Episode JSONL.
-- ``--db FILE`` also stores everything through the collector's real ``Pipeline`` (so the
-  store holds what a running collector would have stored: spans, tool calls, episodes,
-  detections). OTLP spans are stored as they are; an Episode JSONL run becomes synthetic
-  spans shaped like loopscope's own ``invoke_agent`` / ``execute_tool`` spans, with trace
-  and span ids derived from the episode id and step index, so re-running stores nothing
-  twice. A store locked by a running collector is refused with a clear message.
+  document. Spans are decoded (``decode``) and assembled into episodes by the live
+  pipeline's own rules (``assembly``), and each episode goes through the collector's
+  streaming detection (``detection``): after the fact is judged as live. Reports have the
+  ``--json`` shape of Episode JSONL. A malformed line is a ``FILE:LINE`` problem, skipped,
+  and the exit status is 1, as for Episode JSONL.
+- ``--db FILE`` stores everything through the collector's real ``Pipeline`` (so the store
+  holds what a running collector would have stored: spans, tool calls, episodes,
+  detections), and the report printed is what the store holds: detection runs once, in the
+  pipeline. OTLP spans are stored as they are; an Episode JSONL run becomes synthetic spans
+  shaped like loopscope's own ``invoke_agent`` / ``execute_tool`` spans, with trace and span
+  ids derived from the episode id and step index, so re-running stores nothing twice. A
+  store locked by a running collector is refused with a clear message.
 
-Nothing heavy is imported at registration: the plain ``analyze`` keeps working over Episode
+Nothing heavy is imported at import time: the plain ``analyze`` keeps working over Episode
 JSONL when the collector extra (duckdb, protobuf) is not installed.
 
-This module is the plug-in only (registration, the command, which reader each file gets). The
-OTLP reading and grouping live in ``otlp_files``, the Episode-to-spans conversion in
-``synthetic_spans`` and the ``--db`` store in ``offline_store``.
+This module is the command's half (the hook, which reader each file gets). The OTLP reading
+and grouping live in ``otlp_files``, the Episode-to-spans conversion in ``synthetic_spans``
+and the ``--db`` store in ``offline_store``.
 """
 
 from __future__ import annotations
@@ -34,16 +34,24 @@ import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import Final, TextIO
 
-from loopscope.analysis import Problem, analyze, as_json, as_text, read_episodes
-from loopscope.detect.replay import Episode, EpisodeFormatError, parse_episode_line
+from loopscope.analysis import (
+    AnalyzeInputs,
+    Problem,
+    analyze,
+    as_json,
+    as_text,
+    read_episodes,
+)
+from loopscope.detect.policy import Policy
+from loopscope.detect.replay import Episode, EpisodeFormatError, EpisodeReport, parse_episode_line
 
-from .offline_store import Store, StoreError
-from .otlp_files import OTLP_KEYS, EpisodeGrouper, read_otlp_file
+from .offline_store import Store, StoreCounts, StoreError
+from .otlp_files import OTLP_KEYS, EpisodeGrouper, detect_runs, read_otlp_file
 from .synthetic_spans import episode_spans
 
-__all__ = ["read_inputs", "register"]
+__all__ = ["ANALYZE", "analyze_inputs", "read_inputs"]
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_USAGE = 0, 1, 2
 FORMATS: Final = ("auto", "episodes", "otlp")
@@ -54,59 +62,38 @@ _OTLP_IN_EPISODES: Final = ("this is an OTLP JSON line in a file read as Episode
 HELP_OTLP = """\
 OTLP JSON is read too (--format otlp, or detected per file by auto): one
 ExportTraceServiceRequest per line, as the OpenTelemetry Collector's file exporter writes it,
-or one whole JSON document. Tool-call spans are grouped into episodes as the collector groups
-them (episode id, else conversation / session id, else trace id) and reported the same way.
+or one whole JSON document. Spans become tool calls and episodes by the live collector's
+rules (episode id, else conversation / session id, else trace id; a span sent twice, an MCP
+call reported by client and server, a framework's span inside a loopscope tool span count
+once) and are judged by its streaming detection, so a file gives the flags a running
+collector would have stored. A span's arguments are compared under --policy (volatile
+arguments left out), as live.
 
 --db FILE also stores the runs in a loopscope DuckDB store (created if missing) through the
 collector's pipeline, for the dashboard: OTLP spans as they are, Episode JSONL runs as
 synthetic loopscope spans with ids derived from the episode id, so re-running stores nothing
-twice. A store locked by a running collector is refused.
+twice. Detection then runs once, in the store's pipeline, and the report is what the store
+holds (tool calls only: messages are not stored, so message-based flags such as monologue
+are not reported with --db). A store locked by a running collector is refused.
 
 """
 EXAMPLE_OTLP = "  loopscope analyze otel-traces.jsonl --db runs.duckdb\n"
 
 
-# -- registration --------------------------------------------------------------------------
+# -- the analyze hook ----------------------------------------------------------------------
 
 
-def register(sub: Any) -> None:
-    """Extend ``loopscope analyze`` with OTLP JSON input and ``--db`` (see the module doc)."""
-    parser = getattr(sub, "choices", {}).get("analyze")
-    if parser is None or getattr(parser.get_default("func"), "offline", False):
-        return
-    for action in parser._actions:
-        if action.dest == "format":
-            action.choices = FORMATS
-            action.help = ("input format: episodes (Episode JSONL), otlp (OTLP JSON lines) "
-                           "or auto, detected per file (default: auto)")
-        elif action.dest == "files":
-            action.help = "Episode JSONL or OTLP JSON file(s); - for stdin"
-    for choice in getattr(sub, "_choices_actions", ()):
-        if choice.dest == "analyze":
-            choice.help = "report loops in recorded runs (Episode JSONL or OTLP JSON)"
-    description = parser.description or ""
-    head, marker, examples = description.partition("Example:\n")
-    parser.description = (head + HELP_OTLP + marker + examples + EXAMPLE_OTLP if marker
-                          else description + "\n" + HELP_OTLP)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--db``: the option the collector adds to ``loopscope analyze``."""
     parser.add_argument(
         "--db", metavar="FILE",
-        help="also store the runs in this loopscope DuckDB file (for the dashboard)",
+        help="also store the runs in this loopscope DuckDB file (for the dashboard); the "
+             "report is then what the store holds",
     )
-    original = parser.get_default("func")
-
-    def run(args: argparse.Namespace) -> int:
-        return cmd_analyze(args, original=original)
-
-    run.offline = True  # type: ignore[attr-defined]
-    parser.set_defaults(func=run)
 
 
-def cmd_analyze(
-    args: argparse.Namespace, *, original: Callable[[argparse.Namespace], int] | None = None
-) -> int:
-    """``loopscope analyze`` with OTLP input and ``--db``; plain Episode JSONL is unchanged."""
-    if args.format == "episodes" and not args.db and original is not None:
-        return int(original(args))
+def cmd_analyze(args: argparse.Namespace) -> int:
+    """``loopscope analyze`` over Episode JSONL and OTLP JSON, with ``--db``."""
     from .cli import read_policy
 
     policy = read_policy(args.policy)
@@ -119,12 +106,9 @@ def cmd_analyze(
             print(f"loopscope analyze: error: {exc}", file=sys.stderr)
             return EXIT_USAGE
     try:
-        items = read_inputs(args.files, fmt=args.format, store=store,
-                            progress=sys.stderr if tty else None)
-        reports, problems = analyze(items, policy=policy, mode=args.mode,
-                                    progress=sys.stderr if tty and not args.json else None)
-        counts = (store.finish(r.episode.episode_id for r in reports)
-                  if store is not None else None)
+        reports, problems, counts = analyze_inputs(
+            args.files, fmt=args.format, policy=policy, mode=args.mode, store=store,
+            progress=sys.stderr if tty and not args.json else None)
     except StoreError as exc:
         print(f"loopscope analyze: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -140,6 +124,68 @@ def cmd_analyze(
     return EXIT_BAD_INPUT if problems else EXIT_OK
 
 
+ANALYZE: Final = AnalyzeInputs(
+    formats=("otlp",),
+    format_help=("input format: episodes (Episode JSONL), otlp (OTLP JSON lines) or auto, "
+                 "detected per file (default: auto)"),
+    files_help="Episode JSONL or OTLP JSON file(s); - for stdin",
+    command_help="report loops in recorded runs (Episode JSONL or OTLP JSON)",
+    description=HELP_OTLP,
+    example=EXAMPLE_OTLP,
+    add_arguments=add_arguments,
+    run=cmd_analyze,
+)
+"""What the collector adds to ``loopscope analyze`` (the ``loopscope.analyze`` entry point)."""
+
+
+def analyze_inputs(
+    paths: Sequence[str],
+    *,
+    fmt: str = "auto",
+    policy: Policy | None = None,
+    mode: str = "enforce",
+    store: Store | None = None,
+    progress: TextIO | None = None,
+    on_report: Callable[[int, int], None] | None = None,
+) -> tuple[list[EpisodeReport], list[Problem], StoreCounts | None]:
+    """Read every file and report each run, the way ``loopscope analyze`` does.
+
+    Episode JSONL runs are replayed through the core (messages included) and OTLP runs go
+    through the collector's streaming detection, as a live collector judges them. With
+    ``store``, everything read is stored through the collector's pipeline, detection runs
+    there once, and the reports are what the store holds. ``on_report(done, total)`` is
+    called after each run reported.
+    """
+    grouper = EpisodeGrouper()
+    episodes: list[Episode] = []
+    problems: list[Problem] = []
+    for item in read_inputs(paths, fmt=fmt, store=store, progress=progress, grouper=grouper):
+        if isinstance(item, Problem):
+            problems.append(item)
+        else:
+            episodes.append(item)
+    runs = grouper.runs()
+    total = len(episodes) + len(runs)
+
+    def done(count: int) -> None:
+        if on_report is not None:
+            on_report(count, total)
+
+    if store is not None:
+        stored = [*episodes, *(run.episode for run in runs)]
+        counts = store.finish(e.episode_id for e in stored)
+        reports = []
+        for episode in stored:
+            reports.append(store.report(episode, mode=mode))
+            done(len(reports))
+        return reports, problems, counts
+    reports, _ = analyze(episodes, policy=policy, mode=mode, progress=progress, on_report=done)
+    for report in detect_runs(runs, policy, mode=mode):
+        reports.append(report)
+        done(len(reports))
+    return reports, problems, None
+
+
 # -- reading -------------------------------------------------------------------------------
 
 
@@ -149,16 +195,17 @@ def read_inputs(
     fmt: str = "auto",
     store: Store | None = None,
     progress: TextIO | None = None,
+    grouper: EpisodeGrouper | None = None,
 ) -> Iterator[Episode | Problem]:
-    """Every episode of every file (Episode JSONL or OTLP JSON), or a ``Problem`` per bad line.
-
-    Episode JSONL episodes come in file order; the episodes of all OTLP input come after them
-    once every file is read (a trace may span files, as the collector's file exporter rotates
-    them). With ``store``, everything read is also stored.
+    """Every Episode JSONL episode of every file, or a ``Problem`` per bad line; OTLP JSON
+    spans go into ``grouper`` (a trace may span files, as the collector's file exporter
+    rotates them; its episodes are complete once every file is read). Without a grouper,
+    the OTLP episodes come last. With ``store``, everything read is also stored.
     """
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
-    grouper: EpisodeGrouper | None = None
+    own = grouper is None
+    grouper = grouper or EpisodeGrouper()
     for path in paths:
         lines: list[str] | None = None
         kind = fmt
@@ -167,7 +214,6 @@ def read_inputs(
         if fmt == "auto":
             kind = _sniff(path, lines)
         if kind == "otlp":
-            grouper = grouper or EpisodeGrouper()
             yield from read_otlp_file(path, lines, grouper, store, progress)
             continue
         source = _episode_lines(path, lines) if lines is not None else read_episodes(
@@ -181,7 +227,7 @@ def read_inputs(
                 store.submit(episode_spans(item, service=service, policy=store.policy,
                                            base_ns=store.started_ns + ordinal * 1_000_000))
             yield item
-    if grouper is not None:
+    if own:
         yield from grouper.episodes()
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from loopscope.detect.policy import Policy
+from loopscope.detect.replay import Episode, EpisodeReport
 
 from .spans import SpanRecord
 
@@ -135,6 +136,21 @@ class Store:
             cur.unregister("offline_episodes")
             cur.close()
         return StoreCounts(self.db.path, stats.spans_stored, stats.spans_duplicate, *counts)
+
+    def report(self, episode: Episode, *, mode: str = "enforce") -> EpisodeReport:
+        """What the store's detection found in ``episode`` (after ``finish``), in
+        ``loopscope analyze``'s shape; an episode no longer in the pipeline's memory is
+        re-run from the store."""
+        from .detection import detected_report
+
+        detector = self.pipeline.detector
+        monitor = detector.monitor(episode.episode_id)
+        if monitor is None:
+            detector.add(episode.episode_id, (), task_type=episode.task_type)
+            monitor = detector.monitor(episode.episode_id)
+            assert monitor is not None  # just added
+            detector.forget(episode.episode_id)
+        return detected_report(episode, monitor, mode=mode)
 
     def close(self) -> None:
         """Stop the pipeline (if still running) and close the file."""

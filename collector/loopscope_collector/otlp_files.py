@@ -17,23 +17,32 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
-from loopscope import conventions as c
 from loopscope.analysis import Problem, decoded_lines
-from loopscope.detect.replay import Episode
+from loopscope.detect.policy import Policy
+from loopscope.detect.replay import Episode, EpisodeReport
 
-from .detection import KINDS, STATUSES, comparable, sort_key
+from . import assembly
+from .assembly import Reading
+from .detection import (
+    KINDS,
+    STATUSES,
+    StreamingDetector,
+    arguments,
+    detected_report,
+    output_digest,
+)
+from .rows import EpisodeRow, ToolCallRow
 from .spans import SpanRecord
 
 if TYPE_CHECKING:
     from .offline_store import Store
-    from .rows import EpisodeRow, ToolCallRow
 
-__all__ = ["OTLP_KEYS", "EpisodeGrouper", "episodes_from_rows", "episodes_from_spans",
-           "read_otlp_file"]
+__all__ = ["OTLP_KEYS", "EpisodeGrouper", "Run", "detect_runs", "episodes_from_rows", "episodes_from_spans",
+           "read_otlp_file", "runs_of"]
 
 OTLP_KEYS: Final = ('"resourceSpans"', '"resource_spans"')
 _OTHER_SIGNALS: Final = tuple(
@@ -152,38 +161,67 @@ def _json_problem(line: str) -> str:
 
 
 @dataclass(slots=True)
-class _Root:
-    row: EpisodeRow
-    task: str
+class Run:
+    """One episode read after the fact: its calls in order and its root, if one was read."""
+
+    episode_id: str
+    calls: list[ToolCallRow]
+    root: EpisodeRow | None = None
+    task: str = ""
+
+    @property
+    def episode(self) -> Episode:
+        """The run as an ``Episode``: its tool calls as steps (what reports name and count)."""
+        return _episode(self)
 
 
 @dataclass(slots=True)
 class EpisodeGrouper:
-    """Tool-call rows and episode roots of everything read, grouped as the pipeline does."""
+    """Everything read, assembled into episodes by the live pipeline's rules (``assembly``):
+    a span read twice counts once, an MCP call once, a shadow of a loopscope call not at all.
+    """
 
-    rows: list[ToolCallRow] = field(default_factory=list)
-    roots: list[_Root] = field(default_factory=list)
-    dedup: set[str] = field(default_factory=set)
+    reading: Reading = field(default_factory=Reading)
+    _spans: set[tuple[str, str]] = field(default_factory=set)
+    _keys: set[str] = field(default_factory=set)
 
     def add(self, spans: Iterable[SpanRecord]) -> None:
-        from .normalize import normalize_span
+        unique, _ = assembly.unique_spans(spans)
+        fresh = [span for key, span in unique.items() if key not in self._spans]
+        self._spans.update(unique)
+        read = assembly.read_spans(fresh, lambda keys: self._keys)
+        self._keys.update(read.dedup_keys.values())
+        self.reading.calls += read.calls
+        self.reading.roots += read.roots
+        self.reading.tasks.update(read.tasks)
 
-        for span in spans:
-            normalized = normalize_span(span)
-            row = normalized.tool_call
-            if row is not None:
-                key = normalized.extra.get("dedup_key")
-                if key is not None:  # one MCP call reported by client and server: keep one
-                    if key in self.dedup:
-                        continue
-                    self.dedup.add(key)
-                self.rows.append(row)
-            if normalized.episode is not None:
-                task = span.attributes.get(c.TASK)
-                self.roots.append(_Root(normalized.episode, task if isinstance(task, str) else ""))
+    def runs(self) -> list[Run]:
+        """The episodes read, in order of their first call (or root)."""
+        calls = self.reading.calls
+        dropped = {r.span_id for r in assembly.shadowed(calls, assembly.windows(calls))}
+        return runs_of([r for r in calls if r.span_id not in dropped], self.reading.roots,
+                       self.reading.tasks)
 
     def episodes(self) -> list[Episode]:
-        return episodes_from_rows(self.rows, self.roots)
+        return [run.episode for run in self.runs()]
+
+    def reports(self, policy: Policy | None = None, *, mode: str = "enforce") -> list[
+            EpisodeReport]:
+        """Each run through the collector's streaming detection, as a live collector sees it."""
+        return list(detect_runs(self.runs(), policy, mode=mode))
+
+
+def detect_runs(runs: Iterable[Run], policy: Policy | None = None, *,
+                mode: str = "enforce") -> Iterator[EpisodeReport]:
+    """Each run through the collector's streaming detection, as a live collector sees it."""
+    detector = StreamingDetector(policy)
+    for run in runs:
+        task_type = run.root.task_type if run.root is not None else None
+        result = detector.add(run.episode_id, run.calls, task_type=task_type)
+        monitor = detector.monitor(run.episode_id)
+        assert monitor is not None  # just added
+        yield detected_report(run.episode, monitor, mode=mode, verdicts=result.verdicts)
+        detector.forget(run.episode_id)
 
 
 def episodes_from_spans(spans: Iterable[SpanRecord]) -> list[Episode]:
@@ -193,62 +231,65 @@ def episodes_from_spans(spans: Iterable[SpanRecord]) -> list[Episode]:
     return grouper.episodes()
 
 
-def episodes_from_rows(rows: Sequence[ToolCallRow], roots: Sequence[_Root]) -> list[Episode]:
-    """Group rows into episodes (the pipeline's rule), order them, build ``Episode`` objects.
+def episodes_from_rows(rows: Sequence[ToolCallRow], roots: Sequence[EpisodeRow] = ()) -> list[
+        Episode]:
+    """Stored tool calls (and roots) as ``Episode`` objects, grouped by the pipeline's rules."""
+    return [run.episode for run in runs_of(list(rows), list(roots), {})]
 
-    A row's episode id is its own (``loopscope.episode.id``, else a conversation or session
-    id on the span), else the id any row or root of its trace carries, else the trace id.
-    """
 
-    by_trace: dict[str, str] = {}
-    for item in (*rows, *(r.row for r in roots)):
-        if item.episode_id:
-            by_trace[item.trace_id] = item.episode_id
-    calls: dict[str, list[ToolCallRow]] = {}
-    for row in rows:
-        calls.setdefault(row.episode_id or by_trace.get(row.trace_id, row.trace_id), []).append(
-            row)
-    heads: dict[str, _Root] = {}
+def runs_of(calls: list[ToolCallRow], roots: list[EpisodeRow],
+            tasks: Mapping[str, str]) -> list[Run]:
+    """Calls and roots grouped into runs (``assembly``: episode ids, call order)."""
+    assembly.resolve_episodes(calls, roots)
+    groups = assembly.by_episode(calls)
+    heads: dict[str, EpisodeRow] = {}
     for root in roots:
-        episode_id = root.row.episode_id or by_trace.get(root.row.trace_id, root.row.trace_id)
-        heads.setdefault(episode_id, root)
-    episodes: list[tuple[int, str, Episode]] = []
-    for episode_id in calls.keys() | heads.keys():
-        ordered = sorted(calls.get(episode_id, ()), key=sort_key)
+        heads.setdefault(root.episode_id, root)
+    runs = []
+    for episode_id in groups.keys() | heads.keys():
         root = heads.get(episode_id)
-        first_ns = ordered[0].start_ns if ordered else (root.row.start_ns if root else 0)
-        episodes.append((first_ns, episode_id, _episode(episode_id, ordered, root, first_ns)))
-    episodes.sort(key=lambda e: (e[0], e[1]))
-    return [e[2] for e in episodes]
+        runs.append(Run(episode_id, groups.get(episode_id, []), root,
+                        tasks.get(root.span_id, "") if root is not None else ""))
+
+    def first_ns(run: Run) -> int:
+        if run.calls:
+            return run.calls[0].start_ns
+        return run.root.start_ns if run.root is not None else 0
+
+    runs.sort(key=lambda run: (first_ns(run), run.episode_id))
+    return runs
 
 
-def _episode(
-    episode_id: str, rows: list[ToolCallRow], root: _Root | None, first_ns: int
-) -> Episode:
+def _episode(run: Run) -> Episode:
+    rows, root = run.calls, run.root
+    first_ns = rows[0].start_ns if rows else (root.start_ns if root is not None else 0)
     meta: dict[str, Any] = {"source": "otlp"}
-    traces = sorted({r.trace_id for r in rows} | ({root.row.trace_id} if root else set()))
+    traces = sorted({r.trace_id for r in rows} | ({root.trace_id} if root else set()))
     meta["trace_ids"] = traces
-    first = root.row if root is not None else (rows[0] if rows else None)
+    first = root if root is not None else (rows[0] if rows else None)
     if first is not None:
         meta["service"] = first.service
     if root is not None:
         for name in ("agent", "model", "stop_reason", "guard_mode", "cost_usd"):
-            value = getattr(root.row, name)
+            value = getattr(root, name)
             if value is not None:
                 meta[name] = value
     return Episode(
-        episode_id=episode_id,
+        episode_id=run.episode_id,
         steps=tuple(_step(row, first_ns) for row in rows),
-        task_type=root.row.task_type if root is not None else None,
-        outcome=root.row.outcome if root is not None else None,
+        task_type=root.task_type if root is not None else None,
+        outcome=root.outcome if root is not None else None,
         meta=meta,
-        task=root.task if root is not None else "",
+        task=run.task,
     )
 
 
 def _step(row: ToolCallRow, first_ns: int) -> dict[str, Any]:
-    """One tool-call row as an Episode tool step (what the collector's detection is fed)."""
-    args, signature, digest = comparable(row)
+    """One tool-call row as an Episode tool step, for reports and replays under another
+    policy: the arguments (the core computes the signature from them), or the signature
+    the span carried when the arguments cannot stand for the call (``detection.arguments``).
+    """
+    args, signature = arguments(row)
     step: dict[str, Any] = {
         "type": "tool",
         "tool": row.tool,
@@ -258,10 +299,11 @@ def _step(row: ToolCallRow, first_ns: int) -> dict[str, Any]:
         "output": row.output_text,
         "status": row.status if row.status in STATUSES else "ok",
         "t": max(row.start_ns - first_ns, 0) / 1e9,
-        "signature": signature,
-        "output_hash": digest,
+        "output_hash": output_digest(row),
         "span_id": row.span_id,
     }
+    if signature:
+        step["signature"] = signature
     for name in ("idempotency_key", "intent", "deadline_s", "turn", "reconciles", "found"):
         if getattr(row, name) is not None and getattr(row, name) != "":
             step[name] = getattr(row, name)

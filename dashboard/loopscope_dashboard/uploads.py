@@ -1,10 +1,10 @@
 """Analyse an uploaded file in place, and turn its runs into OTLP JSON for a collector.
 
 The Import page's one door to the collector's offline code: an Episode JSONL or OTLP JSON
-file is read by ``loopscope_collector.offline.read_inputs`` (the reader ``loopscope analyze``
-uses, so problems are reported the same ``FILE:LINE`` way) and each run is replayed through
-the detection core, off the store: nothing is written anywhere until the user asks to send
-the runs to a live collector. Then an OTLP file's own export requests are posted as they are,
+file is read and judged by ``loopscope_collector.offline.analyze_inputs``, exactly as
+``loopscope analyze`` does it (problems reported the same ``FILE:LINE`` way; OTLP spans
+assembled and detected as a live collector would), off the store: nothing is written
+anywhere until the user asks to send the runs to a live collector. Then an OTLP file's own export requests are posted as they are,
 and an Episode JSONL run becomes the spans ``loopscope analyze --db`` would store
 (``synthetic_spans.episode_spans``), encoded as OTLP JSON.
 """
@@ -23,8 +23,9 @@ from typing import Any, Final
 import pandas as pd
 
 from loopscope.analysis import Problem, call_ordinals, summarize
-from loopscope.detect.replay import Episode, EpisodeReport, replay
-from loopscope_collector.offline import read_inputs
+from loopscope.detect import Policy
+from loopscope.detect.replay import EpisodeReport
+from loopscope_collector.offline import analyze_inputs
 from loopscope_collector.spans import SpanRecord
 from loopscope_collector.synthetic_spans import episode_spans
 
@@ -57,9 +58,10 @@ def _sniff(data: bytes) -> str:
     return "otlp" if b'"resourceSpans"' in head or b'"resource_spans"' in head else "episodes"
 
 
-def analyse(name: str, data: bytes, *, mode: str = "enforce",
+def analyse(name: str, data: bytes, *, mode: str = "enforce", policy: Policy | None = None,
             progress: Progress | None = None) -> Analysis:
-    """Read ``data`` (the file called ``name``) and replay every run in ``mode``.
+    """Read ``data`` (the file called ``name``) and judge every run in ``mode`` under
+    ``policy`` (default: the core's defaults).
 
     Called on the Streamlit script thread; ``progress`` is told after each run. A malformed
     line becomes a ``Problem`` and is skipped, as in ``loopscope analyze``.
@@ -69,15 +71,11 @@ def analyse(name: str, data: bytes, *, mode: str = "enforce",
     with tempfile.TemporaryDirectory(prefix="loopscope-import-") as folder:
         path = Path(folder) / (Path(name).stem + suffix)
         path.write_bytes(data)
-        items = list(read_inputs([str(path)], fmt=fmt))
-    analysis = Analysis(name, fmt)
-    episodes = [item for item in items if isinstance(item, Episode)]
-    analysis.problems = [Problem(name, p.line, p.message) for p in items
-                         if isinstance(p, Problem)]
-    for done, episode in enumerate(episodes, start=1):
-        analysis.reports.append(replay(episode, mode=mode))
-        if progress is not None:
-            progress(done, len(episodes))
+        reports, problems, _ = analyze_inputs(
+            [str(path)], fmt=fmt, mode=mode, policy=policy,
+            on_report=progress)
+    analysis = Analysis(name, fmt, reports=reports)
+    analysis.problems = [Problem(name, p.line, p.message) for p in problems]
     if fmt == "otlp":
         analysis.otlp_lines = _export_requests(data)
     return analysis

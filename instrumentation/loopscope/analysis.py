@@ -7,10 +7,11 @@ reports ``loopscope analyze`` prints.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -19,6 +20,30 @@ from .detect import Policy
 from .detect.replay import Episode, EpisodeFormatError, EpisodeReport, parse_episode_line, replay
 
 FORMATS = ("auto", "episodes")
+
+
+@dataclass(frozen=True, slots=True)
+class AnalyzeInputs:
+    """What an installed package adds to ``loopscope analyze``: input formats and options.
+
+    The SDK owns the command; a package (the collector: OTLP JSON and ``--db``) offers one of
+    these through the ``loopscope.analyze`` entry point. Its formats join ``--format``, its
+    help joins the command's, ``add_arguments`` adds its options, and ``run`` then runs the
+    command, Episode JSONL included.
+    """
+
+    formats: tuple[str, ...]
+    """The ``--format`` choices it adds (``auto`` and ``episodes`` are always there)."""
+    format_help: str
+    files_help: str
+    command_help: str
+    """The one-line help of ``analyze`` in ``loopscope --help``."""
+    description: str
+    """Paragraphs added to ``analyze --help`` before the examples."""
+    example: str
+    """Example lines added to ``analyze --help``."""
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +133,10 @@ def analyze(
     policy: Policy | None = None,
     mode: str = "enforce",
     progress: TextIO | None = None,
+    on_report: Callable[[int], None] | None = None,
 ) -> tuple[list[EpisodeReport], list[Problem]]:
-    """Replay every episode; collect the reports and the problems, in input order."""
+    """Replay every episode; collect the reports and the problems, in input order.
+    ``on_report(done)`` is called after each episode."""
     reports: list[EpisodeReport] = []
     problems: list[Problem] = []
     for item in items:
@@ -117,6 +144,8 @@ def analyze(
             problems.append(item)
             continue
         reports.append(replay(item, policy, mode=mode))
+        if on_report is not None:
+            on_report(len(reports))
         if progress is not None and len(reports) % 200 == 0:
             progress.write(f"\ranalysed {len(reports)} episodes…")
             progress.flush()

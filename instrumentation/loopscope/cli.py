@@ -87,7 +87,7 @@ def _add_policy(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    """``loopscope analyze``."""
+    """``loopscope analyze`` over Episode JSONL (what the base install reads)."""
     from .analysis import analyze, as_json, as_text, read_episodes
 
     reports, problems = analyze(
@@ -214,18 +214,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    inputs = _analyze_inputs()
+    description = ANALYZE_HELP
+    if inputs is not None:
+        head, marker, examples = ANALYZE_HELP.partition("Example:\n")
+        description = head + inputs.description + marker + examples + inputs.example
     p = sub.add_parser(
         "analyze",
-        help="report loops in recorded runs (Episode JSONL)",
-        description=ANALYZE_HELP,
+        help=inputs.command_help if inputs else "report loops in recorded runs (Episode JSONL)",
+        description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("files", nargs="+", metavar="FILE", help="Episode JSONL file(s); - for stdin")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help=inputs.files_help if inputs else "Episode JSONL file(s); - for stdin")
     p.add_argument(
         "--format",
-        choices=("auto", "episodes"),
+        choices=("auto", "episodes", *(inputs.formats if inputs else ())),
         default="auto",
-        help="input format (default: auto)",
+        help=inputs.format_help if inputs else "input format (default: auto)",
     )
     p.add_argument(
         "--mode",
@@ -235,7 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     _add_policy(p)
-    p.set_defaults(func=cmd_analyze)
+    if inputs is not None:
+        inputs.add_arguments(p)
+    p.set_defaults(func=inputs.run if inputs else cmd_analyze)
 
     p = sub.add_parser(
         "eval",
@@ -285,6 +293,18 @@ def build_parser() -> argparse.ArgumentParser:
         except Exception as exc:  # a broken plug-in must not take the other commands down
             print(f"loopscope: subcommand {entry.name!r} is unavailable: {exc}", file=sys.stderr)
     return parser
+
+
+def _analyze_inputs() -> Any:
+    """The ``AnalyzeInputs`` an installed package offers (``loopscope.analyze`` entry
+    point: the collector's OTLP JSON and ``--db``), or None."""
+    for entry in entry_points(group="loopscope.analyze"):
+        try:
+            return entry.load()
+        except Exception as exc:  # a broken plug-in leaves the Episode JSONL analyze working
+            print(f"loopscope: analyze input {entry.name!r} is unavailable: {exc}",
+                  file=sys.stderr)
+    return None
 
 
 def _version() -> str:

@@ -239,11 +239,12 @@ def test_db_locked_by_a_running_collector_is_refused(
         holder.communicate("", timeout=30)
 
 
-def test_episode_jsonl_into_the_store_gives_the_flags_analyze_reports(
+def test_episode_jsonl_into_the_store_prints_what_it_stored(
     shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Real ReAct runs (some flagged) become synthetic loopscope spans; the collector's
-    detection over them stores exactly the flags analyze reports, at the same steps."""
+    """Real ReAct runs (some flagged) become synthetic loopscope spans; --db prints the flags
+    the collector's detection stored, at the agent's steps, and a re-run stores nothing new.
+    (That every door gives the same flags is test_doors.py.)"""
     lines = (shared_data / "react_hotpotqa_text-davinci-003.jsonl").read_text(
         encoding="utf-8").splitlines()
     reports, _ = analyze(parse_episode_line(line) for line in lines[30:45])
