@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from loopscope import conventions as c
 from loopscope.detect.events import Decision
-from loopscope.detect.fingerprint import call_signature, canonical_json, output_hash, output_text
+from loopscope.detect.fingerprint import canonical_json, output_hash, output_text
 from loopscope.detect.policy import Policy
 from loopscope.detect.replay import Episode, replay
 
@@ -98,7 +98,7 @@ def _tool_span(
     tool = str(step["tool"])
     args = step.get("args")
     args_text = canonical_json({} if args is None else args, exclude=policy.volatile_for(tool))
-    signature = step.get("signature") if isinstance(step.get("signature"), str) else ""
+    before = guard[0] if guard is not None else None
     output = step.get("output")
     shown = None if output is None else output_text(output)
     recorded = step.get("output_hash") if isinstance(step.get("output_hash"), str) else ""
@@ -109,7 +109,7 @@ def _tool_span(
         c.GEN_AI_TOOL_TYPE: "function",
         c.EPISODE_ID: episode.episode_id,
         c.STEP: index,
-        c.SIGNATURE: signature or call_signature(tool, args_text),
+        c.SIGNATURE: before.signature if before is not None else "",
         c.ARGS_SIZE: len(args_text),
         c.CONTENT_CAPTURED: True,
         c.GEN_AI_TOOL_CALL_ARGUMENTS: args_text,
@@ -121,7 +121,6 @@ def _tool_span(
         attributes[c.GEN_AI_TOOL_CALL_ID] = str(step["tool_call_id"])
     if step.get("kind"):
         attributes[c.TOOL_KIND] = step["kind"]
-    before = guard[0] if guard is not None else None
     intent = (before.intent if before else None) or step.get("intent")
     if isinstance(intent, str) and intent:
         attributes[c.TOOL_INTENT] = intent

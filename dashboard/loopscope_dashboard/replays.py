@@ -29,6 +29,7 @@ import pandas as pd
 
 from loopscope.detect import Policy
 from loopscope.detect.replay import Episode, replay
+from loopscope_collector.assembly import sort_key
 from loopscope_collector.otlp_files import episodes_from_rows
 from loopscope_collector.rows import ToolCallRow
 
@@ -150,8 +151,7 @@ def stored_runs(episodes: pd.DataFrame,
             for record in calls]
     built = {e.episode_id: e for e in episodes_from_rows(rows, [])}
     steps_of: dict[str, list[int | None]] = {}
-    for row in sorted(rows, key=lambda r: (r.start_ns, -1 if r.step is None else r.step,
-                                           r.span_id)):
+    for row in sorted(rows, key=sort_key):
         steps_of.setdefault(row.episode_id, []).append(row.step)
     runs = []
     for record in episodes.to_dict("records"):
