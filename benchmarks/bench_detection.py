@@ -5,17 +5,26 @@ same run, through the naive baseline (same tool + arguments 3 of the last 6 call
 hashes arguments) and through plain ``json.loads`` of the lines (the floor: reading the data).
 Reports steps/s and the ratios, which stay comparable when the machine's speed drifts.
 
-Run:  .venv/bin/python benchmarks/bench_detection.py [FILE ...] [--repeat 5]
+With ``--against CHECKOUT`` (another checkout of loopscope, e.g. ``git worktree add --detach
+/tmp/before <commit>``) that checkout's detection core is loaded beside this one under
+another name and timed in the same rounds, interleaved: a before/after ratio that holds on a
+noisy machine.
+
+Run:  .venv/bin/python benchmarks/bench_detection.py [FILE ...] [--repeat 5] [--against DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import glob
+import importlib
+import importlib.util
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
+from types import ModuleType
 
 from loopscope.detect.replay import parse_episode_line, replay
 from loopscope.evaluation import naive_baseline
@@ -23,10 +32,33 @@ from loopscope.evaluation import naive_baseline
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 
 
+def load_core(checkout: Path) -> ModuleType:
+    """The ``replay`` module of another checkout's detection core, imported as a package of
+    its own (the core imports only itself and the standard library)."""
+    package = checkout / "instrumentation" / "loopscope" / "detect"
+    if not (package / "__init__.py").is_file():
+        raise SystemExit(f"--against: no detection core at {package}")
+    name = "loopscope_against_detect"
+    spec = importlib.util.spec_from_file_location(
+        name, package / "__init__.py", submodule_search_locations=[str(package)]
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return importlib.import_module(f"{name}.replay")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="*")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--against",
+        type=Path,
+        metavar="CHECKOUT",
+        help="another checkout whose detection core is timed in the same rounds",
+    )
     args = parser.parse_args()
     files = args.files or sorted(glob.glob(str(DATA / "*.jsonl")))
     if not files:
@@ -53,13 +85,19 @@ def main() -> None:
         for episode in episodes:
             replay(episode)
 
-    timings: dict[str, list[float]] = {"json_parse": [], "naive_baseline": [], "loopscope": []}
+    passes = [("json_parse", parse_only), ("naive_baseline", naive), ("loopscope", core)]
+    if args.against is not None:
+        other = load_core(args.against.resolve())
+        other_episodes = [other.parse_episode_line(line) for line in lines]
+
+        def against() -> None:
+            for episode in other_episodes:
+                other.replay(episode)
+
+        passes.append(("against", against))
+    timings: dict[str, list[float]] = {name: [] for name, _ in passes}
     for _ in range(args.repeat):
-        for name, fn in (
-            ("json_parse", parse_only),
-            ("naive_baseline", naive),
-            ("loopscope", core),
-        ):
+        for name, fn in passes:
             start = time.perf_counter()
             fn()
             timings[name].append(time.perf_counter() - start)
@@ -74,6 +112,12 @@ def main() -> None:
         f"loopscope / naive baseline time: {median['loopscope'] / median['naive_baseline']:.2f}x;"
         f" loopscope / JSON parsing time: {median['loopscope'] / median['json_parse']:.2f}x"
     )
+    if args.against is not None:
+        print(
+            f"loopscope steps/s / --against steps/s: "
+            f"{median['against'] / median['loopscope']:.2f}x "
+            f"(above 1: this checkout is faster)"
+        )
 
 
 if __name__ == "__main__":

@@ -118,11 +118,24 @@ def _dump(value: Any) -> str:
 def canonical_json(value: Any, *, exclude: Iterable[str] = ()) -> str:
     """The canonical JSON text of ``value``; equal calls give equal text. Never raises."""
     try:
-        if not exclude and _is_plain(value, 0):  # the common case: already canonical data
-            return _dump(value)
+        if not exclude:
+            if (
+                type(value) is dict
+                and _STR.issuperset(map(type, value))
+                and _FLAT.issuperset(map(type, value.values()))
+            ):  # the commonest arguments: one level of strings, ints, booleans and nulls
+                text = _dump(value)
+                if text.isascii():  # (so every string is already in NFC)
+                    return text
+            if _is_plain(value, 0):  # already canonical data
+                return _dump(value)
         return _dump(normalize(value, exclude=frozenset(exclude)))
     except Exception:  # a pathological __eq__/__hash__ in user data; still sign something
         return _dump({"$type": type(value).__qualname__, "repr": _safe_repr(value)})
+
+
+_STR: Final = frozenset([str])
+_FLAT: Final = frozenset([str, int, bool, type(None)])
 
 
 def _is_plain(value: Any, depth: int) -> bool:

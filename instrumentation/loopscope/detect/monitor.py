@@ -427,6 +427,8 @@ class EpisodeMonitor:
             if (finding := detector.message(self.history, role, content)) is not None:
                 findings.append((detector.name, finding))
         self._messages = [*self._messages[-7:], content]
+        if not findings:
+            return Decision(step=index, turn=self.history.turn)
         decision = self._decide(index, findings, None)
         decision.turn = self.history.turn
         return decision

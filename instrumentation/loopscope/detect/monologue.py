@@ -106,11 +106,11 @@ class Monologue:
             self._run = 0  # a user turn ends a plan-without-action run, not an echo
             return None
         self._run += 1
-        breaks = content.count(". ") + content.count("\n") + content.count("! ")
-        sentence, count = (
-            chanted(content, self.min_words)
-            if len(content) >= CHANT_MIN_CHARS and breaks >= self.threshold - 1 else ("", 0)
-        )
+        sentence, count = "", 0
+        if len(content) >= CHANT_MIN_CHARS:
+            text = content[:MESSAGE_CHARS]
+            if text.count(". ") + text.count("\n") + text.count("! ") >= self.threshold - 1:
+                sentence, count = chanted(content, self.min_words)
         if count >= self.threshold:
             return Finding(
                 kind="monologue",

@@ -37,9 +37,12 @@ EDIT_PAIRS = (
 EDIT_TARGETS = ("path", "file", "file_path", "filename", "filepath", "target", "uri")
 
 
+_EDIT_OLD = frozenset(old for old, _ in EDIT_PAIRS)
+
+
 def edit_of(args: Any) -> tuple[str, str, str] | None:
     """(target, old, new) when ``args`` describe replacing text in a target, else ``None``."""
-    if not isinstance(args, Mapping):
+    if not isinstance(args, Mapping) or _EDIT_OLD.isdisjoint(args):
         return None
     for old_key, new_key in EDIT_PAIRS:
         old, new = args.get(old_key), args.get(new_key)
@@ -49,14 +52,16 @@ def edit_of(args: Any) -> tuple[str, str, str] | None:
     return None
 
 
-MUTATING_ARGS = ("patch", "diff", "new_str", "new_string", "file_text", "content", "replacement")
+MUTATING_ARGS = frozenset(
+    ("patch", "diff", "new_str", "new_string", "file_text", "content", "replacement")
+)
 """Arguments that carry new text for something: a call with one changes state, whatever its
 tool declares."""
 
 
 def changes_state(args: Any) -> bool:
     """Whether a call with ``args`` edits, patches or writes text (an undeclared write)."""
-    return isinstance(args, Mapping) and any(key in args for key in MUTATING_ARGS)
+    return isinstance(args, Mapping) and not MUTATING_ARGS.isdisjoint(args)
 
 
 def caller_key(args: Any, names: tuple[str, ...]) -> str | None:
