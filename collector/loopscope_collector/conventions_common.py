@@ -6,13 +6,14 @@ the tool name, call id, raw arguments and raw output in its own attributes and h
 
 - arguments: a structured value is used as it is; a JSON string is parsed (a Python-literal
   dict, as LangChain's ``str(tool_input)`` writes it, too); any other string becomes
-  ``{"input": string}``; an empty string is ``{}``. ``args_text`` is the canonical JSON and
-  ``signature`` is ``call_signature(tool, args_text)``, so the same call has the same
-  signature whichever instrumentation reported it.
+  ``{"input": string}``; an empty string is ``{}``. ``args_text`` is the canonical JSON, so
+  the same call has the same text whichever instrumentation reported it. No signature is
+  computed here: the detection core computes it from the arguments, under the policy
+  (volatile arguments left out), and the verdict carries it to the store.
 - output: a string is the model-visible text as it is; a structured value goes through
   ``output_text``. ``output_hash`` hashes that text.
 - no content at all (neither arguments nor output): ``content_captured`` is False and
-  signature and hash stay ``""``; nothing is guessed. Output without arguments means a call
+  hash stays ``""``; nothing is guessed. Output without arguments means a call
   without arguments (``{}``); arguments without output leave the hash empty.
 
 Only the standard library, ``loopscope.detect.fingerprint`` and ``loopscope.conventions`` are
@@ -27,7 +28,7 @@ import re
 from typing import Any, Final
 
 from loopscope import conventions as c
-from loopscope.detect.fingerprint import call_signature, canonical_json, output_hash, output_text
+from loopscope.detect.fingerprint import canonical_json, output_hash, output_text
 
 from .rows import ToolCallRow
 from .spans import SpanRecord
@@ -200,7 +201,7 @@ def tool_row(
     output: Any = MISSING,
     agent: Any = None,
 ) -> ToolCallRow:
-    """The ``ToolCallRow`` of one tool span, content and signature computed by the shared rules.
+    """The ``ToolCallRow`` of one tool span, its content read by the shared rules.
 
     Args:
         span: The span.
@@ -234,7 +235,6 @@ def tool_row(
     )
     if args is not MISSING or output is not MISSING:
         row.args_text = canonical_json({} if args is MISSING else parse_args(args))
-        row.signature = call_signature(tool, row.args_text)
         row.content_captured = True
     if output is not MISSING:
         set_output(row, output if isinstance(output, str) else output_text(output))

@@ -1,8 +1,9 @@
 """Spans from loopscope's own SDK: tool calls, episodes (root spans) and reconciles.
 
-The SDK already computed what the collector would: the signature, the output hash and size,
-the guard's decision. Those are taken as they are, never recomputed, so the collector's view
-matches what the in-process guard saw; content (``gen_ai.tool.call.arguments`` /
+The SDK already computed the output hash and size and the guard's decision: those are taken as
+they are, so the collector's view matches what the in-process guard saw. The span's signature
+is kept for the record; detection computes its own from the arguments under the collector's
+policy (the SDK's when the argument text was truncated); content (``gen_ai.tool.call.arguments`` /
 ``.result``) is kept when the agent captured it. The argument text on the span is already
 canonical JSON (and may be truncated), so it is stored as it is.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from loopscope import conventions as c
-from loopscope.detect.fingerprint import call_signature, output_hash
+from loopscope.detect.fingerprint import output_hash
 
 from .conventions_common import as_float, as_int, suffix, text, tool_row
 from .rows import EpisodeRow, Normalized, ReconcileRow, ToolCallRow
@@ -63,9 +64,7 @@ def _tool_call(span: SpanRecord) -> ToolCallRow:
     row.args_text = args if isinstance(args, str) else None
     row.output_text = result if isinstance(result, str) else None
     row.content_captured = row.args_text is not None or row.output_text is not None
-    row.signature = text(attrs.get(c.SIGNATURE)) or (
-        call_signature(tool, row.args_text) if row.args_text is not None else ""
-    )
+    row.signature = text(attrs.get(c.SIGNATURE)) or ""  # the core's own computes it again
     row.output_hash = text(attrs.get(c.OUTPUT_HASH)) or (
         output_hash(row.output_text) if row.output_text is not None else ""
     )

@@ -22,9 +22,10 @@ prefix checks: this runs for every span the collector receives.
 
 Rules shared by all conventions (``conventions_common``):
 
-- ``signature`` is the span's own (loopscope), else ``call_signature(tool, args_text)`` with
-  ``args_text`` the canonical JSON of the parsed arguments: the same call gives the same
-  signature in every convention, whatever the key order.
+- ``args_text`` is the canonical JSON of the parsed arguments: the same call gives the same
+  text in every convention, whatever the key order. ``signature`` is only the one the span
+  carried (loopscope's SDK), kept for the record: the detection core computes the signature
+  from the arguments, under the policy, and the verdict carries it to the store.
 - ``output_hash`` is the span's own, else the hash of the model-visible output text.
 - A span without content keeps ``content_captured=False`` and empty signature and hash.
 - ``status`` is ``loopscope.status`` when present, else ``timeout`` when an error says so

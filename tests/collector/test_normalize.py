@@ -14,8 +14,10 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 import loopscope
 from loopscope import conventions as c
+from loopscope.detect import EpisodeMonitor, Policy
 from loopscope.detect.fingerprint import call_signature, canonical_json, output_hash
 from loopscope.testing import capture_spans
+from loopscope_collector import detection
 from loopscope_collector.normalize import normalize_span
 from loopscope_collector.rows import ToolCallRow
 from loopscope_collector.spans import SpanEvent, SpanRecord
@@ -25,6 +27,11 @@ ARGS = {"query": "late orders", "limit": 20}
 ARGS_TEXT = canonical_json(ARGS)
 OUTPUT = '[{"id": 1234, "status": "late"}]'
 SIGNATURE = call_signature("search_orders", ARGS_TEXT)
+
+
+def signed(row: ToolCallRow) -> str:
+    """The signature the detection core computes from what normalisation passes it."""
+    return EpisodeMonitor(Policy()).before_call(detection.tool_call(row, 0.0)).signature
 
 
 def span(
@@ -65,7 +72,7 @@ def assert_search_call(row: ToolCallRow, convention: str) -> None:
     assert row.convention == convention
     assert row.tool == "search_orders"
     assert row.args_text == ARGS_TEXT
-    assert row.signature == SIGNATURE
+    assert signed(row) == SIGNATURE
     assert row.output_text == OUTPUT
     assert row.output_hash == output_hash(OUTPUT)
     assert row.output_size == len(OUTPUT)
@@ -112,7 +119,7 @@ def test_genai_structured_arguments_and_result() -> None:
             },
         )
     )
-    assert row.signature == SIGNATURE
+    assert signed(row) == SIGNATURE
     assert json.loads(row.output_text or "") == result
     assert row.output_hash == output_hash(row.output_text or "")
 
@@ -153,7 +160,7 @@ def test_openinference_python_repr_input_and_redacted_output() -> None:
             },
         )
     )
-    assert row.signature == SIGNATURE
+    assert signed(row) == SIGNATURE
     assert row.output_text is None and row.output_hash == ""
 
 
@@ -231,7 +238,7 @@ def test_openllmetry_input_shapes(entity_input: dict[str, Any], args_text: str) 
         )
     )
     assert row.args_text == args_text
-    assert row.signature == call_signature("lookup", args_text)
+    assert signed(row) == call_signature("lookup", args_text)
     assert row.output_text == "sunny"
 
 
@@ -307,7 +314,7 @@ def test_mcp_client_and_server_share_one_dedup_key() -> None:
     server = normalize_span(mcp_span(2, "3333333333333333", "1111111111111111"))
     assert client.tool_call is not None and server.tool_call is not None
     assert_search_call(client.tool_call, "mcp")  # the text part is what the model sees
-    assert client.tool_call.signature == server.tool_call.signature == SIGNATURE
+    assert signed(client.tool_call) == signed(server.tool_call) == SIGNATURE
     assert client.extra["mcp_side"] == "client" and server.extra["mcp_side"] == "server"
     assert client.extra["dedup_key"] == server.extra["dedup_key"]
     assert client.extra["dedup_key"].startswith("mcp:191c4850af6c49e08843a3f6c80e5046:7")
@@ -380,8 +387,8 @@ def test_same_call_same_signature_across_conventions_and_key_orders() -> None:
              "gen_ai.tool.call.arguments": '{"query":"late orders","limit":20}'},
         )
     )  # fmt: skip
-    assert genai.signature == openinference.signature == SIGNATURE
-    assert other_tool.signature != SIGNATURE
+    assert signed(genai) == signed(openinference) == SIGNATURE
+    assert signed(other_tool) != SIGNATURE
 
 
 def test_non_json_string_arguments_are_wrapped() -> None:
@@ -392,7 +399,7 @@ def test_non_json_string_arguments_are_wrapped() -> None:
         )
     )
     assert row.args_text == canonical_json({"input": "Paris"})
-    assert row.signature == call_signature("weather", row.args_text)
+    assert signed(row) == call_signature("weather", row.args_text)
     assert row.output_text is None and row.output_hash == ""
 
 
@@ -418,7 +425,7 @@ def test_output_without_arguments_is_a_call_without_arguments() -> None:
         )
     )  # fmt: skip
     assert row.args_text == "{}"
-    assert row.signature == call_signature("get_time", "{}")
+    assert signed(row) == call_signature("get_time", "{}")
     assert row.output_hash == output_hash("12:00")
 
 
