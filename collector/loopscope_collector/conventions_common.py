@@ -32,6 +32,7 @@ from loopscope.detect.fingerprint import canonical_json, output_hash, output_tex
 
 from .rows import ToolCallRow
 from .spans import SpanRecord
+from .typed_attributes import typed_int
 
 MISSING: Final[Any] = object()
 """An attribute that is absent, as opposed to present and empty."""
@@ -229,8 +230,8 @@ def tool_row(
         model=text(attrs.get(c.GEN_AI_REQUEST_MODEL)),
         status=status,
         error_message=error_message,
-        tokens_in=as_int(attrs.get(c.GEN_AI_USAGE_INPUT_TOKENS)) or 0,
-        tokens_out=as_int(attrs.get(c.GEN_AI_USAGE_OUTPUT_TOKENS)) or 0,
+        tokens_in=typed_int(attrs, c.GEN_AI_USAGE_INPUT_TOKENS) or 0,
+        tokens_out=typed_int(attrs, c.GEN_AI_USAGE_OUTPUT_TOKENS) or 0,
         cost_usd=as_float(attrs.get(c.COST_USD)),
     )
     if args is not MISSING or output is not MISSING:

@@ -26,7 +26,6 @@ from loopscope.detect.fingerprint import output_text
 from .conventions_common import (
     KIND_SERVER,
     MISSING,
-    as_int,
     episode_id,
     first,
     loads,
@@ -36,8 +35,11 @@ from .conventions_common import (
 )
 from .rows import EpisodeRow, Normalized
 from .spans import SpanRecord
+from .typed_attributes import typed_int
 
 GENAI: Final = "genai"
+_OI_PROMPT_TOKENS: Final = "llm.token_count.prompt"  # OpenInference's token counts
+_OI_COMPLETION_TOKENS: Final = "llm.token_count.completion"
 MCP: Final = "mcp"
 MCP_METHOD: Final = "mcp.method.name"
 TOOLS_CALL: Final = "tools/call"
@@ -84,12 +86,8 @@ def agent_episode(span: SpanRecord, convention: str, agent: Any = None) -> Episo
         convention=convention,
         agent=text(agent) or text(attrs.get(c.GEN_AI_AGENT_NAME)),
         model=text(attrs.get(c.GEN_AI_REQUEST_MODEL)),
-        input_tokens=as_int(first(attrs, c.GEN_AI_USAGE_INPUT_TOKENS, "llm.token_count.prompt"))
-        or 0,
-        output_tokens=as_int(
-            first(attrs, c.GEN_AI_USAGE_OUTPUT_TOKENS, "llm.token_count.completion")
-        )
-        or 0,
+        input_tokens=typed_int(attrs, c.GEN_AI_USAGE_INPUT_TOKENS, _OI_PROMPT_TOKENS) or 0,
+        output_tokens=typed_int(attrs, c.GEN_AI_USAGE_OUTPUT_TOKENS, _OI_COMPLETION_TOKENS) or 0,
     )
 
 

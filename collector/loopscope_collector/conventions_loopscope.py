@@ -18,6 +18,7 @@ from loopscope.detect.fingerprint import output_hash
 from .conventions_common import as_float, as_int, suffix, text, tool_row
 from .rows import EpisodeRow, Normalized, ReconcileRow, ToolCallRow
 from .spans import SpanRecord
+from .typed_attributes import typed_int
 
 CONVENTION = "loopscope"
 
@@ -68,17 +69,17 @@ def _tool_call(span: SpanRecord) -> ToolCallRow:
     row.output_hash = text(attrs.get(c.OUTPUT_HASH)) or (
         output_hash(row.output_text) if row.output_text is not None else ""
     )
-    row.output_size = as_int(attrs.get(c.OUTPUT_SIZE), bits=32)
+    row.output_size = typed_int(attrs, c.OUTPUT_SIZE)
     if row.output_size is None and row.output_text is not None:
         row.output_size = len(row.output_text)
     status = text(attrs.get(c.STATUS))
     if status:
         row.status = status
     row.kind = text(attrs.get(c.TOOL_KIND))
-    row.step = as_int(attrs.get(c.STEP), bits=32)
+    row.step = typed_int(attrs, c.STEP)
     row.deadline_s = as_float(attrs.get(c.TOOL_DEADLINE_S))
     row.intent = text(attrs.get(c.TOOL_INTENT))
-    row.turn = as_int(attrs.get(c.TURN), bits=32)
+    row.turn = typed_int(attrs, c.TURN)
     row.reconciles = text(attrs.get(c.RECONCILE_KEY))
     found = attrs.get(c.RECONCILE_FOUND)
     row.found = found if isinstance(found, bool) else None
@@ -92,7 +93,7 @@ def _tool_call(span: SpanRecord) -> ToolCallRow:
     elif isinstance(flags, str) and flags:
         row.guard_flags = [flags]
     row.progress = text(attrs.get(c.PROGRESS))
-    row.streak = as_int(attrs.get(c.STREAK), bits=32)
+    row.streak = typed_int(attrs, c.STREAK)
     row.idempotency_key = text(attrs.get(c.IDEMPOTENCY_KEY))
     row.write_status = text(attrs.get(c.WRITE_STATUS))
     return row
@@ -118,10 +119,10 @@ def _episode(span: SpanRecord) -> EpisodeRow:
         stop_diagnostic=diagnostic if isinstance(diagnostic, str) else None,
         guard_mode=text(attrs.get(c.GUARD_MODE)),
         tool_calls=as_int(attrs.get(c.TOOL_CALLS), bits=32),
-        input_tokens=as_int(attrs.get(c.GEN_AI_USAGE_INPUT_TOKENS)) or 0,
-        output_tokens=as_int(attrs.get(c.GEN_AI_USAGE_OUTPUT_TOKENS)) or 0,
+        input_tokens=typed_int(attrs, c.GEN_AI_USAGE_INPUT_TOKENS) or 0,
+        output_tokens=typed_int(attrs, c.GEN_AI_USAGE_OUTPUT_TOKENS) or 0,
         cost_usd=as_float(attrs.get(c.COST_USD)),
         scenario_loop=loop if isinstance(loop := attrs.get(c.LABEL_LOOP), bool) else None,
         scenario_kind=text(attrs.get(c.LABEL_KIND)),
-        scenario_first_loop_step=as_int(attrs.get(c.LABEL_FIRST_LOOP_STEP), bits=32),
+        scenario_first_loop_step=typed_int(attrs, c.LABEL_FIRST_LOOP_STEP),
     )

@@ -34,6 +34,7 @@ from loopscope_collector.decode_errors import (
 )
 from loopscope_collector.decode_json import decode_json
 from loopscope_collector.spans import SpanEvent, SpanRecord
+from loopscope_collector.typed_attributes import unstorable_attribute
 
 __all__ = [
     "DecodeError",
@@ -155,8 +156,9 @@ def decode_proto_request(request: ExportTraceServiceRequest) -> list[SpanRecord]
 
     Raises:
         DecodeError: A trace or span id is empty, all zero or of the wrong length, or a value
-            is out of its column's range (a time past 2262, a kind or status code over 127);
-            the message gives its path, e.g. ``resourceSpans[0].scopeSpans[0].spans[2].kind``.
+            is out of its column's range (a time past 2262, a kind or status code over 127, a
+            typed attribute its column cannot hold: ``typed_attributes``); the message gives
+            its path, e.g. ``resourceSpans[0].scopeSpans[0].spans[2].kind``.
     """
     records: list[SpanRecord] = []
     append = records.append
@@ -182,6 +184,10 @@ def decode_proto_request(request: ExportTraceServiceRequest) -> list[SpanRecord]
                     or not _TINYINT_MIN <= status.code <= _TINYINT_MAX
                 ):
                     _raise_unstorable(span, f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]")
+                attributes = _proto_attributes(span.attributes)
+                wrong = unstorable_attribute(attributes)
+                if wrong is not None:
+                    raise DecodeError(f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}].{wrong}")
                 append(
                     SpanRecord(
                         trace_id.hex(),
@@ -193,7 +199,7 @@ def decode_proto_request(request: ExportTraceServiceRequest) -> list[SpanRecord]
                         span.kind,
                         status.code,
                         status.message,
-                        _proto_attributes(span.attributes),
+                        attributes,
                         [
                             SpanEvent(e.name, e.time_unix_nano, _proto_attributes(e.attributes))
                             for e in span.events

@@ -25,6 +25,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from loopscope_collector.decode_errors import DecodeError
 from loopscope_collector.spans import SpanEvent, SpanRecord
+from loopscope_collector.typed_attributes import unstorable_attribute
 
 __all__ = ["decode_json"]
 
@@ -82,6 +83,10 @@ def _json_span(
         )
         for e, event in _items(span, "events", path)
     ]
+    attributes = _json_attributes(span, path)
+    wrong = unstorable_attribute(attributes)
+    if wrong is not None:
+        raise DecodeError(f"{path}.{wrong}")
     return SpanRecord(
         trace_id=_hex_id(span, "traceId", 16, path),
         span_id=_hex_id(span, "spanId", 8, path),
@@ -94,7 +99,7 @@ def _json_span(
             _get(status, "code"), f"{path}.status.code", Status.StatusCode, "STATUS_CODE_"
         ),
         status_message=_str(status, "message", f"{path}.status"),
-        attributes=_json_attributes(span, path),
+        attributes=attributes,
         events=events,
         resource=dict(resource),
         scope_name=scope[0],

@@ -146,18 +146,102 @@ def test_grpc_poison_is_invalid_argument(collector: CollectorProcess) -> None:
     assert f"{PATH}.kind: 200 is out of range" in str(caught.value.details())
 
 
-def test_an_attribute_the_store_cannot_hold_is_ignored_and_the_span_kept(
-    collector: CollectorProcess,
-) -> None:
-    """``loopscope.step`` of 2**40 does not fit the step column: the call is stored without a
-    step (read leniently, like any unreadable attribute) and the span keeps the value."""
+def _typed_poison(key: str, value: int | str | float) -> bytes:
+    """A tool span whose typed attribute ``key`` carries ``value`` (an int, a float or text)."""
     span = tool_span(os.urandom(16), os.urandom(8), tool="search", args="{}", result="r",
                      start_ns=START)
-    span.attributes.add(key="loopscope.step").value.int_value = 2**40
-    span.attributes.add(key="loopscope.episode.id").value.string_value = "ep-big-step"
-    assert collector.post(request([span]).SerializeToString())[0] == 200
-    assert [row["step"] for row in collector.read("episode_tool_calls", episode_id="ep-big-step")] \
-        == [None]
+    span.attributes.add(key="loopscope.episode.id").value.string_value = "ep-typed"
+    attribute = span.attributes.add(key=key).value
+    if isinstance(value, str):
+        attribute.string_value = value
+    elif isinstance(value, float):
+        attribute.double_value = value
+    else:
+        attribute.int_value = value
+    return request([span]).SerializeToString()
+
+
+def _typed_poison_json(key: str, member: dict[str, object]) -> bytes:
+    span = {"traceId": os.urandom(16).hex(), "spanId": os.urandom(8).hex(),
+            "name": "execute_tool search", "startTimeUnixNano": str(START),
+            "endTimeUnixNano": str(START + 1),
+            "attributes": [{"key": "gen_ai.operation.name",
+                            "value": {"stringValue": "execute_tool"}},
+                           {"key": key, "value": member}]}
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
+
+
+TYPED_POISONS = [
+    (_typed_poison("loopscope.step", 2**40), "application/x-protobuf",
+     f"{PATH}.attributes['loopscope.step']: {2**40} does not fit tool_calls.step (INTEGER"),
+    (_typed_poison("loopscope.output.size", -(2**31) - 1), "application/x-protobuf",
+     f"{PATH}.attributes['loopscope.output.size']: {-(2**31) - 1} does not fit"),
+    (_typed_poison("loopscope.turn", "9" * 12), "application/x-protobuf",
+     f"{PATH}.attributes['loopscope.turn']: {'9' * 12} does not fit tool_calls.turn"),
+    (_typed_poison("loopscope.no_progress.streak", 1e12), "application/x-protobuf",
+     f"{PATH}.attributes['loopscope.no_progress.streak']: {10**12} does not fit"),
+    (_typed_poison("gen_ai.usage.input_tokens", "1" + "0" * 19), "application/x-protobuf",
+     f"{PATH}.attributes['gen_ai.usage.input_tokens']: 1{'0' * 19} does not fit"
+     " tool_calls.tokens_in and episodes.input_tokens (BIGINT"),
+    (_typed_poison("loopscope.label.first_loop_step", 2**31), "application/x-protobuf",
+     f"{PATH}.attributes['loopscope.label.first_loop_step']: {2**31} does not fit"
+     " episodes.scenario_first_loop_step"),
+    (_typed_poison_json("loopscope.step", {"intValue": str(2**35)}), "application/json",
+     f"{PATH}.attributes['loopscope.step']: {2**35} does not fit tool_calls.step"),
+    (_typed_poison_json("llm.token_count.prompt", {"doubleValue": 1e30}), "application/json",
+     f"{PATH}.attributes['llm.token_count.prompt']: {int(1e30)} does not fit"),
+]
+
+
+@pytest.mark.parametrize(("body", "content_type", "says"), TYPED_POISONS,
+                         ids=[says.split("'")[1] + "-" + ct.split("/")[1]
+                              for _, ct, says in TYPED_POISONS])
+def test_a_typed_attribute_its_column_cannot_hold_is_a_400_naming_it(
+    collector: CollectorProcess, body: bytes, content_type: str, says: str,
+) -> None:
+    """A number a reader would store in a typed column but that the column cannot hold (an
+    integer too large for INTEGER or BIGINT, sent as an int, a float or decimal text) is
+    refused with a 400 naming the attribute and the column; nothing of the request is stored,
+    and a good request right after it is acknowledged."""
+    status, _, answer = collector.post(body, content_type=content_type)
+    assert status == 400
+    assert says in answer.decode("utf-8", "replace")
+    good, _ = episode_request(2)
+    assert collector.post(good.SerializeToString())[0] == 200
+    assert collector.read("episode_tool_calls", episode_id="ep-typed") == []
+    assert 'loopscope_requests_rejected_total{code="400"} 1' in collector.get("/metrics")
+
+
+def test_typed_attributes_that_fit_or_are_not_numbers_are_stored(
+    collector: CollectorProcess,
+) -> None:
+    """The bounds are the columns' own: INTEGER's largest value is stored as it is, and text
+    that is not a number is not read as one (the call is stored without a step; the span
+    keeps the text)."""
+    first = collector.post(_typed_poison("loopscope.step", 2**31 - 1))
+    assert first[0] == 200, first
+    second = collector.post(_typed_poison("loopscope.step", "soon"))
+    assert second[0] == 200, second
+    steps = sorted(row["step"] is None
+                   for row in collector.read("episode_tool_calls", episode_id="ep-typed"))
+    assert steps == [False, True]
+    rows = collector.read("episode_tool_calls", episode_id="ep-typed")
+    assert 2**31 - 1 in [row["step"] for row in rows]
+
+
+def test_grpc_typed_attribute_poison_is_invalid_argument(collector: CollectorProcess) -> None:
+    """The same check on the gRPC receiver: INVALID_ARGUMENT naming the attribute."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    body, _, says = TYPED_POISONS[0]
+    with grpc.insecure_channel(f"127.0.0.1:{collector.grpc_port}") as channel:
+        stub = trace_service_pb2_grpc.TraceServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as caught:
+            stub.Export(ExportTraceServiceRequest.FromString(body), timeout=30)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert says in str(caught.value.details())
 
 
 def _record(span_id: str, *, kind: int = 1) -> SpanRecord:

@@ -1,0 +1,74 @@
+"""The typed-attribute table against the store it describes: every typed column the
+normalised rows write is either fed by a declared attribute, with the column's own type, or
+derived by the collector from something the decoder already bounds."""
+
+from __future__ import annotations
+
+import pytest
+
+from loopscope_collector.storage import open_database
+from loopscope_collector.typed_attributes import (
+    TYPED_ATTRIBUTES,
+    typed_int,
+    unstorable_attribute,
+)
+
+DERIVED = {
+    # span times: the decoder refuses a time past 2262 (bigint), for spans and events alike
+    "tool_calls.start_ns", "tool_calls.end_ns", "episodes.start_ns", "episodes.end_ns",
+    "episodes.first_flag_ns", "reconciles.time_ns",
+    # counted or computed by the collector, never read from an attribute
+    "tool_calls.collector_streak", "episodes.tool_calls",
+    # booleans: only a boolean attribute is read (anything else is null)
+    "tool_calls.content_captured", "tool_calls.found", "episodes.scenario_loop",
+    "reconciles.found",
+}
+
+
+@pytest.fixture(scope="module")
+def columns(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    db = open_database(tmp_path_factory.mktemp("typed") / "store.duckdb")
+    try:
+        rows = db.cursor().execute(
+            "select table_name || '.' || column_name, data_type from information_schema.columns"
+            " where table_name in ('tool_calls', 'episodes', 'reconciles')"
+            " and data_type not in ('VARCHAR', 'VARCHAR[]', 'JSON', 'TIMESTAMP')"
+        ).fetchall()
+    finally:
+        db.close()
+    return dict(rows)
+
+
+def test_every_declared_column_has_the_type_the_table_says(columns: dict[str, str]) -> None:
+    for key, column in TYPED_ATTRIBUTES.items():
+        for name in column.columns:
+            assert columns[name] == column.type.name, (key, name)
+
+
+def test_every_typed_column_is_declared_or_derived(columns: dict[str, str]) -> None:
+    declared = {name for column in TYPED_ATTRIBUTES.values() for name in column.columns}
+    assert set(columns) == declared | DERIVED
+    assert not declared & DERIVED
+
+
+@pytest.mark.parametrize("key", sorted(TYPED_ATTRIBUTES))
+def test_each_bounded_attribute_holds_its_limits_and_refuses_one_past(key: str) -> None:
+    kind = TYPED_ATTRIBUTES[key].type
+    if kind.low is None:  # DOUBLE: every number fits
+        assert unstorable_attribute({key: 1e308}) is None
+        return
+    for fits in (kind.low, kind.high, str(kind.high), float(2**20)):
+        assert unstorable_attribute({key: fits}) is None
+        assert typed_int({key: fits}, key) == int(fits)
+    for past in (kind.high + 1, kind.low - 1, str(kind.high + 1)):
+        message = unstorable_attribute({key: past})
+        assert message is not None and message.startswith(f"attributes['{key}']: ")
+        assert typed_int({key: past}, key) is None
+    for not_a_number in ("soon", True, 1.5, [1]):
+        assert unstorable_attribute({key: not_a_number}) is None
+        assert typed_int({key: not_a_number}, key) is None
+
+
+def test_typed_int_takes_the_first_present_key() -> None:
+    attrs = {"llm.token_count.prompt": 7}
+    assert typed_int(attrs, "gen_ai.usage.input_tokens", "llm.token_count.prompt") == 7
