@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,6 +59,7 @@ class Collector:
         self.auth_token = auth_token
         self.max_request_bytes = max_request_bytes
         self._grpc: Any = None
+        self._http_thread: threading.Thread | None = None
 
     @property
     def http_url(self) -> str:
@@ -66,21 +68,26 @@ class Collector:
         return f"http://{host}:{port}"
 
     def start(self) -> Collector:
-        """Start the pipeline and both receivers."""
+        """Start the pipeline and both receivers.
+
+        gRPC starts before HTTP serves, so once ``/healthz`` answers both receivers listen
+        (a client or a test that waits on ``/healthz`` never meets a refused gRPC port).
+        """
         self.pipeline.start()
         self.alerts.start_ticker(self.pipeline)
-        self.http.serve_in_thread()
         if self.grpc_port:
             self._grpc = serve_grpc(self.pipeline, self.host, self.grpc_port,
                                     auth_token=self.auth_token, inflight=self.inflight,
                                     max_request_bytes=self.max_request_bytes)
+        self._http_thread = self.http.serve_in_thread()
         return self
 
     def stop(self) -> None:
         """Stop receiving, store what is queued, close the store."""
         if self._grpc is not None:
             self._grpc.stop(grace=2).wait(5)
-        self.http.shutdown()
+        if self._http_thread is not None:  # shutdown() waits for a serve loop that never ran
+            self.http.shutdown()
         self.http.server_close()
         self.pipeline.stop()
         self.alerts.close()  # after the last batch: its alerts are posted too

@@ -6,14 +6,15 @@ Three things make a store unwritable under a running collector:
 
 - a write fails for the disk's sake (full, read-only, I/O error), or DuckDB invalidates the
   database after such a failure: every later statement fails until it is reopened;
-- the file is deleted: DuckDB goes on writing into the unlinked file, and everything
-  acknowledged since is gone at the next start;
+- the file is deleted or renamed away: DuckDB goes on writing into the file it holds open,
+  and everything acknowledged since is gone from the path at the next start;
 - the file is replaced by another one, or overwritten in place: the same, and the new file
   is not ours to write.
 
 The pipeline thread, the store's only writer, watches for these (``StoreWatch.check``, about
 once a second) and recovers on its own when the condition clears: a deleted file is written
-back from the open database (which still holds every acknowledged span), a failed disk is
+back from the open database (which still holds every acknowledged span; a renamed file is
+left where it was moved, as it was at the move), a failed disk is
 probed and the store reopened (DuckDB replays its write-ahead log), and health turns ``ok``
 again. A replaced or overwritten file is left alone: the open database is saved beside it, and the
 collector stays failing until an operator restarts it.
@@ -133,7 +134,8 @@ class StoreWatch:
             return None
         found = _identity(self.db.path)
         if found is None:
-            return f"the store file {self.db.path} was deleted while the collector had it open"
+            return (f"the store file {self.db.path} was deleted or moved away while the "
+                    "collector had it open")
         if found != self._file:
             return (f"the store file {self.db.path} was replaced by another file while the "
                     "collector had it open")

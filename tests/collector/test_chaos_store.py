@@ -13,7 +13,9 @@ import contextlib
 import os
 import shutil
 import subprocess
+import threading
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -191,6 +193,63 @@ def test_a_deleted_store_fails_health_and_is_written_back_with_every_acknowledge
     assert "was deleted" in log
     stored = [row[0] for row in _outcome(db)["spans"]]
     assert sorted(stored) == sorted(acknowledged)
+
+
+@pytest.mark.parametrize("how", ["deleted", "renamed"])
+def test_a_store_deleted_or_renamed_under_load_refuses_until_written_back(
+    tmp_path: Path, how: str,
+) -> None:
+    """A client sends requests without pause while the store file is deleted or renamed
+    away. While the collector cannot write the file back (a directory stands where it writes
+    the copy), /healthz is 503 with the reason and spans get 503 with Retry-After; once the
+    obstacle is gone it writes the file back by itself, health is ok and spans are
+    acknowledged again. Every span acknowledged before, during and after is in the file
+    after the collector stops; a renamed file is left where it was moved."""
+    db = tmp_path / "store.duckdb"
+    collector = start_collector(db, grpc=False)
+    acknowledged: list[str] = []
+    answers: Counter[int] = Counter()
+    stop_sending = threading.Event()
+
+    def send() -> None:
+        while not stop_sending.is_set():
+            body, ids = episode_request(5)
+            status = collector.post(body.SerializeToString())[0]
+            answers[status] += 1
+            if status == 200:
+                acknowledged.extend(ids)
+
+    blocker = tmp_path / "store.duckdb.recovering"
+    sender = threading.Thread(target=send)
+    try:
+        sender.start()
+        eventually(lambda: answers[200] >= 5)
+        blocker.mkdir()  # the copy cannot be written: the collector stays failing
+        if how == "deleted":
+            db.unlink()
+        else:
+            db.rename(tmp_path / "moved.duckdb")
+        eventually(lambda: _health(collector)[0] == 503)
+        code, reason = _health(collector)
+        assert code == 503 and "was deleted or moved away" in reason
+        status, headers, _ = collector.post(episode_request(1)[0].SerializeToString())
+        assert status == 503 and "Retry-After" in headers
+        eventually(lambda: answers[503] >= 3)  # the sender is refused too, not acknowledged
+        blocker.rmdir()
+        eventually(lambda: _health(collector) == (200, "ok\n") and db.exists())
+        before = answers[200]
+        eventually(lambda: answers[200] >= before + 5)
+    finally:
+        stop_sending.set()
+        sender.join(60)
+        log = collector.stop()
+    assert set(answers) <= {200, 503}, answers
+    assert log.count("the store cannot be written") == 1, log
+    stored = [row[0] for row in _outcome(db)["spans"]]
+    assert sorted(stored) == sorted(acknowledged)
+    if how == "renamed":
+        moved = {row[0] for row in _outcome(tmp_path / "moved.duckdb")["spans"]}
+        assert moved <= set(acknowledged) and moved
 
 
 def test_a_replaced_store_is_not_written_and_the_open_one_is_saved_beside_it(
