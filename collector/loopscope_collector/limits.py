@@ -7,7 +7,10 @@ leave room for it (``InFlight``); past that the client is told 503 with Retry-Af
 every OTLP exporter honours. The HTTP server also caps its connections, and
 ``ConnectionWatch`` closes a connection that takes too long to send its headers or its body,
 or sits idle between requests, so slow or silent clients cannot hold threads and file
-descriptors for ever.
+descriptors for ever. At the cap, a new connection takes the place of the one that has waited
+longest without a complete request (idle, or still sending its headers): slow-loris clients
+can fill the cap but never keep a normal client out; only connections the collector is busy
+with (a body being received, a request being stored) make a new one wait (503).
 """
 
 from __future__ import annotations
@@ -90,7 +93,9 @@ class ConnectionWatch:
     Each connection's handler sets a deadline for the phase it is in (idle, headers, body)
     and clears it while the collector itself is working; a thread looks every quarter second
     and shuts down the sockets whose deadline has passed, which wakes their handler with an
-    end of file.
+    end of file. Connections waiting for a complete request (idle or in their headers) are
+    also kept in the order they started waiting, the oldest first: at the cap, ``enter``
+    evicts the oldest to admit the new one.
     """
 
     def __init__(self, *, max_connections: int = MAX_CONNECTIONS,
@@ -103,7 +108,10 @@ class ConnectionWatch:
         self.idle_timeout_s = idle_timeout_s
         self.timed_out = 0
         self.refused = 0
+        self.evicted = 0
         self._deadlines: dict[socket.socket, float | None] = {}
+        self._waiting: dict[socket.socket, None] = {}
+        """Connections without a complete request, oldest first (a dict keeps that order)."""
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="loopscope-http-watch",
@@ -118,25 +126,45 @@ class ConnectionWatch:
         self._stop.set()
 
     def enter(self, sock: socket.socket) -> bool:
-        """Count a new connection (idle deadline); False when the cap is reached."""
+        """Count a new connection (idle deadline). At the cap, evict the connection that has
+        waited longest for a complete request; False when every one is busy."""
+        victim = None
         with self._lock:
             if len(self._deadlines) >= self.max_connections:
-                self.refused += 1
-                return False
+                if not self._waiting:
+                    self.refused += 1
+                    return False
+                victim = next(iter(self._waiting))
+                del self._waiting[victim], self._deadlines[victim]
+                self.evicted += 1
             self._deadlines[sock] = time.monotonic() + self.idle_timeout_s
-            return True
+            self._waiting[sock] = None
+        if victim is not None:  # wakes its handler with an end of file
+            with contextlib.suppress(OSError):
+                victim.shutdown(socket.SHUT_RDWR)
+        return True
 
     def leave(self, sock: socket.socket) -> None:
         """The connection is closed."""
         with self._lock:
             self._deadlines.pop(sock, None)
+            self._waiting.pop(sock, None)
 
-    def expect(self, sock: socket.socket, timeout_s: float | None) -> None:
-        """The connection must make progress within ``timeout_s`` (None: no deadline)."""
+    def expect(self, sock: socket.socket, timeout_s: float | None, *,
+               waiting: bool = False) -> None:
+        """The connection must make progress within ``timeout_s`` (None: no deadline).
+
+        ``waiting``: it has no complete request yet (idle, or reading headers), so it may be
+        evicted at the cap; a connection already waiting keeps its place in the order.
+        """
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._lock:
             if sock in self._deadlines:
                 self._deadlines[sock] = deadline
+                if waiting:
+                    self._waiting.setdefault(sock, None)
+                else:
+                    self._waiting.pop(sock, None)
 
     @property
     def connections(self) -> int:
@@ -150,6 +178,7 @@ class ConnectionWatch:
                 late = [s for s, d in self._deadlines.items() if d is not None and d < now]
                 for sock in late:
                     self._deadlines[sock] = None
+                    self._waiting.pop(sock, None)
             for sock in late:
                 self.timed_out += 1
                 with contextlib.suppress(OSError):

@@ -81,8 +81,13 @@ def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = (),
         lines += _lines("loopscope_http_connections", "gauge", "Open HTTP connections.",
                         [({}, watch.connections)])
         lines += _lines("loopscope_http_connections_refused_total", "counter",
-                        "Connections answered 503 because the connection cap was reached.",
+                        "Connections answered 503 because the connection cap was reached and "
+                        "every connection was busy with a request.",
                         [({}, watch.refused)])
+        lines += _lines("loopscope_http_connections_evicted_total", "counter",
+                        "Connections closed at the cap to admit a new one: the one that had "
+                        "waited longest without a complete request (idle, or slow headers).",
+                        [({}, watch.evicted)])
         lines += _lines("loopscope_http_connections_timed_out_total", "counter",
                         "Connections closed for taking too long (headers, body or idle).",
                         [({}, watch.timed_out)])

@@ -95,8 +95,9 @@ class CollectorHTTPServer(ThreadingHTTPServer):
         super().server_close()
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        """Serve the connection on its own thread, unless the connection cap is reached:
-        then answer 503 with Retry-After at once, on the accepting thread."""
+        """Serve the connection on its own thread. At the connection cap it takes the place
+        of the connection waiting longest for a complete request; when every connection is
+        busy, answer 503 with Retry-After at once, on the accepting thread."""
         if self.watch.enter(request):
             super().process_request(request, client_address)
             return
@@ -149,7 +150,7 @@ class _Handler(BaseHTTPRequestHandler):
     def handle_one_request(self) -> None:
         """Wait for a request (idle timeout), then read its headers (header timeout)."""
         watch = self.server.watch
-        watch.expect(self.connection, watch.idle_timeout_s)
+        watch.expect(self.connection, watch.idle_timeout_s, waiting=True)
         try:
             waiting = self.rfile.peek(1)  # type: ignore[attr-defined]
         except OSError:
@@ -157,7 +158,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not waiting:  # the client closed, or the watch did
             self.close_connection = True
             return
-        watch.expect(self.connection, watch.header_timeout_s)
+        watch.expect(self.connection, watch.header_timeout_s, waiting=True)
         super().handle_one_request()
 
     def parse_request(self) -> bool:
@@ -165,6 +166,12 @@ class _Handler(BaseHTTPRequestHandler):
         ok = super().parse_request()
         self.server.watch.expect(self.connection, self.server.watch.body_timeout_s)
         return ok
+
+    def handle_expect_100(self) -> bool:
+        """Headers read (``parse_request`` answers ``Expect: 100-continue`` before it
+        returns): the body timeout starts before the client is told to send it."""
+        self.server.watch.expect(self.connection, self.server.watch.body_timeout_s)
+        return super().handle_expect_100()
 
     def _received(self) -> None:
         """The request is read: no deadline while the collector works on it."""
