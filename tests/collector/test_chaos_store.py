@@ -288,17 +288,21 @@ def test_grpc_health_follows_the_store(tmp_path: Path) -> None:
     names = ("", "opentelemetry.proto.collector.trace.v1.TraceService")
     try:
         with grpc.insecure_channel(f"127.0.0.1:{collector.grpc_port}") as channel:
+            # conditions, not clocks: the channel is ready, a check waits for it to be, and
+            # the change is awaited as long as a loaded machine needs
+            grpc.channel_ready_future(channel).result(timeout=120)
             stub = health_pb2_grpc.HealthStub(channel)
 
             def statuses() -> list[int]:
-                return [stub.Check(health_pb2.HealthCheckRequest(service=name),
-                                   timeout=10).status for name in names]
+                return [stub.Check(health_pb2.HealthCheckRequest(service=name), timeout=60,
+                                   wait_for_ready=True).status for name in names]
 
             assert statuses() == [health_pb2.HealthCheckResponse.SERVING] * 2
             other = tmp_path / "other.duckdb"
             duckdb.connect(str(other)).close()
             shutil.move(other, db)
-            eventually(lambda: statuses() == [health_pb2.HealthCheckResponse.NOT_SERVING] * 2)
+            eventually(lambda: statuses() == [health_pb2.HealthCheckResponse.NOT_SERVING] * 2,
+                       timeout=120)
     finally:
         collector.stop()
 
