@@ -188,6 +188,7 @@ SKETCH_CHARS: Final = 2000
 
 
 _SPACES = str.maketrans({c: " " for c in string.punctuation})
+_SPACE_BYTES = bytes.maketrans(string.punctuation.encode(), b" " * len(string.punctuation))
 _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d[t ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:z|[+-]\d\d:?\d\d)?")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # The same patterns from their first "-" on, the lead checked behind: a pattern that starts
@@ -227,7 +228,11 @@ def word_sketch(text: str) -> frozenset[str]:
         text = _blank(text, _TIMESTAMP_TAIL)
         if text.count("-") >= 4:
             text = _blank(text, _UUID_TAIL)
-    words = frozenset(text.translate(_SPACES).split())
+    if text.isascii():  # a byte table translates several times faster than a dict
+        text = text.encode("ascii").translate(_SPACE_BYTES).decode("ascii")
+    else:
+        text = text.translate(_SPACES)
+    words = frozenset(text.split())
     # hex ids: runs of hex digits with at least one digit ("deadbeef" is a word)
     ids = [w for w in words if len(w) >= 8 and not w.isalpha() and _HEX.issuperset(w)]
     return words.difference(ids) if ids else words
@@ -240,21 +245,17 @@ def trigrams(text: str, *, limit: int = SKETCH_CHARS) -> frozenset[str]:
 
 
 def similar(a: frozenset[str], b: frozenset[str], threshold: float) -> bool:
-    """``jaccard(a, b) >= threshold``, skipping the intersection when sizes rule it out."""
-    small, large = (len(a), len(b)) if len(a) <= len(b) else (len(b), len(a))
-    if large and small / large < threshold:
+    """Whether the Jaccard similarity |a ∩ b| / |a ∪ b| is at least ``threshold`` (two empty
+    sets are identical), skipping the intersection when the sizes rule it out."""
+    small, large = len(a), len(b)
+    if small > large:
+        a, b, small, large = b, a, large, small
+    if not large:
+        return threshold <= 1.0  # two empty sets are identical
+    if small / large < threshold:
         return False
-    return jaccard(a, b) >= threshold
-
-
-def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    """|a ∩ b| / |a ∪ b|; two empty sets are identical (1.0)."""
-    if not a and not b:
-        return 1.0
-    if len(a) > len(b):
-        a, b = b, a
     inter = len(a & b)
-    return inter / (len(a) + len(b) - inter)
+    return inter / (small + large - inter) >= threshold
 
 
 _VOLATILE = re.compile(
@@ -296,50 +297,70 @@ def is_transitional(words: frozenset[str] | None) -> bool:
     return not TRANSITIONAL.isdisjoint(words) or ("in" in words and "progress" in words)
 
 
-_NEGATIVE = re.compile(  # matched against lower-cased text (IGNORECASE costs half again)
-    r"\b(?:no|zero|0)\s+(?:\w+\s+)?(?:found|results?|match(?:es)?|hits?|records?|items?|"
-    r"entries|data|flights?|orders?|pages?|files?|documents?|information|such)\b"
-    r"|\bnot (?:found|available)\b|\bdoes not exist\b|\bnothing (?:found|matched)\b"
-    r"|\bempty\b|\b(?:could ?n[o']?t|cannot|can't|unable to|did ?n[o']?t) (?:find|locate|match)\b",
-)
-
-
 def _any(*words: str) -> frozenset[str]:
     return frozenset(words)
 
 
-_NEGATIVE_NEEDS: Final = (
-    (_any("empty"),),
-    (_any("no", "zero", "0"), _any(
-        "found", "result", "results", "match", "matches", "hit", "hits", "record", "records",
-        "item", "items", "entries", "data", "flight", "flights", "order", "orders", "page",
-        "pages", "file", "files", "document", "documents", "information", "such")),
-    (_any("not"), _any("found", "available", "exist")),
-    (_any("nothing"), _any("found", "matched")),
-    (_any("could", "couldn", "couldnt", "couldnot", "cannot", "can", "unable", "did", "didn",
-          "didnt", "didnot"), _any("find", "locate", "match")),
+def _after_word(word: str, rest: str) -> re.Pattern[str]:
+    """``\\b{word}{rest}``, spelled to start with the word itself: a pattern that starts with
+    a literal is found by a fast scan; one that starts with ``\\b`` is tried at every
+    position. The look-behind after the word is the ``\\b`` before it."""
+    return re.compile(re.escape(word) + r"(?<!\w" + re.escape(word) + ")" + rest)
+
+
+_NOTHING = r" (?:find|locate|match)\b"
+_NOUNS = (
+    r"\s+(?:\w+\s+)?(?:found|results?|match(?:es)?|hits?|records?|items?|entries|data|flights?|"
+    r"orders?|pages?|files?|documents?|information|such)\b"
 )
-"""The words ``_NEGATIVE`` needs, as a word sketch splits them ("couldn't" is "couldn", "t"):
-for some entry, every set shares a word with the output. Most outputs fail all of them, and
-the regex is not run."""
+_NOUN_WORDS = _any(
+    "found", "result", "results", "match", "matches", "hit", "hits", "record", "records",
+    "item", "items", "entries", "data", "flight", "flights", "order", "orders", "page", "pages",
+    "file", "files", "document", "documents", "information", "such",
+)
+_FINDS = _any("find", "locate", "match")
+_NEGATIVE: Final = (
+    ((_any("no"), _NOUN_WORDS), _after_word("no", _NOUNS)),
+    ((_any("zero"), _NOUN_WORDS), _after_word("zero", _NOUNS)),
+    ((_any("0"), _NOUN_WORDS), _after_word("0", _NOUNS)),
+    ((_any("not"), _any("found", "available")), _after_word("not", r" (?:found|available)\b")),
+    ((_any("does"), _any("not"), _any("exist")), _after_word("does", r" not exist\b")),
+    ((_any("nothing"), _any("found", "matched")), _after_word("nothing", r" (?:found|matched)\b")),
+    ((_any("empty"),), _after_word("empty", r"\b")),
+    ((_any("could", "couldn", "couldnt", "couldnot"), _FINDS),
+     _after_word("could", r" ?n[o']?t" + _NOTHING)),
+    ((_any("cannot"), _FINDS), _after_word("cannot", _NOTHING)),
+    ((_any("can"), _any("t"), _FINDS), _after_word("can't", _NOTHING)),
+    ((_any("unable"), _any("to"), _FINDS), _after_word("unable", " to" + _NOTHING)),
+    ((_any("did", "didn", "didnt", "didnot"), _FINDS), _after_word("did", r" ?n[o']?t" + _NOTHING)),
+)
+""""Nothing found" in its spellings, each a pattern for lower-cased text with the words it
+needs as a word sketch splits them ("couldn't" is "couldn", "t"): for each set, one of its
+words. A pattern runs only when the output's sketch has what it needs."""
 
 
-def _may_match(words: frozenset[str], needs: tuple[tuple[frozenset[str], ...], ...]) -> bool:
-    for entry in needs:  # (loops, not any/all over generators: this runs for every output)
-        for need in entry:
-            if words.isdisjoint(need):
-                break
-        else:
+def is_negative(text: str | None, words: frozenset[str] | None = None) -> bool:
+    """Whether an output says that nothing was found ("No results", "Could not find X") in
+    its first 500 characters. ``words`` (the output's ``word_sketch``, when at hand) rules
+    most outputs out at once."""
+    if not text:
+        return False
+    head = None
+    for needs, pattern in _NEGATIVE:
+        if words is not None and not _has_all(words, needs):
+            continue
+        if head is None:
+            head = text[:500].lower()
+        if pattern.search(head) is not None:
             return True
     return False
 
 
-def is_negative(text: str | None, words: frozenset[str] | None = None) -> bool:
-    """Whether an output says that nothing was found ("No results", "Could not find X").
-    ``words`` (the output's ``word_sketch``, when at hand) rules most outputs out at once."""
-    if not text or (words is not None and not _may_match(words, _NEGATIVE_NEEDS)):
-        return False
-    return _NEGATIVE.search(text[:500].lower()) is not None
+def _has_all(words: frozenset[str], needs: tuple[frozenset[str], ...]) -> bool:
+    for need in needs:  # noqa: SIM110 (a loop: all() over a generator costs twice as much here)
+        if words.isdisjoint(need):
+            return False
+    return True
 
 
 MIN_VALUE_CHARS: Final = 3
@@ -384,13 +405,15 @@ _REFUSAL_NEEDS: Final = (
     (_any("too"), _any("many"), _any("requests")),
     (_any("bot"), _any("protection")),
 )
-"""The words ``_REFUSAL`` needs, in the shape of ``_NEGATIVE_NEEDS``."""
+"""The words ``_REFUSAL`` needs, as in ``_NEGATIVE``: for some entry, one word of each set."""
 
 
 def is_refusal(text: str | None, words: frozenset[str] | None = None) -> bool:
     """Whether a successful call's output is a refusal in disguise (an HTTP 403 page, "access
     denied", "rate limited"): asking in other ways for what is refused is not exploring.
     ``words`` (the output's ``word_sketch``) rules most outputs out at once."""
-    if not text or (words is not None and not _may_match(words, _REFUSAL_NEEDS)):
+    if not text:
+        return False
+    if words is not None and not any(_has_all(words, needs) for needs in _REFUSAL_NEEDS):
         return False
     return _REFUSAL.search(text, 0, 500) is not None
