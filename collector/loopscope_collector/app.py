@@ -12,6 +12,7 @@ from . import prometheus
 from .alert_sinks import build_sink
 from .alerts import AlertManager, AlertSettings
 from .limits import MAX_INFLIGHT_BYTES, ConnectionWatch, InFlight
+from .metrics import compute_metrics
 from .pipeline import Pipeline
 from .server import MAX_BODY_BYTES, CollectorHTTPServer
 from .server_grpc import serve_grpc
@@ -48,7 +49,7 @@ class Collector:
                 prometheus=lambda: prometheus.render(
                     self.pipeline, alerts=self.alerts.counts(),
                     alert_failures=self.alerts.sink_failures(), inflight=self.inflight,
-                    watch=self.http.watch),
+                    watch=self.http.watch, quality=lambda: compute_metrics(self.db)),
                 max_body_bytes=max_request_bytes, inflight=self.inflight, watch=watch,
             )
         except OSError:

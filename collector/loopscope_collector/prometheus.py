@@ -2,10 +2,41 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from .limits import ConnectionWatch, InFlight
 from .pipeline import Pipeline
+
+logger = logging.getLogger(__name__)
+
+
+def _quality(report: Callable[[], Mapping[str, Any]]) -> list[str]:
+    """The store's kills, false kills and their rate, and budget stops beside them (never in
+    them: a budget is the user's cap, not a detector's verdict), as ``loopscope metrics``
+    counts them over the whole store."""
+    try:
+        m = report()
+    except Exception as exc:  # a failing store: /healthz says why; the counters still render
+        logger.debug("loopscope collector: /metrics could not read the store: %s", exc)
+        return []
+    fk = m["false_kill_rate"]
+    value = fk["value"]
+    lines = _lines("loopscope_killed_episodes", "gauge",
+                   "Episodes enforce mode stopped or would stop for a loop (stored; the "
+                   "false-kill rate's denominator; budget stops are not in it).",
+                   [({}, m["kills"])])
+    lines += _lines("loopscope_false_killed_episodes", "gauge",
+                    "Killed episodes that a label, the scenario or the rule says were not "
+                    "looping (stored).", [({}, m["false_kills"])])
+    lines += _lines("loopscope_false_kill_rate", "gauge",
+                    "False kills / kills over the store (NaN before any kill); budget stops "
+                    "are not in it.", [({}, "NaN" if value is None else value)])
+    lines += _lines("loopscope_budget_stopped_episodes", "gauge",
+                    "Episodes stopped by a user's budget (stored): beside the false-kill "
+                    "rate, never in it.", [({}, m["budget_stops"])])
+    return lines
 
 
 def _escape(value: str) -> str:
@@ -23,12 +54,14 @@ def _lines(name: str, kind: str, help_text: str,
 
 def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = (),
            alert_failures: int = 0, inflight: InFlight | None = None,
-           watch: ConnectionWatch | None = None) -> str:
+           watch: ConnectionWatch | None = None,
+           quality: Callable[[], Mapping[str, Any]] | None = None) -> str:
     """All counters; ``alerts`` is (service, state, count) rows of the alerts raised since
     start, ``alert_failures`` the alerts a sink (the webhook) failed to deliver, ``inflight``
-    and ``watch`` the receivers' limits."""
+    and ``watch`` the receivers' limits, ``quality`` the store's metrics report
+    (``metrics.compute_metrics``; left out when it cannot be read)."""
     s = pipeline.stats
-    lines: list[str] = []
+    lines: list[str] = _quality(quality) if quality is not None else []
     lines += _lines("loopscope_spans_received_total", "counter",
                     "Spans received in export requests.", [({}, s.spans_received)])
     lines += _lines("loopscope_spans_stored_total", "counter",
