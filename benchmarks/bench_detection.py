@@ -3,7 +3,9 @@
 Replays every episode of ../shared/data (or the files given) through ``replay`` and, in the
 same run, through the naive baseline (same tool + arguments 3 of the last 6 calls, which only
 hashes arguments) and through plain ``json.loads`` of the lines (the floor: reading the data).
-Reports steps/s and the ratios, which stay comparable when the machine's speed drifts.
+Reports steps/s and the ratios, which stay comparable when the machine's speed drifts. Times
+are this process's CPU time (``time.process_time``), so other work on the machine slows the
+numbers less than it would wall-clock time.
 
 With ``--against CHECKOUT`` (another checkout of loopscope, e.g. ``git worktree add --detach
 /tmp/before <commit>``) that checkout's detection core is loaded beside this one under
@@ -98,9 +100,9 @@ def main() -> None:
     timings: dict[str, list[float]] = {name: [] for name, _ in passes}
     for _ in range(args.repeat):
         for name, fn in passes:
-            start = time.perf_counter()
+            start = time.process_time()
             fn()
-            timings[name].append(time.perf_counter() - start)
+            timings[name].append(time.process_time() - start)
     median = {k: statistics.median(v) for k, v in timings.items()}
     print(
         f"{len(episodes)} episodes, {steps} steps ({tool_steps} tool calls), "

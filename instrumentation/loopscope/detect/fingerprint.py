@@ -343,7 +343,7 @@ def is_negative(text: str | None, words: frozenset[str] | None = None) -> bool:
     """Whether an output says that nothing was found ("No results", "Could not find X") in
     its first 500 characters. ``words`` (the output's ``word_sketch``, when at hand) rules
     most outputs out at once."""
-    if not text:
+    if not text or (words is not None and words.isdisjoint(_NEGATIVE_LEADS)):
         return False
     head = None
     for needs, pattern in _NEGATIVE:
@@ -354,6 +354,10 @@ def is_negative(text: str | None, words: frozenset[str] | None = None) -> bool:
         if pattern.search(head) is not None:
             return True
     return False
+
+
+_NEGATIVE_LEADS: Final = frozenset().union(*(needs[0] for needs, _ in _NEGATIVE))
+"""Every pattern needs one of these words: most outputs have none and are ruled out at once."""
 
 
 def _has_all(words: frozenset[str], needs: tuple[frozenset[str], ...]) -> bool:

@@ -63,6 +63,8 @@ NEUTRAL: Final = ("waiting", "new_action")
 """Markers that neither end a no-progress stretch nor extend it: a poll waiting in time, and
 a new request that brought nothing back (exploring, not learning yet)."""
 CONFLICT_WORDS: Final = frozenset({"already", "exists", "conflict", "409", "duplicate"})
+SKETCHES_KEPT: Final = 64
+"""Outputs whose word sketch the monitor remembers (bounded memory; O(1) per step)."""
 
 
 @dataclass(slots=True)
@@ -125,6 +127,7 @@ class EpisodeMonitor:
         self._pending: dict[str, _Pending] = {}
         self._messages: list[str] = []
         self._task = task
+        self._sketches: dict[str, frozenset[str]] = {}
 
     @property
     def turn(self) -> int:
@@ -224,7 +227,7 @@ class EpisodeMonitor:
         step.status = result.status
         if result.t is not None:
             step.t = result.t
-        step.words = word_sketch(text) if text is not None else None
+        step.words = self._words_of(text) if text is not None else None
         step.output = text
         if step.status in ("error", "timeout"):
             step.shape = output_hash(masked(text)) if text is not None else digest
@@ -267,6 +270,16 @@ class EpisodeMonitor:
         decision.reconciled = reconciled
         decision.turn = history.turn
         return decision
+
+    def _words_of(self, text: str) -> frozenset[str]:
+        """The output's word sketch; an output seen again lately is not read again (a loop
+        returns the same text over and over)."""
+        words = self._sketches.get(text)
+        if words is None:
+            if len(self._sketches) >= SKETCHES_KEPT:
+                self._sketches.clear()
+            words = self._sketches[text] = word_sketch(text)
+        return words
 
     def _declared_kind(self, call: ToolCall) -> Any:
         """The kind the call or the configuration declares, if any (not judged by its look)."""

@@ -108,8 +108,13 @@ class Monologue:
         self._run += 1
         sentence, count = "", 0
         if len(content) >= CHANT_MIN_CHARS:
-            text = content[:MESSAGE_CHARS]
-            if text.count(". ") + text.count("\n") + text.count("! ") >= self.threshold - 1:
+            text, need = content[:MESSAGE_CHARS], self.threshold - 1
+            breaks = text.count(". ")  # (counted until there are enough)
+            if breaks < need:
+                breaks += text.count("\n")
+            if breaks < need:
+                breaks += text.count("! ")
+            if breaks >= need:
                 sentence, count = chanted(content, self.min_words)
         if count >= self.threshold:
             return Finding(

@@ -322,6 +322,8 @@ def _text(value: Any) -> str:
 
 
 def _int(value: Any) -> int:
+    if value is None or type(value) is int:  # the common cases, first
+        return value or 0
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
 
