@@ -269,7 +269,11 @@ ALERTS: Final = pa.schema([
     ("fired_at", pa.timestamp("us")), ("resolved_at", pa.timestamp("us")),
     ("rate", pa.float64()), ("baseline", pa.float64()), ("volume", pa.int32()),
     ("episodes_in_streak", pa.int32()), ("episodes", pa.int32()), ("message", pa.string()),
+    ("threshold", pa.float64()), ("window_s", pa.float64()), ("baseline_s", pa.float64()),
+    ("factor", pa.float64()), ("floor", pa.float64()), ("min_volume", pa.int32()),
 ])
+RULE_COLUMNS: Final = ("threshold", "window_s", "baseline_s", "factor", "floor", "min_volume")
+"""The ``AlertSettings`` stored with each alert: the rule it was judged by."""
 
 
 def _timestamp(t: float | None) -> datetime | None:
@@ -386,6 +390,7 @@ class AlertManager:
                     "rate": alert.rate, "baseline": alert.baseline, "volume": alert.volume,
                     "episodes_in_streak": alert.episodes_in_streak, "episodes": alert.episodes,
                     "message": alert.message,
+                    **{name: getattr(self.settings, name) for name in RULE_COLUMNS},
                 }], ALERTS)
             else:
                 cur.execute("update alerts set state = 'resolved', resolved_at = $resolved_at"

@@ -271,11 +271,15 @@ _THRESHOLD_TEXT: Final = re.compile(r"threshold (\d+(?:\.\d+)?)%")
 
 def alert_rule(alert: Mapping[str, Any]) -> dict[str, float]:
     """The rule an alert was judged by: ``window_s``, ``threshold`` (a fraction), ``factor``
-    and ``floor``. The alert's own message gives the window and, when it fired by threshold,
-    the threshold; the rest are the collector's defaults (``AlertSettings``)."""
+    and ``floor``, as the collector stored them with the alert. An alert stored before the
+    store kept its rule (schema version 10) has none: its message gives the window and, when
+    it fired by threshold, the threshold; the rest are the collector's defaults."""
     from loopscope_collector.alerts import AlertSettings
 
     defaults = AlertSettings()
+    stored = {name: alert.get(name) for name in ("window_s", "threshold", "factor", "floor")}
+    if all(value is not None and not pd.isna(value) for value in stored.values()):
+        return {name: float(value) for name, value in stored.items()}
     message = str(alert.get("message") or "")
     window = _WINDOW_TEXT.search(message)
     threshold = _THRESHOLD_TEXT.search(message)

@@ -57,3 +57,20 @@ def test_a_store_from_a_newer_loopscope_is_refused(tmp_path: Path) -> None:
     con.close()
     with pytest.raises(SchemaError, match="newer"):
         open_database(path)
+
+
+def test_an_alert_stored_before_version_10_has_no_rule_and_reads_as_before(
+    tmp_path: Path,
+) -> None:
+    """Alerts keep the rule they were judged by from version 10 on; an older alert's rule
+    columns are null (the dashboard then reads its message, as it did)."""
+    path = tmp_path / "old.duckdb"
+    _store_at(path, 9)
+    db = open_database(path)
+    try:
+        [alert] = db.read("alerts")
+        assert alert["alert_id"] == "a1"
+        assert [alert[k] for k in ("threshold", "window_s", "baseline_s", "factor", "floor",
+                                   "min_volume")] == [None] * 6
+    finally:
+        db.close()

@@ -261,3 +261,31 @@ def test_a_missing_snapshot_is_a_message_not_a_traceback(tmp_path: Path, monkeyp
     at = _app().run()
     assert not at.exception
     assert "no such DuckDB file" in _texts(at, "error")
+
+
+def test_alerts_store_their_rule_and_the_chart_reads_it_not_the_message() -> None:
+    """The fixture's collector judged with a 3600 s window and a 30% threshold: each alert
+    row holds them, and the rule the chart draws is the stored one even when the message
+    says otherwise."""
+    from loopscope_dashboard import charts, queries
+
+    rows = queries.alerts()
+    assert not rows.empty
+    assert set(rows["threshold"]) == {0.3} and set(rows["window_s"]) == {3600.0}
+    assert set(rows["baseline_s"]) == {900.0} and set(rows["min_volume"]) == {5}
+    alert = rows.iloc[0].copy()
+    alert["message"] = "no-progress spike: 90% in the last 60 s (above the threshold 50%)"
+    rule = queries.alert_rule(alert)
+    assert (rule["threshold"], rule["window_s"]) == (0.3, 3600.0)
+    figure = charts.alert_context(queries.alert_series(alert), alert, rule)
+    assert any(shape.y0 == 0.3 for shape in figure.layout.shapes)
+    assert "no-progress rate (3600 s)" in {trace.name for trace in figure.data}
+
+
+def test_an_alert_without_a_stored_rule_falls_back_to_its_message() -> None:
+    from loopscope_dashboard import queries
+
+    old = {"message": "spike: 60% of 40 tool calls in the last 120 s made no progress "
+                      "(above the threshold 45%)", "threshold": None, "window_s": None}
+    rule = queries.alert_rule(old)
+    assert (rule["threshold"], rule["window_s"]) == (0.45, 120.0)

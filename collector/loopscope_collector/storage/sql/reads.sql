@@ -115,7 +115,9 @@ limit coalesce($limit, 100);
 -- name: alerts
 -- No-progress spike alerts, newest first.
 select alert_id, service, state, fired_at, resolved_at, rate, baseline, volume,
-       episodes_in_streak, episodes, message
+       episodes_in_streak, episodes, message,
+       -- the rule it was judged by; null for alerts stored before schema version 10
+       threshold, window_s, baseline_s, factor, floor, min_volume
 from alerts
 where ($service is null or service = $service)
 order by fired_at desc
