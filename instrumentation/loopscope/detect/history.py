@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Final
 
-from .events import StepView
+from .events import Status, StepView
 from .fingerprint import is_transitional
 
 MAX_OUTPUTS_PER_SIGNATURE = 8
@@ -32,7 +32,7 @@ class SignatureStats:
     first_t: float = 0.0
     last_t: float = 0.0
     last_output: str = ""
-    last_status: str = "ok"
+    last_status: Status = "ok"
     outputs: set[str] = field(default_factory=set)
     same_output_run: int = 0
     fails: list[int] = field(default_factory=list)
