@@ -138,13 +138,15 @@ def resolve_episodes(
     the traces asked (the live pipeline asks its memory and the store).
     """
     revealed: dict[str, str] = {}
-    for item in (*roots, *calls):
+    roots_first: tuple[EpisodeRow | ToolCallRow, ...] = (*roots, *calls)
+    for item in roots_first:
         if item.episode_id:
             revealed[item.trace_id] = item.episode_id
-    missing = list({i.trace_id for i in (*calls, *roots)
+    calls_first: tuple[ToolCallRow | EpisodeRow, ...] = (*calls, *roots)
+    missing = list({i.trace_id for i in calls_first
                     if not i.episode_id and i.trace_id not in revealed})
     earlier = known(missing) if callable(known) else known
-    for item in (*calls, *roots):
+    for item in calls_first:
         if not item.episode_id:
             item.episode_id = revealed.get(item.trace_id) or earlier.get(
                 item.trace_id, item.trace_id)
