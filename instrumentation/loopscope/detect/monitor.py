@@ -55,6 +55,13 @@ DEFAULT_DETECTORS: Final = (
 )
 """Every detector, in the order they are consulted. The README's table is checked against it."""
 
+_HOOKED: Final = {
+    hook: tuple(i for i, d in enumerate(DEFAULT_DETECTORS) if hasattr(d, hook))
+    for hook in ("before", "after", "message", "new_turn")
+}
+"""For each optional hook of the Detector protocol, the detectors that implement it."""
+_DEFAULT_RUNGS: Final = {d.name: tuple(d.rungs) for d in DEFAULT_DETECTORS}
+
 BREAKERS: Final = ("no_progress", "budget")
 """Stops that are not a loop shape of their own: the no-progress circuit breaker and budgets."""
 
@@ -104,15 +111,18 @@ class EpisodeMonitor:
         self._asked: tuple[str, ...] = (task,)  # what the current turn says (for repeats)
         self._intended: int | None = None
         self.writes = history.writes = WriteLedger(policy, episode_id)
-        self.detectors = [factory(policy) for factory in DEFAULT_DETECTORS]
-        self._rungs = {
-            d.name: policy.ladder_for(d.name, task_type, d.rungs) for d in self.detectors
-        }
-        self._breaker_rungs = policy.ladder_for("no_progress", task_type, AFTER_RUNGS)
-        self._before = [d for d in self.detectors if hasattr(d, "before")]
-        self._after = [d for d in self.detectors if hasattr(d, "after")]
-        self._message = [d for d in self.detectors if hasattr(d, "message")]
-        self._turn_aware = [d for d in self.detectors if hasattr(d, "new_turn")]
+        self.detectors = detectors = [factory(policy) for factory in DEFAULT_DETECTORS]
+        if policy.ladders or policy.task_ladders:
+            self._rungs = {
+                d.name: policy.ladder_for(d.name, task_type, d.rungs) for d in detectors
+            }
+            self._breaker_rungs = policy.ladder_for("no_progress", task_type, AFTER_RUNGS)
+        else:  # the detectors' own ladders (the same lookup, done once for every episode)
+            self._rungs, self._breaker_rungs = _DEFAULT_RUNGS, AFTER_RUNGS
+        self._before = [detectors[i] for i in _HOOKED["before"]]
+        self._after = [detectors[i] for i in _HOOKED["after"]]
+        self._message = [detectors[i] for i in _HOOKED["message"]]
+        self._turn_aware = [detectors[i] for i in _HOOKED["new_turn"]]
         self.ladder = Ladder(policy.window)
         self.budget = BudgetMeter(policy.budgets, start_t)
         self.expectations = ExpectationTracker(policy.required_tools)

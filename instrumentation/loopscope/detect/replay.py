@@ -158,8 +158,6 @@ class EpisodeReport:
     flags: tuple[Flag, ...]
     summary: Mapping[str, Any]
     stop: Decision | None
-    tokens_after: Mapping[int, int]
-    """Tokens spent at or after each step index (for cost after the first flag)."""
     calls: Mapping[int, tuple[Decision, Decision]] = field(default_factory=dict)
     """Each tool step's decisions (before the call, after it), by step index: what a guard
     would have recorded on the call's span (its turn, deadline, intent, reconciles)."""
@@ -174,14 +172,27 @@ class EpisodeReport:
         """The earliest flag at which the guard would block or stop."""
         return next((f for f in self.flags if f.severity == "kill"), None)
 
+    @property
+    def tokens_after(self) -> dict[int, int]:
+        """Tokens spent at or after each step index (for cost after the first flag; counted
+        when asked for, since most reports never are)."""
+        remaining = 0
+        after: dict[int, int] = {}
+        steps = self.episode.steps
+        for index in range(len(steps) - 1, -1, -1):
+            remaining += _int(steps[index].get("tokens_in")) + _int(steps[index].get("tokens_out"))
+            after[index] = remaining
+        return after
+
     def cost_after(self, step: int) -> float | None:
         """The share of the episode's cost spent at or after ``step`` (by tokens, else calls)."""
         cost = self.episode.cost_usd
         if cost is None:
             return None
-        total = self.tokens_after.get(0, 0)
+        tokens_after = self.tokens_after
+        total = tokens_after.get(0, 0)
         if total > 0:
-            after = max((v for k, v in self.tokens_after.items() if k >= step), default=0)
+            after = max((v for k, v in tokens_after.items() if k >= step), default=0)
             return cost * after / total
         calls = [i for i, s in enumerate(self.episode.steps) if s.get("type") == "tool"]
         if not calls:
@@ -264,12 +275,6 @@ def episode_report(
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
-    remaining = 0
-    tokens_after: dict[int, int] = {}
-    for index in range(len(episode.steps) - 1, -1, -1):
-        step = episode.steps[index]
-        remaining += _int(step.get("tokens_in")) + _int(step.get("tokens_out"))
-        tokens_after[index] = remaining
     flags = tuple(monitor.flags) if flags is None else flags
     stop = monitor.stopped if stop is None else stop
     summary = monitor.summary()
@@ -282,7 +287,6 @@ def episode_report(
         flags=flags,
         summary=summary,
         stop=stop if mode != "warn" else None,
-        tokens_after=tokens_after,
         calls=dict(calls or {}),
     )
 
