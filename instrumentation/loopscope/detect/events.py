@@ -9,12 +9,31 @@ are passed in as seconds since the episode started.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
+# The vocabularies, each spelled once. Every other spelling in the tree (argparse choices,
+# validation, dashboard option lists) is derived from these; the SQL files, which cannot
+# import them, are held to them by tests/test_value_sets.py.
+Mode = Literal["observe", "warn", "enforce"]
+"""How a guard applies a decision: record it only, nudge the model, or block and stop."""
 ToolKind = Literal["read", "write", "poll"]
 Status = Literal["ok", "error", "timeout", "blocked"]
 Action = Literal["allow", "warn", "block", "stop"]
 Severity = Literal["warn", "kill"]
+Outcome = Literal["success", "failure", "unknown"]
+"""How an episode ended, as its agent reports it (``set_outcome``)."""
+
+MODES: Final[tuple[Mode, ...]] = get_args(Mode)
+TOOL_KINDS: Final[tuple[ToolKind, ...]] = get_args(ToolKind)
+STATUSES: Final[tuple[Status, ...]] = get_args(Status)
+ACTIONS: Final[tuple[Action, ...]] = get_args(Action)
+"""From the mildest to the most severe (``ACTION_RANK``)."""
+RUNG_ACTIONS: Final[tuple[Action, ...]] = ACTIONS[1:]
+"""The actions a ladder's rung may name: every action but ``allow``."""
+KILL_ACTIONS: Final[tuple[Action, ...]] = ("block", "stop")
+"""The actions that end or skip work (``Decision.is_kill``; a flag's ``kill`` severity)."""
+SEVERITIES: Final[tuple[Severity, ...]] = get_args(Severity)
+OUTCOMES: Final[tuple[Outcome, ...]] = get_args(Outcome)
 
 STOP_REASONS: Final = (
     "completed",
@@ -186,10 +205,10 @@ class Decision:
     @property
     def is_kill(self) -> bool:
         """Block and stop end or skip work; allow and warn do not."""
-        return self.action in ("block", "stop")
+        return self.action in KILL_ACTIONS
 
 
-ACTION_RANK: Final = {"allow": 0, "warn": 1, "block": 2, "stop": 3}
+ACTION_RANK: Final[dict[Action, int]] = {action: rank for rank, action in enumerate(ACTIONS)}
 """How severe each action is: when several apply, the highest wins."""
 
 
