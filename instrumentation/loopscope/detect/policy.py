@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
+from .events import ACTIONS, RUNG_ACTIONS, TOOL_KINDS, Action, ToolKind
+
 DEFAULT_NO_PROGRESS_K: Final[Mapping[str, int]] = MappingProxyType(
     {
         "lookup": 6,
@@ -37,9 +39,6 @@ DETECTOR_NAMES: Final = (
 """Every name ``actions``, ``ladders`` and ``task_ladders`` may use: the detectors and the two
 breakers (checked against ``monitor.DEFAULT_DETECTORS`` by a test)."""
 RENAMED: Final = {"window_repeat": "exact_repeat", "repeated_tool_call": "exact_repeat"}
-
-VALID_ACTIONS: Final = ("allow", "warn", "block", "stop")
-RUNG_ACTIONS: Final = ("warn", "block", "stop")
 
 IDEMPOTENCY_ARGS: Final = (
     "idempotency_key",
@@ -138,19 +137,19 @@ class Policy:
     """Full edit → revert cycles after which edits of one target are a loop."""
     idempotency_args: tuple[str, ...] = IDEMPOTENCY_ARGS
     """Argument names that carry the caller's own idempotency key."""
-    ladders: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    ladders: Mapping[str, tuple[Action, ...]] = field(default_factory=dict)
     """Rungs by detector name, e.g. ``{"exact_repeat": ["warn", "block", "stop"]}``: the
     action at the first sign, then one rung up each time the condition persists."""
-    task_ladders: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
+    task_ladders: Mapping[str, Mapping[str, tuple[Action, ...]]] = field(default_factory=dict)
     """Rungs by task type, then detector name; wins over ``ladders``."""
     no_progress_k: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_NO_PROGRESS_K))
     poll_tools: frozenset[str] = frozenset({"check_background_tasks"})
     """Tools treated as polls whatever they declare (seed 003's exemption)."""
-    tool_kinds: Mapping[str, str] = field(default_factory=dict)
+    tool_kinds: Mapping[str, ToolKind] = field(default_factory=dict)
     """Kinds declared by configuration, by tool name; a call's own kind wins."""
     volatile_args: Mapping[str, frozenset[str]] = field(default_factory=dict)
     """Argument keys left out of a tool's signature, by tool name (``"*"`` for every tool)."""
-    actions: Mapping[str, str] = field(default_factory=dict)
+    actions: Mapping[str, Action] = field(default_factory=dict)
     """Caps on a detector's ladder (``"warn"`` to never kill on it), by detector name."""
     budgets: Budgets = Budgets()
     required_tools: tuple[RequiredTool, ...] = ()
@@ -166,8 +165,8 @@ class Policy:
         return self.poll_deadlines.get(task_type or "", self.poll_deadline_s)
 
     def ladder_for(
-        self, detector: str, task_type: str | None, default: tuple[str, ...]
-    ) -> tuple[str, ...]:
+        self, detector: str, task_type: str | None, default: tuple[Action, ...]
+    ) -> tuple[Action, ...]:
         """The rungs of ``detector`` for ``task_type``: configured, else its own default."""
         by_task = self.task_ladders.get(task_type or "", {})
         return tuple(by_task.get(detector) or self.ladders.get(detector) or default)
@@ -176,13 +175,13 @@ class Policy:
         """Argument keys excluded from ``tool``'s signature."""
         return self.volatile_args.get(tool, frozenset()) | self.volatile_args.get("*", frozenset())
 
-    def action_for(self, detector: str, action: str) -> str:
+    def action_for(self, detector: str, action: Action) -> Action:
         """``action`` (a rung of the detector's ladder) under this policy: ``actions`` caps a
         detector (``"warn"``: it never kills; ``"allow"``: it is not reported), never raises it."""
         cap = self.actions.get(detector)
         if cap is None:
             return action
-        return min(action, cap, key=VALID_ACTIONS.index)
+        return min(action, cap, key=ACTIONS.index)
 
     def replace(self, **changes: Any) -> Policy:
         """A copy with ``changes`` applied and validated."""
@@ -273,12 +272,12 @@ class Policy:
                         f"valid: {', '.join(DETECTOR_NAMES)}"
                     )
         for name, action in self.actions.items():
-            if action not in VALID_ACTIONS:
+            if action not in ACTIONS:
                 raise ValueError(
-                    f"{source}: actions[{name!r}] must be one of {VALID_ACTIONS}, not {action!r}"
+                    f"{source}: actions[{name!r}] must be one of {ACTIONS}, not {action!r}"
                 )
         for tool, kind in self.tool_kinds.items():
-            if kind not in ("read", "write", "poll"):
+            if kind not in TOOL_KINDS:
                 raise ValueError(f"{source}: tool_kinds[{tool!r}] must be read, write or poll")
 
 
@@ -316,9 +315,9 @@ def _names(value: Any, name: str, source: str, *, str_ok: bool = True) -> list[A
     return list(value)
 
 
-def _ladders(value: Any, name: str, source: str) -> dict[str, tuple[str, ...]]:
+def _ladders(value: Any, name: str, source: str) -> dict[str, tuple[Action, ...]]:
     """Rungs by detector: each a non-empty list of warn, block and stop."""
-    ladders: dict[str, tuple[str, ...]] = {}
+    ladders: dict[str, tuple[Action, ...]] = {}
     for detector, rungs in _mapping(value, name, source).items():
         rungs = _names(rungs, f"{name}[{detector!r}]", source)
         if not rungs or any(r not in RUNG_ACTIONS for r in rungs):
