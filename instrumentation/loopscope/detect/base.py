@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-from .events import StepView
+from .events import Action, StepView
 from .history import History
 from .policy import Policy
 
@@ -30,7 +30,7 @@ class Finding:
     message: str
     key: str = ""
     details: dict[str, Any] = field(default_factory=dict)
-    rungs: tuple[str, ...] | None = None
+    rungs: tuple[Action, ...] | None = None
     """This finding's own ladder, when it is not the detector's: ``("block", "stop")`` for a
     retry of an UNKNOWN write, which is acted on at once."""
     stop_reason: str = "repeated_tool_call"
@@ -40,11 +40,11 @@ class Finding:
     a duplicate write that creates a new record each time is progress and still a loop."""
 
 
-BEFORE_RUNGS: Final = ("warn", "block", "stop")
+BEFORE_RUNGS: Final[tuple[Action, ...]] = ("warn", "block", "stop")
 """A condition seen before the call: nudge, then skip the call, then stop."""
-AFTER_RUNGS: Final = ("warn", "warn", "stop")
+AFTER_RUNGS: Final[tuple[Action, ...]] = ("warn", "warn", "stop")
 """A condition seen only once the call has run cannot skip it: nudge twice, then stop."""
-WARN_RUNGS: Final = ("warn",)
+WARN_RUNGS: Final[tuple[Action, ...]] = ("warn",)
 """A signal that is never reason enough to stop by itself."""
 
 
@@ -56,7 +56,7 @@ class Detector(Protocol):
     """
 
     name: str
-    rungs: tuple[str, ...]
+    rungs: tuple[Action, ...]
 
     def __init__(self, policy: Policy) -> None: ...
 
