@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterable
 
 from .base import AFTER_RUNGS, WARN_RUNGS, Finding
-from .events import StepView
+from .events import Action, StepView
 from .fingerprint import arg_values, is_refusal, similar
 from .history import History
 from .policy import Policy
@@ -77,7 +77,7 @@ def values_of(step: StepView) -> frozenset[str]:
     return step.values
 
 
-def judge(group: list[StepView]) -> tuple[str, ...] | None:
+def judge(group: list[StepView]) -> tuple[Action, ...] | None:
     """The rungs for calls that returned the same information: ``None`` for a sweep (no
     flag) unless the answer is a refusal (a 403 page: other ways of asking for what is
     refused), the full ladder for jitter (revisits), a warning for anything in between."""
