@@ -10,13 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, cast
 
-from .base import AFTER_RUNGS, Finding, args_preview
+from .base import (
+    AFTER_RUNGS,
+    AfterDetector,
+    BeforeDetector,
+    Finding,
+    MessageDetector,
+    TurnAware,
+    args_preview,
+)
 from .budgets import BudgetMeter, Exhausted
 from .cursor_stuck import CursorStuck
 from .edit_revert import EditRevert
-from .events import ACTION_RANK, Decision, Flag, StepView, ToolCall, ToolResult
+from .events import ACTION_RANK, Action, Decision, Flag, StepView, ToolCall, ToolResult
 from .exact_repeat import ExactRepeat
 from .expectations import AnswerCheck, ExpectationTracker
 from .fingerprint import (
@@ -30,7 +38,7 @@ from .fingerprint import (
     word_sketch,
 )
 from .fuzzy_repeat import FuzzyRepeat
-from .history import History
+from .history import History, SignatureStats
 from .ladder import Ladder
 from .monologue import Monologue
 from .oscillation import Oscillation
@@ -60,7 +68,9 @@ _HOOKED: Final = {
     for hook in ("before", "after", "message", "new_turn")
 }
 """For each optional hook of the Detector protocol, the detectors that implement it."""
-_DEFAULT_RUNGS: Final = {d.name: tuple(d.rungs) for d in DEFAULT_DETECTORS}
+_DEFAULT_RUNGS: Final[dict[str, tuple[Action, ...]]] = {
+    d.name: tuple(d.rungs) for d in DEFAULT_DETECTORS
+}
 
 BREAKERS: Final = ("no_progress", "budget")
 """Stops that are not a loop shape of their own: the no-progress circuit breaker and budgets."""
@@ -119,10 +129,12 @@ class EpisodeMonitor:
             self._breaker_rungs = policy.ladder_for("no_progress", task_type, AFTER_RUNGS)
         else:  # the detectors' own ladders (the same lookup, done once for every episode)
             self._rungs, self._breaker_rungs = _DEFAULT_RUNGS, AFTER_RUNGS
-        self._before = [detectors[i] for i in _HOOKED["before"]]
-        self._after = [detectors[i] for i in _HOOKED["after"]]
-        self._message = [detectors[i] for i in _HOOKED["message"]]
-        self._turn_aware = [detectors[i] for i in _HOOKED["new_turn"]]
+        # _HOOKED chose the detectors that have each hook (mypy cannot follow hasattr there)
+        self._before = cast("list[BeforeDetector]", [detectors[i] for i in _HOOKED["before"]])
+        self._after = cast("list[AfterDetector]", [detectors[i] for i in _HOOKED["after"]])
+        self._message = cast(
+            "list[MessageDetector]", [detectors[i] for i in _HOOKED["message"]])
+        self._turn_aware = cast("list[TurnAware]", [detectors[i] for i in _HOOKED["new_turn"]])
         self.ladder = Ladder(policy.window)
         self.budget = BudgetMeter(policy.budgets, start_t)
         self.expectations = ExpectationTracker(policy.required_tools)
@@ -182,7 +194,7 @@ class EpisodeMonitor:
             args_text=args_text,
             args=call.args,
             output_hash=stats.last_output if stats else "",
-            status=stats.last_status if stats else "ok",  # type: ignore[arg-type]
+            status=stats.last_status if stats else "ok",
             t=call.t,
             call_id=call.call_id,
             deadline_s=deadline,
@@ -345,7 +357,7 @@ class EpisodeMonitor:
         if self._task_deadline is False:
             stated = task_deadline(self._task)
             self._task_deadline = stated.seconds if stated else None
-        return self._task_deadline  # type: ignore[return-value]
+        return self._task_deadline
 
     def _intended_repeats(self) -> int:
         """Identical writes the current turn asks for (read when a write repeats)."""
@@ -353,7 +365,9 @@ class EpisodeMonitor:
             self._intended = max((intended_repeats(text) for text in self._asked), default=1)
         return self._intended
 
-    def _progress(self, step: StepView, stats: Any, *, declared: bool) -> str | None:
+    def _progress(
+        self, step: StepView, stats: SignatureStats | None, *, declared: bool
+    ) -> str | None:
         words = step.words
         if step.kind == "poll" and stats is not None and step.status in ("ok", "error"):
             if step.output_hash != stats.last_output and (
@@ -382,7 +396,7 @@ class EpisodeMonitor:
             return "cursor_advance"
         return "new_info"
 
-    def _waiting(self, step: StepView, stats: Any, declared: bool) -> bool:
+    def _waiting(self, step: StepView, stats: SignatureStats, declared: bool) -> bool:
         """An unchanged poll is waiting until its deadline when it is declared a poll; an
         undeclared one needs the evidence: asked again after a real wait (``poll_pace_s``),
         or a status on its way asked at a pace (``poll_min_interval_s``)."""
@@ -513,7 +527,7 @@ class EpisodeMonitor:
             return Decision(step=index, idempotency_key=key, kind=kind, **after)
         flags: list[Flag] = []
         new: list[Flag] = []
-        lead: tuple[str, Finding, str] | None = None
+        lead: tuple[str, Finding, Action] | None = None
         progress_after = self.history.stretch_start
         for name, finding in findings:
             rungs = finding.rungs or self._rungs.get(name) or AFTER_RUNGS
@@ -547,7 +561,7 @@ class EpisodeMonitor:
         name, finding, action = lead
         decision = Decision(
             step=index,
-            action=action,  # type: ignore[arg-type]
+            action=action,
             flags=tuple(flags),
             new_flags=tuple(new),
             reason=name,
