@@ -446,3 +446,32 @@ def test_export_writes_every_table_as_parquet_and_csv(
     assert len(lines) == calls + 1
     assert main(["export", "--db", str(tmp_path / "nope.duckdb")]) == 1
     assert "no such DuckDB file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("priced", ["episode", "calls", "root_tokens", "call_tokens"])
+def test_the_loops_per_tool_cost_adds_up_to_cost_after_the_first_flag(
+    store: Store, priced: str,
+) -> None:
+    """The Loops page's per-tool cost in loops adds up to the card's cost after the first
+    flag whichever way a run is priced: its own cost, its calls' costs, or its tokens at its
+    model's price (the root's tokens, or its calls' when the root has none); the looping
+    signatures (only the calls that looped) are priced the same way, so never zero."""
+    kwargs: dict[str, Any] = {
+        "episode": {"cost": 0.8},
+        "calls": {"call_cost": 0.25},
+        "root_tokens": {"tokens": (400_000, 20_000)},
+        "call_tokens": {},
+    }[priced]
+    store.episode("P1", calls=6, model="gpt-4o", tools=["search", "fetch"], **kwargs)
+    store.episode("P2", calls=4, model="gpt-4o-mini", tools=["fetch"], **kwargs)
+    if priced == "call_tokens":
+        store.con.execute("update tool_calls set tokens_in = 50000, tokens_out = 2000")
+    store.con.execute("update tool_calls set signature = tool")
+    store.detect("P1", 2)
+    store.detect("P2", 1)
+    card = metrics(store)["cost_after_first_flag_usd"]
+    assert card > 0
+    tools = store.db.read("loops_by_tool", {})
+    assert sum(row["cost_in_loops_usd"] for row in tools) == pytest.approx(card)
+    signatures = store.db.read("looping_signatures", {})
+    assert 0 < sum(row["cost_in_loops_usd"] for row in signatures) <= card + 1e-9

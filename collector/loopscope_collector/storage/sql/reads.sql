@@ -521,13 +521,48 @@ order by bucket_ns, t.service;
 -- Per tool: its calls, the calls that made no progress, the flags raised at its calls and the
 -- episodes they flagged, and its cost in loops: the cost of its calls from their episode's
 -- first flag on (as metrics_breakdown's cost_after_first_flag_usd: a call's own cost when the
--- episode's calls carry costs, else the episode's cost shared evenly over its calls; budget
--- stops are no flag), so the rows add up to the Loops page's card. Filters as episode_list.
+-- episode's calls carry costs, else the episode's cost, its own or priced from its tokens,
+-- shared evenly over its calls; budget stops are no flag), so the rows add up to the Loops
+-- page's card. Filters as episode_list; $prices as metrics_breakdown.
 with flags as (
     select trace_id, span_id, count(*) as flags, any_value(episode_id) as episode_id
     from detections
     where detector <> 'budget' and kind <> 'budget'
     group by trace_id, span_id
+),
+run_calls as (
+    select episode_id, count(*) as n_calls, count(cost_usd) as priced_calls,
+           sum(tokens_in) as tokens_in, sum(tokens_out) as tokens_out
+    from tool_calls
+    group by episode_id
+),
+run_prices as (
+    select key as prefix, (value ->> 'input')::double as usd_in,
+           (value ->> 'output')::double as usd_out
+    from json_each(coalesce($prices, /*builtin prices*/))
+),
+run_price as (
+    select e.episode_id, arg_max(p.usd_in, length(p.prefix)) as usd_in,
+           arg_max(p.usd_out, length(p.prefix)) as usd_out
+    from episodes e
+    join run_prices p on e.cost_usd is null and starts_with(lower(e.model), lower(p.prefix))
+    group by e.episode_id
+),
+run_cost as (
+    -- a run's cost as metrics_breakdown prices it: its own, else its tokens (the root's,
+    -- else its calls') at its model's price; calls that carry costs are priced one by one
+    select e.episode_id, coalesce(c.n_calls, 0) as n_calls,
+           coalesce(c.priced_calls, 0) as priced_calls,
+           case when e.cost_usd is not null then e.cost_usd
+                when rp.usd_in is not null then (
+                    case when e.input_tokens + e.output_tokens > 0 then e.input_tokens
+                         else coalesce(c.tokens_in, 0) end * rp.usd_in
+                    + case when e.input_tokens + e.output_tokens > 0 then e.output_tokens
+                           else coalesce(c.tokens_out, 0) end * rp.usd_out) / 1e6
+           end as cost_usd
+    from episodes e
+    left join run_calls c using (episode_id)
+    left join run_price rp using (episode_id)
 ),
 first_flag as (
     select e.episode_id,
@@ -540,11 +575,9 @@ first_flag as (
                   where g.episode_id = e.episode_id
                       and coalesce(g.decision, g.action) in ('warn', 'block', 'stop')
                       and coalesce(g.reason, '') <> 'budget')) as at_ns,
-           e.cost_usd,
-           (select count(*) from tool_calls t where t.episode_id = e.episode_id) as n_calls,
-           (select count(t.cost_usd) from tool_calls t where t.episode_id = e.episode_id)
-               as priced_calls
+           rc.cost_usd, rc.n_calls, rc.priced_calls
     from episodes e
+    join run_cost rc using (episode_id)
 )
 select t.tool,
        count(*) as calls,
@@ -583,17 +616,50 @@ with flagged_calls as (
     join tool_calls t on t.trace_id = d.trace_id and t.span_id = d.span_id
     where d.detector <> 'budget' and d.kind <> 'budget' and t.signature <> ''
 ),
+run_calls as (
+    select episode_id, count(*) as n_calls, count(cost_usd) as priced_calls,
+           sum(tokens_in) as tokens_in, sum(tokens_out) as tokens_out
+    from tool_calls
+    group by episode_id
+),
+run_prices as (
+    select key as prefix, (value ->> 'input')::double as usd_in,
+           (value ->> 'output')::double as usd_out
+    from json_each(coalesce($prices, /*builtin prices*/))
+),
+run_price as (
+    select e.episode_id, arg_max(p.usd_in, length(p.prefix)) as usd_in,
+           arg_max(p.usd_out, length(p.prefix)) as usd_out
+    from episodes e
+    join run_prices p on e.cost_usd is null and starts_with(lower(e.model), lower(p.prefix))
+    group by e.episode_id
+),
+run_cost as (
+    -- a run's cost as metrics_breakdown prices it: its own, else its tokens (the root's,
+    -- else its calls') at its model's price; calls that carry costs are priced one by one
+    select e.episode_id, coalesce(c.n_calls, 0) as n_calls,
+           coalesce(c.priced_calls, 0) as priced_calls,
+           case when e.cost_usd is not null then e.cost_usd
+                when rp.usd_in is not null then (
+                    case when e.input_tokens + e.output_tokens > 0 then e.input_tokens
+                         else coalesce(c.tokens_in, 0) end * rp.usd_in
+                    + case when e.input_tokens + e.output_tokens > 0 then e.output_tokens
+                           else coalesce(c.tokens_out, 0) end * rp.usd_out) / 1e6
+           end as cost_usd
+    from episodes e
+    left join run_calls c using (episode_id)
+    left join run_price rp using (episode_id)
+),
 scope as (
-    select e.episode_id, e.cost_usd, coalesce(e.end_ns, e.start_ns) as at_ns,
+    select e.episode_id, rc.cost_usd, coalesce(e.end_ns, e.start_ns) as at_ns,
            least(e.first_flag_ns,
                  (select min(t.start_ns) from detections d join tool_calls t
                       on t.trace_id = d.trace_id and t.span_id = d.span_id
                   where d.episode_id = e.episode_id and d.detector <> 'budget'
                       and d.kind <> 'budget')) as first_flag_ns,
-           (select count(*) from tool_calls t where t.episode_id = e.episode_id) as n_calls,
-           (select count(t.cost_usd) from tool_calls t where t.episode_id = e.episode_id)
-               as priced_calls
+           rc.n_calls, rc.priced_calls
     from episodes e
+    join run_cost rc using (episode_id)
     where ($service is null or e.service = $service)
       and ($agent is null or e.agent = $agent)
       and ($model is null or e.model = $model)
