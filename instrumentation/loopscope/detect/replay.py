@@ -12,19 +12,15 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final
 
-from .events import Decision, Flag, ToolCall, ToolResult
+from .events import MODES, STATUSES, TOOL_KINDS, Decision, Flag, Status, ToolCall, ToolResult
 from .fingerprint import canonical_json, output_text
 from .monitor import EpisodeMonitor
 from .policy import Policy
 
-Mode = Literal["observe", "warn", "enforce"]
-MODES: Final = ("observe", "warn", "enforce")
-_STATUSES: Final = {
-    None: "ok", "ok": "ok", "error": "error", "timeout": "timeout", "blocked": "blocked"
-}
-_KINDS: Final = (None, "read", "write", "poll")
+_STATUSES: Final[dict[str | None, Status]] = {None: "ok", **{s: s for s in STATUSES}}
+_KINDS: Final = (None, *TOOL_KINDS)
 COST_KEYS: Final = ("agent_cost_usd", "cost_usd", "accumulated_cost_usd", "instance_cost_usd")
 
 
@@ -81,6 +77,7 @@ def parse_episode(record: Any) -> Episode:
     except EpisodeFormatError as exc:
         raise EpisodeFormatError(f"{episode_id}: {exc}") from None
     meta = record.get("meta") or {}
+    task = record.get("task")
     return Episode(
         episode_id=episode_id,
         steps=tuple(steps),
@@ -88,7 +85,7 @@ def parse_episode(record: Any) -> Episode:
         outcome=record.get("outcome") if isinstance(record.get("outcome"), str) else None,
         label=label,
         meta=meta if isinstance(meta, dict) else {},
-        task=record.get("task") if isinstance(record.get("task"), str) else "",
+        task=task if isinstance(task, str) else "",
     )
 
 
@@ -135,12 +132,11 @@ def _check_step(episode_id: str, i: int, step: Any) -> None:
             raise EpisodeFormatError(f"{where}.tool: missing or not a string")
         if step.get("status") not in _STATUSES:
             raise EpisodeFormatError(
-                f"{where}.status: {step.get('status')!r} is not ok, error, timeout, blocked "
-                "or null"
+                f"{where}.status: {step.get('status')!r} is not {', '.join(STATUSES)} or null"
             )
         if step.get("kind") not in _KINDS:
             raise EpisodeFormatError(
-                f"{where}.kind: {step.get('kind')!r} is not read, write, poll or null"
+                f"{where}.kind: {step.get('kind')!r} is not {', '.join(TOOL_KINDS)} or null"
             )
     elif kind == "message":
         if step.get("role") not in ("user", "assistant", "system"):
@@ -248,7 +244,7 @@ def replay(
             ToolResult(
                 output=None if output is None else output_text(output),
                 output_hash=_text(step.get("output_hash")),
-                status=_STATUSES[step.get("status")],  # type: ignore[arg-type]
+                status=_STATUSES[step.get("status")],
                 call_id=_call_id(step, index),
                 t=t,
                 tokens_in=_int(step.get("tokens_in")),
