@@ -45,6 +45,8 @@ class FuzzyRepeat:
     def after(self, history: History, step: StepView) -> Finding | None:
         if len(step.args_text) < self.min_chars or step.kind in ("write", "poll"):
             return None
+        if self.same_output and not step.same_info and self.threshold > 1:
+            return None  # no earlier answer like this one: nothing can match (grams later)
         mine = self._grams_of(step)
         matches = [
             s

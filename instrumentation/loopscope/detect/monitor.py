@@ -386,8 +386,9 @@ class EpisodeMonitor:
         new_call = not self.history.asked_before(step)
         if (words is not None and not words) or step.negative:
             return "new_action" if new_call else None  # nothing found: exploring at best
-        if step.output_hash in self.history.seen_outputs or any(
-            s.status == "ok" and s.index in step.same_info for s in self.history.steps
+        same = step.same_info
+        if step.output_hash in self.history.seen_outputs or (
+            same and any(s.status == "ok" and s.index in same for s in self.history.steps)
         ):
             if new_call and words is not None and len(words) <= self.policy.ack_max_words:
                 return "new_action"  # a new request answered "done", "OK"

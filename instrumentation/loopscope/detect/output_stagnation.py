@@ -103,8 +103,8 @@ class OutputStagnation:
         self.min_words = policy.stagnation_min_words
 
     def after(self, history: History, step: StepView) -> Finding | None:
-        if not self._informative(step):
-            return None
+        if (not step.same_info and self.threshold > 1) or not self._informative(step):
+            return None  # (no earlier step carried this information: nothing to count)
         same: list[StepView] = []
         before_stretch = False
         for s in history.recent(self.window - 1):
