@@ -11,7 +11,7 @@ import itertools
 import logging
 import os
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
@@ -19,6 +19,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 from . import conventions as c
 from ._errors import LoopDetected, swallow_internal_errors
 from .detect import Decision, ToolCall, ToolResult
+from .detect.events import KILL_ACTIONS
 from .detect.fingerprint import output_hash, output_text
 from .episode import Episode, current_episode
 from .guard import applied_action, stronger, with_correction
@@ -26,7 +27,6 @@ from .guard import applied_action, stronger, with_correction
 _tracer = trace.get_tracer("loopscope")
 _ID_PREFIX = os.urandom(4).hex()
 _ids = itertools.count(1)
-_KILLS: Final = ("block", "stop")
 logger = logging.getLogger("loopscope")
 
 
@@ -192,7 +192,7 @@ class ToolCallScope:
         if episode.capture_content:
             attributes[c.GEN_AI_TOOL_CALL_ARGUMENTS] = args_text[: episode.max_content_chars]
         self._span = _tracer.start_span(f"{c.OP_EXECUTE_TOOL} {self.tool}", attributes=attributes)
-        if self._applied not in _KILLS:
+        if self._applied not in KILL_ACTIONS:
             return None
         found, cached = guard.cached(self._signature, decision.idempotency_key)
         correction = decision.correction or "blocked by loopscope"

@@ -25,11 +25,13 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 
 from . import environment_variables as env
 from .detect import Policy
+from .detect.events import MODES
 from .detect.policy import policy_from_json
 
 logger = logging.getLogger("loopscope")
 
-MODES: Final = ("observe", "warn", "enforce")
+MODE_CHOICES: Final = f"{', '.join(map(repr, MODES[:-1]))} or {MODES[-1]!r}"
+"""The guard modes as a message names them: 'observe', 'warn' or 'enforce'."""
 DEFAULT_ENDPOINT: Final = "http://127.0.0.1:4318"
 DEFAULT_SERVICE_NAME: Final = "agent"
 SCHEDULE_DELAY_MS: Final = 200
@@ -254,7 +256,7 @@ def _mode(value: str | None) -> str:
     mode = value or os.environ.get(env.LOOPSCOPE_MODE) or "observe"
     if mode not in MODES:
         source = "argument mode" if value else "$LOOPSCOPE_MODE"
-        raise ValueError(f"mode must be 'observe', 'warn' or 'enforce', not {mode!r} ({source})")
+        raise ValueError(f"mode must be {MODE_CHOICES}, not {mode!r} ({source})")
     return mode
 
 

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from importlib.metadata import entry_points
 from typing import Any
 
+from .detect.events import MODES
+
 EXIT_OK = 0
 EXIT_BAD_INPUT = 1
 EXIT_USAGE = 2
@@ -129,7 +131,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import drive_all
     from .scenarios import generate
 
-    modes = ("observe", "warn", "enforce") if args.mode == "all" else (args.mode,)
+    modes = MODES if args.mode == "all" else (args.mode,)
     # the scripted agents loop on purpose: no "enforce would stop" line per observe/warn run
     logging.getLogger("loopscope").setLevel(logging.ERROR)
     if args.forever and not args.endpoint:
@@ -235,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--mode",
-        choices=("observe", "warn", "enforce"),
+        choices=MODES,
         default="enforce",
         help="guard mode whose decisions are reported (default: enforce)",
     )
@@ -257,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="Episode JSONL file(s); default: the scenario library",
     )
-    p.add_argument("--mode", choices=("observe", "warn", "enforce"), default="enforce")
+    p.add_argument("--mode", choices=MODES, default="enforce")
     p.add_argument(
         "--max-steps", type=int, default=10, help="cap of the max-steps baseline (default: 10)"
     )
@@ -278,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--endpoint", help="collector OTLP/HTTP base URL (default: keep spans in memory)"
     )
-    p.add_argument("--mode", choices=("observe", "warn", "enforce", "all"), default="all")
+    p.add_argument("--mode", choices=(*MODES, "all"), default="all")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--per-shape", type=int, default=2)
     p.add_argument("--forever", action="store_true",

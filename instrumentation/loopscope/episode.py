@@ -18,13 +18,13 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
 from . import conventions as c
-from ._config import MODES, settings
+from ._config import MODE_CHOICES, settings
 from ._errors import LoopDetected, swallow_internal_errors
 from .detect import AnswerCheck, Decision
+from .detect.events import MODES, OUTCOMES
 from .guard import Guard, applied_action
 
 IMPLICIT_EPISODE_STEPS: Final = 10_000
-OUTCOMES: Final = ("success", "failure", "unknown")
 
 _tracer = trace.get_tracer("loopscope")
 _CURRENT: ContextVar[Episode | None] = ContextVar("loopscope_episode", default=None)
@@ -55,7 +55,7 @@ class Episode:
     ) -> None:
         config = settings()
         if mode is not None and mode not in MODES:
-            raise ValueError(f"mode must be 'observe', 'warn' or 'enforce', not {mode!r}")
+            raise ValueError(f"mode must be {MODE_CHOICES}, not {mode!r}")
         self._label = c.label_attributes(label)
         self.id = episode_id or uuid.uuid4().hex
         self.task = task

@@ -14,6 +14,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from ._call import ToolCallScope
 from ._errors import swallow_internal_errors
+from .detect.events import TOOL_KINDS
 from .intent import current_intent
 
 P = ParamSpec("P")
@@ -67,8 +68,9 @@ def tool(
         "deadline_s": deadline_s,
         "idempotency_key": idempotency_key,
     }
-    if kind not in (None, "read", "write", "poll"):
-        raise ValueError(f"kind must be 'read', 'write', 'poll' or None, not {kind!r}")
+    if kind is not None and kind not in TOOL_KINDS:
+        raise ValueError(
+            f"kind must be {', '.join(map(repr, TOOL_KINDS))} or None, not {kind!r}")
     if func is None:
         return lambda f: _wrap(f, **options)
     return _wrap(func, **options)
