@@ -15,9 +15,10 @@ import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 from loopscope.detect import Decision, EpisodeMonitor, Flag, Policy, ToolCall, ToolResult
+from loopscope.detect.events import STATUSES, TOOL_KINDS
 from loopscope.detect.replay import Episode, EpisodeReport, episode_report
 
 from .assembly import sort_key
@@ -25,9 +26,6 @@ from .rows import ToolCallRow
 
 MAX_ACTIVE_EPISODES = 20_000
 
-
-KINDS: Final = frozenset({"read", "write", "poll"})
-STATUSES: Final = frozenset({"ok", "error", "timeout", "blocked"})
 
 
 def arguments(row: ToolCallRow) -> tuple[Any, str]:
@@ -60,7 +58,7 @@ def tool_call(row: ToolCallRow, t: float) -> ToolCall:
         tool=row.tool,
         args=args,
         call_id=row.call_id or row.span_id,
-        kind=row.kind if row.kind in KINDS else None,  # type: ignore[arg-type]
+        kind=row.kind if row.kind in TOOL_KINDS else None,
         t=t,
         signature=signature,
         args_text=(row.args_text or "") if signature else "",
@@ -78,7 +76,7 @@ def tool_result(row: ToolCallRow, t: float) -> ToolResult:
     return ToolResult(
         output=row.output_text,
         output_hash=output_digest(row),
-        status=row.status if row.status in STATUSES else "ok",  # type: ignore[arg-type]
+        status=row.status if row.status in STATUSES else "ok",
         call_id=row.call_id or row.span_id,
         t=t,
         tokens_in=row.tokens_in,

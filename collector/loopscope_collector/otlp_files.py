@@ -22,14 +22,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from loopscope.analysis import Problem, decoded_lines
+from loopscope.detect.events import STATUSES, TOOL_KINDS
 from loopscope.detect.policy import Policy
 from loopscope.detect.replay import Episode, EpisodeReport
 
 from . import assembly
 from .assembly import Reading
 from .detection import (
-    KINDS,
-    STATUSES,
     StreamingDetector,
     arguments,
     detected_report,
@@ -247,9 +246,9 @@ def runs_of(calls: list[ToolCallRow], roots: list[EpisodeRow],
         heads.setdefault(root.episode_id, root)
     runs = []
     for episode_id in groups.keys() | heads.keys():
-        root = heads.get(episode_id)
-        runs.append(Run(episode_id, groups.get(episode_id, []), root,
-                        tasks.get(root.span_id, "") if root is not None else ""))
+        head = heads.get(episode_id)
+        runs.append(Run(episode_id, groups.get(episode_id, []), head,
+                        tasks.get(head.span_id, "") if head is not None else ""))
 
     def first_ns(run: Run) -> int:
         if run.calls:
@@ -294,7 +293,7 @@ def _step(row: ToolCallRow, first_ns: int) -> dict[str, Any]:
         "type": "tool",
         "tool": row.tool,
         "tool_call_id": row.call_id,
-        "kind": row.kind if row.kind in KINDS else None,
+        "kind": row.kind if row.kind in TOOL_KINDS else None,
         "args": args,
         "output": row.output_text,
         "status": row.status if row.status in STATUSES else "ok",
