@@ -20,6 +20,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from loopscope.detect.events import OUTCOMES
+
 EXIT_OK = 0
 EXIT_BAD_INPUT = 1
 EXIT_USAGE = 2
@@ -66,7 +68,7 @@ def register(sub: Any) -> None:
     p.add_argument("--agent", help="only this agent")
     p.add_argument("--model", help="only this model")
     p.add_argument("--tool", help="only episodes that called this tool (calls: its calls)")
-    p.add_argument("--outcome", choices=("success", "failure", "unknown"),
+    p.add_argument("--outcome", choices=OUTCOMES,
                    help="only episodes with this outcome")
     window = p.add_mutually_exclusive_group()
     window.add_argument("--since", metavar="ISO", help="episodes started at or after this time")

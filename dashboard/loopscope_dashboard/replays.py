@@ -28,12 +28,12 @@ from typing import Any, Final
 import pandas as pd
 
 from loopscope.detect import Policy
+from loopscope.detect.events import ACTIONS
 from loopscope.detect.replay import Episode, replay
 from loopscope_collector.assembly import sort_key
 from loopscope_collector.otlp_files import episodes_from_rows
 from loopscope_collector.rows import ToolCallRow
 
-ACTIONS: Final = ("allow", "warn", "block", "stop")
 _RANK: Final = {name: i for i, name in enumerate(ACTIONS)}
 _ROW_FIELDS: Final = frozenset(f.name for f in dataclasses.fields(ToolCallRow))
 

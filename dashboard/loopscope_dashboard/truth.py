@@ -23,7 +23,9 @@ from typing import Any, Final
 
 import pandas as pd
 
-RANK: Final = {"allow": 0, "warn": 1, "block": 2, "stop": 3}
+from loopscope.detect.events import ACTION_RANK
+
+RANK: Final[Mapping[str, int]] = ACTION_RANK
 DONE: Final = {"allow": "allowed", "warn": "warned", "block": "blocked", "stop": "stopped"}
 """An action as something that happened."""
 WOULD: Final = {"warn": "would warn", "block": "would block", "stop": "would stop"}

@@ -24,12 +24,14 @@ import pandas as pd
 
 from loopscope.analysis import Problem, call_ordinals, summarize
 from loopscope.detect import Policy
+from loopscope.detect.events import MODES as GUARD_MODES
 from loopscope.detect.replay import EpisodeReport
 from loopscope_collector.offline import analyze_inputs
 from loopscope_collector.spans import SpanRecord
 from loopscope_collector.synthetic_spans import episode_spans
 
-MODES: Final = ("enforce", "observe", "warn")
+MODES: Final = ("enforce", *(mode for mode in GUARD_MODES if mode != "enforce"))
+"""The guard modes the Import page offers, enforce first (its default)."""
 EPISODES_PER_REQUEST: Final = 50
 Progress = Callable[[int, int], None]
 """``progress(done, total)``, called after each replayed run."""
