@@ -24,7 +24,16 @@ from .base import (
 from .budgets import BudgetMeter, Exhausted
 from .cursor_stuck import CursorStuck
 from .edit_revert import EditRevert
-from .events import ACTION_RANK, Action, Decision, Flag, StepView, ToolCall, ToolResult
+from .events import (
+    ACTION_RANK,
+    KILL_ACTIONS,
+    Action,
+    Decision,
+    Flag,
+    StepView,
+    ToolCall,
+    ToolResult,
+)
 from .exact_repeat import ExactRepeat
 from .expectations import AnswerCheck, ExpectationTracker
 from .fingerprint import (
@@ -544,7 +553,7 @@ class EpisodeMonitor:
                 step=index,
                 detector=name,
                 kind=finding.kind,
-                severity="kill" if act in ("block", "stop") else "warn",
+                severity="kill" if act in KILL_ACTIONS else "warn",
                 message=finding.message,
                 key=finding.key,
                 details=finding.details,
@@ -571,7 +580,7 @@ class EpisodeMonitor:
             stop_reason=finding.stop_reason if action == "stop" else None,
             idempotency_key=key,
             cached_output_hash=(
-                step.output_hash if step is not None and action in ("block", "stop") else None
+                step.output_hash if step is not None and action in KILL_ACTIONS else None
             ),
             kind=kind,
             **after,
