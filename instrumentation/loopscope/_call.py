@@ -160,7 +160,8 @@ class ToolCallScope:
             decision = self._before = guard.monitor.before_call(call)
         self._kind = decision.kind
         self._applied = applied_action(episode.mode, decision)
-        _note_would_be_stop(episode, decision, self._applied)
+        if decision.action == "stop":
+            _note_would_be_stop(episode, decision, self._applied)
         attributes: dict[str, Any] = {
             **self.attributes,
             c.GEN_AI_OPERATION_NAME: c.OP_EXECUTE_TOOL,
@@ -257,7 +258,8 @@ class ToolCallScope:
                     result,
                 )
         applied = applied_action(episode.mode, after)
-        _note_would_be_stop(episode, after, applied)
+        if after.action == "stop":
+            _note_would_be_stop(episode, after, applied)
         shown: Any = result
         stop: LoopDetected | None = None
         if outcome.status == "ok":

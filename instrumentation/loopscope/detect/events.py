@@ -239,7 +239,8 @@ class StepView:
     """Indexes of the steps in the history whose output carried the same information
     (computed once per step by the monitor, read by several detectors)."""
     loose: str = ""
-    """The tool and its arguments with case, punctuation and spacing ignored."""
+    """The tool and its arguments with case, punctuation and spacing ignored (a request asked
+    again in other words has the same ``loose``)."""
     shape: str = ""
     """Hash of the output with numbers, ids, timestamps and durations masked."""
     idempotency_key: str | None = None

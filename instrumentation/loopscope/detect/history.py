@@ -48,10 +48,6 @@ class SignatureStats:
     """The last output read like a status still on its way (RUNNING, PENDING, …)."""
 
 
-def _asked(step: StepView) -> str:
-    return f"{step.tool}\x00{step.loose}"
-
-
 class History:
     """The recent tool steps of one episode, newest last."""
 
@@ -96,7 +92,7 @@ class History:
     def asked_before(self, step: StepView) -> bool:
         """Whether a completed step already asked this tool the same thing (loosened
         arguments: case, punctuation and spacing ignored)."""
-        return _asked(step) in self.seen_loose
+        return step.loose in self.seen_loose
 
     def in_turn(self, step: StepView) -> bool:
         """Whether ``step`` belongs to the current user turn."""
@@ -158,4 +154,4 @@ class History:
         self._recent.clear()
         if step.status != "blocked":
             self.seen_outputs.add(step.output_hash)
-            self.seen_loose.add(_asked(step))
+            self.seen_loose.add(step.loose)

@@ -207,7 +207,7 @@ class EpisodeMonitor:
             t=call.t,
             call_id=call.call_id,
             deadline_s=deadline,
-            loose=loose_text(args_text) if args_text else signature,
+            loose=f"{call.tool}\x00{loose_text(args_text) if args_text else signature}",
             idempotency_key=key,
             intent=intent,
             edit=edit_of(call.args),
@@ -281,7 +281,7 @@ class EpisodeMonitor:
         ):
             history.epoch += 1  # the world changed: earlier failures may not repeat
         reconciled = self._reconcile(pending.call, step)
-        step.progress = self._progress(step, stats, declared=self._declared_kind(pending.call) == "poll")
+        step.progress = self._progress(step, stats, pending.call)
         self._count_progress(step)
         step.output = step.args = None  # the history keeps hashes and sketches, not content
         history.append(step)
@@ -375,7 +375,7 @@ class EpisodeMonitor:
         return self._intended
 
     def _progress(
-        self, step: StepView, stats: SignatureStats | None, *, declared: bool
+        self, step: StepView, stats: SignatureStats | None, call: ToolCall
     ) -> str | None:
         words = step.words
         if step.kind == "poll" and stats is not None and step.status in ("ok", "error"):
@@ -383,6 +383,7 @@ class EpisodeMonitor:
                 words is None or words != stats.last_words
             ):
                 return "state_change"  # (a poll may answer "not done yet" as an error)
+            declared = self._declared_kind(call) == "poll"
             return "waiting" if self._waiting(step, stats, declared) else None
         if step.status != "ok":
             return None  # blocked, failed or timed out: nothing learned

@@ -49,7 +49,7 @@ def same_info_indexes(
 def nudged(steps: list[StepView]) -> bool:
     """Whether some two of ``steps`` ask one tool the same thing: equal loosened arguments (a
     revisit like offsets 0, 1, 0; a rewording in case, spacing or punctuation only)."""
-    asked = [(s.tool, s.loose) for s in steps]
+    asked = [s.loose for s in steps]
     return len(set(asked)) < len(asked)
 
 
