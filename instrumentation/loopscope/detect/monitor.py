@@ -464,19 +464,27 @@ class EpisodeMonitor:
 
     def on_message(self, role: str, content: str = "") -> Decision:
         """Record a user or assistant message (a step of its own)."""
+        index = self.steps
+        decision = self.record_message(role, content)
+        return decision or Decision(step=index, turn=self.history.turn)
+
+    def record_message(self, role: str, content: str = "") -> Decision | None:
+        """``on_message`` for a caller that needs the decision only when the message raised
+        a flag (a replay): ``None`` when it raised nothing."""
         if role == "user":
             self._new_turn(self.history.turn + 1, content)
         index = self.steps
         self.steps += 1
         findings: list[tuple[str, Finding]] = []
-        if role == "user":
+        if role == "user" and self.expectations.rules:
             self.expectations.on_user_message(content, self._messages)
         for detector in self._message:
             if (finding := detector.message(self.history, role, content)) is not None:
                 findings.append((detector.name, finding))
-        self._messages = [*self._messages[-7:], content]
+        if self.expectations.rules:  # (the context a required-tool rule's follow-up reads)
+            self._messages = [*self._messages[-7:], content]
         if not findings:
-            return Decision(step=index, turn=self.history.turn)
+            return None
         decision = self._decide(index, findings, None)
         decision.turn = self.history.turn
         return decision

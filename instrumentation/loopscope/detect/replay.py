@@ -236,7 +236,7 @@ def replay(
                 monitor.before_model_call(t)
                 monitor.after_model_call(
                     tokens=_int(step.get("tokens_in")) + _int(step.get("tokens_out")))
-            monitor.on_message(role, str(step.get("content") or ""))
+            monitor.record_message(role, str(step.get("content") or ""))
             continue
         before = monitor.before_call(_tool_call(step, index, t))
         output = step.get("output")
