@@ -453,9 +453,14 @@ class EpisodeMonitor:
 
     def before_model_call(self, t: float = 0.0) -> Decision:
         """Check the model-turn, wall-clock, token and cost budgets before a model call."""
+        return self.check_model_turn(t) or Decision(step=self.steps)
+
+    def check_model_turn(self, t: float = 0.0) -> Decision | None:
+        """``before_model_call`` for a caller that needs the decision only when a budget
+        stops the turn (a replay): ``None`` while every budget allows it."""
         exhausted = self.budget.check_model_turn(t)
         if exhausted is None:
-            return Decision(step=self.steps)
+            return None
         return self._decide(self.steps, [("budget", self._budget_finding(exhausted))], None)
 
     def after_model_call(self, *, tokens: int = 0, cost: float = 0.0) -> None:

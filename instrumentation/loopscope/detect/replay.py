@@ -233,7 +233,7 @@ def replay(
         if step.get("type") == "message":
             role = step.get("role", "")
             if role == "assistant":
-                monitor.before_model_call(t)
+                monitor.check_model_turn(t)
                 monitor.after_model_call(
                     tokens=_int(step.get("tokens_in")) + _int(step.get("tokens_out")))
             monitor.record_message(role, str(step.get("content") or ""))
