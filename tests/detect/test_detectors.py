@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 from episode_steps import describe, flags_by, msg, run, tool
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loopscope.detect import (
     DEFAULT_DETECTORS,
@@ -14,6 +16,7 @@ from loopscope.detect import (
     ToolResult,
 )
 from loopscope.detect.fingerprint import output_hash
+from loopscope.detect.monologue import chanted
 from loopscope.detect.policy import DEFAULT_NO_PROGRESS_K
 
 LONG_Q = "find every user in the accounts database created before 2020 who is still active"
@@ -569,3 +572,49 @@ def test_reconcile_found_blocks_the_retry_and_hands_back_the_recorded_result():
     m.after_call(ToolResult(status="blocked", call_id="w2"))
     again = ToolCall("create_order", {"sku": "A1"}, call_id="w3", kind="write", intent="duplicate")
     assert m.before_call(again).action == "allow"
+
+
+def _chanted_by_the_plain_rule(text: str, min_words: int, min_count: int) -> tuple[str, int]:
+    """Monologue's chant rule spelled plainly: three kinds of break counted, the message
+    split on them one by one, every sentence counted."""
+    import re
+    from collections import Counter
+
+    text = text[:20_000]
+    if text.count(". ") + text.count("\n") + text.count("! ") < min_count - 1:
+        return "", 0
+    parts = [
+        p for p in text.replace("\n", ". ").replace("! ", ". ").split(". ")
+        if len(p) > min_words * 2
+    ]
+    if len(parts) - len(set(parts)) < 2:
+        return "", 0
+    counts = Counter(
+        " ".join(words)
+        for sentence in re.split(r"(?<=[.!?])\s+|\n+", text)
+        if len(words := sentence.lower().split()) >= min_words
+    )
+    total = sum(counts.values())
+    if not total or (total - len(counts)) / total < 0.5:
+        return "", 0
+    return counts.most_common(1)[0]
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(
+                ["I will check the order status now", "Let me look again", "ok", "",
+                 "Step one of the plan is to wait", "I will check the order status now."]
+            ),
+            st.sampled_from([". ", "! ", "\n", ".\n", " ", "? ", "!\n", "\n\n", ".. "]),
+        ),
+        max_size=12,
+    ).map(lambda pieces: "".join(sentence + sep for sentence, sep in pieces)),
+    st.integers(2, 4),
+)
+@settings(max_examples=400, deadline=None)
+def test_chant_quick_look_finds_what_the_plain_rule_finds(text, min_count):
+    """The one-pass quick look at a message is a faster spelling of the chant rule, not
+    another rule."""
+    assert chanted(text, 3, min_count) == _chanted_by_the_plain_rule(text, 3, min_count)

@@ -274,11 +274,17 @@ def masked(text: str, limit: int = SKETCH_CHARS) -> str:
 
 
 _LOOSE = str.maketrans({c: " " for c in string.punctuation})
+_LOOSE_BYTES = bytes.maketrans(  # lower-casing and punctuation in one pass, for ASCII text
+    string.ascii_uppercase.encode() + string.punctuation.encode(),
+    string.ascii_lowercase.encode() + b" " * len(string.punctuation),
+)
 
 
 def loose_text(text: str) -> str:
     """Canonical argument text with case, punctuation and spacing ignored: ``"foo"``,
     ``"Foo "`` and ``"foo."`` are the same request, slightly reworded."""
+    if text.isascii():
+        return " ".join(text.encode("ascii").translate(_LOOSE_BYTES).decode("ascii").split())
     return " ".join(text.lower().translate(_LOOSE).split())
 
 

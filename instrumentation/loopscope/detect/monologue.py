@@ -24,6 +24,7 @@ from .history import History
 from .policy import Policy
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_BREAKS = re.compile(r"\. |\n|! ")
 MAX_ECHOES = 8
 MESSAGE_CHARS = 20_000
 
@@ -34,18 +35,20 @@ CHANT_SHARE = 0.5
 """A message is chanting when at least this share of its sentences are repeats."""
 
 
-def chanted(text: str, min_words: int) -> tuple[str, int]:
+def chanted(text: str, min_words: int, min_count: int = 3) -> tuple[str, int]:
     """The most repeated sentence of ``text`` with at least ``min_words`` words and its count,
     when repeats make up at least ``CHANT_SHARE`` of the message's sentences; else ("", 0).
-    A runbook that ends every step with the same rollback line is not chanting."""
-    parts = [
-        p for p in text[:MESSAGE_CHARS].replace("\n", ". ").replace("! ", ". ").split(". ")
-        if len(p) > min_words * 2
-    ]
+    A runbook that ends every step with the same rollback line is not chanting. A message of
+    fewer than ``min_count`` pieces cannot repeat one ``min_count`` times and is not read."""
+    text = text[:MESSAGE_CHARS]
+    parts = _BREAKS.split(text)  # a quick look first: pieces between ". ", "! " and newlines
+    if len(parts) < min_count or len(parts) - len(set(parts)) < 2:
+        return "", 0
+    parts = [p for p in parts if len(p) > min_words * 2]
     if len(parts) - len(set(parts)) < 2:  # no sentence can be there three times: not a chant
         return "", 0
     counts: Counter[str] = Counter()
-    for sentence in _SENTENCE.split(text[:MESSAGE_CHARS]):
+    for sentence in _SENTENCE.split(text):
         words = sentence.lower().split()
         if len(words) >= min_words:
             counts[" ".join(words)] += 1
@@ -108,14 +111,7 @@ class Monologue:
         self._run += 1
         sentence, count = "", 0
         if len(content) >= CHANT_MIN_CHARS:
-            text, need = content[:MESSAGE_CHARS], self.threshold - 1
-            breaks = text.count(". ")  # (counted until there are enough)
-            if breaks < need:
-                breaks += text.count("\n")
-            if breaks < need:
-                breaks += text.count("! ")
-            if breaks >= need:
-                sentence, count = chanted(content, self.min_words)
+            sentence, count = chanted(content, self.min_words, self.threshold)
         if count >= self.threshold:
             return Finding(
                 kind="monologue",
