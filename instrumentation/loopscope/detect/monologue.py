@@ -59,8 +59,8 @@ def chanted(text: str, min_words: int, min_count: int = 3) -> tuple[str, int]:
     return sentence, count
 
 
-def _sketch(text: frozenset[str] | str) -> frozenset[str]:
-    return text if isinstance(text, frozenset) else frozenset(text[:SKETCH_CHARS].lower().split())
+def _sketch(text: str) -> frozenset[str]:
+    return frozenset(text[:SKETCH_CHARS].lower().split())
 
 
 class Monologue:
@@ -74,13 +74,16 @@ class Monologue:
         self.similarity = policy.monologue_similarity
         self.min_words = policy.monologue_min_words
         self._run = 0
-        self._said: list[frozenset[str] | str] = []  # assistant messages since the last tool
-        # call (the last MAX_ECHOES + 1): kept as text until enough of them need comparing
+        # Assistant messages since the last tool call (the last MAX_ECHOES + 1): kept as text
+        # until there are enough of them for an echo to count, then as word sets.
+        self._texts: list[str] = []
+        self._sketches: list[frozenset[str]] = []
 
     def after(self, history: History, step: StepView) -> None:
         """A tool call ends every kind of monologue."""
         self._run = 0
-        self._said.clear()
+        self._texts.clear()
+        self._sketches.clear()
 
     def _echoes(self, content: str) -> int:
         """How many earlier messages since the last tool call say nearly what ``content``
@@ -89,13 +92,17 @@ class Monologue:
         content = content[:SKETCH_CHARS]
         if len(content.split(maxsplit=self.min_words)) < self.min_words:
             return 0  # "OK.", "Done.": short replies may repeat
-        said = self._said
-        said.append(content)
-        del said[: -MAX_ECHOES - 1]  # the current message and the MAX_ECHOES before it
-        if len(said) < self.threshold:
+        texts, sketches = self._texts, self._sketches
+        if len(texts) + len(sketches) + 1 < self.threshold:
+            texts.append(content)
+            del texts[: -MAX_ECHOES - 1]
             return 0
-        said[:] = sketches = [_sketch(s) for s in said]
-        words = sketches[-1]
+        if texts:  # enough messages now: read the ones kept as text
+            sketches += map(_sketch, texts)
+            texts.clear()
+        words = _sketch(content)
+        sketches.append(words)
+        del sketches[: -MAX_ECHOES - 1]  # the current message and the MAX_ECHOES before it
         if len(words) < self.min_words:
             return 0
         return sum(

@@ -57,6 +57,8 @@ IDEMPOTENCY_ARGS: Final = (
 """Argument names under which a caller passes its own idempotency key (seed 002 §4.2)."""
 
 
+_NONE: Final[frozenset[str]] = frozenset()
+
 @dataclass(frozen=True, slots=True)
 class Budgets:
     """Hard limits, each checked before a call runs. ``None`` means no limit.
@@ -173,7 +175,9 @@ class Policy:
 
     def volatile_for(self, tool: str) -> frozenset[str]:
         """Argument keys excluded from ``tool``'s signature."""
-        return self.volatile_args.get(tool, frozenset()) | self.volatile_args.get("*", frozenset())
+        if not self.volatile_args:
+            return _NONE
+        return self.volatile_args.get(tool, _NONE) | self.volatile_args.get("*", _NONE)
 
     def action_for(self, detector: str, action: Action) -> Action:
         """``action`` (a rung of the detector's ladder) under this policy: ``actions`` caps a

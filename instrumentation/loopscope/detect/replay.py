@@ -238,14 +238,15 @@ def replay(
                     tokens=_int(step.get("tokens_in")) + _int(step.get("tokens_out")))
             monitor.record_message(role, str(step.get("content") or ""))
             continue
-        before = monitor.before_call(_tool_call(step, index, t))
+        call_id = _call_id(step, index)
+        before = monitor.before_call(_tool_call(step, call_id, t))
         output = step.get("output")
         calls[index] = before, monitor.after_call(
             ToolResult(
                 output=None if output is None else output_text(output),
                 output_hash=_text(step.get("output_hash")),
                 status=_STATUSES[step.get("status")],
-                call_id=_call_id(step, index),
+                call_id=call_id,
                 t=t,
                 tokens_in=_int(step.get("tokens_in")),
                 tokens_out=_int(step.get("tokens_out")),
@@ -287,26 +288,26 @@ def episode_report(
     )
 
 
-def _tool_call(step: Mapping[str, Any], index: int, t: float) -> ToolCall:
+def _tool_call(step: Mapping[str, Any], call_id: str, t: float) -> ToolCall:
     args = step.get("args")
     signature = _text(step.get("signature"))
     if signature:  # recorded (e.g. from a span): compare by it, even when args are missing
         args_text = "" if args is None else canonical_json(args)
     else:
         args, args_text = ({} if args is None else args), ""
-    deadline = step.get("deadline_s")
+    deadline, intent, found = step.get("deadline_s"), step.get("intent"), step.get("found")
     return ToolCall(
         tool=step["tool"],
         args=args,
         signature=signature,
         args_text=args_text,
-        call_id=_call_id(step, index),
+        call_id=call_id,
         kind=step.get("kind"),
         t=t,
-        intent=step.get("intent") if isinstance(step.get("intent"), str) else None,
+        intent=intent if isinstance(intent, str) else None,
         idempotency_key=step.get("idempotency_key") or None,
         reconciles=step.get("reconciles") or None,
-        found=step.get("found") if isinstance(step.get("found"), bool) else None,
+        found=found if isinstance(found, bool) else None,
         deadline_s=float(deadline) if isinstance(deadline, int | float) else None,
         turn=_int(step.get("turn")) or None,
     )
