@@ -349,10 +349,18 @@ def is_negative(text: str | None, words: frozenset[str] | None = None) -> bool:
     """Whether an output says that nothing was found ("No results", "Could not find X") in
     its first 500 characters. ``words`` (the output's ``word_sketch``, when at hand) rules
     most outputs out at once."""
-    if not text or (words is not None and words.isdisjoint(_NEGATIVE_LEADS)):
+    if not text:
         return False
+    if words is None:
+        candidates: Iterable[int] = range(len(_NEGATIVE))
+    else:
+        leads = words.intersection(_NEGATIVE_LEADS)  # most outputs have none: ruled out
+        if not leads:
+            return False
+        candidates = sorted({i for lead in leads for i in _NEGATIVE_LEADS[lead]})
     head = None
-    for needs, pattern in _NEGATIVE:
+    for i in candidates:
+        needs, pattern = _NEGATIVE[i]
         if words is not None and not _has_all(words, needs):
             continue
         if head is None:
@@ -362,8 +370,13 @@ def is_negative(text: str | None, words: frozenset[str] | None = None) -> bool:
     return False
 
 
-_NEGATIVE_LEADS: Final = frozenset().union(*(needs[0] for needs, _ in _NEGATIVE))
-"""Every pattern needs one of these words: most outputs have none and are ruled out at once."""
+_NEGATIVE_LEADS: Final = {
+    lead: tuple(i for i, (needs, _) in enumerate(_NEGATIVE) if lead in needs[0])
+    for needs, _ in _NEGATIVE
+    for lead in needs[0]
+}
+"""For each word a pattern starts with, the patterns that need it (by index in ``_NEGATIVE``):
+an output is checked only against the patterns whose first word it has."""
 
 
 def _has_all(words: frozenset[str], needs: tuple[frozenset[str], ...]) -> bool:
