@@ -111,8 +111,12 @@ def _safe_repr(value: Any) -> str:
     return _ADDRESS.sub("", text)[:500]
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+"""``json.dumps`` with these options builds an encoder per call; this one is built once."""
+
+
 def _dump(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return _CANONICAL.encode(value)
 
 
 def canonical_json(value: Any, *, exclude: Iterable[str] = ()) -> str:
@@ -173,7 +177,7 @@ def output_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     try:
-        return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return _CANONICAL.encode(value)
     except (TypeError, ValueError):
         return canonical_json(value)
 
