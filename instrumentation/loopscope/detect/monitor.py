@@ -219,11 +219,18 @@ class EpisodeMonitor:
         for detector in self._before:
             if (finding := detector.before(history, candidate)) is not None:
                 findings.append((detector.name, finding))
-        decision = self._decide(index, findings, candidate, key=key)
-        decision.deadline_s, decision.intent, decision.turn = deadline, intent, history.turn
-        decision.signature = signature
+        if findings:
+            decision = self._decide(index, findings, candidate, key=key)
+            decision.deadline_s, decision.intent, decision.turn = deadline, intent, history.turn
+            decision.signature = signature
+        else:  # (the common case, built in one go)
+            decision = Decision(
+                step=index, idempotency_key=key, kind=kind, deadline_s=deadline,
+                intent=intent, turn=history.turn, signature=signature,
+            )
         self.budget.count_call(call.tool)
-        self.expectations.on_tool_call(call.tool, call.args)
+        if self.expectations.expected is not None:
+            self.expectations.on_tool_call(call.tool, call.args)
         self.tool_calls += 1
         self._pending[call.call_id or f"#{index}"] = _Pending(candidate, call, key)
         return decision
@@ -289,6 +296,12 @@ class EpisodeMonitor:
         self.budget.count_usage(result.tokens_in + result.tokens_out, result.cost)
         if step.progress is None and self.streak >= self.k:
             findings.append(("no_progress", self._breaker_finding(step)))
+        if not findings:  # (the common case, built in one go)
+            return Decision(
+                step=step.index, idempotency_key=pending.key, kind=step.kind, progress=step.progress,
+                write_status=write_status, streak=self.streak, turn=history.turn,
+                reconciled=reconciled,
+            )
         decision = self._decide(
             step.index,
             findings,
