@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from .alerts import Alert
+    from .alert import Alert
 
 logger = logging.getLogger("loopscope_collector.alerts")
 """The alerts module's logger, as before the sinks moved here: log filters keep working."""
