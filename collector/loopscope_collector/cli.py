@@ -118,19 +118,6 @@ def memory_size(text: str) -> str:
     return text.strip()
 
 
-def read_policy(path: str | None) -> Any:
-    """The policy in a JSON file, or ``None`` for the defaults."""
-    if not path:
-        return None
-    from loopscope.detect.policy import policy_from_json
-
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ValueError(f"policy file {path}: cannot read it ({exc.strerror})") from None
-    return policy_from_json(text, source=f"policy file {path}")
-
-
 def is_loopback(host: str) -> bool:
     """Whether ``host`` is a loopback name or address (the rule for binding without auth)."""
     if host == "localhost":
@@ -176,6 +163,7 @@ def cmd_collector(args: argparse.Namespace) -> int:
               "the collector with:  pip install 'loopscope[collector]'", file=sys.stderr)
         return 2
     from .alerts import AlertSettings
+    from .detection import read_policy
     from .limits import ConnectionWatch
 
     policy = read_policy(args.policy)
