@@ -25,7 +25,7 @@ from loopscope.detect.events import (
     STOP_REASONS,
 )
 from loopscope.detect.policy import DETECTOR_NAMES
-from loopscope_collector.storage.writes import LABEL_VALUES
+from loopscope_collector.storage.writes.labels import LABEL_VALUES
 from loopscope_dashboard import charts, truth, uploads
 
 SQL = Path(__file__).resolve().parents[1] / "collector" / "loopscope_collector" / "storage" / "sql"

@@ -119,7 +119,7 @@ class Store:
     def finish(self, episode_ids: Iterable[str] = ()) -> StoreCounts:
         """Wait until everything submitted is committed; count what the store holds for
         ``episode_ids`` (the episodes the run read)."""
-        import pyarrow as pa
+        from .storage.arrow import registered
 
         while self._jobs:
             self._wait_oldest()
@@ -127,13 +127,12 @@ class Store:
         self._closed = True
         stats = self.pipeline.stats
         cur = self.db.cursor()
-        cur.register("offline_episodes", pa.table({"episode_id": sorted(set(episode_ids))}))
         try:
-            counts = [cur.execute(f"select count(*) from {table} join offline_episodes "
-                                  "using (episode_id)").fetchall()[0][0]
-                      for table in ("episodes", "tool_calls", "detections")]
+            with registered(cur, "offline_episodes", {"episode_id": sorted(set(episode_ids))}):
+                counts = [cur.execute(f"select count(*) from {table} join offline_episodes "
+                                      "using (episode_id)").fetchall()[0][0]
+                          for table in ("episodes", "tool_calls", "detections")]
         finally:
-            cur.unregister("offline_episodes")
             cur.close()
         return StoreCounts(self.db.path, stats.spans_stored, stats.spans_duplicate, *counts)
 

@@ -44,7 +44,7 @@ from .rows import EpisodeRow, ReconcileRow, ToolCallRow
 from .spans import SpanRecord
 from .storage import Database
 from .storage import writes as tables
-from .storage.queries import existing_keys, insert_rows
+from .storage.queries import insert_rows
 from .store_health import RECOVER_INTERVAL_S, StoreHealth, StoreUnavailable, StoreWatch
 
 logger = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ class Pipeline:
         return job
 
     def submit_labels(self, labels: list[dict[str, Any]]) -> Job:
-        """Queue human labels (validated by the caller: see ``storage.writes.check_label``);
+        """Queue human labels (validated by the caller: see ``labels.check_label``);
         they are written by the pipeline thread, the store's only writer."""
         job = Job([], labels=labels)
         with self._lock:
@@ -263,7 +263,7 @@ class Pipeline:
         self._undo = undo = BatchUndo()
         cur.execute("begin transaction")
         try:
-            stored = existing_keys(cur, list(unique))
+            stored = tables.existing_keys(cur, list(unique))
             new = [s for k, s in unique.items() if k not in stored]
             again = [tables.span_row(s) for k, s in unique.items() if k in stored]
             conflicts = tables.conflicting_spans(cur, again) + [

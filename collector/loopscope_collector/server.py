@@ -37,12 +37,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from .decode import DecodeError, decode_request, inflate
 from .jobs import Overloaded, PipelineStopped, Rejected
+from .labels import check_label
 from .limits import MAX_INFLIGHT_BYTES, Busy, ConnectionWatch, Hold, InFlight
 from .pipeline import Pipeline
 from .spans import SpanRecord
 from .storage import Database
 from .storage.queries import READS, UnknownRead
-from .storage.writes import check_label
 from .store_health import StoreUnavailable
 
 logger = logging.getLogger(__name__)

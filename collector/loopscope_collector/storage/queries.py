@@ -1,4 +1,5 @@
-"""Every piece of SQL the store runs: named reads parsed from ``sql/reads.sql``, batch writers.
+"""The store's SQL files: named reads parsed from ``sql/reads.sql``, the writers' statements
+from ``sql/writes/TABLE.sql``, and the batch insert every writer shares.
 
 A read is a ``-- name:`` block with ``$named`` parameters; the API accepts only names that
 exist in ``READS`` and only the parameters the read uses, so a client can never send SQL.
@@ -21,6 +22,8 @@ from typing import Any, Final
 
 import duckdb
 import pyarrow as pa
+
+from .arrow import registered
 
 _NAME_LINE = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 _PARAM = re.compile(r"\$([a-z_][a-z0-9_]*)")
@@ -130,6 +133,17 @@ def _load_reads() -> dict[str, NamedRead]:
 READS: Final = _load_reads()  # parsed at import: a broken file fails at start-up
 
 
+def statements(table: str) -> dict[str, str]:
+    """The named statements of ``sql/writes/TABLE.sql``: ``-- name:`` blocks, as in
+    ``reads.sql``, that the writers of that table run (read at import: a broken file fails at
+    start-up)."""
+    text = files(__package__).joinpath("sql", "writes", f"{table}.sql").read_text(
+        encoding="utf-8")
+    _, *pairs = _NAME_LINE.split(text)
+    return {name: body.strip().rstrip(";")
+            for name, body in zip(pairs[::2], pairs[1::2], strict=True)}
+
+
 def run_read(
     cur: duckdb.DuckDBPyConnection, name: str, params: Mapping[str, Any]
 ) -> list[dict[str, Any]]:
@@ -165,33 +179,11 @@ def insert_rows(
         raise ValueError(f"not a loopscope table: {table!r}")
     if not rows:
         return 0
-    batch = pa.Table.from_pylist(list(rows), schema=schema)
     view = f"incoming_{table}"
-    cur.register(view, batch)
-    try:
-        verb = "insert or ignore" if on_conflict == "ignore" else "insert or replace"
+    verb = "insert or ignore" if on_conflict == "ignore" else "insert or replace"
+    with registered(cur, view, pa.Table.from_pylist(list(rows), schema=schema)) as batch:
         cur.execute(f"{verb} into {table} by name select * from {view}")
-    finally:
-        cur.unregister(view)
     return batch.num_rows
-
-
-def existing_keys(
-    cur: duckdb.DuckDBPyConnection, pairs: Sequence[tuple[str, str]]
-) -> set[tuple[str, str]]:
-    """The (trace_id, span_id) pairs among ``pairs`` that are already stored."""
-    if not pairs:
-        return set()
-    keys = pa.table({"trace_id": [p[0] for p in pairs], "span_id": [p[1] for p in pairs]})
-    cur.register("incoming_keys", keys)
-    try:
-        found = cur.execute(
-            "select s.trace_id, s.span_id from spans s"
-            " join incoming_keys k on s.trace_id = k.trace_id and s.span_id = k.span_id"
-        ).fetchall()
-    finally:
-        cur.unregister("incoming_keys")
-    return {(t, s) for t, s in found}
 
 
 TABLES: Final = frozenset({

@@ -1,0 +1,32 @@
+"""Arrow batches as views the SQL can read: one helper for every statement that joins a batch.
+
+DuckDB reads a registered Arrow table in place (no copy). A name registered on a cursor stays
+until it is unregistered, so each use registers, runs its SQL and unregisters, also when the
+SQL fails: ``registered`` is that block, written once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+
+@contextmanager
+def registered(
+    cur: duckdb.DuckDBPyConnection, name: str, batch: pa.Table | Mapping[str, Sequence[Any]]
+) -> Iterator[pa.Table]:
+    """``batch`` (an Arrow table, or columns by name) readable as the view ``name`` on ``cur``
+    inside the ``with`` block, and gone after it; yields the Arrow table.
+
+    ``name`` is one of the store's own fixed names, never input.
+    """
+    table = batch if isinstance(batch, pa.Table) else pa.table(dict(batch))
+    cur.register(name, table)
+    try:
+        yield table
+    finally:
+        cur.unregister(name)

@@ -1,0 +1,73 @@
+"""The ``detections`` table: the collector's flags, one row per flag on a call.
+
+Only the pipeline thread calls this, inside its transaction, on its own cursor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, Protocol
+
+import duckdb
+import pyarrow as pa
+
+from ..queries import insert_rows
+from .tool_calls import CallVerdict
+
+DETECTIONS: Final = pa.schema([
+    ("episode_id", pa.string()), ("trace_id", pa.string()), ("span_id", pa.string()),
+    ("ordinal", pa.int32()), ("detector", pa.string()), ("kind", pa.string()),
+    ("severity", pa.string()), ("action", pa.string()), ("message", pa.string()),
+])
+
+class FlagLike(Protocol):
+    """A flag as the store keeps it (the core's ``Flag``)."""
+
+    @property
+    def detector(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def severity(self) -> str: ...
+    @property
+    def action(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+
+
+class FlaggedVerdict(CallVerdict, Protocol):
+    """A verdict with its place in the episode and its flags (``detection.Verdict``)."""
+
+    @property
+    def ordinal(self) -> int: ...
+    @property
+    def flags(self) -> Sequence[FlagLike]: ...
+
+
+class EpisodeFlags(Protocol):
+    """Detection's output for one episode after a batch (``detection.EpisodeResult``)."""
+
+    @property
+    def episode_id(self) -> str: ...
+    @property
+    def verdicts(self) -> Sequence[FlaggedVerdict]: ...
+    @property
+    def reevaluated(self) -> bool: ...
+
+
+def write_detections(cur: duckdb.DuckDBPyConnection, results: Iterable[EpisodeFlags]) -> int:
+    """Store new flags; an episode that was re-evaluated has its flags replaced."""
+    rows: list[dict[str, Any]] = []
+    for result in results:
+        if result.reevaluated:
+            cur.execute("delete from detections where episode_id = $e",
+                        {"e": result.episode_id})
+        for verdict in result.verdicts:
+            for flag in verdict.flags:
+                rows.append({
+                    "episode_id": result.episode_id, "trace_id": verdict.row.trace_id,
+                    "span_id": verdict.row.span_id, "ordinal": verdict.ordinal,
+                    "detector": flag.detector, "kind": flag.kind, "severity": flag.severity,
+                    "action": flag.action, "message": flag.message,
+                })
+    return insert_rows(cur, "detections", rows, DETECTIONS)

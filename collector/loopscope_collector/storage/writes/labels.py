@@ -1,0 +1,26 @@
+"""The ``labels`` table: human labels of episodes and calls, the newest per episode and span.
+
+``LABEL_VALUES`` is the table's vocabulary; a client's label is validated where it comes in
+(``check_label``, beside the HTTP server).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+import duckdb
+import pyarrow as pa
+
+from ..queries import insert_rows
+
+LABELS: Final = pa.schema([
+    ("episode_id", pa.string()), ("span_id", pa.string()), ("label", pa.string()),
+    ("note", pa.string()),
+])
+LABEL_VALUES: Final = ("true_loop", "false_kill", "no_loop")
+
+
+def write_labels(cur: duckdb.DuckDBPyConnection, labels: Sequence[dict[str, Any]]) -> int:
+    """Store human labels; a new label for the same episode and span replaces the old one."""
+    return insert_rows(cur, "labels", labels, LABELS, on_conflict="replace")

@@ -1,0 +1,188 @@
+"""The ``tool_calls`` table: calls stored with the collector's verdicts, and the look-ups the
+pipeline makes before it stores more (episodes of traces, shadows, duplicates).
+
+Only the pipeline thread calls these, inside its transaction, on its own cursor. The SQL is in
+``sql/writes/tool_calls.sql``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import fields
+from typing import Any, Final, Protocol
+
+import duckdb
+import pyarrow as pa
+
+from ...rows import ToolCallRow
+from ..arrow import registered
+from ..queries import statements
+
+TOOL_CALLS: Final = pa.schema([
+    ("trace_id", pa.string()), ("span_id", pa.string()), ("episode_id", pa.string()),
+    ("service", pa.string()), ("agent", pa.string()), ("model", pa.string()),
+    ("tool", pa.string()), ("call_id", pa.string()), ("kind", pa.string()),
+    ("step", pa.int32()), ("start_ns", pa.int64()), ("end_ns", pa.int64()),
+    ("convention", pa.string()), ("signature", pa.string()), ("args_text", pa.string()),
+    ("output_hash", pa.string()), ("output_text", pa.string()), ("output_size", pa.int32()),
+    ("content_captured", pa.bool_()), ("status", pa.string()), ("error_message", pa.string()),
+    ("guard_mode", pa.string()), ("guard_action", pa.string()), ("guard_decision", pa.string()),
+    ("guard_reason", pa.string()), ("guard_flags", pa.list_(pa.string())),
+    ("progress", pa.string()), ("streak", pa.int32()), ("idempotency_key", pa.string()),
+    ("write_status", pa.string()), ("intent", pa.string()), ("deadline_s", pa.float64()),
+    ("turn", pa.int32()), ("reconciles", pa.string()), ("found", pa.bool_()),
+    ("tokens_in", pa.int64()),
+    ("tokens_out", pa.int64()), ("cost_usd", pa.float64()), ("dedup_key", pa.string()),
+    ("collector_progress", pa.string()), ("collector_streak", pa.int32()),
+])
+_COLLECTOR_COLUMNS: Final = ("dedup_key", "collector_progress", "collector_streak")
+"""The columns the collector fills (the rest are a ``ToolCallRow``'s fields of those names)."""
+_ROW_COLUMNS: Final = tuple(name for name in TOOL_CALLS.names if name not in _COLLECTOR_COLUMNS)
+_ROW_FIELDS: Final = frozenset(f.name for f in fields(ToolCallRow))
+_SQL: Final = statements("tool_calls")
+
+
+class CallVerdict(Protocol):
+    """What the store keeps of detection's verdict on a call (``detection.Verdict``)."""
+
+    @property
+    def row(self) -> ToolCallRow: ...
+    @property
+    def signature(self) -> str: ...
+    @property
+    def progress(self) -> str | None: ...
+    @property
+    def streak(self) -> int: ...
+
+
+def insert_tool_calls(
+    cur: duckdb.DuckDBPyConnection,
+    rows: Sequence[ToolCallRow],
+    verdicts: Mapping[str, CallVerdict],
+    dedup_keys: Mapping[str, str],
+) -> int:
+    """Insert tool calls with the collector's verdicts, built column by column (no dict per
+    row: this is the pipeline's widest table and its hottest insert)."""
+    if not rows:
+        return 0
+    columns: dict[str, list[Any]] = {
+        name: [getattr(row, name) for row in rows] for name in _ROW_COLUMNS
+    }
+    found = [verdicts.get(row.span_id) for row in rows]
+    columns["signature"] = [  # the core's, under the policy, when it saw the arguments
+        v.signature if v is not None and row.args_text is not None else row.signature
+        for row, v in zip(rows, found, strict=True)]
+    columns["dedup_key"] = [dedup_keys.get(row.span_id) for row in rows]
+    columns["collector_progress"] = [(v.progress or "none") if v else None for v in found]
+    columns["collector_streak"] = [v.streak if v else None for v in found]
+    with registered(cur, "incoming_tool_calls", pa.table(columns, schema=TOOL_CALLS)) as batch:
+        cur.execute(_SQL["insert"])
+    return batch.num_rows
+
+
+def load_tool_calls(
+    cur: duckdb.DuckDBPyConnection, episode_ids: Sequence[str]
+) -> dict[str, list[ToolCallRow]]:
+    """The stored tool calls of these episodes (to rebuild their detection state), in one
+    query; episodes with none are absent from the result."""
+    if not episode_ids:
+        return {}
+    with registered(cur, "incoming_episode_ids", {"episode_id": list(episode_ids)}):
+        result = cur.execute(_SQL["load"])
+        columns = [d[0] for d in result.description or ()]
+        found = result.fetchall()
+    keep = [i for i, name in enumerate(columns) if name in _ROW_FIELDS]
+    rows: dict[str, list[ToolCallRow]] = {}
+    for values in found:
+        data = {columns[i]: values[i] for i in keep}
+        data["guard_flags"] = list(data.get("guard_flags") or [])
+        row = ToolCallRow(**data)
+        rows.setdefault(row.episode_id, []).append(row)
+    return rows
+
+
+def loopscope_spans_of_traces(
+    cur: duckdb.DuckDBPyConnection, traces: Sequence[str]
+) -> list[tuple[str, str, int, int]]:
+    """(trace, tool, start, end) of the stored loopscope tool calls in these traces."""
+    if not traces:
+        return []
+    with registered(cur, "incoming_traces", {"trace_id": list(traces)}):
+        found = cur.execute(_SQL["loopscope_spans_of_traces"]).fetchall()
+    return [(trace, tool, start, end) for trace, tool, start, end in found]
+
+
+def foreign_calls_of_traces(
+    cur: duckdb.DuckDBPyConnection, traces: Sequence[str]
+) -> list[ToolCallRow]:
+    """The stored tool calls of other instrumentations than loopscope's in these traces
+    (their ids, episode, tool and times only): the candidates to be a loopscope call's
+    shadow (``assembly.shadowed``)."""
+    if not traces:
+        return []
+    with registered(cur, "incoming_traces", {"trace_id": list(traces)}):
+        found = cur.execute(_SQL["foreign_calls_of_traces"]).fetchall()
+    return [ToolCallRow(*row) for row in found]
+
+
+def delete_calls(cur: duckdb.DuckDBPyConnection, rows: Sequence[ToolCallRow]) -> set[str]:
+    """Delete these stored tool calls and their detections (a shadow of a loopscope call);
+    an episode row made only for them goes too. Returns the episodes they belonged to."""
+    if not rows:
+        return set()
+    keys = {"trace_id": [r.trace_id for r in rows], "span_id": [r.span_id for r in rows]}
+    with registered(cur, "shadowed", keys):
+        cur.execute(_SQL["delete_shadowed_calls"])
+        cur.execute(_SQL["delete_shadowed_detections"])
+    emptied = {r.episode_id for r in rows}
+    with registered(cur, "emptied", {"episode_id": list(emptied)}):
+        cur.execute(_SQL["delete_emptied_episodes"])
+    return emptied
+
+
+def stored_dedup_keys(cur: duckdb.DuckDBPyConnection, keys: Sequence[str]) -> set[str]:
+    """The keys among ``keys`` that a stored tool call already has (one call, two reports)."""
+    if not keys:
+        return set()
+    with registered(cur, "incoming_dedup", {"dedup_key": list(keys)}):
+        found = cur.execute(_SQL["stored_dedup_keys"]).fetchall()
+    return {row[0] for row in found}
+
+
+def episodes_of_traces(cur: duckdb.DuckDBPyConnection, traces: Sequence[str]) -> dict[str, str]:
+    """For traces already stored, the episode their calls belong to."""
+    if not traces:
+        return {}
+    with registered(cur, "incoming_traces", {"trace_id": list(traces)}):
+        found = cur.execute(_SQL["episodes_of_traces"]).fetchall()
+    return dict(found)
+
+
+_REBIND: Final = ("rebind_tool_calls", "rebind_detections", "rebind_guard_decisions",
+                  "rebind_unknown_writes", "delete_bare_episode")
+
+
+def rebind_trace(cur: duckdb.DuckDBPyConnection, trace_id: str, episode_id: str) -> bool:
+    """Move calls stored under the bare trace id to ``episode_id``; True if any moved."""
+    moved = cur.execute(_SQL["count_bare_trace"], {"t": trace_id}).fetchall()
+    # fetchall: DuckDB 2 refuses new work while a result is unfinished
+    if not moved[0][0]:
+        return False
+    params = {"t": trace_id, "e": episode_id}
+    for name in _REBIND:
+        cur.execute(_SQL[name], params)
+    return True
+
+
+def update_verdicts(cur: duckdb.DuckDBPyConnection, verdicts: Sequence[CallVerdict]) -> None:
+    """Rewrite the collector's verdict on calls stored earlier (after a re-evaluation)."""
+    if not verdicts:
+        return
+    batch = pa.table({
+        "trace_id": [v.row.trace_id for v in verdicts],
+        "span_id": [v.row.span_id for v in verdicts],
+        "progress": [v.progress or "none" for v in verdicts],
+        "streak": pa.array([v.streak for v in verdicts], pa.int32()),
+    })
+    with registered(cur, "incoming_verdicts", batch):
+        cur.execute(_SQL["update_verdicts"])
