@@ -10,13 +10,20 @@ costs: the standard library's JSON and SHA-256 of arguments and result beside th
 is the ratio instrumented / bare span (target: at most 1.2): absolute times drift with the
 machine, ratios measured in the same run do not.
 
+With ``--against CHECKOUT`` (another checkout, e.g. ``git worktree add --detach /tmp/before
+<commit>``) that checkout's ``loopscope`` package is loaded beside this one under another name
+and its ``@loopscope.tool`` is timed in the same rounds, on the same provider and processor:
+a before/after ratio that holds on a noisy machine. Times are this process's CPU time.
+
 Run:  .venv/bin/python benchmarks/bench_tool_call.py [--calls 2000] [--rounds 15]
+          [--exporter discard] [--against DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import random
 import socket
@@ -26,10 +33,11 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
 
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 import loopscope
@@ -131,6 +139,23 @@ def _wait_for_port(port: int) -> None:
     raise SystemExit("the OTLP sink did not start")
 
 
+def load_sdk(checkout: Path) -> ModuleType:
+    """Another checkout's ``loopscope`` package, imported under a name of its own (its
+    modules import one another relatively)."""
+    package = checkout / "instrumentation" / "loopscope"
+    if not (package / "__init__.py").is_file():
+        raise SystemExit(f"--against: no loopscope package at {package}")
+    name = "loopscope_against"
+    spec = importlib.util.spec_from_file_location(
+        name, package / "__init__.py", submodule_search_locations=[str(package)]
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000, help="calls per variant per round")
@@ -143,6 +168,12 @@ def main() -> None:
         "(default); discard: count and drop",
     )
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        metavar="CHECKOUT",
+        help="another checkout whose @loopscope.tool is timed in the same rounds",
+    )
     args = parser.parse_args()
 
     sink = None
@@ -225,6 +256,19 @@ def main() -> None:
         "span_and_hashes": hashed_span,
         "loopscope": guarded,
     }
+    if args.against is not None:
+        other = load_sdk(args.against.resolve())
+        # Its spans go through this provider and processor too; the processor it is given
+        # (every setup needs one) does nothing, and every variant's spans pass it alike.
+        other.instrument(service_name="bench", mode="enforce", span_processor=SpanProcessor())
+        other_instrumented = other.tool(kind="read")(search_orders)
+
+        def against(n: int) -> None:
+            with other.episode(task="bench", task_type="lookup"):
+                for i in range(n):
+                    other_instrumented(f"customer {i}")
+
+        variants["against"] = against
     per_call: dict[str, list[float]] = {name: [] for name in variants}
     try:
         for fn in variants.values():  # warm up
@@ -253,6 +297,13 @@ def main() -> None:
         ),
         "spans_exported": exporter.count,
     }
+    if "against" in median:
+        result["ratio_against_vs_bare_span"] = round(median["against"] / median["bare_span"], 3)
+        # paired by round (the two ran moments apart): steadier than a ratio of medians
+        result["ratio_loopscope_vs_against_paired"] = round(statistics.median(
+            mine / theirs for mine, theirs in zip(per_call["loopscope"], per_call["against"],
+                                                  strict=True)
+        ), 3)
     if args.json:
         print(json.dumps(result))
         return
@@ -265,6 +316,11 @@ def main() -> None:
     print(f"stdlib floor / bare span: {result['ratio_stdlib_floor_vs_bare_span']:.3f}x")
     print(f"span + hashes / bare span: {result['ratio_span_and_hashes_vs_bare_span']:.3f}x")
     print(f"loopscope / bare span: {result['ratio_loopscope_vs_bare_span']:.3f}x (target <= 1.2x)")
+    if "ratio_against_vs_bare_span" in result:
+        print(f"--against / bare span: {result['ratio_against_vs_bare_span']:.3f}x; "
+              f"loopscope / --against, paired by round: "
+              f"{result['ratio_loopscope_vs_against_paired']:.3f}x (below 1: this checkout "
+              "costs less)")
 
 
 if __name__ == "__main__":
