@@ -14,6 +14,7 @@ raises ``SourceError``, which the entrypoint shows as a message instead of a tra
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import urllib.error
@@ -309,12 +310,34 @@ def alert_series(alert: Mapping[str, Any], *, windows_before: int = 4,
     buckets = max(1, round(window_s / bucket_s))
     rolled = counts.rolling(buckets, min_periods=1).sum()
     rolled = rolled[rolled.index >= at_ns - windows_before * span]
+    rolled.index = rolled.index + step  # each value belongs to its bucket's end
+    firing = _window_at(alert, at_ns, window_s)
+    if firing is not None:  # the rule judged at the firing itself, often inside a bucket
+        rolled.loc[at_ns] = firing
+        rolled = rolled.sort_index()
     return pd.DataFrame({
-        "bucket": pd.to_datetime(rolled.index + step, unit="ns"),
+        "bucket": pd.to_datetime(rolled.index, unit="ns"),
         "calls": rolled["calls"].astype(int).values,
         "no_progress": rolled["no_progress"].astype(int).values,
         "rate": (rolled["no_progress"] / rolled["calls"].where(rolled["calls"] > 0)).values,
     })
+
+
+def _window_at(alert: Mapping[str, Any], at_ns: int, window_s: float) -> tuple[int, int] | None:
+    """(calls, no-progress calls) in the rule's window at the moment ``at_ns``, as the
+    collector counts it: its whole buckets (``AlertSettings.bucket_s``, not configurable)
+    back from the one ``at_ns`` falls in, and only the calls up to ``at_ns``. None when the
+    window holds no call."""
+    from loopscope_collector.alerts import AlertSettings
+
+    bucket_ns = int(AlertSettings().bucket_s * 1e9)
+    buckets = max(1, math.ceil(window_s * 1e9 / bucket_ns - 1e-9))
+    since = (at_ns // bucket_ns - buckets + 1) * bucket_ns
+    rates = no_progress_rate(bucket_s=max(1, round(window_s)), service=alert.get("service"),
+                             since_ns=since, until_ns=at_ns + 1)
+    if rates.empty or not int(rates["calls"].sum()):
+        return None
+    return int(rates["calls"].sum()), int(rates["no_progress"].sum())
 
 
 @st.cache_data(ttl=LIVE_TTL, show_spinner=False)

@@ -289,3 +289,41 @@ def test_an_alert_without_a_stored_rule_falls_back_to_its_message() -> None:
                       "(above the threshold 45%)", "threshold": None, "window_s": None}
     rule = queries.alert_rule(old)
     assert (rule["threshold"], rule["window_s"]) == (0.45, 120.0)
+
+
+def test_an_alert_fired_inside_a_bucket_sits_on_its_series(monkeypatch) -> None:
+    """The rule judges at every commit, so an alert often fires inside a bucket and calls keep
+    coming after it (``loopscope up --demo``: 52% of 46 calls at 04:54:08, while the bucket
+    ending 04:54:10 held 35%). The series has the firing moment itself, at the alert's rate."""
+    import pandas as pd
+
+    from loopscope_dashboard import queries
+
+    fired_ns = 1_000_000 * 1_000_000_000 + 3_400_000_000  # 3.4 s into a 5 s bucket
+    # (start_ns, no progress): 10 looping calls before the firing, 30 healthy ones after it
+    calls = ([(fired_ns - 3_000_000_000 + i * 100_000_000, True) for i in range(10)]
+             + [(fired_ns - 1_000_000_000, False)] * 2
+             + [(fired_ns + 100_000_000 + i * 10_000_000, False) for i in range(30)])
+
+    def rates(*, bucket_s: int = 60, since_ns=None, until_ns=None, **_: object) -> pd.DataFrame:
+        step = bucket_s * 1_000_000_000
+        rows: dict[int, list[int]] = {}
+        for start, stuck in calls:
+            if (since_ns is None or start >= since_ns) and (until_ns is None
+                                                            or start < until_ns):
+                row = rows.setdefault(start // step * step, [0, 0])
+                row[0] += 1
+                row[1] += stuck
+        return pd.DataFrame([{"bucket_ns": b, "service": "s", "calls": c, "no_progress": n}
+                             for b, (c, n) in sorted(rows.items())])
+
+    monkeypatch.setattr(queries, "no_progress_rate", rates)
+    alert = {"fired_at": pd.Timestamp(fired_ns, unit="ns"), "rate": 10 / 12, "volume": 12,
+             "service": "s", "window_s": 60.0, "threshold": 0.5, "factor": 3.0, "floor": 0.2,
+             "message": ""}
+    series = queries.alert_series(alert)
+    at = series[series["bucket"] == alert["fired_at"]].iloc[0]
+    assert (at["calls"], at["rate"]) == (12, pytest.approx(10 / 12))
+    after = series[series["bucket"] > alert["fired_at"]].iloc[0]
+    assert after["calls"] == 42  # the bucket's end holds the calls after the firing too
+    assert list(series["bucket"]) == sorted(series["bucket"])
