@@ -327,3 +327,31 @@ def test_an_alert_fired_inside_a_bucket_sits_on_its_series(monkeypatch) -> None:
     after = series[series["bucket"] > alert["fired_at"]].iloc[0]
     assert after["calls"] == 42  # the bucket's end holds the calls after the firing too
     assert list(series["bucket"]) == sorted(series["bucket"])
+
+
+def _downloads(at: AppTest) -> set[str]:
+    """The keys of the page's download buttons (``downloads.offer``: download_KEY_csv and
+    download_KEY_parquet)."""
+    return {str(e.proto.id) for e in at.get("download_button")}
+
+
+@pytest.mark.parametrize(("page", "tables"), [
+    ("views/episode.py", ("flags", "guard", "steps")),
+    ("views/labels.py", ("flagged_to_label",)),
+    ("views/overview.py", ("flagged",)),
+])
+def test_every_table_a_page_shows_can_be_downloaded(page: str, tables: tuple[str, ...],
+                                                    store_path: Path) -> None:
+    at = _page(page, episode=_stopped_episode(store_path) if "episode" in page else None)
+    ids = " ".join(_downloads(at))
+    for table in tables:
+        assert f"download_{table}_csv" in ids and f"download_{table}_parquet" in ids, table
+
+
+def test_a_snapshot_file_is_not_called_live() -> None:
+    """``loopscope dashboard --db FILE`` reads a file that does not change."""
+    at = _app().run()
+    assert not at.exception
+    headers = [h.value for h in at.subheader]
+    assert "Flagged episodes" in headers
+    assert not [h for h in headers if "live" in h.lower()]

@@ -95,6 +95,9 @@ def test_policy_page_replays_compares_and_sweeps() -> None:
     sweep = next(json.loads(c.proto.spec) for c in at.get("plotly_chart"))
     assert {t["name"] for t in sweep["data"]} == {"loops caught", "false kills"}
     assert [str(x) for x in sweep["data"][0]["x"]] == ["5", "6", "7", "8", "9"]
+    downloads = " ".join(str(e.proto.id) for e in at.get("download_button"))
+    for table in ("policy_compare", "policy_sweep"):  # every table the page shows
+        assert f"download_{table}_csv" in downloads and f"download_{table}_parquet" in downloads
 
 
 def test_an_exported_policy_gives_analyze_the_verdicts_the_page_showed(

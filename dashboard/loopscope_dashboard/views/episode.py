@@ -88,6 +88,7 @@ with left:
                                    "message"],
                      column_config={"action": st.column_config.TextColumn("enforce would"),
                                     "message": st.column_config.TextColumn(width="large")})
+        downloads.offer(detections, f"{episode_id}-flags", key="flags")
 with right:
     st.subheader("Guard decisions")
     decisions = truth.guard_rows(calls)
@@ -100,6 +101,7 @@ with right:
         st.dataframe(decisions, hide_index=True, key="guard_table",
                      column_config={"enforce_would": st.column_config.TextColumn(
                          "enforce would", help="Empty when it is what happened.")})
+        downloads.offer(decisions, f"{episode_id}-guard-decisions", key="guard")
 
 st.subheader("Steps")
 if calls.empty:

@@ -54,6 +54,7 @@ else:
                                "would_be", "kinds", "flags", "kills", "would_be_kills",
                                "outcome"],
                  column_config=state.EPISODE_COLUMNS)
+    downloads.offer(flagged.drop(columns=["open"]), "flagged-to-label", key="flagged_to_label")
 
 st.subheader("Labels so far")
 existing = queries.labels()

@@ -33,10 +33,14 @@ alerts = queries.alerts(service=filters.service)
 st.plotly_chart(charts.rate_over_time(rates, alerts), key="rate_chart")
 
 
-@st.fragment(run_every="2s")
+LIVE = queries.source_is_live()
+
+
+@st.fragment(run_every="2s" if LIVE else None)
 def flagged_list() -> None:
-    """The newest flagged episodes; reruns alone every two seconds."""
-    st.subheader("Flagged episodes (live)")
+    """The newest flagged episodes; reruns alone every two seconds from a live collector (a
+    snapshot file does not change: it is neither refreshed nor called live)."""
+    st.subheader("Flagged episodes (live)" if LIVE else "Flagged episodes")
     flagged = queries.episodes(flagged=True, limit=50, **state.filters().params())
     if flagged.empty:
         st.success("No flagged episodes in this range. Stuck agents appear here as they loop.")

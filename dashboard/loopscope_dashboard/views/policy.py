@@ -135,6 +135,8 @@ table = pd.DataFrame([before.as_row(), after.as_row()], index=["current", "candi
 st.dataframe(table.T.rename_axis("measure"), key="policy_compare",
              column_config={"current": st.column_config.NumberColumn(format="%g"),
                             "candidate": st.column_config.NumberColumn(format="%g")})
+downloads.offer(table.T.rename_axis("measure").reset_index(), "policy-comparison",
+                key="policy_compare")
 st.caption(f"Loops caught of {after.labelled_loops} labelled loops; false kills of "
            f"{after.labelled_kills} labelled runs with a detector kill; {after.budget_stops} "
            f"budget stop(s) beside them. Cost saved: ${before.cost_saved:,.4f} → "
@@ -187,3 +189,4 @@ if st.button("Run the sweep", key="policy_sweep_run"):
 if swept is not None and swept[0] == sweep_key:
     st.plotly_chart(charts.sweep_chart(swept[1], name), key="policy_sweep_chart")
     st.dataframe(swept[1], hide_index=True, key="policy_sweep_table")
+    downloads.offer(swept[1], f"policy-sweep-{name}", key="policy_sweep")
