@@ -126,7 +126,7 @@ def stop_story(episode: Mapping[str, Any], diagnostic: Mapping[str, Any] | None,
     last = call_of_step(calls, diagnostic.get("last_progress_step"))
     facts = []
     if isinstance(streak, int):
-        facts.append(f"{streak} call(s) without progress before it")
+        facts.append(f"{streak} call(s) without progress{_streak_end(calls, at, streak)}")
     if last is not None:
         facts.append(f"last progress at call {last}")
     tail = f" ({'; '.join(facts)})" if facts else ""
@@ -135,6 +135,20 @@ def stop_story(episode: Mapping[str, Any], diagnostic: Mapping[str, Any] | None,
         return "stopped", f"Stopped{where} by {by}{tail}.{hint}"
     return "would", (f"Not stopped: this {mode}-mode run ended with stop reason {reason}. "
                      f"Enforce mode would have stopped it{where} by {by}{tail}.{hint}")
+
+
+def _streak_end(calls: pd.DataFrame, at: int | None, streak: int) -> str:
+    """Where a diagnostic's streak ends. A guard decides before a call runs (the streak counts
+    the calls before it) or after its output is recorded (the call is counted too); its span's
+    own streak (``tool_calls.streak``) tells which."""
+    if at is None or "streak" not in calls.columns:
+        return " before it"
+    own = calls.loc[calls["call"] == at, "streak"]
+    if not own.empty and own.iloc[0] == streak and streak > 0:
+        prior = calls.loc[calls["call"] == at - 1, "streak"]
+        if prior.empty or prior.iloc[0] != streak:
+            return f", call {at} included"
+    return " before it"
 
 
 def _flag_text(value: object) -> str:

@@ -131,3 +131,23 @@ def test_metric_cards_give_value_n_interval_and_trend() -> None:
     assert false_kill.caption.endswith("· 0 budget stop(s) beside it")
     assert latency.value == "2.0 s p50" and "1 still unresolved" in latency.caption
     assert cost.value == "$0.5000" and cost.delta == "+0.0000"
+
+
+def test_a_stop_diagnostic_says_whether_its_streak_counts_the_stopped_call() -> None:
+    """An exact repeat is stopped before the call runs (the streak counts the calls before
+    it); output stagnation after its output (the stopped call is counted): the demo's
+    param_jitter run, stopped at call 5 with a streak of 4 while call 4's own streak is 3."""
+    import pandas as pd
+
+    from loopscope_dashboard import truth
+
+    calls = pd.DataFrame({"call": [1, 2, 3, 4, 5], "step": [1, 3, 5, 7, 9],
+                          "streak": [0, 1, 2, 3, 4]})
+    episode = {"stop_reason": "repeated_tool_call", "happened": "stopped"}
+    after = {"step": 9, "detector": "output_stagnation", "no_progress_streak": 4,
+             "last_progress_step": 1}
+    assert "4 call(s) without progress, call 5 included" in truth.stop_story(
+        episode, after, calls)[1]
+    before = {"step": 9, "detector": "exact_repeat", "no_progress_streak": 3,
+              "last_progress_step": 1}
+    assert "3 call(s) without progress before it" in truth.stop_story(episode, before, calls)[1]
