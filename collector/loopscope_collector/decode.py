@@ -33,8 +33,8 @@ from loopscope_collector.decode_errors import (
     UnsupportedMediaType,
 )
 from loopscope_collector.decode_json import decode_json
-from loopscope_collector.spans import SpanEvent, SpanRecord
-from loopscope_collector.typed_attributes import unstorable_attribute
+from loopscope_collector.normalize.spans import SpanEvent, SpanRecord
+from loopscope_collector.normalize.typed_attributes import unstorable_attribute
 
 __all__ = [
     "DecodeError",

@@ -24,8 +24,8 @@ from typing import Any
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from loopscope_collector.decode_errors import DecodeError
-from loopscope_collector.spans import SpanEvent, SpanRecord
-from loopscope_collector.typed_attributes import unstorable_attribute
+from loopscope_collector.normalize.spans import SpanEvent, SpanRecord
+from loopscope_collector.normalize.typed_attributes import unstorable_attribute
 
 __all__ = ["decode_json"]
 

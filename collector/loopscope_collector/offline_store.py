@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final
 from loopscope.detect.policy import Policy
 from loopscope.detect.replay import Episode, EpisodeReport
 
-from .spans import SpanRecord
+from .normalize.spans import SpanRecord
 
 if TYPE_CHECKING:
     from .pipeline import Job, Pipeline

@@ -26,16 +26,16 @@ from loopscope.detect.events import STATUSES, TOOL_KINDS
 from loopscope.detect.policy import Policy
 from loopscope.detect.replay import Episode, EpisodeReport
 
-from . import assembly
-from .assembly import Reading
 from .detection import (
     StreamingDetector,
     arguments,
     detected_report,
     output_digest,
 )
-from .rows import EpisodeRow, ToolCallRow
-from .spans import SpanRecord
+from .normalize import assembly
+from .normalize.assembly import Reading
+from .normalize.rows import EpisodeRow, ToolCallRow
+from .normalize.spans import SpanRecord
 
 if TYPE_CHECKING:
     from .offline_store import Store

@@ -28,7 +28,6 @@ from typing import Any
 
 from loopscope.detect import Policy
 
-from . import assembly
 from .batch_undo import BatchUndo
 from .detection import EpisodeResult, StreamingDetector
 from .jobs import (
@@ -40,8 +39,9 @@ from .jobs import (
     is_data_error,
     is_store_error,
 )
-from .rows import EpisodeRow, ReconcileRow, ToolCallRow
-from .spans import SpanRecord
+from .normalize import assembly
+from .normalize.rows import EpisodeRow, ReconcileRow, ToolCallRow
+from .normalize.spans import SpanRecord
 from .storage import Database
 from .storage import writes as tables
 from .storage.queries import insert_rows

@@ -39,8 +39,8 @@ from .decode import DecodeError, decode_request, inflate
 from .jobs import Overloaded, PipelineStopped, Rejected
 from .labels import check_label
 from .limits import MAX_INFLIGHT_BYTES, Busy, ConnectionWatch, Hold, InFlight
+from .normalize.spans import SpanRecord
 from .pipeline import Pipeline
-from .spans import SpanRecord
 from .storage import Database
 from .storage.queries import READS, UnknownRead
 from .store_health import StoreUnavailable

@@ -29,9 +29,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from .decode import DecodeError, decode_proto_request
 from .jobs import Overloaded, PipelineStopped, Rejected
 from .limits import Busy, InFlight
+from .normalize.spans import SpanRecord
 from .pipeline import Pipeline
 from .server import ACK_TIMEOUT_S, MAX_BODY_BYTES
-from .spans import SpanRecord
 from .store_health import StoreUnavailable
 
 MAX_WORKERS: Final = 8

@@ -30,9 +30,9 @@ import pandas as pd
 from loopscope.detect import Policy
 from loopscope.detect.events import ACTIONS
 from loopscope.detect.replay import Episode, replay
-from loopscope_collector.assembly import sort_key
+from loopscope_collector.normalize.assembly import sort_key
+from loopscope_collector.normalize.rows import ToolCallRow
 from loopscope_collector.otlp_files import episodes_from_rows
-from loopscope_collector.rows import ToolCallRow
 
 _RANK: Final = {name: i for i, name in enumerate(ACTIONS)}
 _ROW_FIELDS: Final = frozenset(f.name for f in dataclasses.fields(ToolCallRow))

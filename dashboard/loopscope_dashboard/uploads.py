@@ -26,8 +26,8 @@ from loopscope.analysis import Problem, call_ordinals, summarize
 from loopscope.detect import Policy
 from loopscope.detect.events import MODES as GUARD_MODES
 from loopscope.detect.replay import EpisodeReport
+from loopscope_collector.normalize.spans import SpanRecord
 from loopscope_collector.offline import analyze_inputs
-from loopscope_collector.spans import SpanRecord
 from loopscope_collector.synthetic_spans import episode_spans
 
 MODES: Final = ("enforce", *(mode for mode in GUARD_MODES if mode != "enforce"))

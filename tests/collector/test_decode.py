@@ -27,7 +27,7 @@ from loopscope_collector.decode import (
     decode_proto_request,
     decode_request,
 )
-from loopscope_collector.spans import SpanEvent, SpanRecord
+from loopscope_collector.normalize.spans import SpanEvent, SpanRecord
 
 PROTO, JSON = "application/x-protobuf", "application/json"
 MAX = 1 << 20

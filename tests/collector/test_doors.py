@@ -48,7 +48,7 @@ from loopscope.analysis import call_ordinals
 from loopscope.detect import Policy
 from loopscope.detect.replay import parse_episode
 from loopscope.scenarios import generate
-from loopscope_collector.spans import SpanRecord
+from loopscope_collector.normalize.spans import SpanRecord
 from loopscope_collector.synthetic_spans import episode_spans
 from loopscope_dashboard import uploads
 

@@ -275,7 +275,7 @@ def test_episode_jsonl_into_the_store_prints_what_it_stored(
 
 def test_synthetic_spans_are_deterministic_and_shaped_like_the_sdks() -> None:
     """Same episode, same ids; the collector reads them as loopscope tool calls."""
-    from loopscope_collector.normalize import normalize_span
+    from loopscope_collector.normalize.dispatch import normalize_span
 
     line = json.dumps({"episode_id": "e-1", "outcome": "success", "steps": [
         {"type": "message", "role": "user", "content": "hi"},

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from loopscope_collector.storage import open_database
-from loopscope_collector.typed_attributes import (
+from loopscope_collector.normalize.typed_attributes import (
     TYPED_ATTRIBUTES,
     typed_int,
     unstorable_attribute,
 )
+from loopscope_collector.storage import open_database
 
 DERIVED = {
     # span times: the decoder refuses a time past 2262 (bigint), for spans and events alike

@@ -12,7 +12,7 @@ from typing import Any, Final
 import duckdb
 import pyarrow as pa
 
-from ...rows import EpisodeRow, ToolCallRow
+from ...normalize.rows import EpisodeRow, ToolCallRow
 from ..arrow import registered
 from ..queries import statements
 

@@ -11,7 +11,7 @@ from typing import Final
 import duckdb
 import pyarrow as pa
 
-from ...rows import ToolCallRow
+from ...normalize.rows import ToolCallRow
 from ..queries import insert_rows
 
 GUARD_DECISIONS: Final = pa.schema([

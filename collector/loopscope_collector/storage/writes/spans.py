@@ -12,7 +12,7 @@ from typing import Any, Final
 import duckdb
 import pyarrow as pa
 
-from ...spans import SpanRecord
+from ...normalize.spans import SpanRecord
 from ..arrow import registered
 from ..queries import statements
 

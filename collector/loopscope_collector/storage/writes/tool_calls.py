@@ -14,7 +14,7 @@ from typing import Any, Final, Protocol
 import duckdb
 import pyarrow as pa
 
-from ...rows import ToolCallRow
+from ...normalize.rows import ToolCallRow
 from ..arrow import registered
 from ..queries import statements
 

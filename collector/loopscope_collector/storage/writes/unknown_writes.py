@@ -13,7 +13,7 @@ from typing import Final
 import duckdb
 import pyarrow as pa
 
-from ...rows import ReconcileRow, ToolCallRow
+from ...normalize.rows import ReconcileRow, ToolCallRow
 from ..queries import insert_rows, statements
 
 UNKNOWN_WRITES: Final = pa.schema([

@@ -48,8 +48,8 @@ from __future__ import annotations
 
 from loopscope import conventions as c
 
-from . import conventions_loopscope
-from .conventions_frameworks import (
+from . import loopscope_spans
+from .frameworks import (
     OI_KIND,
     TRACELOOP_KIND,
     is_agents_function,
@@ -57,7 +57,7 @@ from .conventions_frameworks import (
     read_openinference,
     read_openllmetry,
 )
-from .conventions_genai import is_mcp, read_genai, read_mcp
+from .genai import is_mcp, read_genai, read_mcp
 from .rows import Normalized
 from .spans import SpanRecord
 
@@ -76,8 +76,8 @@ def normalize_span(span: SpanRecord) -> Normalized:
         unexpected attribute values: they are read leniently or ignored.
     """
     attrs = span.attributes
-    if conventions_loopscope.is_loopscope(attrs):
-        return conventions_loopscope.read(span)
+    if loopscope_spans.is_loopscope(attrs):
+        return loopscope_spans.read(span)
     if is_mcp(span):
         return read_mcp(span)
     kind = attrs.get(OI_KIND)

@@ -15,7 +15,7 @@ from typing import Any
 from loopscope import conventions as c
 from loopscope.detect.fingerprint import output_hash
 
-from .conventions_common import as_float, as_int, suffix, text, tool_row
+from .common import as_float, as_int, suffix, text, tool_row
 from .rows import EpisodeRow, Normalized, ReconcileRow, ToolCallRow
 from .spans import SpanRecord
 from .typed_attributes import typed_int

@@ -23,7 +23,7 @@ from typing import Any, Final
 from loopscope import conventions as c
 from loopscope.detect.fingerprint import output_text
 
-from .conventions_common import (
+from .common import (
     KIND_SERVER,
     MISSING,
     episode_id,

@@ -23,8 +23,8 @@ from typing import Any, Final
 
 from loopscope import conventions as c
 
-from .conventions_common import MISSING, first, loads, suffix, text, tool_message, tool_row
-from .conventions_genai import agent_episode
+from .common import MISSING, first, loads, suffix, text, tool_message, tool_row
+from .genai import agent_episode
 from .rows import Normalized
 from .spans import SpanRecord
 

@@ -33,7 +33,7 @@ from typing import Final
 
 from loopscope import conventions as c
 
-from .normalize import normalize_span
+from .dispatch import normalize_span
 from .rows import EpisodeRow, ReconcileRow, ToolCallRow
 from .spans import SpanRecord
 
