@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Final
 
 from .events import Status, StepView
-from .fingerprint import is_transitional
+from .fingerprint import TRANSITIONAL, is_transitional
 
 MAX_OUTPUTS_PER_SIGNATURE = 8
 MAX_FAILS = 16
@@ -33,16 +33,23 @@ class SignatureStats:
     last_t: float = 0.0
     last_output: str = ""
     last_status: Status = "ok"
-    outputs: set[str] = field(default_factory=set)
+    outputs: tuple[str, ...] = ()
+    """Distinct output hashes (the first ``MAX_OUTPUTS_PER_SIGNATURE``). Tuples, not sets or
+    lists, here and in ``fails``: an episode keeps one of these per distinct call, and a tuple
+    of strings is not tracked by the garbage collector (full collections stay cheap)."""
     same_output_run: int = 0
-    fails: list[int] = field(default_factory=list)
+    fails: tuple[int, ...] = ()
     """Step indexes of the current run of failures (the last ``MAX_FAILS``); an answer of
     "nothing found" counts as a soft failure of the question."""
     fails_epoch: int = 0
     fail_transient: bool = False
     """The last failure read as transient (a timeout, 503, "try again")."""
     last_index: int = -1
-    last_words: frozenset[str] | None = None
+    last_words: int | None = None
+    """The hash of the last output's word sketch (``None``: not captured), to tell a changed
+    answer from a reworded one without keeping every sketch."""
+    last_waiting: bool = False
+    """The last output named a status on its way (RUNNING, pending, …) anywhere in it."""
     last_negative: bool = False
     transitional: bool = False
     """The last output read like a status still on its way (RUNNING, PENDING, …)."""
@@ -136,20 +143,26 @@ class History:
         stats.last_t = step.t
         stats.last_index = step.index
         stats.transitional = is_transitional(step.words)
-        stats.last_words = step.words
+        words = step.words
+        stats.last_words = None if words is None else hash(words)
+        stats.last_waiting = words is not None and not TRANSITIONAL.isdisjoint(words)
         stats.last_negative = step.negative
         if step.status in ("error", "timeout") or step.negative:
             if stats.fails_epoch != self.epoch:
-                stats.fails = []
+                stats.fails = ()
             stats.fails_epoch = self.epoch
-            stats.fails = [*stats.fails[-(MAX_FAILS - 1) :], step.index]
+            stats.fails = (*stats.fails[-(MAX_FAILS - 1) :], step.index)
             stats.fail_transient = step.status == "timeout" or not TRANSIENT.isdisjoint(
                 step.words or ()
             )
         elif step.status == "ok":
-            stats.fails = []
-        if step.status == "ok" and len(stats.outputs) < MAX_OUTPUTS_PER_SIGNATURE:
-            stats.outputs.add(step.output_hash)
+            stats.fails = ()
+        if (
+            step.status == "ok"
+            and len(stats.outputs) < MAX_OUTPUTS_PER_SIGNATURE
+            and step.output_hash not in stats.outputs
+        ):
+            stats.outputs = (*stats.outputs, step.output_hash)
         self.steps.append(step)
         self._recent.clear()
         if step.status != "blocked":

@@ -37,7 +37,6 @@ from .events import (
 from .exact_repeat import ExactRepeat
 from .expectations import AnswerCheck, ExpectationTracker
 from .fingerprint import (
-    TRANSITIONAL,
     call_signature,
     canonical_json,
     is_negative,
@@ -345,7 +344,7 @@ class EpisodeMonitor:
             return "poll"  # same call, its output has changed: polling by shape
         gap = call.t - stats.last_t
         if gap >= self.policy.poll_pace_s and (
-            stats.last_status == "ok" or not TRANSITIONAL.isdisjoint(stats.last_words or ())
+            stats.last_status == "ok" or stats.last_waiting
         ):
             return "poll"  # asked again after a real wait for a result (or "still waiting")
         if stats.transitional:
@@ -393,7 +392,7 @@ class EpisodeMonitor:
         words = step.words
         if step.kind == "poll" and stats is not None and step.status in ("ok", "error"):
             if step.output_hash != stats.last_output and (
-                words is None or words != stats.last_words
+                words is None or hash(words) != stats.last_words
             ):
                 return "state_change"  # (a poll may answer "not done yet" as an error)
             declared = self._declared_kind(call) == "poll"
