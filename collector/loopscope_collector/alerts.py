@@ -33,8 +33,8 @@ from .alert_sinks import AlertSink, LogSink
 from .storage.queries import insert_rows
 
 if TYPE_CHECKING:
-    from .detection import EpisodeResult
-    from .pipeline import Pipeline
+    from .pipeline.detection import EpisodeResult
+    from .pipeline.thread import Pipeline
 
 logger = logging.getLogger(__name__)
 

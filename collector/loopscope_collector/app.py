@@ -13,7 +13,7 @@ from .alert_sinks import build_sink
 from .alerts import AlertManager, AlertSettings
 from .limits import MAX_INFLIGHT_BYTES, ConnectionWatch, InFlight
 from .metrics import compute_metrics
-from .pipeline import Pipeline
+from .pipeline.thread import Pipeline
 from .server import MAX_BODY_BYTES, CollectorHTTPServer
 from .server_grpc import serve_grpc
 from .storage import open_database

@@ -94,7 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     """``loopscope analyze`` over Episode JSONL and OTLP JSON, with ``--db``."""
-    from .detection import read_policy
+    from .pipeline.detection import read_policy
 
     policy = read_policy(args.policy)
     tty = sys.stderr.isatty()

@@ -24,7 +24,7 @@ from loopscope.detect.replay import Episode, EpisodeReport
 from .normalize.spans import SpanRecord
 
 if TYPE_CHECKING:
-    from .pipeline import Job, Pipeline
+    from .pipeline.thread import Job, Pipeline
     from .storage import Database
 
 __all__ = ["Store", "StoreCounts", "StoreError"]
@@ -80,7 +80,7 @@ class Store:
         try:
             import duckdb
 
-            from .pipeline import Pipeline
+            from .pipeline.thread import Pipeline
             from .storage import SchemaError, open_database
         except ImportError as exc:
             raise StoreError(f"--db needs the collector extra ({exc.name} is missing): "
@@ -140,7 +140,7 @@ class Store:
         """What the store's detection found in ``episode`` (after ``finish``), in
         ``loopscope analyze``'s shape; an episode no longer in the pipeline's memory is
         re-run from the store."""
-        from .detection import detected_report
+        from .pipeline.detection import detected_report
 
         detector = self.pipeline.detector
         monitor = detector.monitor(episode.episode_id)

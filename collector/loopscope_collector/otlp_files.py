@@ -26,16 +26,16 @@ from loopscope.detect.events import STATUSES, TOOL_KINDS
 from loopscope.detect.policy import Policy
 from loopscope.detect.replay import Episode, EpisodeReport
 
-from .detection import (
+from .normalize import assembly
+from .normalize.assembly import Reading
+from .normalize.rows import EpisodeRow, ToolCallRow
+from .normalize.spans import SpanRecord
+from .pipeline.detection import (
     StreamingDetector,
     arguments,
     detected_report,
     output_digest,
 )
-from .normalize import assembly
-from .normalize.assembly import Reading
-from .normalize.rows import EpisodeRow, ToolCallRow
-from .normalize.spans import SpanRecord
 
 if TYPE_CHECKING:
     from .offline_store import Store

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .limits import ConnectionWatch, InFlight
-from .pipeline import Pipeline
+from .pipeline.thread import Pipeline
 
 logger = logging.getLogger(__name__)
 

@@ -36,11 +36,11 @@ from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from .decode import DecodeError, decode_request, inflate
-from .jobs import Overloaded, PipelineStopped, Rejected
 from .labels import check_label
 from .limits import MAX_INFLIGHT_BYTES, Busy, ConnectionWatch, Hold, InFlight
 from .normalize.spans import SpanRecord
-from .pipeline import Pipeline
+from .pipeline.jobs import Overloaded, PipelineStopped, Rejected
+from .pipeline.thread import Pipeline
 from .storage import Database
 from .storage.queries import READS, UnknownRead
 from .store_health import StoreUnavailable

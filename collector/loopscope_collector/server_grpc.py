@@ -27,10 +27,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from .decode import DecodeError, decode_proto_request
-from .jobs import Overloaded, PipelineStopped, Rejected
 from .limits import Busy, InFlight
 from .normalize.spans import SpanRecord
-from .pipeline import Pipeline
+from .pipeline.jobs import Overloaded, PipelineStopped, Rejected
+from .pipeline.thread import Pipeline
 from .server import ACK_TIMEOUT_S, MAX_BODY_BYTES
 from .store_health import StoreUnavailable
 

@@ -25,7 +25,7 @@ from loopscope_collector.alerts import (
     SpikeDetector,
 )
 from loopscope_collector.decode import decode_proto_request
-from loopscope_collector.pipeline import Pipeline
+from loopscope_collector.pipeline.thread import Pipeline
 from loopscope_collector.storage import open_database
 
 pytestmark = pytest.mark.timeout(120)

@@ -23,9 +23,9 @@ from collector_process import CollectorProcess, start_collector
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from otlp_requests import episode_request, request, tool_span
 
-from loopscope_collector.jobs import Rejected
 from loopscope_collector.normalize.spans import SpanRecord
-from loopscope_collector.pipeline import Pipeline
+from loopscope_collector.pipeline.jobs import Rejected
+from loopscope_collector.pipeline.thread import Pipeline
 from loopscope_collector.storage import open_database
 
 pytestmark = pytest.mark.timeout(180)

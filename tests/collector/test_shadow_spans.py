@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from loopscope_collector.normalize.spans import SpanRecord
-from loopscope_collector.pipeline import Pipeline
+from loopscope_collector.pipeline.thread import Pipeline
 from loopscope_collector.storage import open_database
 
 TRACE = "ab" * 16

@@ -28,6 +28,13 @@ from typing import Any
 
 from loopscope.detect import Policy
 
+from ..normalize import assembly
+from ..normalize.rows import EpisodeRow, ReconcileRow, ToolCallRow
+from ..normalize.spans import SpanRecord
+from ..storage import Database
+from ..storage import writes as tables
+from ..storage.queries import insert_rows
+from ..store_health import RECOVER_INTERVAL_S, StoreHealth, StoreUnavailable, StoreWatch
 from .batch_undo import BatchUndo
 from .detection import EpisodeResult, StreamingDetector
 from .jobs import (
@@ -39,13 +46,6 @@ from .jobs import (
     is_data_error,
     is_store_error,
 )
-from .normalize import assembly
-from .normalize.rows import EpisodeRow, ReconcileRow, ToolCallRow
-from .normalize.spans import SpanRecord
-from .storage import Database
-from .storage import writes as tables
-from .storage.queries import insert_rows
-from .store_health import RECOVER_INTERVAL_S, StoreHealth, StoreUnavailable, StoreWatch
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from .normalize.spans import SpanRecord
+from ..normalize.spans import SpanRecord
 
 
 class Overloaded(RuntimeError):

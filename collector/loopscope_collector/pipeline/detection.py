@@ -23,8 +23,8 @@ from loopscope.detect.events import STATUSES, TOOL_KINDS
 from loopscope.detect.policy import policy_from_json
 from loopscope.detect.replay import Episode, EpisodeReport, episode_report
 
-from .normalize.assembly import sort_key
-from .normalize.rows import ToolCallRow
+from ..normalize.assembly import sort_key
+from ..normalize.rows import ToolCallRow
 
 MAX_ACTIVE_EPISODES = 20_000
 
