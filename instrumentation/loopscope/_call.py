@@ -326,10 +326,12 @@ def _note_would_be_stop(episode: Any, decision: Any, applied: str) -> None:
                                                                  False):
         return
     episode._would_stop_noted = True
-    hint = (decision.diagnostic or {}).get("hint") or decision.correction or ""
-    logger.warning("loopscope: %s mode: enforce would stop run %s at step %s (%s). %s",
-                   episode.mode, episode.id, decision.step,
-                   decision.stop_reason or decision.reason, hint)
+    diagnostic = decision.diagnostic or {}
+    hint = diagnostic.get("hint") or decision.correction or ""
+    where = (f"call {diagnostic['call']}" if "call" in diagnostic
+             else f"step {decision.step}")  # (a budget before a model turn has no call)
+    logger.warning("loopscope: %s mode: enforce would stop run %s at %s (%s). %s",
+                   episode.mode, episode.id, where, decision.stop_reason or decision.reason, hint)
 
 
 def tool_call(tool: str, args: Any = None, **options: Any) -> ToolCallScope:

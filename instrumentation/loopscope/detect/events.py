@@ -221,6 +221,7 @@ class StepView:
     """
 
     index: int
+    """The step's index in the episode (messages count too)."""
     tool: str
     kind: ToolKind | None
     signature: str
@@ -249,6 +250,9 @@ class StepView:
     """Progress evidence a detector saw in this step (e.g. ``cursor_advance``)."""
     negative: bool = False
     """A successful call that answered "nothing found" (a soft failure of the question)."""
+    call: int = 0
+    """The tool-call ordinal (1 = the episode's first tool call): the number a person reads
+    in tables, diagnostics and logs."""
     values: frozenset[str] | None = None
     """The argument values that name something (``fingerprint.arg_values``); read them with
     ``values_of``, which computes them from the canonical arguments when first needed."""

@@ -196,6 +196,7 @@ class EpisodeMonitor:
             deadline = call.deadline_s or self._stated_deadline() or history.default_deadline_s
         candidate = StepView(
             index=index,
+            call=self.tool_calls + 1,
             tool=call.tool,
             kind=kind,
             signature=signature,
@@ -627,6 +628,8 @@ class EpisodeMonitor:
             "kind": finding.kind,
             "step": step.index if step is not None else self.steps,
         }
+        if step is not None:
+            diagnostic["call"] = step.call
         if step is not None:
             diagnostic.update(tool=step.tool, args=args_preview(step))
         diagnostic.update(finding.details)
