@@ -85,6 +85,56 @@ def flag_calls(detections: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
     return flagged.sort_values("call", kind="stable")
 
 
+def step_progress(calls: pd.DataFrame) -> pd.DataFrame:
+    """``calls`` with the progress the Steps table shows: ``shown_progress`` and
+    ``shown_streak`` are the guard's (``loopscope.progress``, ``loopscope.no_progress.streak``:
+    the values its decisions and its stop diagnostic were made from) wherever the span carries
+    them, else the collector's own; ``progress_by`` says whose ("guard" or "collector").
+
+    The two can differ: the collector judges what it stored, and when content was not captured
+    it has neither the outputs nor the model's messages the guard saw, so it may call a new
+    action "none" and count a longer streak than the guard that stopped the run.
+    """
+    shown = calls.copy()
+    if shown.empty:
+        for name in ("shown_progress", "shown_streak", "progress_by"):
+            shown[name] = pd.Series(dtype=object)
+        return shown
+    empty = pd.Series([None] * len(shown), index=shown.index, dtype=object)
+    guard_progress = shown["progress"] if "progress" in shown.columns else empty
+    guard_streak = shown["streak"] if "streak" in shown.columns else empty
+    own_progress = (shown["collector_progress"] if "collector_progress" in shown.columns
+                    else empty)
+    own_streak = shown["collector_streak"] if "collector_streak" in shown.columns else empty
+    by_guard = guard_progress.notna() | guard_streak.notna()
+    shown["shown_progress"] = guard_progress.where(by_guard, own_progress)
+    shown["shown_streak"] = pd.array(guard_streak.where(by_guard, own_streak), dtype="Int64")
+    shown["progress_by"] = by_guard.map({True: "guard", False: "collector"})
+    return shown
+
+
+def collector_differs(steps: pd.DataFrame) -> bool:
+    """Whether, on a ``step_progress`` frame, the collector's own progress or streak differs
+    from the guard's at any call the guard reported."""
+    if steps.empty or "collector_progress" not in steps.columns:
+        return False
+    guard = steps[steps["progress_by"] == "guard"]
+
+    def text(column: pd.Series) -> list[str]:
+        return ["" if _missing(v) else str(int(v)) if isinstance(v, float) else str(v)
+                for v in column]
+
+    return (text(guard["shown_progress"]) != text(guard["collector_progress"])
+            or text(guard["shown_streak"]) != text(guard["collector_streak"]))
+
+
+def _missing(value: object) -> bool:
+    try:
+        return bool(pd.isna(value))  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return False
+
+
 def guard_rows(calls: pd.DataFrame) -> pd.DataFrame:
     """The calls at which a guard did or decided something other than allow, oldest first:
     ``call``, ``tool``, ``mode``, ``happened`` (what the guard did), ``enforce_would`` (the

@@ -11,6 +11,7 @@ import streamlit as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "collector"))
 
+from demo_store import build_demo_store, demo_spans
 from fixture_store import build_empty_store, build_store
 
 
@@ -18,6 +19,18 @@ from fixture_store import build_empty_store, build_store
 def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Scripted agents' runs (loops, look-alikes, UNKNOWN writes, guard decisions, alerts)."""
     return build_store(tmp_path_factory.mktemp("store") / "runs.duckdb")
+
+
+@pytest.fixture(scope="session")
+def demo_sdk_spans() -> list:
+    """The demo's scripts driven through the SDK, content not captured (``demo_store``)."""
+    return demo_spans()
+
+
+@pytest.fixture(scope="session")
+def demo_store_path(tmp_path_factory: pytest.TempPathFactory, demo_sdk_spans: list) -> Path:
+    """The demo's runs as ``loopscope up --demo`` stores them: content not captured."""
+    return build_demo_store(tmp_path_factory.mktemp("demo") / "demo.duckdb", demo_sdk_spans)
 
 
 @pytest.fixture(scope="session")

@@ -140,7 +140,7 @@ def test_step_numbers_agree_between_steps_flags_and_the_diagnostic(store_path: P
     stopped = steps[steps["guard_action"] == "stop"].iloc[0]
     assert f"Stopped at call {stopped['call']} " in _texts(at, "warning")
     before = steps[steps["call"] == stopped["call"] - 1].iloc[0]
-    assert f"{before['collector_streak']} call(s) without progress before it" in \
+    assert f"{before['shown_streak']} call(s) without progress before it" in \
         _texts(at, "warning")
     flags = next(d.value for d in at.dataframe if "detector" in d.value.columns)
     assert set(flags["call"]) <= set(steps["call"])

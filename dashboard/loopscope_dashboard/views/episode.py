@@ -110,21 +110,42 @@ else:
     if not calls["content_captured"].any():
         st.caption("Arguments and outputs were not captured; start the agent with "
                    "`loopscope.instrument(capture_content=True)` to see previews.")
-    steps = calls.assign(would_be=[truth.would_be(a, d) for a, d in zip(
+    steps = truth.step_progress(calls).assign(would_be=[truth.would_be(a, d) for a, d in zip(
         calls["guard_action"], calls["guard_decision"], strict=True)])
+    by_guard = bool((steps["progress_by"] == "guard").any())
+    differs = truth.collector_differs(steps)
+    if by_guard:
+        st.caption("Progress and no-progress streak are the guard's, as it recorded them at "
+                   "each call: the values its decisions and the stop diagnostic below were "
+                   "made from." + (
+                       " The collector's own verdicts are beside them; they differ where "
+                       "it could not see what the guard saw (outputs and arguments not "
+                       "captured, the model's messages not stored)." if differs else ""))
     st.dataframe(
         steps, hide_index=True, key="steps_table",
         column_order=["call", "tool", "args_text", "output_text", "status",
-                      "collector_progress", "collector_streak", "guard_action", "would_be",
+                      "shown_progress", "shown_streak",
+                      *(["collector_progress", "collector_streak"] if differs else []),
+                      "guard_action", "would_be",
                       "kind", "write_status", "idempotency_key", "error_message", "signature",
                       "output_hash"],
         column_config={
             "call": st.column_config.NumberColumn("call", help="Tool-call ordinal: call 1 is "
                                                   "the run's first tool call."),
-            "collector_progress": st.column_config.TextColumn("progress"),
-            "collector_streak": st.column_config.NumberColumn(
+            "shown_progress": st.column_config.TextColumn(
+                "progress", help="The guard's verdict where it reported one (what its "
+                "decisions used), else the collector's."),
+            "shown_streak": st.column_config.NumberColumn(
                 "no-progress streak", help="Calls in a row without progress, this one "
-                "included (a stop diagnostic counts the calls before the stopped one)."),
+                "included: the guard's where it reported one, else the collector's. A stop "
+                "diagnostic counts up to the call its guard decided at (the stopped call "
+                "itself when the guard decided after its output, else the call before)."),
+            "collector_progress": st.column_config.TextColumn(
+                "collector: progress", help="The collector's own verdict, from what it "
+                "stored."),
+            "collector_streak": st.column_config.NumberColumn(
+                "collector: streak", help="The collector's own no-progress streak, from "
+                "what it stored."),
             "guard_action": st.column_config.TextColumn("guard did"),
             "would_be": st.column_config.TextColumn("enforce would"),
             "args_text": st.column_config.TextColumn("arguments", max_chars=200),

@@ -1,0 +1,50 @@
+"""A store like ``loopscope up --demo`` builds: every scenario shape of the demo's library,
+in observe and enforce mode, content NOT captured (the demo's agents, like most agents,
+run with ``instrument()``'s default), through the collector's real ``Pipeline``.
+
+Stored runs then lack what the guard saw (arguments and outputs as text, the model's
+messages, the agent's clock), which is where the collector's own verdicts, and a replay of
+the stored runs, can differ from the guard's recorded decisions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import ReadableSpan
+
+from loopscope.demo import drive
+from loopscope.scenarios import generate
+from loopscope.testing import capture_spans
+from loopscope_collector.decode import decode_request
+from loopscope_collector.pipeline.thread import Pipeline
+from loopscope_collector.storage import open_database
+
+DEMO_BUDGET = {"budgets": {"tool_calls": 40}}
+"""The demo agents' policy (``loopscope demo``): the defaults and a tool-call budget."""
+
+
+def demo_spans() -> list[ReadableSpan]:
+    """The SDK spans of the demo's scripts, each driven once in observe and enforce mode."""
+    scripts = generate(seed=0, per_shape=2)
+    with capture_spans(service_name="loopscope-demo", capture_content=False,
+                       policy=DEMO_BUDGET) as captured:
+        for mode in ("observe", "enforce"):
+            for script in scripts:
+                drive(script, mode=mode, service="demo")
+        return list(captured.spans())
+
+
+def build_demo_store(path: Path, spans: list[ReadableSpan]) -> Path:
+    """``spans`` through the collector's pipeline into a new store at ``path``."""
+    body = encode_spans(spans).SerializeToString()
+    records = decode_request(body, content_type="application/x-protobuf",
+                             content_encoding=None, max_bytes=len(body) + 1)
+    db = open_database(path)
+    pipeline = Pipeline(db).start()
+    try:
+        pipeline.submit(records).wait(120)
+    finally:
+        pipeline.stop(120)
+        db.close()
+    return path

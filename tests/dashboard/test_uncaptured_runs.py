@@ -1,0 +1,97 @@
+"""Runs whose content was not captured (the demo's, as ``loopscope up --demo`` stores them):
+what the guard decided at the agent against what the collector, and a replay of the stored
+runs, can tell from the store."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import loopscope_dashboard
+from loopscope_collector.storage import open_database
+from loopscope_dashboard import truth
+
+APP = str(Path(loopscope_dashboard.__file__).parent / "app.py")
+FUZZY = "scn-fuzzy_repeat-0-s0-enforce"
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _episode_page(store: Path, episode_id: str, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    monkeypatch.setenv("LOOPSCOPE_DB_SNAPSHOT", str(store))
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("views/episode.py")
+    at.query_params["episode"] = episode_id
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _story_streak(story: str) -> tuple[int, int, bool]:
+    """(stop call, streak, whether the stop call is counted) from a stop story."""
+    found = re.search(r"at call (\d+) by .*?\((\d+) call\(s\) without progress"
+                      r"(, call \d+ included| before it)", story)
+    assert found, story
+    return int(found[1]), int(found[2]), found[3] != " before it"
+
+
+def test_the_steps_table_shows_the_guards_progress_where_content_was_not_captured(
+        demo_store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo's fuzzy repeat, stopped by its guard at call 5 after 2 calls without progress:
+    the Steps table says so (the guard saw new actions at calls 2 and 4), and shows the
+    collector's own verdicts (none, a streak of 4) beside it, labelled, not instead."""
+    at = _episode_page(demo_store_path, FUZZY, monkeypatch)
+    story = "\n".join(str(w.value) for w in at.warning)
+    assert "Stopped at call 5 by fuzzy_repeat (2 call(s) without progress, call 5 included" \
+        in story
+    steps = next(d.value for d in at.dataframe if "shown_streak" in d.value.columns)
+    by_call = steps.set_index("call")
+    assert by_call.loc[5, "shown_streak"] == 2
+    assert list(by_call["shown_progress"]) == ["new_info", "new_action", "none", "new_action",
+                                               "none"]
+    assert set(by_call["progress_by"]) == {"guard"}
+    assert by_call.loc[5, "collector_streak"] == 4  # what the table showed before
+    captions = "\n".join(str(c.value) for c in at.caption)
+    assert "Progress and no-progress streak are the guard's" in captions
+    assert "The collector's own verdicts are beside them" in captions
+    [table] = [d for d in at.dataframe if "shown_streak" in d.value.columns]
+    order = list(table.proto.column_order)
+    assert order.index("shown_streak") < order.index("collector_streak")
+
+
+def test_every_demo_stop_has_the_streak_its_diagnostic_names(demo_store_path: Path) -> None:
+    """Over every enforce-mode run of the demo its guard stopped: the Steps table's streak
+    at the call the diagnostic counts to (the stopped call, or the call before it) is the
+    diagnostic's. Several of these runs' collector streaks say otherwise."""
+    db = open_database(demo_store_path, read_only=True)
+    try:
+        episodes = [e for e in db.read("episode_list", {"limit": 1000})
+                    if e["guard_mode"] == "enforce" and e["happened"] == "stopped"]
+        checked, collector_wrong = 0, []
+        for row in episodes:
+            episode = db.read("episode", {"episode_id": row["episode_id"]})[0]
+            diagnostic = json.loads(episode["stop_diagnostic"])
+            calls = truth.number_calls(pd.DataFrame(
+                db.read("episode_tool_calls", {"episode_id": row["episode_id"]})))
+            steps = truth.step_progress(calls)
+            kind, story = truth.stop_story({**episode, "happened": "stopped"}, diagnostic,
+                                           calls)
+            assert kind == "stopped"
+            at, streak, included = _story_streak(story)
+            assert streak == diagnostic["no_progress_streak"]
+            counted = at if included else at - 1
+            shown = steps.loc[steps["call"] == counted, "shown_streak"]
+            assert (int(shown.iloc[0]) if counted else 0) == streak, (row["episode_id"], story)
+            own = steps.loc[steps["call"] == counted, "collector_streak"]
+            if counted and int(own.iloc[0]) != streak:
+                collector_wrong.append(row["episode_id"])
+            checked += 1
+    finally:
+        db.close()
+    assert checked >= 15
+    assert FUZZY in collector_wrong and len(collector_wrong) >= 3
