@@ -42,8 +42,8 @@ from .normalize.spans import SpanRecord
 from .pipeline.jobs import Overloaded, PipelineStopped, Rejected
 from .pipeline.thread import Pipeline
 from .storage import Database
+from .storage.health import StoreUnavailable
 from .storage.queries import READS, UnknownRead
-from .store_health import StoreUnavailable
 
 logger = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from .normalize.spans import SpanRecord
 from .pipeline.jobs import Overloaded, PipelineStopped, Rejected
 from .pipeline.thread import Pipeline
 from .server import ACK_TIMEOUT_S, MAX_BODY_BYTES
-from .store_health import StoreUnavailable
+from .storage.health import StoreUnavailable
 
 MAX_WORKERS: Final = 8
 TRACE_SERVICE: Final = "opentelemetry.proto.collector.trace.v1.TraceService"

@@ -33,8 +33,8 @@ from ..normalize.rows import EpisodeRow, ReconcileRow, ToolCallRow
 from ..normalize.spans import SpanRecord
 from ..storage import Database
 from ..storage import writes as tables
+from ..storage.health import RECOVER_INTERVAL_S, StoreHealth, StoreUnavailable, StoreWatch
 from ..storage.queries import insert_rows
-from ..store_health import RECOVER_INTERVAL_S, StoreHealth, StoreUnavailable, StoreWatch
 from .batch_undo import BatchUndo
 from .detection import EpisodeResult, StreamingDetector
 from .jobs import (

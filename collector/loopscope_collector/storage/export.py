@@ -54,7 +54,7 @@ def register(sub: Any) -> None:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """``loopscope export``."""
-    from .storage import SchemaError, open_database
+    from . import SchemaError, open_database
 
     try:
         db = open_database(args.db, read_only=True)

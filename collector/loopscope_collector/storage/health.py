@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from .storage import DUCKDB_MAGIC, Database
+from . import DUCKDB_MAGIC, Database
 
 logger = logging.getLogger(__name__)
 
