@@ -11,11 +11,11 @@ from loopscope.detect import Policy
 from . import prometheus
 from .alert_sinks import build_sink
 from .alerts import AlertManager, AlertSettings
-from .limits import MAX_INFLIGHT_BYTES, ConnectionWatch, InFlight
 from .metrics import compute_metrics
 from .pipeline.thread import Pipeline
-from .server import MAX_BODY_BYTES, CollectorHTTPServer
-from .server_grpc import serve_grpc
+from .receive.grpc_server import serve_grpc
+from .receive.http_server import MAX_BODY_BYTES, CollectorHTTPServer
+from .receive.limits import MAX_INFLIGHT_BYTES, ConnectionWatch, InFlight
 from .storage import open_database
 
 

@@ -163,8 +163,8 @@ def cmd_collector(args: argparse.Namespace) -> int:
               "the collector with:  pip install 'loopscope[collector]'", file=sys.stderr)
         return 2
     from .alerts import AlertSettings
-    from .limits import ConnectionWatch
     from .pipeline.detection import read_policy
+    from .receive.limits import ConnectionWatch
 
     policy = read_policy(args.policy)
     alert_settings = AlertSettings(

@@ -62,7 +62,7 @@ def read_otlp_file(
 ) -> Iterator[Problem]:
     """Decode one OTLP JSON file into ``grouper`` (and ``store``); yields its problems."""
     try:
-        from .decode import DecodeError, decode_request
+        from .receive.decode import DecodeError, decode_request
     except ImportError as exc:
         yield Problem(path, 0, f"reading OTLP needs the collector extra ({exc.name} is "
                       "missing): pip install 'loopscope[collector]'")

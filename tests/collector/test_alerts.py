@@ -24,8 +24,8 @@ from loopscope_collector.alerts import (
     AlertSettings,
     SpikeDetector,
 )
-from loopscope_collector.decode import decode_proto_request
 from loopscope_collector.pipeline.thread import Pipeline
+from loopscope_collector.receive.decode import decode_proto_request
 from loopscope_collector.storage import open_database
 
 pytestmark = pytest.mark.timeout(120)

@@ -19,7 +19,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from loopscope_collector.decode import (
+from loopscope_collector.normalize.spans import SpanEvent, SpanRecord
+from loopscope_collector.receive.decode import (
     DecodeError,
     PayloadTooLarge,
     UnsupportedEncoding,
@@ -27,7 +28,6 @@ from loopscope_collector.decode import (
     decode_proto_request,
     decode_request,
 )
-from loopscope_collector.normalize.spans import SpanEvent, SpanRecord
 
 PROTO, JSON = "application/x-protobuf", "application/json"
 MAX = 1 << 20

@@ -10,7 +10,7 @@ from pathlib import Path
 from otlp_requests import episode_request
 
 from loopscope_collector.pipeline.thread import Pipeline
-from loopscope_collector.server import CollectorHTTPServer
+from loopscope_collector.receive.http_server import CollectorHTTPServer
 from loopscope_collector.storage import open_database
 
 

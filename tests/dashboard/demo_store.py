@@ -16,8 +16,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from loopscope.demo import drive
 from loopscope.scenarios import generate
 from loopscope.testing import capture_spans
-from loopscope_collector.decode import decode_request
 from loopscope_collector.pipeline.thread import Pipeline
+from loopscope_collector.receive.decode import decode_request
 from loopscope_collector.storage import open_database
 
 DEMO_BUDGET = {"budgets": {"tool_calls": 40}}

@@ -11,9 +11,9 @@ from loopscope.demo import drive
 from loopscope.scenarios import generate
 from loopscope.testing import capture_spans
 from loopscope_collector.alerts import AlertManager, AlertSettings
-from loopscope_collector.decode import decode_request
 from loopscope_collector.normalize.spans import SpanRecord
 from loopscope_collector.pipeline.thread import Pipeline
+from loopscope_collector.receive.decode import decode_request
 from loopscope_collector.storage import open_database
 
 SHAPES = ("healthy_lookup", "read_spin", "oscillation", "param_jitter", "poll_legit",

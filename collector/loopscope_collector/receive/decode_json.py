@@ -23,9 +23,9 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from loopscope_collector.decode_errors import DecodeError
 from loopscope_collector.normalize.spans import SpanEvent, SpanRecord
 from loopscope_collector.normalize.typed_attributes import unstorable_attribute
+from loopscope_collector.receive.errors import DecodeError
 
 __all__ = ["decode_json"]
 

@@ -26,13 +26,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from ..normalize.spans import SpanRecord
+from ..pipeline.jobs import Overloaded, PipelineStopped, Rejected
+from ..pipeline.thread import Pipeline
+from ..storage.health import StoreUnavailable
 from .decode import DecodeError, decode_proto_request
+from .http_server import ACK_TIMEOUT_S, MAX_BODY_BYTES
 from .limits import Busy, InFlight
-from .normalize.spans import SpanRecord
-from .pipeline.jobs import Overloaded, PipelineStopped, Rejected
-from .pipeline.thread import Pipeline
-from .server import ACK_TIMEOUT_S, MAX_BODY_BYTES
-from .storage.health import StoreUnavailable
 
 MAX_WORKERS: Final = 8
 TRACE_SERVICE: Final = "opentelemetry.proto.collector.trace.v1.TraceService"

@@ -26,15 +26,15 @@ from google.protobuf.message import DecodeError as _ProtoDecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from loopscope_collector.decode_errors import (
+from loopscope_collector.normalize.spans import SpanEvent, SpanRecord
+from loopscope_collector.normalize.typed_attributes import unstorable_attribute
+from loopscope_collector.receive.decode_json import decode_json
+from loopscope_collector.receive.errors import (
     DecodeError,
     PayloadTooLarge,
     UnsupportedEncoding,
     UnsupportedMediaType,
 )
-from loopscope_collector.decode_json import decode_json
-from loopscope_collector.normalize.spans import SpanEvent, SpanRecord
-from loopscope_collector.normalize.typed_attributes import unstorable_attribute
 
 __all__ = [
     "DecodeError",

@@ -35,15 +35,15 @@ from urllib.parse import parse_qsl, urlsplit
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from ..normalize.spans import SpanRecord
+from ..pipeline.jobs import Overloaded, PipelineStopped, Rejected
+from ..pipeline.thread import Pipeline
+from ..storage import Database
+from ..storage.health import StoreUnavailable
+from ..storage.queries import READS, UnknownRead
 from .decode import DecodeError, decode_request, inflate
 from .labels import check_label
 from .limits import MAX_INFLIGHT_BYTES, Busy, ConnectionWatch, Hold, InFlight
-from .normalize.spans import SpanRecord
-from .pipeline.jobs import Overloaded, PipelineStopped, Rejected
-from .pipeline.thread import Pipeline
-from .storage import Database
-from .storage.health import StoreUnavailable
-from .storage.queries import READS, UnknownRead
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .storage.writes.labels import LABEL_VALUES
+from ..storage.writes.labels import LABEL_VALUES
 
 
 def check_label(data: Any) -> dict[str, Any]:
