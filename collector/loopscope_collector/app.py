@@ -8,10 +8,10 @@ from typing import Any
 
 from loopscope.detect import Policy
 
-from . import prometheus
 from .alert_sinks import build_sink
 from .alerts import AlertManager, AlertSettings
-from .metrics import compute_metrics
+from .metrics import prometheus
+from .metrics.compute import compute_metrics
 from .pipeline.thread import Pipeline
 from .receive.grpc_server import serve_grpc
 from .receive.http_server import MAX_BODY_BYTES, CollectorHTTPServer

@@ -222,7 +222,7 @@ def metrics(*, service: str | None = None, agent: str | None = None, model: str 
             tool: str | None = None, since_ns: int | None = None,
             until_ns: int | None = None, outcome: str | None = None) -> dict[str, Any]:
     """The four metrics of DESIGN.md §4 with n and intervals, by the collector's own code."""
-    from loopscope_collector.metrics import collect, read_params
+    from loopscope_collector.metrics.compute import collect, read_params
 
     params = read_params(service=service, agent=agent, model=model, tool=tool,
                          since_ns=since_ns, until_ns=until_ns, outcome=outcome)

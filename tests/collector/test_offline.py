@@ -372,7 +372,7 @@ def test_labelled_runs_into_the_store_give_the_rates_eval_reports(
     runs. (Monologue runs are left out: their flags fall on assistant messages, which are not
     tool spans, so the collector never sees them; docs/metrics.md says so.)"""
     from loopscope.evaluation import evaluate
-    from loopscope_collector.metrics import compute_metrics
+    from loopscope_collector.metrics.compute import compute_metrics
 
     runs = tmp_path / "runs.jsonl"
     write_runs(runs)

@@ -15,7 +15,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from otlp_requests import request
 
 from loopscope import conventions as c
-from loopscope_collector.metrics import compute_metrics
+from loopscope_collector.metrics.compute import compute_metrics
 from loopscope_collector.storage import open_database
 
 pytestmark = pytest.mark.timeout(120)

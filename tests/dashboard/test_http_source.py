@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 import loopscope_dashboard
 from loopscope.scenarios import generate
-from loopscope_collector.metrics import collect
+from loopscope_collector.metrics.compute import collect
 from loopscope_dashboard import uploads
 from loopscope_dashboard.queries import HttpSource, SourceError
 

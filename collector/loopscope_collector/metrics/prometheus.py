@@ -6,8 +6,8 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .pipeline.thread import Pipeline
-from .receive.limits import ConnectionWatch, InFlight
+from ..pipeline.thread import Pipeline
+from ..receive.limits import ConnectionWatch, InFlight
 
 logger = logging.getLogger(__name__)
 

@@ -48,7 +48,7 @@ _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 def register(sub: Any) -> None:
     """Add ``metrics``, and ``export`` (the other read-side command), to the ``loopscope``
     command's subparsers."""
-    from .storage import export
+    from ..storage import export
 
     export.register(sub)
     p = sub.add_parser("metrics", help="detection, false-kill, reconcile and cost metrics",
@@ -135,7 +135,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
                "tool": args.tool, "since_ns": since_ns, "until_ns": until_ns,
                "outcome": args.outcome}
     try:
-        from .metrics import collect, format_table
+        from .compute import collect, format_table
     except ImportError as exc:
         return _error(f"{exc.name or 'a dependency'} is missing. Install the collector with:  "
                       "pip install 'loopscope[collector]'")
@@ -165,7 +165,7 @@ def _from_file(path: str, filters: dict[str, Any], collect: Any) -> dict[str, An
     try:
         import duckdb
 
-        from .storage import SchemaError, open_database
+        from ..storage import SchemaError, open_database
     except ImportError as exc:
         return _error(f"{exc.name or 'a dependency'} is missing. Install the collector with:  "
                       "pip install 'loopscope[collector]'")

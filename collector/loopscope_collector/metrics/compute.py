@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 from loopscope.evaluation import rate
 
 if TYPE_CHECKING:
-    from .storage import Database
+    from ..storage import Database
 
 BREAKDOWN_READ: Final = "metrics_breakdown"
 LATENCY_READ: Final = "metrics_unknown_latency"
