@@ -8,8 +8,8 @@ from typing import Any
 
 from loopscope.detect import Policy
 
-from .alert_sinks import build_sink
-from .alerts import AlertManager, AlertSettings
+from .alerts.manager import AlertManager, AlertSettings
+from .alerts.sinks import build_sink
 from .metrics import prometheus
 from .metrics.compute import compute_metrics
 from .pipeline.thread import Pipeline

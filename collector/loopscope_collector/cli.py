@@ -162,7 +162,7 @@ def cmd_collector(args: argparse.Namespace) -> int:
         print(f"loopscope collector: error: {exc.name or 'a dependency'} is missing. Install "
               "the collector with:  pip install 'loopscope[collector]'", file=sys.stderr)
         return 2
-    from .alerts import AlertSettings
+    from .alerts.manager import AlertSettings
     from .pipeline.detection import read_policy
     from .receive.limits import ConnectionWatch
 

@@ -17,13 +17,13 @@ import pytest
 from collector_process import CollectorProcess, eventually, free_port, start_collector
 from otlp_requests import episode_request, request, tool_span
 
-from loopscope_collector.alert_sinks import FanOutSink, WebhookSink, slack_text
-from loopscope_collector.alerts import (
+from loopscope_collector.alerts.manager import (
     Alert,
     AlertManager,
     AlertSettings,
     SpikeDetector,
 )
+from loopscope_collector.alerts.sinks import FanOutSink, WebhookSink, slack_text
 from loopscope_collector.pipeline.thread import Pipeline
 from loopscope_collector.receive.decode import decode_proto_request
 from loopscope_collector.storage import open_database

@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
 
+from ..storage.queries import insert_rows
 from .alert import Alert
-from .alert_sinks import AlertSink, LogSink
-from .storage.queries import insert_rows
+from .sinks import AlertSink, LogSink
 
 if TYPE_CHECKING:
-    from .pipeline.detection import EpisodeResult
-    from .pipeline.thread import Pipeline
+    from ..pipeline.detection import EpisodeResult
+    from ..pipeline.thread import Pipeline
 
 logger = logging.getLogger(__name__)
 
