@@ -2,8 +2,9 @@
 
 Runs come from the store as the collector's detection sees them (the ``replay_episodes`` and
 ``replay_calls`` reads), become ``Episode`` records by the collector's own rule
-(``otlp_files.episodes_from_rows``), and go through ``loopscope.detect.replay.replay`` in
-enforce mode: the same core the guard and the collector run, never a re-implementation.
+(``otlp_files.episodes_from_rows``; in the worker processes, for a replay spread over them),
+and go through ``loopscope.detect.replay.replay`` in enforce mode: the same core the guard and
+the collector run, never a re-implementation.
 
 A policy is edited generically, field by field over ``dataclasses.fields(Policy)``, and built
 with ``Policy.from_mapping``, so a field the core adds appears here without a change. Numbers
@@ -28,14 +29,13 @@ from typing import Any, Final
 import pandas as pd
 
 from loopscope.detect import Policy
-from loopscope.detect.events import ACTIONS
-from loopscope.detect.replay import Episode, replay
-from loopscope_collector.normalize.assembly import sort_key
-from loopscope_collector.normalize.rows import ToolCallRow
-from loopscope_collector.otlp_files import episodes_from_rows
 
-_RANK: Final = {name: i for i, name in enumerate(ACTIONS)}
-_ROW_FIELDS: Final = frozenset(f.name for f in dataclasses.fields(ToolCallRow))
+from .replay_runs import StoredRun, Verdict, build_episodes, replay_chunk, verdict
+
+__all__ = ["PARALLEL_FROM", "Scorecard", "Setting", "StoredRun", "Verdict", "build",
+           "build_episodes", "changed", "changes_of", "episode_record", "plain", "replay_all",
+           "score", "settings", "stored_runs", "sweep", "sweep_values", "to_json", "verdict",
+           "verdicts_frame"]
 
 
 # -- a policy as plain data ---------------------------------------------------------------
@@ -124,43 +124,29 @@ def to_json(policy: Policy) -> str:
 # -- stored runs as episodes ----------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class StoredRun:
-    """A stored run ready to replay, with its labels and each call's agent step."""
-
-    episode: Episode
-    agent_steps: tuple[int | None, ...]
-    """Per call (replayed step index): the agent's own step, as scenario labels count."""
-    label: bool | None
-    """True a loop, False no loop, None unlabelled (human label first, then scenario)."""
-    label_source: str | None
-    first_loop_step: int | None
-    human_false_kill: bool
-
-
 def stored_runs(episodes: pd.DataFrame,
                 calls: Sequence[Mapping[str, Any]] | pd.DataFrame) -> list[StoredRun]:
     """The ``replay_episodes`` frame and the ``replay_calls`` rows (as the read returns them:
-    plain dicts, which skips a costly DataFrame round trip) as runs to replay, newest first."""
+    plain dicts, which skips a costly DataFrame round trip) as runs to replay, newest first.
+
+    Only groups the rows by episode (as value tuples, cheap to ship to a worker process);
+    each run's ``Episode`` is built when a replay first needs it."""
     if episodes.empty:
         return []
     if isinstance(calls, pd.DataFrame):
         calls = [{k: _none(v) for k, v in record.items()} for record in
                  calls.to_dict("records")]
-    rows = [ToolCallRow(**{k: v for k, v in record.items() if k in _ROW_FIELDS})
-            for record in calls]
-    built = {e.episode_id: e for e in episodes_from_rows(rows, [])}
-    steps_of: dict[str, list[int | None]] = {}
-    for row in sorted(rows, key=sort_key):
-        steps_of.setdefault(row.episode_id, []).append(row.step)
+    columns: tuple[str, ...] = tuple(calls[0]) if calls else ()
+    grouped: dict[str, list[tuple[Any, ...]]] = {}
+    for record in calls:
+        values = tuple(record.values())  # the read's rows share one column order
+        if len(values) != len(columns):
+            values = tuple(record.get(name) for name in columns)
+        grouped.setdefault(record["episode_id"], []).append(values)
     runs = []
     for record in episodes.to_dict("records"):
         episode_id = record["episode_id"]
-        base = built.get(episode_id) or Episode(episode_id=episode_id, steps=())
         cost = _none(record.get("cost_usd"))
-        episode = dataclasses.replace(
-            base, task_type=_none(record.get("task_type")), outcome=_none(record.get("outcome")),
-            meta={**base.meta, **({"cost_usd": float(cost)} if cost is not None else {})})
         human = _none(record.get("human_label"))
         scenario = _none(record.get("scenario_loop"))
         if human is not None:
@@ -170,9 +156,12 @@ def stored_runs(episodes: pd.DataFrame,
         else:
             label, source = None, None
         first = _none(record.get("scenario_first_loop_step")) if source == "scenario" else None
-        runs.append(StoredRun(episode, tuple(steps_of.get(episode_id, ())), label, source,
-                              None if first is None else int(first),
-                              bool(_none(record.get("human_false_kill")))))
+        runs.append(StoredRun(
+            episode_id, columns, tuple(grouped.get(episode_id, ())),
+            task_type=_none(record.get("task_type")), outcome=_none(record.get("outcome")),
+            cost_usd=None if cost is None else float(cost), label=label, label_source=source,
+            first_loop_step=None if first is None else int(first),
+            human_false_kill=bool(_none(record.get("human_false_kill")))))
     return runs
 
 
@@ -185,71 +174,6 @@ def _none(value: Any) -> Any:
 
 
 # -- replay and score -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """What enforce mode under one policy does to one run (calls are 1-based ordinals)."""
-
-    episode_id: str
-    action: str
-    """The strongest action: allow, warn, block or stop."""
-    first_flag_call: int | None
-    first_kill_call: int | None
-    stop_call: int | None
-    stop_reason: str | None
-    budget_stop: bool
-    label: bool | None
-    caught: bool
-    false_kill: bool
-    calls_saved: int
-    cost_saved: float
-
-
-def verdict(run: StoredRun, policy: Policy) -> Verdict:
-    """Replay ``run`` in enforce mode under ``policy`` and judge it against its label."""
-    report = replay(run.episode, policy, mode="enforce")
-    stop = report.stop
-    stop_step = stop.step if stop is not None and stop.step < len(run.episode.steps) else None
-    # the recorded run went on past a stop; under enforce it would have ended there
-    flags = [f for f in report.flags if stop_step is None or f.step <= stop_step]
-    detector_kills = [f for f in flags if f.severity == "kill" and f.kind != "budget"
-                      and f.detector != "budget"]
-    action = max((f.action if f.severity == "kill" else "warn" for f in flags),
-                 key=_RANK.__getitem__, default="allow")
-    budget_stop = stop is not None and stop.stop_reason == "budget"
-    if stop is not None:
-        action = "stop"
-    first = flags[0] if flags else None
-    first_kill = detector_kills[0] if detector_kills else None
-    caught = False
-    false_kill = False
-    loop_from = run.first_loop_step
-    if run.label is True:
-        caught = any(loop_from is None or _at_or_after(run, f.step, loop_from)
-                     for f in flags if f.kind != "budget")
-        false_kill = first_kill is not None and loop_from is not None and not _at_or_after(
-            run, first_kill.step, loop_from)
-    elif run.label is False:
-        false_kill = first_kill is not None
-    if run.human_false_kill and first_kill is not None:
-        false_kill = True
-    total = len(run.episode.steps)
-    saved = 0 if stop_step is None else total - stop_step - 1
-    cost = report.cost_after(stop_step + 1) if stop_step is not None else None
-    return Verdict(
-        episode_id=run.episode.episode_id, action=action,
-        first_flag_call=None if first is None else first.step + 1,
-        first_kill_call=None if first_kill is None else first_kill.step + 1,
-        stop_call=None if stop_step is None else stop_step + 1,
-        stop_reason=None if stop is None else stop.stop_reason, budget_stop=budget_stop,
-        label=run.label, caught=caught, false_kill=false_kill, calls_saved=saved,
-        cost_saved=float(cost or 0.0))
-
-
-def _at_or_after(run: StoredRun, step: int, loop_from: int) -> bool:
-    agent_step = run.agent_steps[step] if step < len(run.agent_steps) else None
-    return (agent_step if agent_step is not None else step) >= loop_from
 
 
 PARALLEL_FROM: Final = 2_000
@@ -269,16 +193,13 @@ def replay_all(runs: Sequence[StoredRun], policy: Policy, *,
     workers = workers if workers is not None else (os.cpu_count() or 1)
     if workers > 1 and len(runs) >= PARALLEL_FROM:
         return _replay_parallel(runs, policy, progress, workers)
+    build_episodes(runs)
     found = []
     for index, run in enumerate(runs, start=1):
         found.append(verdict(run, policy))
         if progress is not None and (index % 100 == 0 or index == len(runs)):
             progress(index, len(runs))
     return found
-
-
-def _replay_chunk(runs: Sequence[StoredRun], policy: Policy) -> list[Verdict]:
-    return [verdict(run, policy) for run in runs]
 
 
 def _replay_parallel(runs: Sequence[StoredRun], policy: Policy,
@@ -292,7 +213,7 @@ def _replay_parallel(runs: Sequence[StoredRun], policy: Policy,
     done = 0
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = {pool.submit(_replay_chunk, chunk, policy): i
+        futures = {pool.submit(replay_chunk, chunk, policy): i
                    for i, chunk in enumerate(chunks)}
         from concurrent.futures import as_completed
 

@@ -125,3 +125,20 @@ def test_an_exported_policy_gives_analyze_the_verdicts_the_page_showed(
         assert (None if row.stop_call != row.stop_call else row.stop_call) == stop
         assert (None if row.first_kill_call != row.first_kill_call
                 else row.first_kill_call) == kill
+
+
+def test_worker_processes_build_the_episodes_and_give_the_same_verdicts(
+        store_path: Path) -> None:
+    """A replay spread over spawned workers ships each run's raw rows (not an ``Episode``),
+    the workers build the episodes by the collector's rule, and the verdicts are the ones
+    the page's own process gives."""
+    import pickle
+
+    runs = _stored(store_path)
+    assert all(r._built is None for r in runs)  # grouping only: no episode built yet
+    parallel = replays._replay_parallel(runs, Policy(), None, 2)
+    assert all(r._built is None for r in runs)  # built in the workers, not here
+    assert parallel == replays.replay_all(runs, Policy(), workers=1)
+    shipped = pickle.loads(pickle.dumps(runs[0]))
+    assert shipped._built is None and shipped.rows == runs[0].rows
+    assert shipped.episode == runs[0].episode and shipped.agent_steps == runs[0].agent_steps

@@ -34,7 +34,7 @@ if episodes.empty:
             "back to tune the policy.")
     st.stop()
 runs = replays.stored_runs(episodes, queries.replay_calls(**params))
-st.caption(f"{len(runs)} runs, {sum(len(r.episode.steps) for r in runs):,} tool calls; "
+st.caption(f"{len(runs)} runs, {sum(r.calls for r in runs):,} tool calls; "
            f"{sum(r.label is not None for r in runs)} labelled.")
 
 # -- the current policy --------------------------------------------------------------------
@@ -100,7 +100,7 @@ for problem in problems:
     st.error(problem)
 
 key = (replays.to_json(current), replays.to_json(candidate) if candidate else None,
-       tuple(r.episode.episode_id for r in runs))
+       tuple(r.episode_id for r in runs))
 done = st.session_state.get(state.POLICY_RESULT)
 if candidate is not None and (submitted or done is None or done[0] != key):
     bar = st.progress(0.0, text="Replaying…")

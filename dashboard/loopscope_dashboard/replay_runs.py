@@ -1,0 +1,221 @@
+"""The half of the Policy page's replay that runs in worker processes: a stored run (its raw
+tool-call rows and labels), its ``Episode`` built by the collector's own rule, and its verdict
+under a policy.
+
+Kept apart from ``replays`` so a spawned worker imports only this, the core and the
+collector's row assembly (no pandas, no Streamlit): a replay over thousands of runs starts
+its workers sooner.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from loopscope.detect import Policy
+from loopscope.detect.events import ACTIONS
+from loopscope.detect.replay import Episode, replay
+from loopscope_collector.normalize.assembly import sort_key
+from loopscope_collector.normalize.rows import ToolCallRow
+from loopscope_collector.offline.otlp_files import episodes_from_rows
+
+_RANK: Final = {name: i for i, name in enumerate(ACTIONS)}
+_FIELDS: Final = dataclasses.fields(ToolCallRow)
+
+
+class StoredRun:
+    """A stored run ready to replay: its tool-call rows as the store returned them, its labels,
+    and (built on first use, by the collector's rule) its ``Episode`` and each call's agent
+    step.
+
+    The rows stay raw until a replay needs the episode, so the page's process only groups
+    rows; a replay spread over worker processes ships the raw rows and each worker builds its
+    chunk's episodes (``replay_all``). Pickling drops a built episode.
+    """
+
+    __slots__ = ("_built", "columns", "cost_usd", "episode_id", "first_loop_step",
+                 "human_false_kill", "label", "label_source", "outcome", "rows", "task_type")
+
+    def __init__(self, episode_id: str, columns: tuple[str, ...],
+                 rows: tuple[tuple[Any, ...], ...], *, task_type: str | None = None,
+                 outcome: str | None = None, cost_usd: float | None = None,
+                 label: bool | None = None, label_source: str | None = None,
+                 first_loop_step: int | None = None, human_false_kill: bool = False) -> None:
+        self.episode_id = episode_id
+        self.columns = columns
+        """The names of the ``replay_calls`` columns, in the order of each row's values."""
+        self.rows = rows
+        """The run's tool calls: one tuple of values per call, in ``columns`` order."""
+        self.task_type = task_type
+        self.outcome = outcome
+        self.cost_usd = cost_usd
+        self.label = label
+        """True a loop, False no loop, None unlabelled (human label first, then scenario)."""
+        self.label_source = label_source
+        self.first_loop_step = first_loop_step
+        self.human_false_kill = human_false_kill
+        self._built: tuple[Episode, tuple[int | None, ...]] | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_unpickle, (self.episode_id, self.columns, self.rows, self.task_type,
+                            self.outcome, self.cost_usd, self.label, self.label_source,
+                            self.first_loop_step, self.human_false_kill))
+
+    def __repr__(self) -> str:
+        return f"StoredRun({self.episode_id!r}, {len(self.rows)} calls, label={self.label})"
+
+    @property
+    def calls(self) -> int:
+        """Tool calls stored for the run."""
+        return len(self.rows)
+
+    @property
+    def episode(self) -> Episode:
+        """The run as the collector's detection sees it (built once, on first use)."""
+        if self._built is None:
+            build_episodes([self])
+        assert self._built is not None
+        return self._built[0]
+
+    @property
+    def agent_steps(self) -> tuple[int | None, ...]:
+        """Per call (replayed step index): the agent's own step, as scenario labels count."""
+        if self._built is None:
+            build_episodes([self])
+        assert self._built is not None
+        return self._built[1]
+
+
+def _unpickle(*fields: Any) -> StoredRun:
+    (episode_id, columns, rows, task_type, outcome, cost_usd, label, label_source,
+     first_loop_step, human_false_kill) = fields
+    return StoredRun(episode_id, columns, rows, task_type=task_type, outcome=outcome,
+                     cost_usd=cost_usd, label=label, label_source=label_source,
+                     first_loop_step=first_loop_step, human_false_kill=human_false_kill)
+
+
+_MAKERS: dict[tuple[str, ...], Any] = {}
+
+
+def _row_maker(columns: tuple[str, ...]) -> Any:
+    """A function from one row's values (in ``columns`` order) to its ``ToolCallRow``.
+
+    Positional (every field, in declaration order: a column's value, else the field's
+    default), which costs about 40 % less than keyword arguments over 200,000 rows; a
+    default factory (``guard_flags``) gets a fresh value per row.
+    """
+    maker = _MAKERS.get(columns)
+    if maker is not None:
+        return maker
+    where = {name: i for i, name in enumerate(columns)}
+    spec = [(where.get(f.name, -1), None if f.default is dataclasses.MISSING else f.default)
+            for f in _FIELDS]
+    fresh = [(k, f.default_factory) for k, f in enumerate(_FIELDS)
+             if f.name not in where and f.default_factory is not dataclasses.MISSING]
+
+    def make(values: tuple[Any, ...]) -> ToolCallRow:
+        args = [values[i] if i >= 0 else default for i, default in spec]
+        for k, factory in fresh:
+            args[k] = factory()
+        return ToolCallRow(*args)
+
+    _MAKERS[columns] = make
+    return make
+
+
+def build_episodes(runs: Sequence[StoredRun]) -> None:
+    """Build the ``Episode`` of every run not built yet, by the collector's own rule
+    (``episodes_from_rows``), all in one call."""
+    todo = list({run.episode_id: run for run in runs if run._built is None}.values())
+    if not todo:
+        return
+    rows: list[ToolCallRow] = []
+    for run in todo:
+        make = _row_maker(run.columns)
+        rows += [make(values) for values in run.rows]
+    built = {e.episode_id: e for e in episodes_from_rows(rows, [])}
+    steps_of: dict[str, list[int | None]] = {}
+    for row in sorted(rows, key=sort_key):
+        steps_of.setdefault(row.episode_id, []).append(row.step)
+    for run in runs:
+        if run._built is not None:
+            continue
+        base = built.get(run.episode_id) or Episode(episode_id=run.episode_id, steps=())
+        meta = {**base.meta,
+                **({"cost_usd": float(run.cost_usd)} if run.cost_usd is not None else {})}
+        episode = dataclasses.replace(base, task_type=run.task_type, outcome=run.outcome,
+                                      meta=meta)
+        run._built = (episode, tuple(steps_of.get(run.episode_id, ())))
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What enforce mode under one policy does to one run (calls are 1-based ordinals)."""
+
+    episode_id: str
+    action: str
+    """The strongest action: allow, warn, block or stop."""
+    first_flag_call: int | None
+    first_kill_call: int | None
+    stop_call: int | None
+    stop_reason: str | None
+    budget_stop: bool
+    label: bool | None
+    caught: bool
+    false_kill: bool
+    calls_saved: int
+    cost_saved: float
+
+
+def verdict(run: StoredRun, policy: Policy) -> Verdict:
+    """Replay ``run`` in enforce mode under ``policy`` and judge it against its label."""
+    report = replay(run.episode, policy, mode="enforce")
+    stop = report.stop
+    stop_step = stop.step if stop is not None and stop.step < len(run.episode.steps) else None
+    # the recorded run went on past a stop; under enforce it would have ended there
+    flags = [f for f in report.flags if stop_step is None or f.step <= stop_step]
+    detector_kills = [f for f in flags if f.severity == "kill" and f.kind != "budget"
+                      and f.detector != "budget"]
+    action = max((f.action if f.severity == "kill" else "warn" for f in flags),
+                 key=_RANK.__getitem__, default="allow")
+    budget_stop = stop is not None and stop.stop_reason == "budget"
+    if stop is not None:
+        action = "stop"
+    first = flags[0] if flags else None
+    first_kill = detector_kills[0] if detector_kills else None
+    caught = False
+    false_kill = False
+    loop_from = run.first_loop_step
+    if run.label is True:
+        caught = any(loop_from is None or _at_or_after(run, f.step, loop_from)
+                     for f in flags if f.kind != "budget")
+        false_kill = first_kill is not None and loop_from is not None and not _at_or_after(
+            run, first_kill.step, loop_from)
+    elif run.label is False:
+        false_kill = first_kill is not None
+    if run.human_false_kill and first_kill is not None:
+        false_kill = True
+    total = len(run.episode.steps)
+    saved = 0 if stop_step is None else total - stop_step - 1
+    cost = report.cost_after(stop_step + 1) if stop_step is not None else None
+    return Verdict(
+        episode_id=run.episode.episode_id, action=action,
+        first_flag_call=None if first is None else first.step + 1,
+        first_kill_call=None if first_kill is None else first_kill.step + 1,
+        stop_call=None if stop_step is None else stop_step + 1,
+        stop_reason=None if stop is None else stop.stop_reason, budget_stop=budget_stop,
+        label=run.label, caught=caught, false_kill=false_kill, calls_saved=saved,
+        cost_saved=float(cost or 0.0))
+
+
+def _at_or_after(run: StoredRun, step: int, loop_from: int) -> bool:
+    agent_step = run.agent_steps[step] if step < len(run.agent_steps) else None
+    return (agent_step if agent_step is not None else step) >= loop_from
+
+
+def replay_chunk(runs: Sequence[StoredRun], policy: Policy) -> list[Verdict]:
+    """In a worker: the chunk's episodes built from its raw rows, then each run replayed."""
+    build_episodes(runs)
+    return [verdict(run, policy) for run in runs]
