@@ -49,7 +49,7 @@ from loopscope.detect import Policy
 from loopscope.detect.replay import parse_episode
 from loopscope.scenarios import generate
 from loopscope_collector.normalize.spans import SpanRecord
-from loopscope_collector.synthetic_spans import episode_spans
+from loopscope_collector.offline.synthetic_spans import episode_spans
 from loopscope_dashboard import uploads
 
 pytestmark = pytest.mark.timeout(300)

@@ -20,8 +20,8 @@ from loopscope.analysis import analyze
 from loopscope.detect import Policy
 from loopscope.detect.replay import parse_episode, parse_episode_line, replay
 from loopscope.testing import capture_spans
+from loopscope_collector.offline.synthetic_spans import episode_spans
 from loopscope_collector.storage import open_database
-from loopscope_collector.synthetic_spans import episode_spans
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from loopscope.scenarios import generate
-from loopscope_collector.otlp_files import episodes_from_spans
+from loopscope_collector.offline.otlp_files import episodes_from_spans
 from loopscope_collector.receive.decode import decode_request
 from loopscope_dashboard import uploads
 

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Final
 from loopscope.detect.policy import Policy
 from loopscope.detect.replay import Episode, EpisodeReport
 
-from .normalize.spans import SpanRecord
+from ..normalize.spans import SpanRecord
 
 if TYPE_CHECKING:
-    from .pipeline.thread import Job, Pipeline
-    from .storage import Database
+    from ..pipeline.thread import Job, Pipeline
+    from ..storage import Database
 
 __all__ = ["Store", "StoreCounts", "StoreError"]
 
@@ -80,8 +80,8 @@ class Store:
         try:
             import duckdb
 
-            from .pipeline.thread import Pipeline
-            from .storage import SchemaError, open_database
+            from ..pipeline.thread import Pipeline
+            from ..storage import SchemaError, open_database
         except ImportError as exc:
             raise StoreError(f"--db needs the collector extra ({exc.name} is missing): "
                              "pip install 'loopscope[collector]'") from None
@@ -119,7 +119,7 @@ class Store:
     def finish(self, episode_ids: Iterable[str] = ()) -> StoreCounts:
         """Wait until everything submitted is committed; count what the store holds for
         ``episode_ids`` (the episodes the run read)."""
-        from .storage.arrow import registered
+        from ..storage.arrow import registered
 
         while self._jobs:
             self._wait_oldest()
@@ -140,7 +140,7 @@ class Store:
         """What the store's detection found in ``episode`` (after ``finish``), in
         ``loopscope analyze``'s shape; an episode no longer in the pipeline's memory is
         re-run from the store."""
-        from .pipeline.detection import detected_report
+        from ..pipeline.detection import detected_report
 
         detector = self.pipeline.detector
         monitor = detector.monitor(episode.episode_id)

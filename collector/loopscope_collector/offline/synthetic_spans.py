@@ -19,7 +19,7 @@ from loopscope.detect.fingerprint import canonical_json, output_hash, output_tex
 from loopscope.detect.policy import Policy
 from loopscope.detect.replay import Episode, replay
 
-from .normalize.spans import SpanRecord
+from ..normalize.spans import SpanRecord
 
 __all__ = ["episode_spans"]
 

@@ -26,11 +26,11 @@ from loopscope.detect.events import STATUSES, TOOL_KINDS
 from loopscope.detect.policy import Policy
 from loopscope.detect.replay import Episode, EpisodeReport
 
-from .normalize import assembly
-from .normalize.assembly import Reading
-from .normalize.rows import EpisodeRow, ToolCallRow
-from .normalize.spans import SpanRecord
-from .pipeline.detection import (
+from ..normalize import assembly
+from ..normalize.assembly import Reading
+from ..normalize.rows import EpisodeRow, ToolCallRow
+from ..normalize.spans import SpanRecord
+from ..pipeline.detection import (
     StreamingDetector,
     arguments,
     detected_report,
@@ -38,7 +38,7 @@ from .pipeline.detection import (
 )
 
 if TYPE_CHECKING:
-    from .offline_store import Store
+    from .store import Store
 
 __all__ = ["OTLP_KEYS", "EpisodeGrouper", "Run", "detect_runs", "episodes_from_rows", "episodes_from_spans",
            "read_otlp_file", "runs_of"]
@@ -62,7 +62,7 @@ def read_otlp_file(
 ) -> Iterator[Problem]:
     """Decode one OTLP JSON file into ``grouper`` (and ``store``); yields its problems."""
     try:
-        from .receive.decode import DecodeError, decode_request
+        from ..receive.decode import DecodeError, decode_request
     except ImportError as exc:
         yield Problem(path, 0, f"reading OTLP needs the collector extra ({exc.name} is "
                       "missing): pip install 'loopscope[collector]'")

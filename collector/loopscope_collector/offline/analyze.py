@@ -47,8 +47,8 @@ from loopscope.analysis import (
 from loopscope.detect.policy import Policy
 from loopscope.detect.replay import Episode, EpisodeFormatError, EpisodeReport, parse_episode_line
 
-from .offline_store import Store, StoreCounts, StoreError
 from .otlp_files import OTLP_KEYS, EpisodeGrouper, detect_runs, read_otlp_file
+from .store import Store, StoreCounts, StoreError
 from .synthetic_spans import episode_spans
 
 __all__ = ["ANALYZE", "analyze_inputs", "read_inputs"]
@@ -94,7 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     """``loopscope analyze`` over Episode JSONL and OTLP JSON, with ``--db``."""
-    from .pipeline.detection import read_policy
+    from ..pipeline.detection import read_policy
 
     policy = read_policy(args.policy)
     tty = sys.stderr.isatty()
