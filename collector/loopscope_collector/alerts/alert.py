@@ -1,5 +1,5 @@
-"""An alert: one no-progress spike of a service, as ``AlertManager`` (``alerts``) decides it
-and the sinks (``alert_sinks``) deliver it. Both import it from here, and neither imports the
+"""An alert: one no-progress spike of a service, as ``AlertManager`` (``manager``) decides it
+and the sinks (``sinks``) deliver it. Both import it from here, and neither imports the
 other's way back."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ firing level (with hysteresis) for a bucket. It does no I/O and takes the time a
 
 ``AlertManager`` is the pipeline's ``on_batch`` hook: it feeds the detectors from each batch's
 verdicts, writes the alert history (``alerts`` table) on the pipeline thread's cursor, and hands
-alerts to an ``AlertSink`` (``LogSink``, ``WebhookSink``, ``FanOutSink``, in ``alert_sinks``);
+alerts to an ``AlertSink`` (``LogSink``, ``WebhookSink``, ``FanOutSink``, in ``sinks``);
 the counts feed ``/metrics``.
 """
 

@@ -1,7 +1,7 @@
 """Where alerts go: the log, webhooks (Slack-compatible JSON), or several sinks at once.
 
-``AlertManager`` (``alerts``) decides when a service's no-progress spike fires or resolves;
-this module delivers the alert once it has. Kept apart from ``alerts`` because delivery
+``AlertManager`` (``manager``) decides when a service's no-progress spike fires or resolves;
+this module delivers the alert once it has. Kept apart from ``manager`` because delivery
 (threads, queues, HTTP) is a concept of its own, separate from the pure spike detection.
 ``send`` runs on the pipeline thread, so every sink returns quickly and never raises.
 """

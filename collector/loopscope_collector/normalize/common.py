@@ -1,6 +1,6 @@
 """What every convention reader shares: content parsing, status, episode ids, the row builder.
 
-A reader (``conventions_loopscope``, ``conventions_genai``, ``conventions_frameworks``) finds
+A reader (``loopscope_spans``, ``genai``, ``frameworks``) finds
 the tool name, call id, raw arguments and raw output in its own attributes and hands them to
 ``tool_row``, which applies the rules common to all of them:
 

@@ -4,15 +4,15 @@
 turns them into the same ``ToolCallRow`` (DESIGN.md §5), so detection works on traces a team
 already has:
 
-- ``loopscope`` (``conventions_loopscope``): ``loopscope.episode.id``,
+- ``loopscope`` (``loopscope_spans``): ``loopscope.episode.id``,
   ``loopscope.tool.signature`` or ``loopscope.reconcile.key``.
-- ``mcp`` (``conventions_genai``): ``mcp.method.name``, a ``tools/call ...`` span name, or
+- ``mcp`` (``genai``): ``mcp.method.name``, a ``tools/call ...`` span name, or
   Logfire's ``MCP request: tools/call ...`` / ``MCP server handle request: tools/call``.
-- ``openinference`` (``conventions_frameworks``): ``openinference.span.kind``.
-- ``openllmetry`` (``conventions_frameworks``): ``traceloop.span.kind``.
-- ``genai`` (``conventions_genai``): ``gen_ai.operation.name`` (``execute_tool``,
+- ``openinference`` (``frameworks``): ``openinference.span.kind``.
+- ``openllmetry`` (``frameworks``): ``traceloop.span.kind``.
+- ``genai`` (``genai``): ``gen_ai.operation.name`` (``execute_tool``,
   ``invoke_agent``).
-- ``openai_agents`` (``conventions_frameworks``): a ``Function: ...`` span name (Logfire) or
+- ``openai_agents`` (``frameworks``): a ``Function: ...`` span name (Logfire) or
   ``openai_agents.span_type == "function"``.
 
 The order matters: loopscope spans also carry ``gen_ai.*`` keys, and MCP, OpenInference and
@@ -20,7 +20,7 @@ OpenLLMetry spans may too, so the more specific marker wins. Anything else (HTTP
 LLM calls) returns an empty ``Normalized`` after a handful of dictionary lookups and name
 prefix checks: this runs for every span the collector receives.
 
-Rules shared by all conventions (``conventions_common``):
+Rules shared by all conventions (``common``):
 
 - ``args_text`` is the canonical JSON of the parsed arguments: the same call gives the same
   text in every convention, whatever the key order. ``signature`` is only the one the span

@@ -5,7 +5,7 @@ the attributes below are also read into a typed column of ``tool_calls`` or ``ep
 This table is the one place that says which column each feeds and what it holds. The decoder
 checks each request against it (``unstorable_attribute``), so a value a reader would take but
 its column cannot hold is a 400 naming the attribute (gRPC INVALID_ARGUMENT) instead of a
-value dropped in silence; the readers in ``conventions_*`` take their bounds from it
+value dropped in silence; the readers (``common`` and its callers) take their bounds from it
 (``typed_int``). A test checks the table against the columns of a real store.
 
 The rule: a value the reader would read as a number (an integer, an integral float, a decimal

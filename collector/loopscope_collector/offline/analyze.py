@@ -8,7 +8,7 @@ package owns the command and never imports the collector:
   per line, as the OpenTelemetry Collector's ``file`` exporter writes it, or one whole JSON
   document. Spans are decoded (``decode``) and assembled into episodes by the live
   pipeline's own rules (``assembly``), and each episode goes through the collector's
-  streaming detection (``detection``): after the fact is judged as live. Reports have the
+  streaming detection (``pipeline.detection``): after the fact is judged as live. Reports have the
   ``--json`` shape of Episode JSONL. A malformed line is a ``FILE:LINE`` problem, skipped,
   and the exit status is 1, as for Episode JSONL.
 - ``--db FILE`` stores everything through the collector's real ``Pipeline`` (so the store
@@ -24,7 +24,7 @@ JSONL when the collector extra (duckdb, protobuf) is not installed.
 
 This module is the command's half (the hook, which reader each file gets). The OTLP reading
 and grouping live in ``otlp_files``, the Episode-to-spans conversion in ``synthetic_spans``
-and the ``--db`` store in ``offline_store``.
+and the ``--db`` store in ``offline.store``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """OTLP JSON files read after the fact, and the spans in them grouped into ``Episode`` objects.
 
-The reading half of ``loopscope analyze`` over OTLP input, kept apart from ``offline`` (the
+The reading half of ``loopscope analyze`` over OTLP input, kept apart from ``analyze`` (the
 command's plug-in) because it is a concept of its own: one ``ExportTraceServiceRequest`` per
 line, as the OpenTelemetry Collector's ``file`` exporter writes it, or one whole JSON document.
-Spans are decoded (``decode``) and normalised (``normalize``) exactly as the live collector does
-it, grouped into episodes the way its pipeline groups them (the rows' episode id, else a
+Spans are decoded (``receive.decode``) and normalised (``normalize``) exactly as the live
+collector does it, grouped into episodes the way its pipeline groups them (the rows' episode id, else a
 conversation / session id seen in the trace, else the trace id), ordered by start time and
 turned into ``Episode`` objects. The dashboard's Import page groups uploaded spans through
 ``episodes_from_spans`` the same way.

@@ -1,7 +1,7 @@
 """The DuckDB store ``loopscope analyze --db`` writes, through the collector's real pipeline.
 
 So the store holds what a running collector would have stored: spans, tool calls, episodes,
-detections. Kept apart from ``offline`` (the command's plug-in) because opening, feeding and
+detections. Kept apart from ``analyze`` (the command's plug-in) because opening, feeding and
 counting a store is a concept of its own. A store locked by a running collector is refused with
 a clear message.
 

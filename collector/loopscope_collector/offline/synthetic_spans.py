@@ -3,7 +3,7 @@
 ``loopscope analyze --db`` stores an Episode JSONL run through the collector's pipeline as
 synthetic spans: one ``invoke_agent`` root and one ``execute_tool`` span per tool step, with
 the attributes the collector reads. The dashboard's Import page posts the same spans to a live
-collector. Kept apart from ``offline`` (the command's plug-in) and ``offline_store`` (the store
+collector. Kept apart from ``analyze`` (the command's plug-in) and ``store`` (the store
 they are written to) because turning an episode into spans is a concept of its own. Trace and
 span ids are derived from the episode id and step index, so re-running stores nothing twice.
 """

@@ -3,7 +3,7 @@ what a job that was not stored means for its client.
 
 A job fails in one of three ways, and each is answered differently: the data itself cannot be
 stored (``Rejected``: a 400, the client must not retry), the store cannot be written now
-(``store_health.StoreUnavailable``: a 503 and failing health until it recovers), or the
+(``storage.health.StoreUnavailable``: a 503 and failing health until it recovers), or the
 pipeline is full or stopping (``Overloaded``, ``PipelineStopped``: a 503).
 ``is_data_error`` and ``is_store_error`` sort an exception from a failed batch into these.
 """

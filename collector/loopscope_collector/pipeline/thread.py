@@ -9,7 +9,7 @@ and the receiver answers 503 with Retry-After.
 
 A batch fails as a whole or not at all, in memory too (``BatchUndo``). When the store refuses
 a batch's data, its requests are stored one by one, so only the request at fault is refused
-(``Rejected``, a 400); when the store cannot be written (``store_health``), every request gets
+(``Rejected``, a 400); when the store cannot be written (``storage.health``), every request gets
 ``StoreUnavailable`` (a 503) until the store recovers.
 """
 

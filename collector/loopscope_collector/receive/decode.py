@@ -12,7 +12,7 @@ and capped, so a gzip bomb never costs more than ``max_bytes + 1`` bytes, and ev
 the HTTP receiver returns as 400, 413 or 415.
 
 The OTLP JSON half lives in ``decode_json`` (``decode_request`` hands it the decompressed
-body) and the error classes in ``decode_errors``; callers import the decoder and its errors
+body) and the error classes in ``errors``; callers import the decoder and its errors
 from this module.
 """
 

@@ -11,7 +11,7 @@
   "true_loop" | "false_kill" | "no_loop", "note"}``: a human verdict, written by the pipeline
   (the store's only writer); labels feed the metrics.
 - ``GET /metrics``: Prometheus text format. ``GET /healthz``: 200 ``ok`` while the store can
-  be written, else 503 ``failing: <why>`` (see ``store_health``); spans then get 503 too.
+  be written, else 503 ``failing: <why>`` (see ``storage.health``); spans then get 503 too.
 
 With an auth token, every request must carry ``Authorization: Bearer <token>``.
 """

@@ -3,7 +3,7 @@
 The dashboard's download buttons give the table a page shows; this gives every row of the
 store's tables (tool calls, episodes, detections, guard decisions, alerts, labels, ...), one
 file per table, read from a DuckDB file opened read-only (a copy, or a stopped collector's).
-Registered with ``loopscope metrics`` (``metrics_cli.register``), the other read-side command.
+Registered with ``loopscope metrics`` (``metrics.cli.register``), the other read-side command.
 """
 
 from __future__ import annotations
