@@ -29,6 +29,7 @@ from typing import Any, Final
 import pandas as pd
 
 from loopscope.detect import Policy
+from loopscope.detect.events import ACTION_RANK
 
 from .replay_runs import StoredRun, Verdict, build_episodes, replay_chunk, verdict
 
@@ -339,3 +340,82 @@ def sweep(runs: Sequence[StoredRun], base: Mapping[str, Any], name: str,
 
         rows.append({name: value, **score(replay_all(runs, policy, progress=step)).as_row()})
     return pd.DataFrame(rows)
+
+
+# -- the replay against what the guards recorded ---------------------------------------------
+
+GUARD_COLUMNS: Final = ("episode_id", "guard_mode", "guard", "replay", "why")
+
+
+def guard_recorded(runs: Sequence[StoredRun],
+                   decisions: pd.DataFrame) -> dict[str, tuple[str, int | None, set[str]]]:
+    """Per run a guard reported on: what it decided (its strongest decision, the call it
+    first decided that, and the detectors it named), from the ``guard_decisions`` read (one
+    row per call a guard reported; ``time_ns`` is the call's start)."""
+    if decisions.empty:
+        return {}
+    calls_of: dict[str, dict[tuple[int, str], int]] = {}
+    for run in runs:
+        if not run.rows:
+            continue
+        start, tool = run.columns.index("start_ns"), run.columns.index("tool")
+        calls_of[run.episode_id] = {(int(row[start]), str(row[tool])): i
+                                    for i, row in reversed(list(enumerate(run.rows, 1)))}
+    found: dict[str, tuple[str, int | None, set[str]]] = {}
+    for episode_id, time_ns, tool, decision, action, flags in zip(
+            decisions["episode_id"], decisions["time_ns"], decisions["tool"],
+            decisions["decision"], decisions["action"], decisions["flags"], strict=True):
+        calls = calls_of.get(episode_id)
+        if calls is None:
+            continue
+        call = calls.get((int(time_ns), str(tool)))
+        decided = decision if isinstance(decision, str) else action
+        strongest, first, named = found.get(episode_id, ("allow", None, set()))
+        rank = ACTION_RANK.get(decided, 0) if isinstance(decided, str) else 0
+        if call is not None and (rank > ACTION_RANK[strongest] or (
+                rank == ACTION_RANK[strongest] and rank > 0 and (first is None or call < first))):
+            strongest, first = str(decided), call
+        if rank > 0 and flags is not None:
+            named = named | {str(f) for f in list(flags)}
+        found[episode_id] = (strongest, first, named)
+    return found
+
+
+def against_guards(runs: Sequence[StoredRun], verdicts: Sequence[Verdict],
+                   decisions: pd.DataFrame) -> tuple[int, pd.DataFrame]:
+    """How many runs a guard reported on, and those on which the replay (``verdicts``, one
+    per run, same order) does not give what the guard recorded: its strongest action and the
+    call it first took it. With the policy the guards ran, the replay still differs where the
+    store lacks what the guard saw, which ``why`` names."""
+    recorded = guard_recorded(runs, decisions)
+    rows = []
+    for run, v in zip(runs, verdicts, strict=True):
+        if run.episode_id not in recorded:
+            continue
+        action, call, named = recorded[run.episode_id]
+        replayed = {"stop": v.stop_call, "block": v.first_kill_call,
+                    "warn": v.first_flag_call}.get(v.action)
+        if (action, call) == (v.action, replayed):
+            continue
+        rows.append({"episode_id": run.episode_id, "guard_mode": _mode_of(decisions, run),
+                     "guard": "allow" if call is None else f"{action} at call {call}",
+                     "replay": _describe(v), "why": _why(run, named)})
+    return len(recorded), pd.DataFrame(rows, columns=list(GUARD_COLUMNS))
+
+
+def _mode_of(decisions: pd.DataFrame, run: StoredRun) -> str:
+    modes = decisions.loc[decisions["episode_id"] == run.episode_id, "mode"].dropna()
+    return str(modes.iloc[0]) if not modes.empty else ""
+
+
+def _why(run: StoredRun, named: set[str]) -> str:
+    """What the guard saw that the stored run lacks."""
+    reasons = []
+    text = [run.columns.index(c) for c in ("args_text", "output_text") if c in run.columns]
+    if text and not any(row[i] is not None for row in run.rows for i in text):
+        reasons.append("content not captured (the store has hashes, not arguments and "
+                       "outputs)")
+    if named & {"poll_timeout", "deadline"}:
+        reasons.append("the agent's clock is not stored (its deadlines ran on it)")
+    reasons.append("the model's messages are not stored")
+    return "; ".join(reasons)

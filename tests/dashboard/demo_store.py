@@ -48,3 +48,23 @@ def build_demo_store(path: Path, spans: list[ReadableSpan]) -> Path:
         pipeline.stop(120)
         db.close()
     return path
+
+
+def otlp_json(spans: list[ReadableSpan]) -> str:
+    """``spans`` as one line of OTLP JSON, as the OpenTelemetry Collector's ``file`` exporter
+    writes an ``ExportTraceServiceRequest`` (ids in hex): what ``loopscope analyze`` reads."""
+    import base64
+    import json
+
+    from google.protobuf.json_format import MessageToDict
+
+    def hexed(value: object) -> object:
+        if isinstance(value, dict):
+            return {k: base64.b64decode(v).hex()
+                    if k in ("traceId", "spanId", "parentSpanId") and isinstance(v, str)
+                    else hexed(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [hexed(v) for v in value]
+        return value
+
+    return json.dumps(hexed(MessageToDict(encode_spans(spans)))) + "\n"

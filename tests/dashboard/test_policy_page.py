@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from demo_store import otlp_json
 from streamlit.testing.v1 import AppTest
 
 import loopscope_dashboard
@@ -101,7 +102,16 @@ def test_policy_page_replays_compares_and_sweeps() -> None:
 
 
 def test_an_exported_policy_gives_analyze_the_verdicts_the_page_showed(
-        store_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        demo_store_path: Path, demo_sdk_spans: list, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The policy the page exports, given to ``loopscope analyze --policy`` with the spans the
+    store was built from as OTLP JSON (what an OpenTelemetry Collector's file exporter
+    writes beside a loopscope collector): analyze gives every run the verdict the page
+    showed, the runs whose content was not captured included (both see the same spans).
+
+    The limit, tested in test_uncaptured_runs: a guard running the same policy live saw more
+    than the spans hold there (content, messages, its clock) and can decide otherwise."""
+    monkeypatch.setenv("LOOPSCOPE_DB_SNAPSHOT", str(demo_store_path))
     at = _policy_page()
     actions = at.text_area(key="policy_field_actions")
     actions.input(json.dumps({"exact_repeat": "warn"}))
@@ -109,14 +119,14 @@ def test_an_exported_policy_gives_analyze_the_verdicts_the_page_showed(
     assert not at.exception, at.exception
     exported = tmp_path / "policy.json"
     exported.write_text(at.code[0].value, encoding="utf-8")
+    assert json.loads(exported.read_text()) == {"actions": {"exact_repeat": "warn"}}
     shown = next(d.value for d in at.dataframe if "stop_call" in d.value.columns)
-    runs = tmp_path / "runs.jsonl"
-    runs.write_text("".join(json.dumps(replays.episode_record(r)) + "\n"
-                            for r in _stored(store_path)), encoding="utf-8")
+    spans = tmp_path / "otel-traces.jsonl"
+    spans.write_text(otlp_json(demo_sdk_spans), encoding="utf-8")
     capsys.readouterr()
-    assert main(["analyze", str(runs), "--policy", str(exported), "--json"]) == 0
+    assert main(["analyze", str(spans), "--policy", str(exported), "--json"]) == 0
     analysed = {e["episode_id"]: e for e in json.loads(capsys.readouterr().out)["episodes"]}
-    assert len(analysed) == len(shown) == 16
+    assert len(analysed) == len(shown) > 100
     for row in shown.itertuples():
         flags = analysed[row.episode_id]["flags"]
         stop = next((f["call"] for f in flags if f["action"] == "stop"), None)
@@ -142,3 +152,20 @@ def test_worker_processes_build_the_episodes_and_give_the_same_verdicts(
     shipped = pickle.loads(pickle.dumps(runs[0]))
     assert shipped._built is None and shipped.rows == runs[0].rows
     assert shipped.episode == runs[0].episode and shipped.agent_steps == runs[0].agent_steps
+
+
+def test_on_captured_runs_the_replay_gives_what_the_guards_recorded() -> None:
+    """Content captured (the fixture store's agents), the current policy the guards ran: the
+    replay of every stored run gives what its guard recorded (strongest action, same call),
+    and the page says so. Where content was not captured it cannot always (the list the page
+    shows then is tested in test_uncaptured_runs)."""
+    from loopscope_dashboard import state
+
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.session_state[state.POLICY_CURRENT] = replays.build({"budgets": {"tool_calls": 40}})
+    at.switch_page("views/policy.py").run()
+    assert not at.exception, at.exception
+    assert "On all 16 runs a guard reported on, the replay under the current policy gives " \
+        "what the guard recorded" in "\n".join(str(s.value) for s in at.success)
+    compare = next(d.value for d in at.dataframe if "candidate" in d.value.columns)
+    assert compare.loc["differs_from_guards", "current"] == 0

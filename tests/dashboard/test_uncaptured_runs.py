@@ -95,3 +95,32 @@ def test_every_demo_stop_has_the_streak_its_diagnostic_names(demo_store_path: Pa
         db.close()
     assert checked >= 15
     assert FUZZY in collector_wrong and len(collector_wrong) >= 3
+
+
+def test_the_policy_page_lists_the_runs_its_replay_decides_otherwise_than_the_guard(
+        demo_store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the very policy the demo's guards ran as the current policy, the replay of the
+    stored runs still differs from what the guards recorded on the runs whose content was not
+    captured: the page counts them next to the current policy and lists them, with why. The
+    demo's fuzzy repeat, which its guard would have stopped at call 5, is one."""
+    from demo_store import DEMO_BUDGET
+
+    from loopscope_dashboard import replays, state
+
+    monkeypatch.setenv("LOOPSCOPE_DB_SNAPSHOT", str(demo_store_path))
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.session_state[state.POLICY_CURRENT] = replays.build(DEMO_BUDGET)
+    at.switch_page("views/policy.py").run()
+    assert not at.exception, at.exception
+    listed = next(d.value for d in at.dataframe if "why" in d.value.columns)
+    row = listed[listed["open"].str.endswith("scn-fuzzy_repeat-0-s0-observe")].iloc[0]
+    assert (row["guard"], row["replay"]) == ("stop at call 5", "warn from call 3")
+    assert "content not captured" in row["why"]
+    assert any("poll_timeout" in link for link in listed["open"])
+    assert "the agent's clock is not stored" in " ".join(listed["why"])
+    warning = "\n".join(str(w.value) for w in at.warning)
+    assert f"On {len(listed)} of the " in warning
+    compare = next(d.value for d in at.dataframe if "current" in d.value.columns
+                   and "candidate" in d.value.columns)
+    assert compare.loc["differs_from_guards", "current"] == len(listed)
+    assert 10 <= len(listed) < 40  # most runs agree: the replay is the guard's core

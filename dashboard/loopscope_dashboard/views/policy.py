@@ -17,7 +17,9 @@ from loopscope_dashboard import charts, downloads, queries, replays, state
 st.title("Policy")
 st.caption("Replays stored runs through the same detection core the guard and the collector "
            "run, in enforce mode. Runs recorded in observe mode replay best: an enforce-mode "
-           "run already stopped where its policy said. Loops caught and false kills count "
+           "run already stopped where its policy said. The replay sees what the store holds, "
+           "which is less than a guard saw when content was not captured; the page says on "
+           "which runs that changes the verdict. Loops caught and false kills count "
            "labelled runs only (a human label, else the run's scenario label).")
 
 left, right = st.columns([2, 1])
@@ -113,11 +115,15 @@ if candidate is not None and (submitted or done is None or done[0] != key):
     now = replays.replay_all(runs, candidate,
                              progress=lambda c, t: _progress(c, t, "Candidate policy"))
     bar.empty()
-    done = (key, was, now, candidate)
+    # every call a guard reported has a row; the newest ones cover the runs replayed
+    decisions = queries.guard_decisions(service=params.get("service"),
+                                        limit=2 * sum(r.calls for r in runs) + 1)
+    guarded = replays.against_guards(runs, was, decisions)
+    done = (key, was, now, candidate, guarded)
     st.session_state[state.POLICY_RESULT] = done
 if done is None or done[0] != key:
     st.stop()
-_, was, now, candidate = done
+_, was, now, candidate, (guarded_runs, disagree) = done
 
 # -- side by side ----------------------------------------------------------------------------
 st.subheader("Current vs candidate")
@@ -132,6 +138,7 @@ for column, (label, field, inverse) in zip(cards, [
     column.metric(label, f"{value:,}", f"{value - prior:+,}" if value != prior else None,
                   delta_color="inverse" if inverse else "normal", border=True)
 table = pd.DataFrame([before.as_row(), after.as_row()], index=["current", "candidate"])
+table["differs_from_guards"] = [len(disagree), None]
 st.dataframe(table.T.rename_axis("measure"), key="policy_compare",
              column_config={"current": st.column_config.NumberColumn(format="%g"),
                             "candidate": st.column_config.NumberColumn(format="%g")})
@@ -141,6 +148,34 @@ st.caption(f"Loops caught of {after.labelled_loops} labelled loops; false kills 
            f"{after.labelled_kills} labelled runs with a detector kill; {after.budget_stops} "
            f"budget stop(s) beside them. Cost saved: ${before.cost_saved:,.4f} → "
            f"${after.cost_saved:,.4f} (the recorded cost after each stop).")
+
+st.subheader("Current policy vs what the guards recorded")
+if not guarded_runs:
+    st.info("No in-process guard reported on these runs, so there is nothing to check the "
+            "replay against.")
+elif disagree.empty:
+    st.success(f"On all {guarded_runs:,} runs a guard reported on, the replay under the "
+               "current policy gives what the guard recorded (its strongest action, at the "
+               "same call).")
+else:
+    st.warning(
+        f"On {len(disagree):,} of the {guarded_runs:,} runs a guard reported on, the replay "
+        "under the current policy does not give what the guard recorded. The replay sees "
+        "only what the store holds: without captured content it compares arguments and "
+        "outputs by hash; the model's messages and the agent's own clock are never stored. "
+        "Where a guard saw more, the same policy running live can decide otherwise, so read "
+        "these runs' verdicts, current and candidate, as the replay's, not the guard's (a "
+        "different policy on your guards is the other reason they differ).")
+    listed = disagree.copy()
+    listed.insert(0, "open", listed["episode_id"].map(state.episode_link))
+    st.dataframe(listed.drop(columns=["episode_id"]), hide_index=True, key="policy_guards",
+                 column_config={"open": state.EPISODE_COLUMNS["open"],
+                                "guard": st.column_config.TextColumn(
+                                    "guard recorded", help="Its strongest decision (enforce "
+                                    "would, in observe mode) and the call it came first."),
+                                "replay": st.column_config.TextColumn("replay (current)"),
+                                "why": st.column_config.TextColumn(width="large")})
+    downloads.offer(disagree, "policy-guard-disagreements", key="policy_guards")
 
 st.subheader("Runs whose verdict changes")
 changes = replays.changed(was, now)
@@ -163,7 +198,13 @@ st.download_button("Export the candidate policy (JSON)", replays.to_json(candida
 st.caption("Only the settings that differ from the defaults. Use it with "
            "`loopscope.instrument(policy=\"loopscope-policy.json\")`, "
            "`loopscope collector --policy loopscope-policy.json` or "
-           "`loopscope analyze runs.jsonl --policy loopscope-policy.json`.")
+           "`loopscope analyze runs.jsonl --policy loopscope-policy.json`. "
+           "`analyze --policy` over the same spans (OTLP JSON, as the OpenTelemetry "
+           "Collector's file exporter writes them) gives this page's verdicts. A guard "
+           "running it live sees more than the store holds when content is not captured "
+           "(arguments and outputs as text, the model's messages, its own clock), so on such "
+           "runs it can decide otherwise; the section above lists where that already "
+           "happened under the current policy.")
 st.code(replays.to_json(candidate), language="json")
 
 # -- sweep -------------------------------------------------------------------------------------
