@@ -11,10 +11,10 @@ import sys
 import threading
 from typing import Any
 
-from loopscope_collector.jobs import Job, Stats
-from loopscope_collector.server import CollectorHTTPServer
+from loopscope_collector.pipeline.jobs import Job, Stats
+from loopscope_collector.receive.http_server import CollectorHTTPServer
 from loopscope_collector.storage import open_database
-from loopscope_collector.store_health import StoreHealth
+from loopscope_collector.storage.health import StoreHealth
 
 
 class DropPipeline:

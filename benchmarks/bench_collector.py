@@ -225,9 +225,9 @@ def bench_detection_alone(bodies: list[bytes], total: int) -> dict:
     decoding and normalising happen before the clock starts, nothing is stored. With both
     cores of the machine doing nothing else, twice this is an upper bound on what any
     collector that runs this core on every span can make queryable."""
-    from loopscope_collector.decode import decode_request
-    from loopscope_collector.detection import StreamingDetector
-    from loopscope_collector.normalize import normalize_span
+    from loopscope_collector.normalize.dispatch import normalize_span
+    from loopscope_collector.pipeline.detection import StreamingDetector
+    from loopscope_collector.receive.decode import decode_request
 
     by_episode: dict[str, list] = {}
     for body in bodies:

@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", metavar="FILE", help="build the store here and keep it")
     args = parser.parse_args(argv)
 
-    from loopscope_collector.metrics import compute_metrics
+    from loopscope_collector.metrics.compute import compute_metrics
     from loopscope_collector.storage import open_database
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -21,9 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "colle
 
 from bench_collector import build_requests
 
-from loopscope_collector.decode import decode_request
-from loopscope_collector.detection import StreamingDetector
-from loopscope_collector.normalize import normalize_span
+from loopscope_collector.normalize.dispatch import normalize_span
+from loopscope_collector.pipeline.detection import StreamingDetector
+from loopscope_collector.receive.decode import decode_request
 from loopscope_collector.storage import open_database
 from loopscope_collector.storage import writes as tables
 from loopscope_collector.storage.queries import insert_rows
