@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from loopscope.detect import Policy
 from loopscope.detect.events import ACTIONS
-from loopscope.detect.replay import Episode, replay
+from loopscope.detect.replay import EpisodeRecord, replay
 from loopscope_collector.normalize.assembly import sort_key
 from loopscope_collector.normalize.rows import ToolCallRow
 from loopscope_collector.offline.otlp_files import episodes_from_rows
@@ -56,7 +56,7 @@ class StoredRun:
         self.label_source = label_source
         self.first_loop_step = first_loop_step
         self.human_false_kill = human_false_kill
-        self._built: tuple[Episode, tuple[int | None, ...]] | None = None
+        self._built: tuple[EpisodeRecord, tuple[int | None, ...]] | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_unpickle, (self.episode_id, self.columns, self.rows, self.task_type,
@@ -72,7 +72,7 @@ class StoredRun:
         return len(self.rows)
 
     @property
-    def episode(self) -> Episode:
+    def episode(self) -> EpisodeRecord:
         """The run as the collector's detection sees it (built once, on first use)."""
         if self._built is None:
             build_episodes([self])
@@ -142,7 +142,7 @@ def build_episodes(runs: Sequence[StoredRun]) -> None:
     for run in runs:
         if run._built is not None:
             continue
-        base = built.get(run.episode_id) or Episode(episode_id=run.episode_id, steps=())
+        base = built.get(run.episode_id) or EpisodeRecord(episode_id=run.episode_id, steps=())
         meta = {**base.meta,
                 **({"cost_usd": float(run.cost_usd)} if run.cost_usd is not None else {})}
         episode = dataclasses.replace(base, task_type=run.task_type, outcome=run.outcome,

@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .detect import Policy
-from .detect.replay import Episode, EpisodeFormatError, EpisodeReport, parse_episode_line, replay
+from .detect.replay import (
+    EpisodeFormatError,
+    EpisodeRecord,
+    EpisodeReport,
+    parse_episode_line,
+    replay,
+)
 
 FORMATS = ("auto", "episodes")
 
@@ -60,7 +66,7 @@ class Problem:
         return f"{self.path}:{self.line}: {self.message}"
 
 
-def call_ordinals(episode: Episode) -> list[int | None]:
+def call_ordinals(episode: EpisodeRecord) -> list[int | None]:
     """Per index into ``episode.steps``: its tool-call ordinal (1 for the first tool call),
     or None for a message. Every report names calls by this number."""
     ordinals: list[int | None] = []
@@ -78,7 +84,7 @@ def _call_of(ordinals: Sequence[int | None], step: int) -> int | None:
     return ordinals[step] if 0 <= step < len(ordinals) else None
 
 
-def read_episodes(paths: Sequence[str], *, fmt: str = "auto") -> Iterator[Episode | Problem]:
+def read_episodes(paths: Sequence[str], *, fmt: str = "auto") -> Iterator[EpisodeRecord | Problem]:
     """Yield each episode of each file in order, or a ``Problem`` for a line that is not one.
 
     ``-`` reads standard input. A file that cannot be opened is one ``Problem`` whose
@@ -128,7 +134,7 @@ def _explain(line: str, message: str) -> str:
 
 
 def analyze(
-    items: Iterable[Episode | Problem],
+    items: Iterable[EpisodeRecord | Problem],
     *,
     policy: Policy | None = None,
     mode: str = "enforce",

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .detect.fingerprint import canonical_json
-from .detect.replay import Episode, EpisodeReport
+from .detect.replay import EpisodeRecord, EpisodeReport
 
 Z95 = 1.959963984540054
 
@@ -65,7 +65,7 @@ def ours(report: EpisodeReport) -> Verdict:
     )
 
 
-def naive_baseline(episode: Episode, *, threshold: int = 3, window: int = 6) -> Verdict:
+def naive_baseline(episode: EpisodeRecord, *, threshold: int = 3, window: int = 6) -> Verdict:
     """Kill at the first call whose (tool, arguments) occurs ``threshold`` times in the last
     ``window`` calls, outputs and kinds ignored (seed 003's rule with no exemptions)."""
     recent: deque[str] = deque(maxlen=window)
@@ -79,7 +79,7 @@ def naive_baseline(episode: Episode, *, threshold: int = 3, window: int = 6) -> 
     return Verdict(None, None)
 
 
-def max_steps_baseline(episode: Episode, *, max_steps: int = 10) -> Verdict:
+def max_steps_baseline(episode: EpisodeRecord, *, max_steps: int = 10) -> Verdict:
     """Kill before tool call ``max_steps + 1`` (a global round cap)."""
     calls = 0
     for index, step in enumerate(episode.steps):
@@ -114,7 +114,7 @@ class SystemScore:
     cost_after_flag: float = 0.0
     cost_after_kill: float = 0.0
 
-    def add(self, episode: Episode, verdict: Verdict, report: EpisodeReport) -> None:
+    def add(self, episode: EpisodeRecord, verdict: Verdict, report: EpisodeReport) -> None:
         """Score one episode."""
         label = episode.loop_label
         first_loop = episode.label.get("first_loop_step") if label else None

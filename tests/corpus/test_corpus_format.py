@@ -10,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-from loopscope.detect.replay import Episode, parse_episode_line
+from loopscope.detect.replay import EpisodeRecord, parse_episode_line
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "corpus.jsonl"
@@ -40,7 +40,7 @@ def records() -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def episodes() -> list[Episode]:
+def episodes() -> list[EpisodeRecord]:
     return [parse_episode_line(line) for line in _lines()]
 
 
@@ -57,7 +57,7 @@ def test_committed_jsonl_equals_the_builder_output() -> None:
     assert CORPUS.read_text(encoding="utf-8") == _build_module().render()
 
 
-def test_every_line_parses_as_an_episode(episodes: list[Episode]) -> None:
+def test_every_line_parses_as_an_episode(episodes: list[EpisodeRecord]) -> None:
     assert len(episodes) >= 110
     ids = [ep.episode_id for ep in episodes]
     assert len(ids) == len(set(ids))
@@ -107,7 +107,7 @@ def test_tool_steps_are_complete(records: list[dict]) -> None:
             assert step["tokens_in"] > 0 and step["tokens_out"] > 0, eid
 
 
-def test_loops_and_look_alikes_are_balanced(episodes: list[Episode]) -> None:
+def test_loops_and_look_alikes_are_balanced(episodes: list[EpisodeRecord]) -> None:
     counts = Counter(ep.loop_label for ep in episodes)
     assert counts[True] + counts[False] == len(episodes)
     assert counts[True] >= 0.45 * len(episodes)

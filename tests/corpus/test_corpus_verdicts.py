@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from loopscope.detect.replay import Episode, parse_episode, replay
+from loopscope.detect.replay import EpisodeRecord, parse_episode, replay
 from loopscope.evaluation import evaluate
 
 CORPUS = Path(__file__).with_name("corpus.jsonl")
@@ -25,7 +25,7 @@ LOOPS = [e for e in EPISODES if e.loop_label is True]
 LOOK_ALIKES = [e for e in EPISODES if e.loop_label is False]
 
 
-def _flags(episode: Episode) -> str:
+def _flags(episode: EpisodeRecord) -> str:
     report = replay(episode)
     return "\n".join(
         f"  step {f.step} {f.detector} {f.action}: {f.message[:100]}" for f in report.flags
@@ -33,7 +33,7 @@ def _flags(episode: Episode) -> str:
 
 
 @pytest.mark.parametrize("episode", LOOPS, ids=lambda e: e.episode_id)
-def test_loop_is_flagged_and_never_killed_early(episode: Episode):
+def test_loop_is_flagged_and_never_killed_early(episode: EpisodeRecord):
     """A loop missed, or a block or stop before the loop began, fails here."""
     report = replay(episode, mode="enforce")
     first = episode.label["first_loop_step"]
@@ -45,7 +45,7 @@ def test_loop_is_flagged_and_never_killed_early(episode: Episode):
 
 
 @pytest.mark.parametrize("episode", LOOK_ALIKES, ids=lambda e: e.episode_id)
-def test_look_alike_is_never_blocked_or_stopped(episode: Episode):
+def test_look_alike_is_never_blocked_or_stopped(episode: EpisodeRecord):
     """A block or stop of a legitimate run (a false kill) fails here."""
     report = replay(episode, mode="enforce")
     assert report.first_kill is None, f"{episode.label['why']}\n{_flags(episode)}"

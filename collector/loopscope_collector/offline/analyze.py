@@ -45,7 +45,12 @@ from loopscope.analysis import (
     read_episodes,
 )
 from loopscope.detect.policy import Policy
-from loopscope.detect.replay import Episode, EpisodeFormatError, EpisodeReport, parse_episode_line
+from loopscope.detect.replay import (
+    EpisodeFormatError,
+    EpisodeRecord,
+    EpisodeReport,
+    parse_episode_line,
+)
 
 from .otlp_files import OTLP_KEYS, EpisodeGrouper, detect_runs, read_otlp_file
 from .store import Store, StoreCounts, StoreError
@@ -157,7 +162,7 @@ def analyze_inputs(
     called after each run reported.
     """
     grouper = EpisodeGrouper()
-    episodes: list[Episode] = []
+    episodes: list[EpisodeRecord] = []
     problems: list[Problem] = []
     for item in read_inputs(paths, fmt=fmt, store=store, progress=progress, grouper=grouper):
         if isinstance(item, Problem):
@@ -196,7 +201,7 @@ def read_inputs(
     store: Store | None = None,
     progress: TextIO | None = None,
     grouper: EpisodeGrouper | None = None,
-) -> Iterator[Episode | Problem]:
+) -> Iterator[EpisodeRecord | Problem]:
     """Every Episode JSONL episode of every file, or a ``Problem`` per bad line; OTLP JSON
     spans go into ``grouper`` (a trace may span files, as the collector's file exporter
     rotates them; its episodes are complete once every file is read). Without a grouper,
@@ -223,7 +228,7 @@ def read_inputs(
             if (fmt == "auto" and isinstance(item, Problem)
                     and item.message.startswith("this is an OTLP JSON line")):
                 item = Problem(item.path, item.line, _OTLP_IN_EPISODES)
-            if store is not None and isinstance(item, Episode):
+            if store is not None and isinstance(item, EpisodeRecord):
                 store.submit(episode_spans(item, service=service, policy=store.policy,
                                            base_ns=store.started_ns + ordinal * 1_000_000))
             yield item
@@ -251,7 +256,7 @@ def _sniff(path: str, lines: list[str] | None) -> str:
     return "episodes"
 
 
-def _episode_lines(path: str, lines: Iterable[str]) -> Iterator[Episode | Problem]:
+def _episode_lines(path: str, lines: Iterable[str]) -> Iterator[EpisodeRecord | Problem]:
     """Episode JSONL from lines already read (standard input), as ``read_episodes`` does."""
     for number, line in enumerate(lines, start=1):
         if not line.strip():

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final, TextIO
 from loopscope.analysis import Problem, decoded_lines
 from loopscope.detect.events import STATUSES, TOOL_KINDS
 from loopscope.detect.policy import Policy
-from loopscope.detect.replay import Episode, EpisodeReport
+from loopscope.detect.replay import EpisodeRecord, EpisodeReport
 
 from ..normalize import assembly
 from ..normalize.assembly import Reading
@@ -169,7 +169,7 @@ class Run:
     task: str = ""
 
     @property
-    def episode(self) -> Episode:
+    def episode(self) -> EpisodeRecord:
         """The run as an ``Episode``: its tool calls as steps (what reports name and count)."""
         return _episode(self)
 
@@ -201,7 +201,7 @@ class EpisodeGrouper:
         return runs_of([r for r in calls if r.span_id not in dropped], self.reading.roots,
                        self.reading.tasks)
 
-    def episodes(self) -> list[Episode]:
+    def episodes(self) -> list[EpisodeRecord]:
         return [run.episode for run in self.runs()]
 
     def reports(self, policy: Policy | None = None, *, mode: str = "enforce") -> list[
@@ -223,7 +223,7 @@ def detect_runs(runs: Iterable[Run], policy: Policy | None = None, *,
         detector.forget(run.episode_id)
 
 
-def episodes_from_spans(spans: Iterable[SpanRecord]) -> list[Episode]:
+def episodes_from_spans(spans: Iterable[SpanRecord]) -> list[EpisodeRecord]:
     """The episodes in ``spans``, as ``loopscope analyze`` reads them from OTLP JSON."""
     grouper = EpisodeGrouper()
     grouper.add(spans)
@@ -231,7 +231,7 @@ def episodes_from_spans(spans: Iterable[SpanRecord]) -> list[Episode]:
 
 
 def episodes_from_rows(rows: Sequence[ToolCallRow], roots: Sequence[EpisodeRow] = ()) -> list[
-        Episode]:
+        EpisodeRecord]:
     """Stored tool calls (and roots) as ``Episode`` objects, grouped by the pipeline's rules."""
     return [run.episode for run in runs_of(list(rows), list(roots), {})]
 
@@ -259,7 +259,7 @@ def runs_of(calls: list[ToolCallRow], roots: list[EpisodeRow],
     return runs
 
 
-def _episode(run: Run) -> Episode:
+def _episode(run: Run) -> EpisodeRecord:
     rows, root = run.calls, run.root
     first_ns = rows[0].start_ns if rows else (root.start_ns if root is not None else 0)
     meta: dict[str, Any] = {"source": "otlp"}
@@ -273,7 +273,7 @@ def _episode(run: Run) -> Episode:
             value = getattr(root, name)
             if value is not None:
                 meta[name] = value
-    return Episode(
+    return EpisodeRecord(
         episode_id=run.episode_id,
         steps=tuple(_step(row, first_ns) for row in rows),
         task_type=root.task_type if root is not None else None,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from loopscope.detect.policy import Policy
-from loopscope.detect.replay import Episode, EpisodeReport
+from loopscope.detect.replay import EpisodeRecord, EpisodeReport
 
 from ..normalize.spans import SpanRecord
 
@@ -136,7 +136,7 @@ class Store:
             cur.close()
         return StoreCounts(self.db.path, stats.spans_stored, stats.spans_duplicate, *counts)
 
-    def report(self, episode: Episode, *, mode: str = "enforce") -> EpisodeReport:
+    def report(self, episode: EpisodeRecord, *, mode: str = "enforce") -> EpisodeReport:
         """What the store's detection found in ``episode`` (after ``finish``), in
         ``loopscope analyze``'s shape; an episode no longer in the pipeline's memory is
         re-run from the store."""

@@ -17,7 +17,7 @@ from loopscope import conventions as c
 from loopscope.detect.events import Decision
 from loopscope.detect.fingerprint import canonical_json, output_hash, output_text
 from loopscope.detect.policy import Policy
-from loopscope.detect.replay import Episode, replay
+from loopscope.detect.replay import EpisodeRecord, replay
 
 from ..normalize.spans import SpanRecord
 
@@ -33,7 +33,7 @@ def _hex(*parts: object, size: int) -> str:
 
 
 def episode_spans(
-    episode: Episode, *, service: str, policy: Policy | None = None, base_ns: int = 0
+    episode: EpisodeRecord, *, service: str, policy: Policy | None = None, base_ns: int = 0
 ) -> list[SpanRecord]:
     """An Episode as spans shaped like loopscope's own: one ``invoke_agent`` root and one
     ``execute_tool`` span per tool step, with the attributes the collector reads.
@@ -92,7 +92,7 @@ def episode_spans(
 
 
 def _tool_span(
-    episode: Episode, step: Any, index: int, policy: Policy, trace_id: str, root_id: str,
+    episode: EpisodeRecord, step: Any, index: int, policy: Policy, trace_id: str, root_id: str,
     start_ns: int, resource: dict[str, Any], guard: tuple[Decision, Decision] | None,
 ) -> SpanRecord:
     tool = str(step["tool"])

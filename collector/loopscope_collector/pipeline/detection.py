@@ -21,7 +21,7 @@ from typing import Any
 from loopscope.detect import Decision, EpisodeMonitor, Flag, Policy, ToolCall, ToolResult
 from loopscope.detect.events import STATUSES, TOOL_KINDS
 from loopscope.detect.policy import policy_from_json
-from loopscope.detect.replay import Episode, EpisodeReport, episode_report
+from loopscope.detect.replay import EpisodeRecord, EpisodeReport, episode_report
 
 from ..normalize.assembly import sort_key
 from ..normalize.rows import ToolCallRow
@@ -237,7 +237,7 @@ class StreamingDetector:
 
 
 def detected_report(
-    episode: Episode, monitor: EpisodeMonitor, *, mode: str = "enforce",
+    episode: EpisodeRecord, monitor: EpisodeMonitor, *, mode: str = "enforce",
     verdicts: Sequence[Verdict] = (),
 ) -> EpisodeReport:
     """The report of an episode whose calls went through streaming detection (``monitor``),

@@ -29,8 +29,9 @@ class EpisodeFormatError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class Episode:
-    """One labelled run (EPISODE_FORMAT.md)."""
+class EpisodeRecord:
+    """One recorded run, as a line of Episode JSONL holds it (EPISODE_FORMAT.md). Not the
+    SDK's ``loopscope.Episode``, which is a run in progress."""
 
     episode_id: str
     steps: tuple[Mapping[str, Any], ...]
@@ -56,7 +57,7 @@ class Episode:
         return None
 
 
-def parse_episode(record: Any) -> Episode:
+def parse_episode(record: Any) -> EpisodeRecord:
     """Validate one decoded JSON record as an Episode.
 
     Raises:
@@ -78,7 +79,7 @@ def parse_episode(record: Any) -> Episode:
         raise EpisodeFormatError(f"{episode_id}: {exc}") from None
     meta = record.get("meta") or {}
     task = record.get("task")
-    return Episode(
+    return EpisodeRecord(
         episode_id=episode_id,
         steps=tuple(steps),
         task_type=record.get("task_type") if isinstance(record.get("task_type"), str) else None,
@@ -113,7 +114,7 @@ def check_label(label: Any) -> dict[str, Any]:
     return dict(label)
 
 
-def parse_episode_line(line: str) -> Episode:
+def parse_episode_line(line: str) -> EpisodeRecord:
     """Decode and validate one JSONL line."""
     try:
         record = json.loads(line)
@@ -149,7 +150,7 @@ def _check_step(episode_id: str, i: int, step: Any) -> None:
 class EpisodeReport:
     """What a guard in ``mode`` would have flagged on one episode."""
 
-    episode: Episode
+    episode: EpisodeRecord
     mode: str
     flags: tuple[Flag, ...]
     summary: Mapping[str, Any]
@@ -208,7 +209,7 @@ class EpisodeReport:
 
 
 def replay(
-    episode: Episode, policy: Policy | None = None, *, mode: str = "enforce"
+    episode: EpisodeRecord, policy: Policy | None = None, *, mode: str = "enforce"
 ) -> EpisodeReport:
     """Run the core over every step of ``episode``; report the flags ``mode`` would raise.
 
@@ -256,7 +257,7 @@ def replay(
 
 
 def episode_report(
-    episode: Episode,
+    episode: EpisodeRecord,
     monitor: EpisodeMonitor,
     *,
     mode: str = "enforce",
