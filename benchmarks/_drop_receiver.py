@@ -29,6 +29,11 @@ class DropPipeline:
         with self._lock:
             self.stats.requests_rejected[str(status)] += 1
 
+    def refuse(self, status: int, receiver: str, reason: str, spans: int = 0) -> None:
+        with self._lock:
+            self.stats.requests_rejected[str(status)] += 1
+            self.stats.spans_rejected += spans
+
     def submit(self, spans: list[Any]) -> Job:
         with self._lock:
             self.stats.spans_received += len(spans)

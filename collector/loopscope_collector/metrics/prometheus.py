@@ -69,7 +69,9 @@ def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = (),
     lines += _lines("loopscope_spans_duplicate_total", "counter",
                     "Spans received again (client retries), ignored.", [({}, s.spans_duplicate)])
     lines += _lines("loopscope_spans_rejected_total", "counter",
-                    "Spans of decoded requests that the store refused (answered 400).",
+                    "Spans of export requests refused for their content (answered 400: a "
+                    "value the store cannot hold, a bad id; a body that does not parse counts "
+                    "none).",
                     [({}, s.spans_rejected)])
     lines += _lines("loopscope_spans_conflicting_total", "counter",
                     "Spans sent again under a stored span id with other content (first kept).",

@@ -46,6 +46,7 @@ from .jobs import (
     is_data_error,
     is_store_error,
 )
+from .refusals import RefusalLog
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +81,7 @@ class Pipeline:
         self._undo = BatchUndo()
         self.health = StoreHealth()
         self._watch = StoreWatch(db, self.health)
+        self.refusals = RefusalLog(logger)
 
     # -- receivers' side ------------------------------------------------------------------
 
@@ -124,9 +126,20 @@ class Pipeline:
         return job
 
     def count_rejected(self, status: int) -> None:
-        """Count a request refused for its content with HTTP ``status`` (any receiver thread)."""
+        """Count a request refused for its content with HTTP ``status`` (any receiver thread)
+        whose spans were counted and logged already: the store refused them (``Rejected``)."""
         with self._lock:
             self.stats.requests_rejected[str(status)] += 1
+
+    def refuse(self, status: int, receiver: str, reason: str, spans: int = 0) -> None:
+        """A receiver refused a request for its content before it reached the pipeline (it
+        does not decode, or holds a value the store cannot): count the request by ``status``
+        and its ``spans`` (as many as could be counted), and log why (rate-limited:
+        ``RefusalLog``). Any receiver thread."""
+        with self._lock:
+            self.stats.requests_rejected[str(status)] += 1
+            self.stats.spans_rejected += spans
+        self.refusals.refused(f"{receiver} ({status}, {spans} span(s)): {reason}", spans)
 
     def stop(self, timeout: float = 10.0) -> None:
         """Finish what is queued, then stop the thread."""
@@ -134,6 +147,7 @@ class Pipeline:
             self._stopping = True
         self._queue.put(None)
         self._thread.join(timeout)
+        self.refusals.summarise()
 
     # -- the pipeline thread --------------------------------------------------------------
 
@@ -238,7 +252,8 @@ class Pipeline:
     def _fail(self, jobs: list[Job], exc: Exception) -> None:
         spans = sum(len(j.spans) for j in jobs)
         if is_data_error(exc):
-            logger.warning("loopscope collector: refused a request of %d spans: %s", spans, exc)
+            self.refusals.refused(f"a request of {spans} span(s) (400): the store cannot hold "
+                                  f"its data: {exc}", spans)
             error: Exception = Rejected(f"the store cannot hold this request's data: {exc}")
             with self._lock:
                 self.stats.spans_rejected += spans

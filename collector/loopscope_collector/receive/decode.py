@@ -158,8 +158,18 @@ def decode_proto_request(request: ExportTraceServiceRequest) -> list[SpanRecord]
         DecodeError: A trace or span id is empty, all zero or of the wrong length, or a value
             is out of its column's range (a time past 2262, a kind or status code over 127, a
             typed attribute its column cannot hold: ``typed_attributes``); the message gives
-            its path, e.g. ``resourceSpans[0].scopeSpans[0].spans[2].kind``.
+            its path, e.g. ``resourceSpans[0].scopeSpans[0].spans[2].kind``; its ``spans``
+            is the number of spans in the request.
     """
+    try:
+        return _proto_records(request)
+    except DecodeError as exc:
+        exc.spans = sum(len(scope_spans.spans) for resource_spans in request.resource_spans
+                        for scope_spans in resource_spans.scope_spans)
+        raise
+
+
+def _proto_records(request: ExportTraceServiceRequest) -> list[SpanRecord]:
     records: list[SpanRecord] = []
     append = records.append
     for r, resource_spans in enumerate(request.resource_spans):

@@ -51,7 +51,26 @@ def decode_json(data: bytes | bytearray) -> list[SpanRecord]:
     try:
         return _json_request(_obj(doc, "request"))
     except RecursionError:
-        raise DecodeError("AnyValue nested too deeply") from None
+        error = DecodeError("AnyValue nested too deeply")
+        error.spans = _span_count(doc)
+        raise error from None
+    except DecodeError as exc:
+        exc.spans = _span_count(doc)
+        raise
+
+
+def _span_count(doc: Any) -> int:
+    """How many spans a refused request holds, as far as its shape allows counting them."""
+    count = 0
+    for rs in _lenient_list(doc, "resourceSpans"):
+        for ss in _lenient_list(rs, "scopeSpans"):
+            count += len(_lenient_list(ss, "spans"))
+    return count
+
+
+def _lenient_list(obj: Any, key: str) -> list[Any]:
+    value = _get(obj, key) if isinstance(obj, dict) else None
+    return value if isinstance(value, list) else []
 
 
 def _json_request(doc: dict[str, Any]) -> list[SpanRecord]:

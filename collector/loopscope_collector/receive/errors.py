@@ -15,6 +15,10 @@ class DecodeError(ValueError):
     """The body is not a valid OTLP trace export; the message says what and where (HTTP 400)."""
 
     http_status = 400
+    spans = 0
+    """How many spans the refused request held, when its body was read far enough to count
+    them (a span the store cannot hold, a bad id); 0 when it was not (a body that does not
+    parse, is too large or has an unsupported type)."""
 
 
 class UnsupportedMediaType(DecodeError):

@@ -66,9 +66,12 @@ class TraceService:
         try:
             return decode_proto_request(ExportTraceServiceRequest.FromString(body))
         except (ProtoDecodeError, ValueError, RecursionError) as exc:
-            self.pipeline.count_rejected(400)
-            message = str(exc) if isinstance(exc, DecodeError) else (
-                f"protobuf: message could not be parsed ({exc})")
+            if isinstance(exc, DecodeError):
+                message, spans = str(exc), exc.spans
+            else:
+                message, spans = f"protobuf: message could not be parsed ({exc})", 0
+            self.pipeline.refuse(400, f"an OTLP/gRPC request from {_peer(context)}", message,
+                                 spans)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, message)
             raise  # abort raises; this line is for the type checker
 
@@ -83,6 +86,13 @@ class TraceService:
         except Exception as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE,
                           f"the store failed, retry later: {type(exc).__name__}")
+
+
+def _peer(context: Any) -> str:
+    """The client's address as gRPC names it (``ipv4:127.0.0.1:53012``), without the port."""
+    peer = str(context.peer() or "an unknown peer")
+    kind, _, address = peer.partition(":")
+    return address.rpartition(":")[0] if kind in ("ipv4", "ipv6") and ":" in address else peer
 
 
 def _health_service(pipeline: Pipeline) -> health.HealthServicer:

@@ -202,9 +202,16 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._json(code, {"code": code, "message": message}, headers)
 
-    def _reject(self, code: int, message: str, *, protobuf: bool) -> None:
-        """Answer an export refused for its content, and count it."""
-        self.server.pipeline.count_rejected(code)
+    def _reject(self, code: int, message: str, *, protobuf: bool, spans: int = 0,
+                stored: bool = False) -> None:
+        """Answer an export refused for its content, and count it: refused here (its
+        ``spans`` counted and the refusal logged, rate-limited), or by the store (``stored``:
+        the pipeline counted and logged it)."""
+        if stored:
+            self.server.pipeline.count_rejected(code)
+        else:
+            self.server.pipeline.refuse(code, f"an OTLP/HTTP request from "
+                                              f"{self.client_address[0]}", message, spans)
         self._otlp_error(code, message, protobuf=protobuf)
 
     def _authorized(self) -> bool:
@@ -364,7 +371,7 @@ class _Handler(BaseHTTPRequestHandler):
             return decode_request(data, content_type=content_type, content_encoding=None,
                                   max_bytes=self.server.max_body_bytes)
         except DecodeError as exc:  # 400, or 413 / 415 for its subclasses
-            self._reject(exc.http_status, str(exc), protobuf=protobuf)
+            self._reject(exc.http_status, str(exc), protobuf=protobuf, spans=exc.spans)
             return None
         except Busy as exc:  # the body inflated past what is left: it is read, just answer
             self._otlp_error(503, f"not admitted, retry later: {exc}", protobuf=protobuf,
@@ -377,7 +384,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self.server.pipeline.submit(spans).wait(ACK_TIMEOUT_S)
         except Rejected as exc:
-            self._reject(400, str(exc), protobuf=protobuf)
+            self._reject(400, str(exc), protobuf=protobuf, stored=True)
             return
         except (Overloaded, PipelineStopped, StoreUnavailable, TimeoutError) as exc:
             self._otlp_error(503, f"not stored, retry later: {exc}", protobuf=protobuf,
