@@ -265,7 +265,7 @@ class EpisodeMonitor:
         step.status = result.status
         if result.t is not None:
             step.t = result.t
-        step.words = self._words_of(text) if text is not None else None
+        step.words = self._words_of(text, digest) if text is not None else None
         step.output = text
         if step.status in ("error", "timeout"):
             step.shape = output_hash(masked(text)) if text is not None else digest
@@ -315,14 +315,15 @@ class EpisodeMonitor:
         decision.turn = history.turn
         return decision
 
-    def _words_of(self, text: str) -> frozenset[str]:
-        """The output's word sketch; an output seen again lately is not read again (a loop
-        returns the same text over and over)."""
-        words = self._sketches.get(text)
+    def _words_of(self, text: str, digest: str) -> frozenset[str]:
+        """The output's word sketch; an output seen again lately (the same ``digest``: a loop
+        returns the same text over and over) is not read again. Keyed by the hash, so the
+        monitor keeps no output text."""
+        words = self._sketches.get(digest)
         if words is None:
             if len(self._sketches) >= SKETCHES_KEPT:
                 self._sketches.clear()
-            words = self._sketches[text] = word_sketch(text)
+            words = self._sketches[digest] = word_sketch(text)
         return words
 
     def _declared_kind(self, call: ToolCall) -> Any:
