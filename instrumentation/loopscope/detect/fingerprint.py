@@ -204,16 +204,18 @@ _UUID_TAIL = (re.compile(r"-(?<=[0-9a-f]{8}-)" + _UUID.pattern[12:]), 8, _UUID)
 def _blank(text: str, tail: tuple[re.Pattern[str], int, re.Pattern[str]]) -> str:
     """``whole.sub(" ", text)``, each match found by its tail (see ``_TIMESTAMP_TAIL``)."""
     pattern, lead, whole = tail
+    match = pattern.search(text)
+    if match is None:  # (most texts)
+        return text
     pieces: list[str] = []
     end = 0
-    for match in pattern.finditer(text):
+    while match is not None:
         start = match.start() - lead
         if start < end:  # two matches overlap: leave the rare case to the whole pattern
             return whole.sub(" ", text)
         pieces += (text[end:start], " ")
         end = match.end()
-    if not pieces:
-        return text
+        match = pattern.search(text, end)
     pieces.append(text[end:])
     return "".join(pieces)
 
