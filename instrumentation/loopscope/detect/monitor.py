@@ -138,11 +138,11 @@ class EpisodeMonitor:
         else:  # the detectors' own ladders (the same lookup, done once for every episode)
             self._rungs, self._breaker_rungs = _DEFAULT_RUNGS, AFTER_RUNGS
         # _HOOKED chose the detectors that have each hook (mypy cannot follow hasattr there)
-        self._before = cast("list[BeforeDetector]", [detectors[i] for i in _HOOKED["before"]])
-        self._after = cast("list[AfterDetector]", [detectors[i] for i in _HOOKED["after"]])
-        self._message = cast(
-            "list[MessageDetector]", [detectors[i] for i in _HOOKED["message"]])
-        self._turn_aware = cast("list[TurnAware]", [detectors[i] for i in _HOOKED["new_turn"]])
+        pick = detectors.__getitem__
+        self._before = cast("list[BeforeDetector]", list(map(pick, _HOOKED["before"])))
+        self._after = cast("list[AfterDetector]", list(map(pick, _HOOKED["after"])))
+        self._message = cast("list[MessageDetector]", list(map(pick, _HOOKED["message"])))
+        self._turn_aware = cast("list[TurnAware]", list(map(pick, _HOOKED["new_turn"])))
         self.ladder = Ladder(policy.window)
         self.budget = BudgetMeter(policy.budgets, start_t)
         self.expectations = ExpectationTracker(policy.required_tools)
