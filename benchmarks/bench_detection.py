@@ -20,13 +20,13 @@ from __future__ import annotations
 import argparse
 import glob
 import importlib
-import importlib.util
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 from types import ModuleType
+
+from _against import load_package
 
 from loopscope.detect.replay import parse_episode_line, replay
 from loopscope.evaluation import naive_baseline
@@ -35,20 +35,9 @@ DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 
 
 def load_core(checkout: Path) -> ModuleType:
-    """The ``replay`` module of another checkout's detection core, imported as a package of
-    its own (the core imports only itself and the standard library)."""
-    package = checkout / "instrumentation" / "loopscope" / "detect"
-    if not (package / "__init__.py").is_file():
-        raise SystemExit(f"--against: no detection core at {package}")
-    name = "loopscope_against_detect"
-    spec = importlib.util.spec_from_file_location(
-        name, package / "__init__.py", submodule_search_locations=[str(package)]
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return importlib.import_module(f"{name}.replay")
+    """The ``replay`` module of another checkout's detection core (standard library only)."""
+    load_package(checkout, "instrumentation/loopscope/detect", "loopscope_against_detect")
+    return importlib.import_module("loopscope_against_detect.replay")
 
 
 def main() -> None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import json
 import random
 import socket
@@ -33,8 +32,8 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import ModuleType
 
+from _against import load_package
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
@@ -139,23 +138,6 @@ def _wait_for_port(port: int) -> None:
     raise SystemExit("the OTLP sink did not start")
 
 
-def load_sdk(checkout: Path) -> ModuleType:
-    """Another checkout's ``loopscope`` package, imported under a name of its own (its
-    modules import one another relatively)."""
-    package = checkout / "instrumentation" / "loopscope"
-    if not (package / "__init__.py").is_file():
-        raise SystemExit(f"--against: no loopscope package at {package}")
-    name = "loopscope_against"
-    spec = importlib.util.spec_from_file_location(
-        name, package / "__init__.py", submodule_search_locations=[str(package)]
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000, help="calls per variant per round")
@@ -257,7 +239,8 @@ def main() -> None:
         "loopscope": guarded,
     }
     if args.against is not None:
-        other = load_sdk(args.against.resolve())
+        other = load_package(args.against.resolve(), "instrumentation/loopscope",
+                             "loopscope_against")
         # Its spans go through this provider and processor too; the processor it is given
         # (every setup needs one) does nothing, and every variant's spans pass it alike.
         other.instrument(service_name="bench", mode="enforce", span_processor=SpanProcessor())
