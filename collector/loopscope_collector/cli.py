@@ -149,6 +149,30 @@ def _remove_store(path: str) -> None:
         Path(name).unlink(missing_ok=True)
 
 
+FULL_GC_EVERY = 100
+"""Middle-generation collections before a full one is considered (Python's default is 10):
+see ``_fewer_full_collections``."""
+
+
+def _fewer_full_collections() -> None:
+    """Make Python's full garbage collections rarer in the collector process.
+
+    Python (3.11) runs a full collection, which walks every object the process holds (the
+    detection state of every active episode, the caches, the libraries), after ten
+    middle-generation ones once the objects that survived those since the last full
+    collection exceed a quarter of the long-lived ones. A batch's spans, rows and records
+    live until the batch commits, long enough to survive the young collections and count,
+    so under sustained ingest full collections ran every few batches: about a quarter of
+    the pipeline thread's CPU time (BENCHMARKS.md, "Collector ingest"). Ten times rarer,
+    they cost little. Garbage without reference cycles is freed at once either way; only
+    cycles wait longer.
+    """
+    import gc
+
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, FULL_GC_EVERY)
+
+
 def cmd_collector(args: argparse.Namespace) -> int:
     """Run the collector until SIGINT or SIGTERM."""
     if not is_loopback(args.host) and not args.auth_token and not args.insecure_remote:
@@ -211,6 +235,7 @@ def cmd_collector(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
+    _fewer_full_collections()
     try:
         collector.start()
     except OSError as exc:  # the gRPC port is taken
