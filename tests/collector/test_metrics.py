@@ -475,3 +475,20 @@ def test_the_loops_per_tool_cost_adds_up_to_cost_after_the_first_flag(
     assert sum(row["cost_in_loops_usd"] for row in tools) == pytest.approx(card)
     signatures = store.db.read("looping_signatures", {})
     assert 0 < sum(row["cost_in_loops_usd"] for row in signatures) <= card + 1e-9
+
+
+def test_shared_sql_is_written_once_and_every_read_that_names_it_gets_it() -> None:
+    """The run-cost pricing two Loops reads share comes from one fragment of reads.sql."""
+    from importlib.resources import files
+
+    text = (files("loopscope_collector.storage") / "sql" / "reads.sql").read_text("utf-8")
+    assert text.count("run_price as (") == 1  # written once
+    for name in ("loops_by_tool", "looping_signatures"):
+        assert "run_cost as (" in READS[name].sql and "/*fragment" not in READS[name].sql
+
+
+def test_a_read_naming_a_fragment_that_does_not_exist_is_refused() -> None:
+    from loopscope_collector.storage.queries import _with_fragments
+
+    with pytest.raises(ValueError, match="run_costs"):
+        _with_fragments("-- name: x\nwith /*fragment run_costs*/ select 1")

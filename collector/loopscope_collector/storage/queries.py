@@ -101,8 +101,28 @@ _BUILTIN_PRICES: Final = re.compile(r"/\*prices\*/'.*?'/\*end prices\*/", re.DOT
 ``/*builtin prices*/`` and gets the same text."""
 
 
+_FRAGMENT: Final = re.compile(
+    r"^--[ \t]*fragment:[ \t]*(\w+)[ \t]*\n((?:--[^\n]*\n)*)(.*?)^--[ \t]*end fragment[ \t]*\n?",
+    re.MULTILINE | re.DOTALL,
+)
+"""A piece of SQL several reads share, written once at the top of reads.sql (its comment lines,
+then its text, up to ``-- end fragment``); a read names it ``/*fragment NAME*/``."""
+
+
+def _with_fragments(text: str) -> str:
+    fragments = {m.group(1): m.group(3).rstrip() for m in _FRAGMENT.finditer(text)}
+    text = _FRAGMENT.sub("", text)
+    for name in re.findall(r"/\*fragment (\w+)\*/", text):
+        if name not in fragments:
+            raise ValueError(f"reads.sql uses /*fragment {name}*/ but defines no such fragment")
+    for name, body in fragments.items():
+        text = text.replace(f"/*fragment {name}*/", body)
+    return text
+
+
 def _load_reads() -> dict[str, NamedRead]:
     text = files(__package__).joinpath("sql", "reads.sql").read_text(encoding="utf-8")
+    text = _with_fragments(text)
     prices = _BUILTIN_PRICES.search(text)
     if prices is None:
         raise ValueError("reads.sql has no built-in price table (/*prices*/...)")

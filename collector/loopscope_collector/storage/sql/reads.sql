@@ -17,6 +17,47 @@
 -- param until_ns: bigint
 -- param bucket_s: bigint
 
+-- fragment: run_cost
+-- A run's cost as metrics_breakdown prices it, for reads that share it out over calls:
+-- run_calls (its calls, how many carry costs, their tokens), the price table ($prices, else
+-- the built-in one) and run_cost (per episode: n_calls, priced_calls, cost_usd). Used as
+-- "/*fragment run_cost*/" inside a WITH list.
+run_calls as (
+    select episode_id, count(*) as n_calls, count(cost_usd) as priced_calls,
+           sum(tokens_in) as tokens_in, sum(tokens_out) as tokens_out
+    from tool_calls
+    group by episode_id
+),
+run_prices as (
+    select key as prefix, (value ->> 'input')::double as usd_in,
+           (value ->> 'output')::double as usd_out
+    from json_each(coalesce($prices, /*builtin prices*/))
+),
+run_price as (
+    select e.episode_id, arg_max(p.usd_in, length(p.prefix)) as usd_in,
+           arg_max(p.usd_out, length(p.prefix)) as usd_out
+    from episodes e
+    join run_prices p on e.cost_usd is null and starts_with(lower(e.model), lower(p.prefix))
+    group by e.episode_id
+),
+run_cost as (
+    -- a run's cost as metrics_breakdown prices it: its own, else its tokens (the root's,
+    -- else its calls') at its model's price; calls that carry costs are priced one by one
+    select e.episode_id, coalesce(c.n_calls, 0) as n_calls,
+           coalesce(c.priced_calls, 0) as priced_calls,
+           case when e.cost_usd is not null then e.cost_usd
+                when rp.usd_in is not null then (
+                    case when e.input_tokens + e.output_tokens > 0 then e.input_tokens
+                         else coalesce(c.tokens_in, 0) end * rp.usd_in
+                    + case when e.input_tokens + e.output_tokens > 0 then e.output_tokens
+                           else coalesce(c.tokens_out, 0) end * rp.usd_out) / 1e6
+           end as cost_usd
+    from episodes e
+    left join run_calls c using (episode_id)
+    left join run_price rp using (episode_id)
+)
+-- end fragment
+
 -- name: summary
 -- Totals for the overview: tool calls, episodes, flagged episodes, open UNKNOWN writes.
 select
@@ -530,40 +571,7 @@ with flags as (
     where detector <> 'budget' and kind <> 'budget'
     group by trace_id, span_id
 ),
-run_calls as (
-    select episode_id, count(*) as n_calls, count(cost_usd) as priced_calls,
-           sum(tokens_in) as tokens_in, sum(tokens_out) as tokens_out
-    from tool_calls
-    group by episode_id
-),
-run_prices as (
-    select key as prefix, (value ->> 'input')::double as usd_in,
-           (value ->> 'output')::double as usd_out
-    from json_each(coalesce($prices, /*builtin prices*/))
-),
-run_price as (
-    select e.episode_id, arg_max(p.usd_in, length(p.prefix)) as usd_in,
-           arg_max(p.usd_out, length(p.prefix)) as usd_out
-    from episodes e
-    join run_prices p on e.cost_usd is null and starts_with(lower(e.model), lower(p.prefix))
-    group by e.episode_id
-),
-run_cost as (
-    -- a run's cost as metrics_breakdown prices it: its own, else its tokens (the root's,
-    -- else its calls') at its model's price; calls that carry costs are priced one by one
-    select e.episode_id, coalesce(c.n_calls, 0) as n_calls,
-           coalesce(c.priced_calls, 0) as priced_calls,
-           case when e.cost_usd is not null then e.cost_usd
-                when rp.usd_in is not null then (
-                    case when e.input_tokens + e.output_tokens > 0 then e.input_tokens
-                         else coalesce(c.tokens_in, 0) end * rp.usd_in
-                    + case when e.input_tokens + e.output_tokens > 0 then e.output_tokens
-                           else coalesce(c.tokens_out, 0) end * rp.usd_out) / 1e6
-           end as cost_usd
-    from episodes e
-    left join run_calls c using (episode_id)
-    left join run_price rp using (episode_id)
-),
+/*fragment run_cost*/,
 first_flag as (
     select e.episode_id,
            least(e.first_flag_ns,
@@ -616,40 +624,7 @@ with flagged_calls as (
     join tool_calls t on t.trace_id = d.trace_id and t.span_id = d.span_id
     where d.detector <> 'budget' and d.kind <> 'budget' and t.signature <> ''
 ),
-run_calls as (
-    select episode_id, count(*) as n_calls, count(cost_usd) as priced_calls,
-           sum(tokens_in) as tokens_in, sum(tokens_out) as tokens_out
-    from tool_calls
-    group by episode_id
-),
-run_prices as (
-    select key as prefix, (value ->> 'input')::double as usd_in,
-           (value ->> 'output')::double as usd_out
-    from json_each(coalesce($prices, /*builtin prices*/))
-),
-run_price as (
-    select e.episode_id, arg_max(p.usd_in, length(p.prefix)) as usd_in,
-           arg_max(p.usd_out, length(p.prefix)) as usd_out
-    from episodes e
-    join run_prices p on e.cost_usd is null and starts_with(lower(e.model), lower(p.prefix))
-    group by e.episode_id
-),
-run_cost as (
-    -- a run's cost as metrics_breakdown prices it: its own, else its tokens (the root's,
-    -- else its calls') at its model's price; calls that carry costs are priced one by one
-    select e.episode_id, coalesce(c.n_calls, 0) as n_calls,
-           coalesce(c.priced_calls, 0) as priced_calls,
-           case when e.cost_usd is not null then e.cost_usd
-                when rp.usd_in is not null then (
-                    case when e.input_tokens + e.output_tokens > 0 then e.input_tokens
-                         else coalesce(c.tokens_in, 0) end * rp.usd_in
-                    + case when e.input_tokens + e.output_tokens > 0 then e.output_tokens
-                           else coalesce(c.tokens_out, 0) end * rp.usd_out) / 1e6
-           end as cost_usd
-    from episodes e
-    left join run_calls c using (episode_id)
-    left join run_price rp using (episode_id)
-),
+/*fragment run_cost*/,
 scope as (
     select e.episode_id, rc.cost_usd, coalesce(e.end_ns, e.start_ns) as at_ns,
            least(e.first_flag_ns,
