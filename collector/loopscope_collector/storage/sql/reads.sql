@@ -17,6 +17,18 @@
 -- param until_ns: bigint
 -- param bucket_s: bigint
 
+-- fragment: episode_filter
+-- The filters of an episode list on episodes e (the sidebar's): used after WHERE.
+($service is null or e.service = $service)
+  and ($agent is null or e.agent = $agent)
+  and ($model is null or e.model = $model)
+  and ($outcome is null or e.outcome = $outcome)
+  and ($since_ns is null or e.start_ns >= $since_ns)
+  and ($until_ns is null or e.start_ns < $until_ns)
+  and ($tool is null or e.episode_id in (
+        select t.episode_id from tool_calls t where t.tool = $tool))
+-- end fragment
+
 -- fragment: run_cost
 -- A run's cost as metrics_breakdown prices it, for reads that share it out over calls:
 -- run_calls (its calls, how many carry costs, their tokens), the price table ($prices, else
@@ -523,14 +535,7 @@ select e.episode_id, e.service, e.agent, e.model, e.task_type, e.outcome, e.stop
             where d.episode_id = e.episode_id) as last_flag_at
 from episodes e
 left join truth r using (episode_id)
-where ($service is null or e.service = $service)
-  and ($agent is null or e.agent = $agent)
-  and ($model is null or e.model = $model)
-  and ($outcome is null or e.outcome = $outcome)
-  and ($since_ns is null or e.start_ns >= $since_ns)
-  and ($until_ns is null or e.start_ns < $until_ns)
-  and ($tool is null or e.episode_id in (
-        select t.episode_id from tool_calls t where t.tool = $tool))
+where /*fragment episode_filter*/
   and ($flagged is null or $flagged = exists (
         select 1 from detections d where d.episode_id = e.episode_id))
   and ($episode_id is null or e.episode_id = $episode_id)
@@ -730,14 +735,7 @@ select e.episode_id, e.service, e.agent, e.task_type, e.outcome, e.cost_usd, e.g
        exists (select 1 from labels l where l.episode_id = e.episode_id
             and l.label = 'false_kill') as human_false_kill
 from episodes e
-where ($service is null or e.service = $service)
-  and ($agent is null or e.agent = $agent)
-  and ($model is null or e.model = $model)
-  and ($outcome is null or e.outcome = $outcome)
-  and ($since_ns is null or e.start_ns >= $since_ns)
-  and ($until_ns is null or e.start_ns < $until_ns)
-  and ($tool is null or e.episode_id in (
-        select t.episode_id from tool_calls t where t.tool = $tool))
+where /*fragment episode_filter*/
 order by coalesce(e.end_ns, e.start_ns) desc nulls last, e.episode_id
 limit coalesce($limit, 10000);
 
@@ -748,14 +746,7 @@ limit coalesce($limit, 10000);
 with chosen as (
     select e.episode_id
     from episodes e
-    where ($service is null or e.service = $service)
-      and ($agent is null or e.agent = $agent)
-      and ($model is null or e.model = $model)
-      and ($outcome is null or e.outcome = $outcome)
-      and ($since_ns is null or e.start_ns >= $since_ns)
-      and ($until_ns is null or e.start_ns < $until_ns)
-      and ($tool is null or e.episode_id in (
-            select t.episode_id from tool_calls t where t.tool = $tool))
+    where /*fragment episode_filter*/
     order by coalesce(e.end_ns, e.start_ns) desc nulls last, e.episode_id
     limit coalesce($limit, 10000)
 )
