@@ -560,9 +560,7 @@ class EpisodeMonitor:
         key: str | None = None,
         **after: Any,
     ) -> Decision:
-        kind = step.kind if step is not None else None
-        if not findings:
-            return Decision(step=index, idempotency_key=key, kind=kind, **after)
+        kind = step.kind if step is not None else None  # (callers bring at least one finding)
         flags: list[Flag] = []
         new: list[Flag] = []
         lead: tuple[str, Finding, Action] | None = None
