@@ -17,158 +17,19 @@ from __future__ import annotations
 import itertools
 import json
 import random
-import string
 import sys
-from collections.abc import Callable
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "corpus.jsonl"
-SOURCE = "authored: tests/corpus"
+if str(HERE) not in sys.path:  # the writer and the case modules sit beside this file
+    sys.path.insert(0, str(HERE))
 
-# The classes of the corpus (meta.corpus_class), each with loops and look-alikes.
-CLASSES: dict[str, str] = {
-    "read_spin": "the same read with the same result vs. a few re-reads, then an answer",
-    "housekeeping": "a housekeeping call between real progress vs. housekeeping + a stale read",
-    "write_identity": "writes judged by identity (user turn, task, key, reconcile), not args",
-    "poll": "polls judged by evidence and the task's stated time",
-    "error_variation": "the same failure in varying words vs. a fix or a transient failure",
-    "jitter_stagnation": "tiny argument edits with the same output vs. a real sweep",
-    "monologue": "an agent chanting to itself vs. long or multi-turn text that says new things",
-    "edit_revert": "an edit flipped back and forth vs. one revert after a failed test",
-    "design_seed": "the six examples of DESIGN.md section 1, a loop and a look-alike each",
-    "cursor_pagination": "a cursor that does not advance vs. a long real pagination",
-    "read_oscillation": "two reads alternating with the same outputs vs. changing outputs",
-}
-TASK_TYPES = ("lookup", "polling", "coding", "research", "transaction", "other")
-LOOP_KINDS = (
-    "exact_repeat", "repeat_same_error", "oscillation", "param_jitter", "output_stagnation",
-    "monologue", "cursor_stuck", "poll_timeout", "write_duplicate",
-)
-LEGIT_KINDS = ("poll_legit", "write_retry_legit", "none")
+from writer import _ID_CHARS, Ep, j, registry  # noqa: E402
 
-_ID_CHARS = string.ascii_letters + string.digits
-
-
-def j(obj: Any) -> str:
-    """A tool's JSON output as the model sees it."""
-    return json.dumps(obj, ensure_ascii=False)
-
-
-class Ep:
-    """One episode being written: steps, a clock and a running context size."""
-
-    def __init__(self, eid: str, cls: str, task: str, task_type: str, *, domain: str,
-                 id_style: str | None = None, design_seed: str | None = None) -> None:
-        assert eid.startswith("corpus-") and cls in CLASSES and task_type in TASK_TYPES
-        assert (cls == "design_seed") == (design_seed is not None)
-        self.eid, self.cls, self.task, self.task_type = eid, cls, task, task_type
-        self.domain, self.design_seed = domain, design_seed
-        self.rng = random.Random(eid)
-        self.steps: list[dict[str, Any]] = []
-        self.t = 0.0
-        self.ctx = self.rng.randint(1400, 4200)  # system prompt + tool schemas
-        self.style = id_style or self.rng.choice(("openai", "anthropic", "short"))
-        self.calls = 0
-        self.user(task)
-
-    # -- clock and ids -------------------------------------------------------------------
-    def _tick(self, dt: float | None, lo: float, hi: float) -> float:
-        if not self.steps:
-            return 0.0
-        step = self.rng.uniform(lo, hi) if dt is None else dt
-        self.t = round(self.t + max(step, 0.05), 3)
-        return self.t
-
-    def _call_id(self) -> str:
-        self.calls += 1
-        if self.style == "openai":
-            return "call_" + "".join(self.rng.choices(_ID_CHARS, k=24))
-        if self.style == "anthropic":
-            return "toolu_01" + "".join(self.rng.choices(_ID_CHARS, k=22))
-        return f"tc_{self.calls:03d}"
-
-    # -- steps -----------------------------------------------------------------------------
-    def user(self, text: str, dt: float | None = None) -> int:
-        """A user turn; returns its step index."""
-        t = self._tick(dt, 9.0, 45.0)
-        self.steps.append({"type": "message", "role": "user", "content": text, "t": t})
-        self.ctx += len(text) // 4 + 4
-        return len(self.steps) - 1
-
-    def say(self, text: str, dt: float | None = None) -> int:
-        """An assistant turn; returns its step index."""
-        t = self._tick(dt, 1.5, 6.0)
-        out = len(text) // 4 + 6
-        self.steps.append({"type": "message", "role": "assistant", "content": text, "t": t,
-                           "tokens_in": self.ctx, "tokens_out": out})
-        self.ctx += out
-        return len(self.steps) - 1
-
-    def call(self, tool: str, args: dict[str, Any], output: Any, *, kind: str | None = None,
-             status: str = "ok", dt: float | None = None, took: float = 0.0,
-             **extra: Any) -> int:
-        """A tool call and its result; returns its step index.
-
-        ``t`` is when the call started. ``dt`` is the time since the previous step (a poll
-        passes the wait it took); ``took`` is how long the call itself ran (a timeout, a test
-        run), added before the next step;
-        ``extra`` carries the optional fields a real integration would set
-        (``idempotency_key``, ``intent``, ``deadline_s``).
-        """
-        assert kind in (None, "read", "write", "poll") and status in ("ok", "error", "timeout")
-        assert set(extra) <= {"idempotency_key", "intent", "deadline_s"}, extra
-        text = output if isinstance(output, str) else j(output)
-        t = self._tick(dt, 0.7, 3.8)
-        out = 14 + len(json.dumps(args, ensure_ascii=False)) // 3 + self.rng.randint(0, 30)
-        step = {"type": "tool", "tool": tool, "tool_call_id": self._call_id(), "kind": kind,
-                "args": args, "output": text, "status": status, "t": t,
-                "tokens_in": self.ctx, "tokens_out": out}
-        step.update(extra)
-        self.steps.append(step)
-        self.ctx += out + max(6, len(text) // 4)
-        self.t = round(self.t + took, 3)
-        return len(self.steps) - 1
-
-    def wait(self, seconds: float) -> None:
-        """Time passes with nothing recorded (the agent slept, or a human was away)."""
-        self.t = round(self.t + seconds, 3)
-
-    # -- the label ----------------------------------------------------------------------------
-    def loop(self, kind: str, first: int, why: str, outcome: str = "failure") -> dict[str, Any]:
-        assert kind in LOOP_KINDS and outcome in ("failure", "unknown")
-        return self._done(True, kind, first, why, outcome)
-
-    def legit(self, kind: str, why: str, outcome: str = "success") -> dict[str, Any]:
-        assert kind in LEGIT_KINDS
-        return self._done(False, kind, None, why, outcome)
-
-    def _done(self, loop: bool, kind: str, first: int | None, why: str,
-              outcome: str) -> dict[str, Any]:
-        assert "\n" not in why and why.strip() == why and len(why) < 220, why
-        meta = {"corpus_class": self.cls, "domain": self.domain}
-        if self.design_seed:
-            meta["design_seed"] = self.design_seed
-        return {
-            "episode_id": self.eid,
-            "source": SOURCE,
-            "task": self.task,
-            "task_type": self.task_type,
-            "outcome": outcome,
-            "label": {"loop": loop, "kind": kind, "first_loop_step": first, "why": why},
-            "meta": meta,
-            "steps": self.steps,
-        }
-
-
-CASES: list[Callable[[], dict[str, Any]]] = []
-
-
-def case(fn: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
-    """Register one episode builder (in file order)."""
-    CASES.append(fn)
-    return fn
+CASES, case = registry()
 
 
 # ==== cases ====================================================================================
@@ -3438,8 +3299,17 @@ def check(episodes: list[dict[str, Any]]) -> None:
             assert steps[-1]["type"] == "message" and steps[-1]["role"] == "assistant", eid
 
 
+CASE_MODULES = ("cases_information", "cases_writes_polls", "cases_runs_messages")
+"""The modules beside this file that hold detection v3's classes (issue 16), in order."""
+
+
+def builders() -> list[Any]:
+    """Every episode builder: this file's, then each case module's."""
+    return [*CASES, *(fn for name in CASE_MODULES for fn in import_module(name).CASES)]
+
+
 def build() -> list[dict[str, Any]]:
-    episodes = [fn() for fn in CASES]
+    episodes = [fn() for fn in builders()]
     check(episodes)
     return episodes
 
