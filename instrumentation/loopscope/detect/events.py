@@ -8,6 +8,7 @@ are passed in as seconds since the episode started.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, get_args
 
@@ -17,6 +18,9 @@ from typing import Any, Final, Literal, get_args
 Mode = Literal["observe", "warn", "enforce"]
 """How a guard applies a decision: record it only, nudge the model, or block and stop."""
 ToolKind = Literal["read", "write", "poll"]
+KindSource = Literal["declared", "annotation", "method", "name"]
+"""Where a call's kind came from: declared by the caller or the configuration, the MCP
+tool annotations, the HTTP method of an HTTP call, or the tool's name and arguments."""
 Status = Literal["ok", "error", "timeout", "blocked"]
 Action = Literal["allow", "warn", "block", "stop"]
 Severity = Literal["warn", "kill"]
@@ -25,6 +29,7 @@ Outcome = Literal["success", "failure", "unknown"]
 
 MODES: Final[tuple[Mode, ...]] = get_args(Mode)
 TOOL_KINDS: Final[tuple[ToolKind, ...]] = get_args(ToolKind)
+KIND_SOURCES: Final[tuple[KindSource, ...]] = get_args(KindSource)
 STATUSES: Final[tuple[Status, ...]] = get_args(Status)
 ACTIONS: Final[tuple[Action, ...]] = get_args(Action)
 """From the mildest to the most severe (``ACTION_RANK``)."""
@@ -101,6 +106,10 @@ class ToolCall:
     turn: int | None = None
     """The user turn the call belongs to (1 = the task), when the caller knows it; a call
     with a higher turn than the last starts a new intent, as ``on_message("user")`` does."""
+    annotations: Mapping[str, Any] | None = None
+    """The tool's MCP annotations (``readOnlyHint``, ``destructiveHint``, ``idempotentHint``),
+    when the tool comes from an MCP server that declares them: its kind when none is
+    declared."""
 
 
 @dataclass(frozen=True, slots=True)
