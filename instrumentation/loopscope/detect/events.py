@@ -267,3 +267,8 @@ class StepView:
     ``values_of``, which computes them from the canonical arguments when first needed."""
     edit: tuple[str, str, str] | None = None
     """(target, old, new) when the call replaces text (``writes.edit_of``), computed once."""
+    facts: frozenset[int] | None = None
+    """The output's facts (``information.facts``), for the step being checked only."""
+    info: int = 0
+    """What the output says, as one value: equal for outputs with the same facts (a shuffled
+    result set, another request id, an echo of other arguments), else the output hash's."""

@@ -198,10 +198,10 @@ _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 # The same patterns from their first "-" on, the lead checked behind: a pattern that starts
 # with a literal is found by a fast scan, ten times quicker than one that starts with a digit.
 _TIMESTAMP_TAIL = (re.compile(r"-(?<=\d{4}-)" + _TIMESTAMP.pattern[6:]), 4, _TIMESTAMP)
-_UUID_TAIL = (re.compile(r"-(?<=[0-9a-f]{8}-)" + _UUID.pattern[12:]), 8, _UUID)
+UUID_TAIL = (re.compile(r"-(?<=[0-9a-f]{8}-)" + _UUID.pattern[12:]), 8, _UUID)
 
 
-def _blank(text: str, tail: tuple[re.Pattern[str], int, re.Pattern[str]]) -> str:
+def blank(text: str, tail: tuple[re.Pattern[str], int, re.Pattern[str]]) -> str:
     """``whole.sub(" ", text)``, each match found by its tail (see ``_TIMESTAMP_TAIL``)."""
     pattern, lead, whole = tail
     match = pattern.search(text)
@@ -231,9 +231,9 @@ def word_sketch(text: str) -> frozenset[str]:
     information itself."""
     text = text[:SKETCH_CHARS].lower()
     if "-" in text:
-        text = _blank(text, _TIMESTAMP_TAIL)
+        text = blank(text, _TIMESTAMP_TAIL)
         if text.count("-") >= 4:
-            text = _blank(text, _UUID_TAIL)
+            text = blank(text, UUID_TAIL)
     if text.isascii():  # a byte table translates several times faster than a dict
         text = text.encode("ascii").translate(_SPACE_BYTES).decode("ascii")
     else:

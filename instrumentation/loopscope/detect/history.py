@@ -17,6 +17,7 @@ from .fingerprint import TRANSITIONAL, is_transitional
 
 MAX_OUTPUTS_PER_SIGNATURE = 8
 MAX_FAILS = 16
+MAX_SEEN_FACTS = 200_000
 TRANSIENT: Final = frozenset(
     ["timeout", "timed", "temporarily", "unavailable", "overloaded", "throttled", "throttling", "429", "502", "503", "504", "busy", "later"]
 )
@@ -63,6 +64,7 @@ class History:
         "_recent",
         "default_deadline_s",
         "epoch",
+        "seen_facts",
         "seen_loose",
         "seen_outputs",
         "steps",
@@ -76,6 +78,8 @@ class History:
     def __init__(self, size: int) -> None:
         self.steps: deque[StepView] = deque(maxlen=size)
         self.seen_outputs: set[str] = set()
+        self.seen_facts: set[int] = set()
+        """Every fact an output of the episode has told (``information.facts``)."""
         self.seen_loose: set[str] = set()
         self._by_sig: dict[str, SignatureStats] = {}
         self._recent: dict[int, list[StepView]] = {}  # cleared on append
@@ -168,3 +172,11 @@ class History:
         if step.status != "blocked":
             self.seen_outputs.add(step.output_hash)
             self.seen_loose.add(step.loose)
+            if step.facts:
+                if len(self.seen_facts) > MAX_SEEN_FACTS:
+                    self.seen_facts.clear()  # (bounded memory: a very long run forgets)
+                self.seen_facts |= step.facts
+
+    def knows(self, facts: frozenset[int]) -> bool:
+        """Whether the episode has seen every one of ``facts`` already (nothing new)."""
+        return facts <= self.seen_facts

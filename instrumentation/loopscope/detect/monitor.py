@@ -47,6 +47,7 @@ from .fingerprint import (
 )
 from .fuzzy_repeat import FuzzyRepeat
 from .history import History, SignatureStats
+from .information import facts
 from .ladder import Ladder
 from .monologue import Monologue
 from .oscillation import Oscillation
@@ -158,6 +159,7 @@ class EpisodeMonitor:
         self._messages: list[str] = []
         self._task = task
         self._sketches: dict[str, frozenset[str]] = {}
+        self._facts: dict[tuple[str, str], frozenset[int]] = {}
 
     @property
     def turn(self) -> int:
@@ -267,6 +269,11 @@ class EpisodeMonitor:
             step.t = result.t
         step.words = self._words_of(text, digest) if text is not None else None
         step.output = text
+        if text is not None:
+            step.facts = self._facts_of(text, digest, cand.args_text, cand.args)
+            step.info = hash(step.facts)
+        else:
+            step.info = hash(digest)
         if step.status in ("error", "timeout"):
             step.shape = output_hash(masked(text)) if text is not None else digest
         elif step.status == "ok":
@@ -314,6 +321,17 @@ class EpisodeMonitor:
         decision.reconciled = reconciled
         decision.turn = history.turn
         return decision
+
+    def _facts_of(self, text: str, digest: str, args_text: str, args: Any) -> frozenset[int]:
+        """The output's facts (``information.facts``); an output seen again for the same
+        arguments (a spin) is not read again."""
+        key = (digest, args_text)
+        found = self._facts.get(key)
+        if found is None:
+            if len(self._facts) >= SKETCHES_KEPT:
+                self._facts.clear()
+            found = self._facts[key] = facts(text, args) or frozenset()
+        return found
 
     def _words_of(self, text: str, digest: str) -> frozenset[str]:
         """The output's word sketch; an output seen again lately (the same ``digest``: a loop
@@ -411,8 +429,10 @@ class EpisodeMonitor:
         if (words is not None and not words) or step.negative:
             return "new_action" if new_call else None  # nothing found: exploring at best
         same = step.same_info
-        if step.output_hash in self.history.seen_outputs or (
-            same and any(s.status == "ok" and s.index in same for s in self.history.steps)
+        if (
+            step.output_hash in self.history.seen_outputs
+            or (step.facts is not None and self.history.knows(step.facts))
+            or (same and any(s.status == "ok" and s.index in same for s in self.history.steps))
         ):
             if new_call and words is not None and len(words) <= self.policy.ack_max_words:
                 return "new_action"  # a new request answered "done", "OK"

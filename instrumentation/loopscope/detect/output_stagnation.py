@@ -26,12 +26,13 @@ from .policy import Policy
 def same_info_indexes(
     step: StepView, others: Iterable[StepView], similarity: float
 ) -> frozenset[int]:
-    """Indexes of ``others`` whose output carried the same information as ``step``'s.
+    """Indexes of ``others`` whose output carried the same information as ``step``'s: the
+    same output, the same facts (``StepView.info``), or near-identical words.
 
     The monitor calls this once per step over the window and shares the result with the
     detectors. Outputs with no words at all (``""``, ``[]``) carry no information to share.
     """
-    words, digest = step.words, step.output_hash
+    words, digest, info = step.words, step.output_hash, step.info
     if words is not None and not words:
         return frozenset()
     found = []
@@ -39,7 +40,7 @@ def same_info_indexes(
         theirs = other.words
         if theirs is not None and not theirs:
             continue
-        if other.output_hash == digest or (
+        if other.output_hash == digest or (info and other.info == info) or (
             words is not None and theirs is not None and similar(words, theirs, similarity)
         ):
             found.append(other.index)

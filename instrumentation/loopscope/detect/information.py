@@ -1,0 +1,206 @@
+"""What an output tells: its facts, compared as normalised structures, not bytes.
+
+Progress is new information (DESIGN.md §2), so the core needs to know when two outputs say
+the same thing although their bytes differ. ``facts`` reduces an output to a set of hashed
+facts:
+
+- a JSON result is walked as a structure: every record of a list is one fact (a multiset of
+  records, so a shuffled result set is the same set), every scalar field of an object is one
+  fact; fields that change on every call without saying anything new are left out (request
+  and search ids, timings such as ``took_ms``, server timestamps, memory and load figures,
+  scores, page tokens: ``VOLATILE_KEYS``);
+- any other text is a set of lines, each with its volatile parts masked: timestamps and
+  clock times, UUIDs and long hex ids, durations and ages (``14m``, ``3d2h``, ``0.53s``,
+  ``(2m ago)``), memory sizes (``512Mi``, ``1.2 GB``);
+- in both, an echo of the call's own arguments is masked: "nothing found for page 7" and
+  "nothing found for page 8" are the same answer.
+
+A step whose facts are all among the facts the episode has already seen adds nothing.
+Facts are hashes (Python's ``hash`` of the normalised text: stable within a process, which
+is all one episode needs); the content is not kept.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+from .fingerprint import UUID_TAIL, blank
+
+FACT_CHARS: Final = 4_000
+"""Only this much of an output is read for facts: bounded work per step (twice what the word
+sketch reads)."""
+MAX_FACTS: Final = 400
+"""Facts kept per output (records of a very long list beyond this are not read)."""
+MAX_ECHOES: Final = 12
+"""Argument values masked as echoes, longest first."""
+
+VOLATILE_KEYS: Final = re.compile(
+    r"(?:^|_)(?:request|search|trace|span|correlation|session|query|run|response|event|"
+    r"message)_?id$"
+    r"|^(?:x_)?request_id$|^etag$|^nonce$|^_?score$|^relevance$|^similarity$|^distance$"
+    r"|^took(?:_ms|_s)?$|^(?:elapsed|duration|latency|timing|timings|response_time|"
+    r"query_time|execution_time|exec_time|time_ms|time_taken|processing_time)(?:_ms|_s|_sec)?$"
+    r"|^(?:timestamp|ts|server_time|current_time|now|as_of|generated_at|fetched_at|"
+    r"retrieved_at|served_at|requested_at|checked_at|last_checked|last_seen|updated)$"
+    r"|^(?:memory|mem|rss|heap|cpu|load|uptime|age)(?:_[a-z]+)*$|^load_?average$"
+    r"|(?:^|_)(?:page_)?(?:token|cursor)$|^next(?:_page)?(?:_url|_link)?$",
+)
+"""Keys (lower-cased, ``-`` and camelCase as ``_``) whose values change from call to call
+without saying anything new. Record ids, dates and statuses are information and stay."""
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_UNITS = r"(?:ns|us|µs|ms|s|m|h|d|y)"
+_MASK = re.compile(
+    # every masked part starts with a digit that does not continue a word or a number: the
+    # pattern opens with that digit, so the regex engine skips to the next digit at C speed
+    r"\d(?<![\w.]\d)(?:"
+    r"\d{3}-\d\d-\d\d(?:[tT ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:[zZ]|[+-]\d\d:?\d\d)?)?"  # times
+    r"|\d?:\d\d:\d\d(?:[.,]\d+)?\b"  # clock times
+    r"|(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{7,}\b|x[0-9a-fA-F]+\b"  # hex ids, 0x...
+    rf"|\d*(?:\.\d+)?{_UNITS}(?:\d+(?:\.\d+)?{_UNITS}){{0,3}}\b"  # 0.53s, 14m, 3d2h, 1h30m
+    r"|\d*(?:\.\d+)?\s?(?:[KMGTP]i?B|[KMGTP]i|bytes)\b"  # memory sizes
+    r"|\d*(?:\.\d+)?\s?(?:seconds?|secs?|minutes?|mins?|milliseconds?|hours?)\b"  # 3 secs
+    r"|\d*(?:\.\d+)?\s*[a-z]+\s+ago\b"  # 2m ago
+    r")"
+)
+"""The volatile parts of a line of text, masked before it becomes a fact. Hex ids that start
+with a letter stay (a commit's short hash is often the news itself)."""
+
+
+def facts(text: str | None, args: Any = None) -> frozenset[int] | None:
+    """The hashed facts of an output (``None`` when the output was not captured; an empty
+    set when it says nothing). ``args`` are the call's arguments, whose echoes are masked."""
+    if text is None:
+        return None
+    text = _mask(text[:FACT_CHARS])
+    echoes = _echoes(args)
+    if text.lstrip()[:1] in ("{", "[") and len(text) < FACT_CHARS:
+        try:
+            value = json.loads(_echoed(text, echoes[0], ECHO), object_hook=_stable)
+        except ValueError:
+            pass
+        else:
+            found: set[int] = set()
+            _walk(value, "", echoes[1], found)
+            return frozenset(found)
+    lines = _echoed(text.lower(), tuple(echo.lower() for echo in echoes[0]), "\x00")
+    if echoes[1] is not None:
+        lines = echoes[1].sub("\x00", lines)
+    return frozenset(
+        hash(" ".join(line.split()))
+        for line in lines.splitlines()[:MAX_FACTS]
+        if line and not line.isspace()
+    )
+
+
+ECHO: Final = "\u2400"
+"""What an echo of the call's arguments becomes in a JSON text (a character JSON strings
+may hold)."""
+
+
+def _mask(text: str) -> str:
+    """``text`` with its volatile parts masked (``_MASK``, and UUIDs, found by their dashes)."""
+    text = _MASK.sub("#", text)
+    if text.count("-") >= 4:
+        text = blank(text, UUID_TAIL)
+    return text
+
+
+def _echoed(text: str, echoes: tuple[str, ...], mark: str) -> str:
+    for echo in echoes:
+        if echo in text:
+            text = text.replace(echo, mark)
+    return text
+
+
+def _stable(record: dict[str, Any]) -> dict[str, Any]:
+    """A decoded JSON object without its volatile fields (``json.loads``'s object hook)."""
+    for key in list(record):
+        if _name(key) is None:
+            del record[key]
+    return record
+
+
+def _walk(value: Any, path: str, numbers: re.Pattern[str] | None, found: set[int]) -> None:
+    """The facts of a decoded JSON value: every scalar field of an object, every record of a
+    list (a result set is compared as a multiset: in any order)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, dict | list):
+                _walk(item, f"{path}.{key}", numbers, found)
+            elif numbers is not None and numbers.fullmatch(str(item)):
+                found.add(hash((path, key, ECHO)))  # an echo of the arguments: "page": 7
+            else:
+                found.add(hash((path, key, item)))
+        return
+    if isinstance(value, list):
+        for item in value[:MAX_FACTS]:
+            found.add(hash((path, _CANONICAL(item) if isinstance(item, dict | list) else item)))
+        return
+    found.add(hash((path, value)))
+
+
+_CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
+
+
+_NAMES: dict[str, str | None] = {}
+"""Key → its normalised name, or ``None`` for a volatile key (a JSON result repeats the same
+few keys: each is judged once)."""
+
+
+def _name(key: str) -> str | None:
+    name = _NAMES.get(key, "")
+    if name == "":
+        if len(_NAMES) > 4096:
+            _NAMES.clear()
+        normal = _CAMEL.sub("_", key).lower().replace("-", "_")
+        name = _NAMES[key] = None if VOLATILE_KEYS.search(normal) else normal
+    return name
+
+
+_Echoes = tuple[tuple[str, ...], "re.Pattern[str] | None"]
+"""The echoes of a call's arguments: texts (masked, longest first), and one
+pattern for its numbers as whole numbers ("page 7" is an echo of 7; "17" is not)."""
+_NO_ECHOES: Final[_Echoes] = ((), None)
+
+
+def _echoes(args: Any) -> _Echoes:
+    """The argument values an output may echo: strings of three characters or more, and
+    every number."""
+    if not args:
+        return _NO_ECHOES
+    found: set[str] = set()
+    _collect(args, found, 0)
+    if not found:
+        return _NO_ECHOES
+    numbers = sorted(f for f in found if _NUMBER.fullmatch(f))
+    texts = sorted((f for f in found if not _NUMBER.fullmatch(f)), key=len, reverse=True)
+    pattern = (
+        re.compile(r"(?<![\w.])(?:" + "|".join(map(re.escape, numbers[:MAX_ECHOES])) + r")(?!\w|\.\d)")
+        if numbers
+        else None
+    )
+    return tuple(texts[:MAX_ECHOES]), pattern
+
+
+_NUMBER: Final = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def _collect(value: Any, found: set[str], depth: int) -> None:
+    if depth > 3:
+        return
+    if isinstance(value, Mapping):
+        for item in value.values():
+            _collect(item, found, depth + 1)
+    elif isinstance(value, list | tuple):
+        for item in value[:20]:
+            _collect(item, found, depth + 1)
+    elif isinstance(value, str):
+        text = " ".join(_mask(value[:200]).split())
+        if len(text) >= 3 and text != "#":
+            found.add(text)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        found.add(repr(value))

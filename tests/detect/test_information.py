@@ -1,0 +1,73 @@
+"""Facts of an output: what it tells, compared as normalised structures (issue 16, point 1)."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from loopscope.detect.information import facts
+
+
+def _j(value: object) -> str:
+    return json.dumps(value)
+
+
+HITS = [{"doc": "kb-112", "title": "Reset a password"}, {"doc": "kb-207", "title": "SSO setup"}]
+
+
+def test_a_shuffled_result_set_with_new_volatile_fields_says_the_same() -> None:
+    a = _j({"searchId": "a81f", "took_ms": 12, "hits": HITS, "served_at": "2024-05-01T10:00:00Z"})
+    b = _j({"hits": HITS[::-1], "took_ms": 48, "searchId": "93c0", "served_at": "2024-05-01T10:00:07Z"})
+    assert facts(a) == facts(b)
+
+
+def test_a_new_record_or_a_changed_field_is_a_new_fact() -> None:
+    base = facts(_j({"hits": HITS}))
+    assert base is not None
+    more = facts(_j({"hits": [*HITS, {"doc": "kb-301", "title": "MFA"}]}))
+    changed = facts(_j({"hits": [HITS[0], {**HITS[1], "title": "SSO setup (SAML)"}]}))
+    assert more is not None and not more <= base
+    assert changed is not None and changed != base
+
+
+def test_an_echo_of_the_arguments_is_masked() -> None:
+    """"Nothing found for page N" is one answer on every page; a number that merely contains
+    the argument's digits is not an echo."""
+    assert facts("No results found for page 7.", {"page": 7}) == facts(
+        "No results found for page 8.", {"page": 8}
+    )
+    assert facts(_j({"query": "reset pw", "hits": []}), {"q": "reset pw"}) == facts(
+        _j({"query": "Reset PW", "hits": []}), {"q": "Reset PW"}
+    )
+    assert facts("total 17 rows", {"limit": 7}) != facts("total 18 rows", {"limit": 7})
+
+
+def test_ages_durations_memory_and_times_in_text_are_masked() -> None:
+    a = "NAME READY STATUS RESTARTS AGE\napi-7d9c 0/1 CrashLoopBackOff 6 (2m ago) 14m\n"
+    b = "NAME READY STATUS RESTARTS AGE\napi-7d9c 0/1 CrashLoopBackOff 6 (3m ago) 15m\n"
+    assert facts(a) == facts(b)
+    assert facts("done in 0.53s, rss 512Mi at 10:01:02") == facts("done in 1.2s, rss 530Mi at 10:01:09")
+    # what a poll or a reader needs stays: a status, a restart count, a price, a date
+    assert facts(a) != facts(a.replace("6 (2m ago)", "7 (2m ago)"))
+    assert facts("price 164 USD on 2024-05-21") != facts("price 171 USD on 2024-05-21")
+
+
+def test_not_captured_is_none_and_blank_is_empty() -> None:
+    assert facts(None) is None
+    assert facts("  \n\n") == frozenset()
+    assert facts("[]") == frozenset()
+
+
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=5),
+    max_leaves=30,
+)
+
+
+@given(output=JSONISH, args=JSONISH)
+def test_never_raises_on_any_json(output: object, args: object) -> None:
+    assert facts(json.dumps(output), args) is not None
+    assert facts(str(output), args) is not None
