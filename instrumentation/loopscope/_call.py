@@ -66,6 +66,7 @@ class ToolCallScope:
         deadline_s: float | None = None,
         episode: Episode | None = None,
         attributes: Mapping[str, Any] | None = None,
+        annotations: Mapping[str, Any] | None = None,
     ) -> None:
         self.tool = tool
         self.args = args
@@ -78,6 +79,7 @@ class ToolCallScope:
         self.deadline_s = deadline_s
         self.episode = episode
         self.attributes = dict(attributes or {})
+        self.annotations = annotations
         self.blocked = False
         self.result: Any = None
         self.finished = False
@@ -139,6 +141,10 @@ class ToolCallScope:
 
     def _start(self) -> LoopDetected | None:
         episode = self.episode = self.episode or current_episode()
+        try:
+            episode.raise_pending_stop()
+        except LoopDetected as stop:  # a message's stop: the call does not run
+            return stop
         guard = episode.guard
         args = self.args if self.args is not None else {}
         self._signature, args_text = guard.monitor.signature_of(self.tool, args)
@@ -155,6 +161,7 @@ class ToolCallScope:
             reconciles=self.reconciles,
             found=self.found,
             deadline_s=self.deadline_s,
+            annotations=self.annotations,
         )
         with guard.lock:
             decision = self._before = guard.monitor.before_call(call)
@@ -341,6 +348,7 @@ def tool_call(tool: str, args: Any = None, **options: Any) -> ToolCallScope:
     absent), ``intent="duplicate"`` (an intended repeat of a write), ``idempotency_key``,
     ``reconciles`` and ``found`` (this read settles an UNKNOWN write), ``deadline_s`` (polls),
     ``attributes`` (extra span attributes set when the span starts, blocked calls included;
-    loopscope's own keys win).
+    loopscope's own keys win), ``annotations`` (the tool's MCP annotations, ``readOnlyHint``
+    and the rest: its kind when ``kind`` is not given).
     """
     return ToolCallScope(tool, args, **options)

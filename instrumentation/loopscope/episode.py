@@ -75,6 +75,9 @@ class Episode:
         )
         self.outcome: str | None = None
         self.stop: LoopDetected | None = None
+        self._stop_next: LoopDetected | None = None
+        """A stop decided on a message (a monologue its warnings did not end): a message
+        cannot be taken back, so it is raised at the next model turn or tool call."""
         self.input_tokens = 0
         self.output_tokens = 0
         self.cost_usd = 0.0
@@ -186,6 +189,7 @@ class Episode:
         Raises:
             LoopDetected: a budget is exhausted and the mode is ``enforce``.
         """
+        self.raise_pending_stop()
         decision = None
         with swallow_internal_errors("checking a model-call budget"), self.guard.lock:
             decision = self.guard.monitor.before_model_call(self.guard.now())
@@ -217,10 +221,28 @@ class Episode:
                 self._span.set_attribute(c.GEN_AI_REQUEST_MODEL, model)
 
     def record_message(self, role: str, content: str = "") -> Decision | None:
-        """Record a user or assistant message; returns the decision (monologue warnings)."""
+        """Record a user or assistant message; returns the decision (monologue warnings). A
+        stop decided here is raised at the next model turn or tool call (in enforce mode)."""
+        decision = None
         with swallow_internal_errors("recording a message"), self.guard.lock:
-            return self.guard.monitor.on_message(role, content)
-        return None
+            decision = self.guard.monitor.on_message(role, content)
+            if applied_action(self.mode, decision) == "stop":
+                self._stop_next = LoopDetected(
+                    decision.correction or "the same message again",
+                    diagnostic=dict(decision.diagnostic or {}),
+                )
+        return decision
+
+    def raise_pending_stop(self) -> None:
+        """Raise the stop a message decided, if any (once: it becomes ``stop``).
+
+        Raises:
+            LoopDetected: a message's monologue reached its stop rung in enforce mode.
+        """
+        pending, self._stop_next = self._stop_next, None
+        if pending is not None:
+            self.stop = pending
+            raise pending
 
     def check_answer(self, text: str) -> AnswerCheck:
         """Apply required-tool rules to a final answer: ``allow``, ``retry`` with a

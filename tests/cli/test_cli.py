@@ -159,7 +159,9 @@ def test_analyze_json_adds_the_call_ordinal_beside_the_step(
 
 
 def _edit(old: str, new: str) -> dict[str, Any]:
-    return {"type": "tool", "tool": "edit_file", "args": {"path": "a.py", "old_str": old,
+    # "editor" tells no kind by its name ("edit_file" reads as a write, which oscillation
+    # leaves to edit_revert): both detectors see the flip-flop
+    return {"type": "tool", "tool": "editor", "args": {"path": "a.py", "old_str": old,
             "new_str": new}, "output": "edited", "status": "ok"}
 
 

@@ -102,7 +102,8 @@ def test_the_policy_page_lists_the_runs_its_replay_decides_otherwise_than_the_gu
     """With the very policy the demo's guards ran as the current policy, the replay of the
     stored runs still differs from what the guards recorded on the runs whose content was not
     captured: the page counts them next to the current policy and lists them, with why. The
-    demo's fuzzy repeat, which its guard would have stopped at call 5, is one."""
+    demo's output stagnation, which its guard would have stopped at call 5, is one: without
+    the outputs the replay cannot see that they said the same thing."""
     from demo_store import DEMO_BUDGET
 
     from loopscope_dashboard import replays, state
@@ -113,8 +114,8 @@ def test_the_policy_page_lists_the_runs_its_replay_decides_otherwise_than_the_gu
     at.switch_page("views/policy.py").run()
     assert not at.exception, at.exception
     listed = next(d.value for d in at.dataframe if "why" in d.value.columns)
-    row = listed[listed["open"].str.endswith("scn-fuzzy_repeat-0-s0-observe")].iloc[0]
-    assert (row["guard"], row["replay"]) == ("stop at call 5", "warn from call 3")
+    row = listed[listed["open"].str.endswith("scn-output_stagnation-1-s0-observe")].iloc[0]
+    assert (row["guard"], row["replay"]) == ("stop at call 5", "allow")
     assert "content not captured" in row["why"]
     assert any("poll_timeout" in link for link in listed["open"])
     assert "the agent's clock is not stored" in " ".join(listed["why"])

@@ -71,6 +71,13 @@ LOOPS = [
     pytest.param(_cycle("ab", 5), 4, "oscillation", "oscillation", 5, 6, {}, id="osc-2"),
     pytest.param(_cycle("abc", 3), 8, "oscillation", "oscillation", 8, None, {}, id="osc-3"),
     pytest.param(_edits(6), 2, "edit_revert", "oscillation", 3, 4, {}, id="edit-revert"),
+    pytest.param(  # cat then tail of one unchanged file, never with the same arguments twice
+        [tool(name, {"path": "config.yaml", "why": f"check {r} {name}"}, text)
+         for r in range(5)
+         for name, text in (("cat", "port: 8080\nhost: 0.0.0.0\nworkers: 4"),
+                            ("tail", "workers: 4"))],
+        3, "state_cycle", "oscillation", 5, 7, {}, id="state-cycle",
+    ),
     pytest.param(
         [tool("read_file", {"path": "a.py", "offset": o}, "def main(): return 42")
          for o in (0, 1, 0, 1, 0, 1)],

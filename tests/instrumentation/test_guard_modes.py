@@ -124,6 +124,42 @@ def test_tool_calls_budget_stops_before_the_call_runs() -> None:
     assert _root(spans)["attributes"][c.STOP_REASON] == "budget"
 
 
+PLAN = "I will now open settings.py, find the timeout value, and raise it to thirty seconds."
+
+
+@pytest.mark.parametrize("then", ["model_turn", "tool_call"])
+def test_a_message_loop_its_warnings_do_not_end_is_stopped_at_the_next_turn(then: str) -> None:
+    """The same plan restated: warned at the 3rd, again at the 4th, and the 5th decides a
+    stop; a message cannot be taken back, so the stop is raised before the next model turn
+    or tool call, and that call does not run (issue 16, point 9)."""
+    counter = Counter()
+    search = counter.read()
+    with (capture_spans(mode="enforce") as spans,
+          pytest.raises(loopscope.LoopDetected) as info, loopscope.episode() as ep):
+        decisions = [ep.record_message("assistant", PLAN) for _ in range(5)]
+        assert [d.action for d in decisions if d is not None] == ["allow"] * 2 + [
+            "warn", "warn", "stop"]
+        if then == "model_turn":
+            ep.before_model_call()
+        else:
+            search("settings.py")
+    assert counter.runs == []
+    assert info.value.stop_reason == "no_progress"
+    assert info.value.diagnostic["detector"] == "monologue"
+    assert _root(spans)["attributes"][c.STOP_REASON] == "no_progress"
+
+
+def test_in_observe_mode_a_message_stop_is_only_recorded() -> None:
+    counter = Counter()
+    search = counter.read()
+    with capture_spans(mode="observe"), loopscope.episode() as ep:
+        for _ in range(5):
+            ep.record_message("assistant", PLAN)
+        ep.before_model_call()
+        search("settings.py")
+    assert counter.runs == ["settings.py"]
+
+
 # -- observe and warn -----------------------------------------------------------------------
 
 

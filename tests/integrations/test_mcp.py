@@ -26,6 +26,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 import loopscope
 from loopscope import conventions as c
+from loopscope.detect import EpisodeMonitor, ToolCall
+from loopscope.detect.kinds import idempotent_hint, infer_kind
 from loopscope.integrations import mcp as loopscope_mcp
 from loopscope.testing import capture_spans
 
@@ -340,3 +342,115 @@ def test_instrument_is_idempotent_and_uninstrument_restores() -> None:
     assert mcp.Client.__dict__["call_tool"] is client_call
     loopscope_mcp.uninstrument()  # harmless when nothing is patched
     assert mcp.ClientSession.__dict__["call_tool"] is session_call
+
+
+# -- tool annotations from the server's tool list ----------------------------------------------
+
+
+def annotated_server(runs: Counter[str]) -> MCPServer:
+    """A real MCP server whose tools declare what they do (or, for one, nothing)."""
+    server = MCPServer("annotated")
+
+    @server.tool(annotations=mcp.types.ToolAnnotations(read_only_hint=True, idempotent_hint=True))
+    def find_orders(query: str) -> str:
+        """Despite the verb-less name, it only reads."""
+        runs["find_orders"] += 1
+        return f"No orders match {query!r}."
+
+    @server.tool(annotations=mcp.types.ToolAnnotations(read_only_hint=False, destructive_hint=True))
+    def tidy(order_id: str) -> str:
+        """Deletes an order."""
+        runs["tidy"] += 1
+        return f"Order {order_id} deleted."
+
+    @server.tool()
+    def ping() -> str:
+        """Declares nothing."""
+        return "pong"
+
+    return server
+
+
+@pytest.fixture
+def seen_calls(monkeypatch: pytest.MonkeyPatch) -> list[ToolCall]:
+    """Every ``ToolCall`` the guard hands the core, in order (the core itself is untouched)."""
+    calls: list[ToolCall] = []
+    before_call = EpisodeMonitor.before_call
+
+    def spy(self: EpisodeMonitor, call: ToolCall) -> Any:
+        calls.append(call)
+        return before_call(self, call)
+
+    monkeypatch.setattr(EpisodeMonitor, "before_call", spy)
+    return calls
+
+
+def test_listed_annotations_reach_the_guard_with_every_call(seen_calls: list[ToolCall]) -> None:
+    runs: Counter[str] = Counter()
+    listed: list[str] = []
+
+    async def main() -> None:
+        async with (
+            InMemoryTransport(annotated_server(runs)) as (read, write),
+            mcp.ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            with loopscope.episode(task="tidy the late orders"):
+                await session.call_tool("find_orders", {"query": "late"})  # before any listing
+                listed.extend(tool.name for tool in (await session.list_tools()).tools)
+                await session.call_tool("find_orders", {"query": "late"})
+                await session.call_tool("tidy", {"order_id": "7"})
+                await session.call_tool("ping", {})
+
+    with capture_spans(mode="enforce"):
+        asyncio.run(main())
+    assert set(listed) == {"find_orders", "tidy", "ping"}  # the agent's own listing, unchanged
+    assert runs == Counter(find_orders=2, tidy=1)
+    assert [call.tool for call in seen_calls] == ["find_orders", "find_orders", "tidy", "ping"]
+    # A call before the agent listed the tools has none: nothing is asked of the server for us.
+    assert seen_calls[0].annotations is None
+    assert seen_calls[1].annotations == {"readOnlyHint": True, "idempotentHint": True}
+    assert seen_calls[2].annotations == {"readOnlyHint": False, "destructiveHint": True}
+    assert seen_calls[3].annotations is None
+    # What the core will make of them, nothing having been declared:
+    assert infer_kind("find_orders", {"query": "late"}, seen_calls[1].annotations) == (
+        "read", "annotation")
+    assert infer_kind("tidy", {"order_id": "7"}, seen_calls[2].annotations) == (
+        "write", "annotation")
+    assert idempotent_hint(seen_calls[1].annotations) is True
+
+
+def test_the_high_level_client_passes_listed_annotations_too(seen_calls: list[ToolCall]) -> None:
+    runs: Counter[str] = Counter()
+
+    async def main() -> None:
+        async with mcp.Client(annotated_server(runs)) as client:
+            await client.list_tools()
+            await client.list_tools()  # a cached listing still counts
+            with loopscope.episode(task="find late orders"):
+                await client.call_tool("find_orders", {"query": "late"})
+                await client.call_tool("tidy", {"order_id": "7"})
+
+    with capture_spans(mode="observe"):
+        asyncio.run(main())
+    assert [call.annotations for call in seen_calls] == [
+        {"readOnlyHint": True, "idempotentHint": True},
+        {"readOnlyHint": False, "destructiveHint": True},
+    ]
+
+
+def test_list_tools_is_restored_by_uninstrument() -> None:
+    original = mcp.ClientSession.__dict__["list_tools"]
+    loopscope_mcp.instrument()
+    loopscope_mcp.instrument()
+    patched = mcp.ClientSession.__dict__["list_tools"]
+    assert patched is not original and patched.__loopscope_original__ is original
+    loopscope_mcp.uninstrument()
+    assert mcp.ClientSession.__dict__["list_tools"] is original
+
+
+def test_a_tool_object_without_annotations_gives_none() -> None:
+    assert loopscope_mcp.tool_annotations(object()) is None
+    assert loopscope_mcp.tool_annotations(mcp.types.Tool(name="x", input_schema={})) is None
+    assert loopscope_mcp.listed_annotations(object(), "x") is None
+    assert loopscope_mcp.listed_annotations(1, "x") is None  # not weakly referenceable

@@ -54,6 +54,7 @@ class EditRevert:
             ),
             key=f"edit:{candidate.tool}:{target}",
             details={"tool": candidate.tool, "target": target, "edits": run},
+            sticky=True,  # each edit is a change (progress), yet flipping back is the loop
         )
 
     def after(self, history: History, step: StepView) -> None:

@@ -211,6 +211,9 @@ class Decision:
     signature: str = ""
     """Before a call: the call's signature as the core computed it (under the policy's
     volatile arguments), for callers that store it."""
+    kind_source: KindSource | None = None
+    """Before a call: where ``kind`` came from (declared, annotation, method, name), or
+    ``None`` when it was judged by the call's shape."""
     @property
     def is_kill(self) -> bool:
         """Block and stop end or skip work; allow and warn do not."""
@@ -267,6 +270,17 @@ class StepView:
     ``values_of``, which computes them from the canonical arguments when first needed."""
     edit: tuple[str, str, str] | None = None
     """(target, old, new) when the call replaces text (``writes.edit_of``), computed once."""
+    kind_source: KindSource | None = None
+    """Where ``kind`` came from (``None``: judged by the call's shape, or unknown)."""
+    deadline_stated: bool = False
+    """``deadline_s`` is an explicit limit (the call's, or the task's "give up after 20
+    minutes"): it counts from the first poll, where an estimate or the default counts from
+    the poll's last change."""
+    wait: bool = False
+    """The call only waits (a ``sleep`` tool, ``sleep 30`` in a shell): pacing, judged by no
+    detector (``kinds.is_wait``)."""
+    retry_after: float = 0.0
+    """Seconds a failure asked the caller to wait before retrying (``Retry-After: 30``)."""
     facts: frozenset[int] | None = None
     """The output's facts (``information.facts``), for the step being checked only."""
     info: int = 0

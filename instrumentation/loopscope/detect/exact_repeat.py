@@ -1,5 +1,8 @@
 """Read spin: the same call, with the same output, again inside one no-progress stretch.
 
+"The same output" is the same information (``StepView.info``): a result that comes back in
+another order or with another request id is not a change.
+
 Seed 001's consecutive rule and seed 003's "3 of the last 6" are one rule here: identical
 calls (same signature, same output) are counted among the last ``window`` calls, but only
 inside the current no-progress stretch, plus the one earlier call of the same user turn that
@@ -37,7 +40,7 @@ class ExactRepeat:
         for step in reversed(history.recent(self.window - 1)):
             if step.signature != candidate.signature:
                 continue
-            if step.output_hash != candidate.output_hash or step.status == "error":
+            if step.info != candidate.info or step.status == "error":
                 return None
             if not history.in_stretch(step):  # the call that first brought the result
                 count += history.in_turn(step)

@@ -446,3 +446,24 @@ def is_refusal(text: str | None, words: frozenset[str] | None = None) -> bool:
     if words is not None and not any(_has_all(words, needs) for needs in _REFUSAL_NEEDS):
         return False
     return _REFUSAL.search(text, 0, 500) is not None
+
+
+_RETRY_AFTER = re.compile(
+    r"(?:retry[-_ ]?after|try again in|retry in|retrying in|wait(?: for)?)[\"':= ]{0,4}"
+    r"(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?)?\b",
+    re.IGNORECASE,
+)
+
+
+def retry_after_s(text: str | None) -> float:
+    """The wait a failure asks for before a retry, in seconds ("Retry-After: 30", "try again
+    in 2 minutes", ``"retry_after": 60``), or 0 when it asks for none."""
+    if not text:
+        return 0.0
+    match = _RETRY_AFTER.search(text, 0, 2000)
+    if match is None:
+        return 0.0
+    value, unit = float(match.group(1)), (match.group(2) or "s").lower()
+    if unit.startswith("m") and not unit.startswith("ms") and not unit.startswith("mil"):
+        return value * 60
+    return value / 1000 if unit.startswith(("ms", "mil")) else value

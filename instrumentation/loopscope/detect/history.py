@@ -19,7 +19,7 @@ MAX_OUTPUTS_PER_SIGNATURE = 8
 MAX_FAILS = 16
 MAX_SEEN_FACTS = 200_000
 TRANSIENT: Final = frozenset(
-    ["timeout", "timed", "temporarily", "unavailable", "overloaded", "throttled", "throttling", "429", "502", "503", "504", "busy", "later"]
+    ["timeout", "timed", "temporarily", "unavailable", "overloaded", "throttled", "throttling", "429", "502", "503", "504", "busy", "later", "econnreset", "etimedout", "econnaborted", "gateway"]
 )
 """Words of a failure that a plain retry may cure."""
 """Distinct outputs remembered per signature: enough to tell 'changing' from 'fixed'."""
@@ -32,7 +32,13 @@ class SignatureStats:
     calls: int = 0
     first_t: float = 0.0
     last_t: float = 0.0
+    changed_t: float = 0.0
+    """When its output last changed (the first call counts as a change)."""
+    last_epoch: int = 0
+    """``History.epoch`` at its last call: a write or an edit since makes it a new question."""
     last_output: str = ""
+    last_info: int = 0
+    """What the last output said (``StepView.info``): equal for outputs with the same facts."""
     last_status: Status = "ok"
     outputs: tuple[str, ...] = ()
     """Distinct output hashes (the first ``MAX_OUTPUTS_PER_SIGNATURE``). Tuples, not sets or
@@ -42,6 +48,8 @@ class SignatureStats:
     fails: tuple[int, ...] = ()
     """Step indexes of the current run of failures (the last ``MAX_FAILS``); an answer of
     "nothing found" counts as a soft failure of the question."""
+    fail_paces: tuple[tuple[float, float], ...] = ()
+    """(when, the wait it asked for: ``Retry-After``) of each failure in ``fails``."""
     fails_epoch: int = 0
     fail_transient: bool = False
     """The last failure read as transient (a timeout, 503, "try again")."""
@@ -55,6 +63,12 @@ class SignatureStats:
     transitional: bool = False
     """The last output read like a status still on its way (RUNNING, PENDING, …)."""
 
+    def waiting_since(self, stated: bool) -> float:
+        """Since when an unchanged poll has waited: its first call under an explicit limit
+        ("give up after 20 minutes" is the whole operation), else its last change (an
+        estimate or the default is relative to the last progress, not the start)."""
+        return self.first_t if stated else self.changed_t
+
 
 class History:
     """The recent tool steps of one episode, newest last."""
@@ -62,6 +76,7 @@ class History:
     __slots__ = (
         "_by_sig",
         "_recent",
+        "changes",
         "default_deadline_s",
         "epoch",
         "seen_facts",
@@ -92,6 +107,9 @@ class History:
         self.task_type: str | None = None
         self.default_deadline_s = 0.0
         self.epoch = 0
+        self.changes = 0
+        """Successful writes and edits that did something not done before in this turn (a
+        write repeated with the same arguments is not one)."""
         """Successful writes and edits so far: a failure before one may not repeat after."""
         self.writes: Any = None
         """The episode's ``WriteLedger`` (set by the monitor)."""
@@ -141,8 +159,11 @@ class History:
             stats.same_output_run += 1
         else:
             stats.same_output_run = 0
+            stats.changed_t = step.t
+        stats.last_epoch = self.epoch
         stats.calls += 1
         stats.last_output = step.output_hash
+        stats.last_info = step.info
         stats.last_status = step.status
         stats.last_t = step.t
         stats.last_index = step.index
@@ -153,14 +174,15 @@ class History:
         stats.last_negative = step.negative
         if step.status in ("error", "timeout") or step.negative:
             if stats.fails_epoch != self.epoch:
-                stats.fails = ()
+                stats.fails = stats.fail_paces = ()
             stats.fails_epoch = self.epoch
             stats.fails = (*stats.fails[-(MAX_FAILS - 1) :], step.index)
+            stats.fail_paces = (*stats.fail_paces[-(MAX_FAILS - 1) :], (step.t, step.retry_after))
             stats.fail_transient = step.status == "timeout" or not TRANSIENT.isdisjoint(
                 step.words or ()
             )
         elif step.status == "ok":
-            stats.fails = ()
+            stats.fails = stats.fail_paces = ()
         if (
             step.status == "ok"
             and len(stats.outputs) < MAX_OUTPUTS_PER_SIGNATURE

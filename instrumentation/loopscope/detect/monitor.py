@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, Final, Literal, cast
 
 from .base import (
     AFTER_RUNGS,
@@ -30,6 +30,7 @@ from .events import (
     Action,
     Decision,
     Flag,
+    KindSource,
     StepView,
     ToolCall,
     ToolResult,
@@ -43,11 +44,13 @@ from .fingerprint import (
     loose_text,
     masked,
     output_hash,
+    retry_after_s,
     word_sketch,
 )
 from .fuzzy_repeat import FuzzyRepeat
 from .history import History, SignatureStats
 from .information import facts
+from .kinds import infer_kind, is_wait
 from .ladder import Ladder
 from .monologue import Monologue
 from .oscillation import Oscillation
@@ -55,7 +58,8 @@ from .output_stagnation import OutputStagnation, same_info_indexes
 from .policy import Policy
 from .poll_timeout import PollTimeout
 from .repeat_same_error import RepeatSameError
-from .task import intended_repeats, task_deadline
+from .state_cycle import StateCycle
+from .task import TaskDeadline, counted_words, intended_repeats, task_deadline
 from .writes import WriteDuplicate, WriteLedger, changes_state, edit_of
 
 DEFAULT_DETECTORS: Final = (
@@ -63,6 +67,7 @@ DEFAULT_DETECTORS: Final = (
     RepeatSameError,
     ExactRepeat,
     Oscillation,
+    StateCycle,
     EditRevert,
     FuzzyRepeat,
     OutputStagnation,
@@ -126,7 +131,7 @@ class EpisodeMonitor:
         )
         history.task_type = task_type
         history.default_deadline_s = policy.deadline_for(task_type)
-        self._task_deadline: float | bool | None = False  # False: not read yet
+        self._task_deadline: TaskDeadline | Literal[False] | None = None  # None: not read yet
         self._asked: tuple[str, ...] = (task,)  # what the current turn says (for repeats)
         self._intended: int | None = None
         self.writes = history.writes = WriteLedger(policy, episode_id)
@@ -158,8 +163,12 @@ class EpisodeMonitor:
         self._pending: dict[str, _Pending] = {}
         self._messages: list[str] = []
         self._task = task
+        self._said: set[str] = set()
+        """What the user has said (normalised): the same words again ("Please continue.")
+        are an automatic nudge, not a new intent."""
         self._sketches: dict[str, frozenset[str]] = {}
         self._facts: dict[tuple[str, str], frozenset[int]] = {}
+        self._inferred: dict[str, tuple[Any, KindSource | None]] = {}
 
     @property
     def turn(self) -> int:
@@ -185,17 +194,19 @@ class EpisodeMonitor:
         else:
             signature = call.signature or call_signature(call.tool, args_text)
         history = self.history
-        kind = self._kind(call, signature)
+        kind, source = self._kind(call, signature)
         stats = history.stats(signature)
-        key = intent = deadline = None
+        key = intent = deadline = stated = None
+        explicit = False
         if kind == "write":
-            key = self.writes.key_for(call.tool, call.idempotency_key, call.args)
+            key = self.writes.key_for(call.tool, call.idempotency_key, call.args, args_text)
             intent = call.intent
             done = len(self.writes.done(signature))
-            if intent is None and 0 < done < self._intended_repeats():
+            if intent is None and 0 < done < self._intended_repeats(call.args):
                 intent = "duplicate"  # the task or the user's latest turn asked for it
         elif kind == "poll":
-            deadline = call.deadline_s or self._stated_deadline() or history.default_deadline_s
+            stated, explicit = self._deadline_of(call)
+            deadline = stated or history.default_deadline_s
         candidate = StepView(
             index=index,
             call=self.tool_calls + 1,
@@ -205,6 +216,7 @@ class EpisodeMonitor:
             args_text=args_text,
             args=call.args,
             output_hash=stats.last_output if stats else "",
+            info=stats.last_info if stats else 0,
             status=stats.last_status if stats else "ok",
             t=call.t,
             call_id=call.call_id,
@@ -213,22 +225,25 @@ class EpisodeMonitor:
             idempotency_key=key,
             intent=intent,
             edit=edit_of(call.args),
+            kind_source=source,
+            deadline_stated=explicit,
+            wait=is_wait(call.tool, call.args),
         )
         findings: list[tuple[str, Finding]] = []
         exhausted = self.budget.check_call(call.tool, call.t)
         if exhausted is not None:
             findings.append(("budget", self._budget_finding(exhausted)))
-        for detector in self._before:
+        for detector in () if candidate.wait else self._before:  # (a wait is pacing, not work)
             if (finding := detector.before(history, candidate)) is not None:
                 findings.append((detector.name, finding))
         if findings:
             decision = self._decide(index, findings, candidate, key=key)
             decision.deadline_s, decision.intent, decision.turn = deadline, intent, history.turn
-            decision.signature = signature
+            decision.signature, decision.kind_source = signature, source
         else:  # (the common case, built in one go)
             decision = Decision(
                 step=index, idempotency_key=key, kind=kind, deadline_s=deadline,
-                intent=intent, turn=history.turn, signature=signature,
+                intent=intent, turn=history.turn, signature=signature, kind_source=source,
             )
         self.budget.count_call(call.tool)
         if self.expectations.expected is not None:
@@ -248,13 +263,15 @@ class EpisodeMonitor:
         cand = pending.candidate
         text = result.output
         digest = result.output_hash or (output_hash(text) if text is not None else "")
-        if result.status == "blocked":  # the model is shown the earlier result again
+        blocked = result.status == "blocked"
+        if blocked:  # the model is shown the earlier result again
             digest, text = cand.output_hash or digest, None
         history = self.history
         stats = history.stats(cand.signature)
         kind = cand.kind
         if (
-            kind is None
+            kind in (None, "read")
+            and cand.kind_source != "declared"
             and result.status == "ok"
             and stats is not None
             and stats.outputs
@@ -272,14 +289,15 @@ class EpisodeMonitor:
         if text is not None:
             step.facts = self._facts_of(text, digest, cand.args_text, cand.args)
             step.info = hash(step.facts)
-        else:
+        elif not (blocked and step.info):  # (a blocked step says what it said last time)
             step.info = hash(digest)
         if step.status in ("error", "timeout"):
             step.shape = output_hash(masked(text)) if text is not None else digest
+            step.retry_after = retry_after_s(text)
         elif step.status == "ok":
             step.negative = is_negative(text, step.words)
         findings: list[tuple[str, Finding]] = []
-        if step.status != "blocked":
+        if step.status != "blocked" and not step.wait:
             similarity = self.policy.stagnation_similarity
             step.same_info = same_info_indexes(
                 step, history.recent(self.policy.window - 1), similarity
@@ -288,12 +306,17 @@ class EpisodeMonitor:
                 if (finding := detector.after(history, step)) is not None:
                     findings.append((detector.name, finding))
         write_status = None
+        again = kind == "write" and bool(self.writes.done(step.signature))
         if kind == "write" and pending.key is not None:
             write_status = self.writes.after(step, pending.key)
         if step.status == "ok" and (
             kind == "write" or step.edit is not None or changes_state(step.args)
         ):
             history.epoch += 1  # the world changed: earlier failures may not repeat
+            if not again:
+                history.changes += 1  # ... and not by doing again what was done
+        if write_status == "ok":
+            self.writes.changed(step.signature, history.changes)
         reconciled = self._reconcile(pending.call, step)
         step.progress = self._progress(step, stats, pending.call)
         self._count_progress(step)
@@ -353,23 +376,43 @@ class EpisodeMonitor:
             return declared
         return "poll" if call.tool in self.policy.poll_tools else None
 
-    def _kind(self, call: ToolCall, signature: str) -> Any:
+    def _kind(self, call: ToolCall, signature: str) -> tuple[Any, KindSource | None]:
+        """The call's kind and where it came from: declared; else inferred from the tool's
+        MCP annotations, HTTP method or name (``kinds.infer_kind``), where a write or a poll
+        counts at once and a read gives way to the evidence of polling; else ``None``
+        (judged by shape)."""
         declared = self._declared_kind(call)
         if declared is not None:
-            return declared
+            return declared, "declared"
+        inferred = self._inferred.get(signature)
+        if inferred is None:
+            if len(self._inferred) >= SKETCHES_KEPT * 16:
+                self._inferred.clear()
+            inferred = self._inferred[signature] = (
+                infer_kind(call.tool, call.args, call.annotations) or (None, None)
+            )
+        if inferred[0] in ("write", "poll"):
+            return inferred
+        if self._polled(call, signature):
+            return "poll", None
+        return inferred
+
+    def _polled(self, call: ToolCall, signature: str) -> bool:
+        """Whether an undeclared call is a poll by evidence: its output has changed, it is
+        asked again after a real wait, or its last answer was a status on its way."""
         stats = self.history.stats(signature)
         if stats is None:
-            return None
+            return False
         if len(stats.outputs) > 1:
-            return "poll"  # same call, its output has changed: polling by shape
+            return True  # same call, its output has changed: polling by shape
+        if stats.last_epoch != self.history.epoch:
+            return False  # asked again after a write or an edit: checking the change
         gap = call.t - stats.last_t
         if gap >= self.policy.poll_pace_s and (
             stats.last_status == "ok" or stats.last_waiting
         ):
-            return "poll"  # asked again after a real wait for a result (or "still waiting")
-        if stats.transitional:
-            return "poll"  # a status on its way: its state can still change
-        return None
+            return True  # asked again after a real wait for a result (or "still waiting")
+        return stats.transitional  # a status on its way: its state can still change
 
     def _reconcile(self, call: ToolCall, step: StepView) -> tuple[str, ...]:
         if call.reconciles:
@@ -379,7 +422,7 @@ class EpisodeMonitor:
             return ()
         settled = []
         for record in self.writes.looked_up(step):  # a read that looked the record up
-            self.writes.reconcile(record.key, None)
+            self.writes.reconcile(record.key, self.writes.found_in(record, step))
             settled.append(record.key)
         return tuple(settled)
 
@@ -393,22 +436,32 @@ class EpisodeMonitor:
         self.history.stretch_start = self.steps
         self.last_progress_step = self.steps - 1 if self.steps else None
 
-    def _stated_deadline(self) -> float | None:
-        """The polling deadline the task's text states (read once, when a poll needs it)."""
-        if self._task_deadline is False:
-            stated = task_deadline(self._task)
-            self._task_deadline = stated.seconds if stated else None
-        return self._task_deadline
+    def _deadline_of(self, call: ToolCall) -> tuple[float | None, bool]:
+        """A poll's deadline as the call or the task's text states it (read once, when a poll
+        needs it), and whether it is an explicit limit (the call's, "give up after 20
+        minutes", "until noon") rather than an estimate ("usually takes 10 minutes")."""
+        if call.deadline_s:
+            return call.deadline_s, True
+        if self._task_deadline is None:
+            self._task_deadline = task_deadline(self._task) or False
+        stated = self._task_deadline
+        return (stated.seconds, stated.explicit) if stated else (None, False)
 
-    def _intended_repeats(self) -> int:
-        """Identical writes the current turn asks for (read when a write repeats)."""
+    def _intended_repeats(self, args: Any) -> int:
+        """Identical writes the current turn asks for (read when a write repeats): a number
+        of copies, or a number of the things the write's arguments count."""
         if self._intended is None:
             self._intended = max((intended_repeats(text) for text in self._asked), default=1)
-        return self._intended
+        counted = counted_words(args)
+        if not counted:
+            return self._intended
+        return max(self._intended, *(intended_repeats(text, counted) for text in self._asked))
 
     def _progress(
         self, step: StepView, stats: SignatureStats | None, call: ToolCall
     ) -> str | None:
+        if step.wait:
+            return "waiting"  # sleeping between polls or retries: neither progress nor not
         words = step.words
         if step.kind == "poll" and stats is not None and step.status in ("ok", "error"):
             if step.output_hash != stats.last_output and (
@@ -422,9 +475,11 @@ class EpisodeMonitor:
         if step.kind == "write":
             if words and not CONFLICT_WORDS.isdisjoint(words):
                 return None  # "already exists", 409: no new state
-            if stats is None or step.output_hash not in stats.outputs:
+            if (stats is None or step.output_hash not in stats.outputs) and not (
+                step.facts is not None and self.history.knows(step.facts)
+            ):
                 return "write_ok"
-            return None
+            return None  # the same answer again ("nothing to commit"): no new state
         new_call = not self.history.asked_before(step)
         if (words is not None and not words) or step.negative:
             return "new_action" if new_call else None  # nothing found: exploring at best
@@ -453,7 +508,7 @@ class EpisodeMonitor:
             if not paced:
                 return False  # a fixed answer asked again at once, or hammering
         deadline = step.deadline_s or self.history.default_deadline_s
-        return step.t - stats.first_t <= deadline
+        return step.t - stats.waiting_since(step.deadline_stated) <= deadline
 
     def _count_progress(self, step: StepView) -> None:
         if step.progress in NEUTRAL:
@@ -511,7 +566,10 @@ class EpisodeMonitor:
         """``on_message`` for a caller that needs the decision only when the message raised
         a flag (a replay): ``None`` when it raised nothing."""
         if role == "user":
-            self._new_turn(self.history.turn + 1, content)
+            said = " ".join(content.lower().split())
+            if said not in self._said:  # an automatic nudge sent again is no new intent
+                self._said.add(said)
+                self._new_turn(self.history.turn + 1, content)
         index = self.steps
         self.steps += 1
         findings: list[tuple[str, Finding]] = []
@@ -651,6 +709,8 @@ class EpisodeMonitor:
             diagnostic["call"] = step.call
         if step is not None:
             diagnostic.update(tool=step.tool, args=args_preview(step))
+            if step.kind is not None:
+                diagnostic.update(tool_kind=step.kind, kind_source=step.kind_source or "shape")
         diagnostic.update(finding.details)
         diagnostic.update(
             last_progress_step=self.last_progress_step,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from .base import WARN_RUNGS, Finding
+from .base import AFTER_RUNGS, Finding
 from .events import StepView
 from .fingerprint import SKETCH_CHARS, similar
 from .history import History
@@ -64,10 +64,12 @@ def _sketch(text: str) -> frozenset[str]:
 
 
 class Monologue:
-    """Watches assistant messages; every finding is a warning (a message cannot be skipped)."""
+    """Watches assistant messages. A message cannot be skipped: the first sign is a warning,
+    and a monologue the warnings do not end is stopped (at the next model turn or tool
+    call, by the guard)."""
 
     name = "monologue"
-    rungs = WARN_RUNGS
+    rungs = AFTER_RUNGS
 
     def __init__(self, policy: Policy) -> None:
         self.threshold = policy.monologue_threshold
@@ -127,6 +129,7 @@ class Monologue:
                     "Repeating it does not move the task on: act (call a tool) or give the "
                     "final answer."
                 ),
+                stop_reason="no_progress",
                 key="monologue:chant",
                 details={"repeats": count},
             )
@@ -139,6 +142,7 @@ class Monologue:
                     "tool. Saying it again changes nothing: call the tool now, or give the "
                     "final answer."
                 ),
+                stop_reason="no_progress",
                 key="monologue:echo",
                 details={"turns": echoes + 1},
             )
@@ -150,6 +154,7 @@ class Monologue:
                     "the task needs data or an action, call the tool now; otherwise give the "
                     "final answer."
                 ),
+                stop_reason="no_progress",
                 key="monologue",
                 details={"turns": self._run},
             )

@@ -58,6 +58,6 @@ class Oscillation:
                 return False
             if i >= period:
                 prev = seq[i - period]
-                if step.signature != prev.signature or step.output_hash != prev.output_hash:
+                if step.signature != prev.signature or step.info != prev.info:
                     return False
         return True

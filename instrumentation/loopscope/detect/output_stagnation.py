@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from typing import Final
 
-from .base import AFTER_RUNGS, WARN_RUNGS, Finding
+from .base import AFTER_RUNGS, Finding
 from .events import Action, StepView
 from .fingerprint import arg_values, is_refusal, similar
 from .history import History
@@ -35,6 +36,8 @@ def same_info_indexes(
     words, digest, info = step.words, step.output_hash, step.info
     if words is not None and not words:
         return frozenset()
+    if step.negative:
+        info = 0  # "no results for X" and "no results for Y" tell different things
     found = []
     for other in others:
         theirs = other.words
@@ -81,13 +84,48 @@ def values_of(step: StepView) -> frozenset[str]:
 def judge(group: list[StepView]) -> tuple[Action, ...] | None:
     """The rungs for calls that returned the same information: ``None`` for a sweep (no
     flag) unless the answer is a refusal (a 403 page: other ways of asking for what is
-    refused), the full ladder for jitter (revisits), a warning for anything in between."""
-    if nudged(group):
-        return AFTER_RUNGS
+    refused), else the ladder. A loop that goes on after its warning ends (issue 16: every
+    caught loop ends); the ladder climbs only while no progress is made."""
     latest = group[-1]  # the step being checked: its output is still at hand
-    if sweep(group) and not is_refusal(latest.output, latest.words):
+    if (
+        not nudged(group)
+        and sweep(group)
+        and not (substantive(latest) and reworded(group))
+        and not is_refusal(latest.output, latest.words)
+    ):
         return None
-    return WARN_RUNGS
+    return AFTER_RUNGS
+
+
+SUBSTANTIVE_FACTS: Final = 3
+"""An answer with at least this many facts is a result set, not a verdict: different
+questions that get the same result set back are jitter, not a sweep (issue 16, point 1)."""
+
+
+def reworded(steps: list[StepView]) -> bool:
+    """Whether every call after the first changes its arguments only in phrases of words
+    (a question asked again in other words: "postgres 17 eol" → "when does postgresql 17
+    support end"; a command spelled another way), where a sweep names another thing (an id,
+    a date, a store number: "job-7f3a" → "job-9c2b")."""
+    seen = set(values_of(steps[0]))
+    for step in steps[1:]:
+        new = values_of(step) - seen
+        if not new or not all(_phrase(value) for value in new):
+            return False
+        seen |= new
+    return True
+
+
+def _phrase(value: str) -> bool:
+    """Whether a loosened argument value is a phrase: two words of letters or more."""
+    return sum(1 for word in value.split() if len(word) > 1 and word.isalpha()) >= 2
+
+
+def substantive(step: StepView) -> bool:
+    """Whether ``step``'s answer is a result set (several facts, not "nothing found" or a
+    one-line verdict such as "out of stock"), so that asking for it in other words is
+    jitter: the same records came back."""
+    return not step.negative and step.facts is not None and len(step.facts) >= SUBSTANTIVE_FACTS
 
 
 class OutputStagnation:
@@ -133,7 +171,7 @@ class OutputStagnation:
                 "information: use the result you have, try a different approach, or finish."
             ),
             key=kind + ":" + ",".join(sorted(tools)),
-            details={"tools": sorted(tools), "count": count, "revisits": rungs is AFTER_RUNGS},
+            details={"tools": sorted(tools), "count": count, "revisits": nudged(group)},
             rungs=rungs,
         )
 

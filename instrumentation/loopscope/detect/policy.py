@@ -32,7 +32,8 @@ Polling and coding tolerate more legitimate repetition; lookups and transactions
 learning are cut sooner (seed 002 §4.3)."""
 
 DETECTOR_NAMES: Final = (
-    "poll_timeout", "repeat_same_error", "exact_repeat", "oscillation", "edit_revert",
+    "poll_timeout", "repeat_same_error", "exact_repeat", "oscillation", "state_cycle",
+    "edit_revert",
     "fuzzy_repeat", "output_stagnation", "cursor_stuck", "write_duplicate", "monologue",
     "no_progress", "budget",
 )
@@ -115,6 +116,12 @@ class Policy:
     stagnation_min_words: int = 3
     """Shorter outputs ("available", "OK") are statuses, not information that can stagnate."""
     error_threshold: int = 3
+    retry_budget: int = 6
+    """Retries of a transient failure (timeout, 503, 429) allowed, however well paced, before
+    the same call failing again is a loop (issue 16, point 8)."""
+    retry_pace_s: float = 2.0
+    """A retry of a transient failure sooner than this (or than the failure's Retry-After)
+    did not wait: hammering."""
     cursor_threshold: int = 2
     poll_deadline_s: float = 300.0
     """How long an unchanged poll may wait when neither the call (``deadline_s``) nor the

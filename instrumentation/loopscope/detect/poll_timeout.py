@@ -32,7 +32,7 @@ class PollTimeout:
         if stats is None or stats.same_output_run < 1 or stats.last_status == "timeout":
             return None
         deadline = candidate.deadline_s or history.default_deadline_s
-        waited = candidate.t - stats.first_t
+        waited = candidate.t - stats.waiting_since(candidate.deadline_stated)
         if waited > deadline:
             why = f"has been polled for {waited:.0f} s, past its {deadline:.0f} s deadline"
         elif stats.same_output_run + 1 >= self.max_unchanged:

@@ -7,9 +7,9 @@ are compared with numbers, ids, timestamps and durations masked.
 
 from __future__ import annotations
 
-from .base import BEFORE_RUNGS, WARN_RUNGS, Finding, args_preview, repeat_correction
+from .base import AFTER_RUNGS, BEFORE_RUNGS, Finding, args_preview, repeat_correction
 from .events import StepView
-from .history import History
+from .history import History, SignatureStats
 from .policy import Policy
 
 
@@ -18,8 +18,10 @@ class RepeatSameError:
 
     Before a call: the same call (same signature) has failed on every attempt since its last
     success, whatever else happened in between (nothing about the call changed, so neither
-    will its result); the ``error_threshold``-th attempt (one more when the failure reads as
-    transient: 503, rate limit, "try again") is the first sign. The ladder climbs only while
+    will its result); the ``error_threshold``-th attempt is the first sign. A failure that
+    reads as transient (503, rate limit, "try again") may be retried: only retries that did
+    not wait (``retry_pace_s``, or the ``Retry-After`` the failure asked for) count, from
+    the ``error_threshold + 1``-th, and ``retry_budget`` retries in all. The ladder climbs only while
     nothing else makes progress. A call that keeps answering "nothing found" while other
     calls make progress counts the same way (asking the same question again does not change
     the answer). After a call: one tool
@@ -33,6 +35,17 @@ class RepeatSameError:
     def __init__(self, policy: Policy) -> None:
         self.window = policy.window
         self.threshold = policy.error_threshold
+        self.retry_budget = policy.retry_budget
+        self.pace = policy.retry_pace_s
+
+    def _paces(self, stats: SignatureStats, now: float) -> list[bool]:
+        """For each retry of a failing call (the candidate's included), whether it waited:
+        at least ``retry_pace_s``, and at least what the failure before it asked for."""
+        times = [t for t, _ in stats.fail_paces] + [now]
+        waits = [wait for _, wait in stats.fail_paces]
+        return [
+            times[k] - times[k - 1] >= max(self.pace, waits[k - 1]) for k in range(1, len(times))
+        ]
 
     def before(self, history: History, candidate: StepView) -> Finding | None:
         if candidate.kind == "poll":
@@ -44,7 +57,11 @@ class RepeatSameError:
             return None  # an UNKNOWN write: the ledger's business, not a repeated failure
         failures = len(stats.fails)  # since its last success, whatever happened in between
         count = failures + 1
-        if failures == 0 or count < self.threshold + (1 if stats.fail_transient else 0):
+        if stats.fail_transient:  # a retry that waits (as asked) is a retry done right
+            unpaced = 1 + sum(1 for paced in self._paces(stats, candidate.t) if not paced)
+            if unpaced < self.threshold + 1 and count <= self.retry_budget:
+                return None
+        elif failures == 0 or count < self.threshold:
             return None
         soft = stats.last_status == "ok"  # it answered "nothing found", not an error
         if soft and all(i >= history.stretch_start for i in stats.fails):
@@ -78,5 +95,5 @@ class RepeatSameError:
             ),
             key=f"{step.tool}:{step.shape}",
             details={"tool": step.tool, "count": len(same) + 1},
-            rungs=WARN_RUNGS,
+            rungs=AFTER_RUNGS,
         )

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 _UNITS: Final = {
     "ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001,
@@ -53,6 +53,21 @@ _INTERVAL = re.compile(
     re.IGNORECASE,
 )
 """A duration after these words is a pace ("poll every 30 s"), not how long to go on."""
+_CLOCK = (
+    r"(?:noon|midday|midnight|(?P<{0}h>\d{{1,2}})(?:(?::(?P<{0}m>\d\d))\s*(?P<{0}p>[ap]\.?m\.?)?"
+    r"|\s*(?P<{0}q>[ap]\.?m\.?)))\b"
+)
+"""A clock time: "noon", "17:00", "5 pm", "9:30am" (a bare number is not one)."""
+_UNTIL = re.compile(r"\b(?:until|till|through)\s+" + _CLOCK.format("e"), re.IGNORECASE)
+_NOW = re.compile(
+    r"\b(?:it'?s|it is|now(?: is)?|the time is|starting(?: at)?)\s+" + _CLOCK.format("s"),
+    re.IGNORECASE,
+)
+UNTIL_GRACE_S: Final = 60.0
+"""A check at the stated end ("until noon": the noon check) is still on schedule."""
+UNTIL_UNKNOWN_S: Final = 12 * 3600.0
+"""How long "check every 15 minutes until noon" may go on when the task does not say what
+time it is now."""
 MARGIN: Final = 0.5
 """An estimate ("usually takes 10 minutes") gets this share of its upper bound on top."""
 MIN_MARGIN_S: Final = 30.0
@@ -66,6 +81,37 @@ class TaskDeadline:
     seconds: float
     explicit: bool
     phrase: str
+
+
+def _until(text: str) -> tuple[float, str] | None:
+    """A schedule's end ("every 15 minutes until noon"): the time from the clock the task
+    states ("It's 09:00") to the end, else ``UNTIL_UNKNOWN_S``."""
+    end = _UNTIL.search(text)
+    if end is None or not (end.group("eh") or end.group(0).split()[-1].lower() in _NAMED):
+        return None
+    now = _NOW.search(text)
+    if now is None or not (now.group("sh") or now.group(0).split()[-1].lower() in _NAMED):
+        return UNTIL_UNKNOWN_S, end.group(0)
+    seconds = (_clock(end, "e") - _clock(now, "s")) % 86400
+    return (seconds + UNTIL_GRACE_S if seconds else UNTIL_UNKNOWN_S), end.group(0)
+
+
+_NAMED: Final = {"noon": 12 * 3600.0, "midday": 12 * 3600.0, "midnight": 0.0}
+
+
+def _clock(match: re.Match[str], prefix: str) -> float:
+    """Seconds since midnight of a clock time matched by ``_CLOCK``."""
+    hour = match.group(f"{prefix}h")
+    if hour is None:
+        return _NAMED[match.group(0).split()[-1].lower()]
+    h, m = int(hour), int(match.group(f"{prefix}m") or 0)
+    half = (match.group(f"{prefix}p") or match.group(f"{prefix}q") or "").lower()
+    half = half.replace(".", "")
+    if half == "pm" and h < 12:
+        h += 12
+    elif half == "am" and h == 12:
+        h = 0
+    return h * 3600.0 + m * 60.0
 
 
 def _number(text: str) -> float:
@@ -94,6 +140,8 @@ def task_deadline(text: str | None) -> TaskDeadline | None:
         if _INTERVAL.search(prefix):
             continue
         (limits if _EXPLICIT.search(prefix) else estimates).append((seconds, match.group(0)))
+    if (until := _until(text)) is not None:
+        limits.append(until)
     if limits:
         seconds, phrase = min(limits)
         return TaskDeadline(seconds, True, phrase)
@@ -103,20 +151,36 @@ def task_deadline(text: str | None) -> TaskDeadline | None:
     return None
 
 
+_ONES: Final = (
+    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+    "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen",
+)
+_TENS: Final = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60,
+                "seventy": 70, "eighty": 80, "ninety": 90}
 _COUNT_WORDS: Final = {
-    "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
-    "ten": 10, "twice": 2, "thrice": 3, "both": 2, "a pair of": 2, "a couple of": 2,
+    **{word: n for n, word in enumerate(_ONES, start=1) if n > 1},
+    **_TENS,
+    **{f"{tens}{sep}{unit}": value + n
+       for tens, value in _TENS.items() for n, unit in enumerate(_ONES[:9], start=1)
+       for sep in ("-", " ")},
+    "twice": 2, "thrice": 3, "both": 2, "a pair of": 2, "a couple of": 2,
 }
+"""Numbers in words, up to ninety-nine ("twenty-six cartons")."""
+_NUMBER = r"(?P<n>\d+|" + "|".join(sorted(map(re.escape, _COUNT_WORDS), key=len, reverse=True)) + ")"
 _REPEAT_COUNT = re.compile(
-    r"\b(?P<n>\d+|" + "|".join(sorted(_COUNT_WORDS, key=len, reverse=True)) + r")\s+"
-    r"(?:(?:identical|same|similar|matching|equal|duplicate|more|copies|copy|times)\b)",
+    r"\b" + _NUMBER + r"\s+"
+    r"(?:identical|same|similar|matching|equal|duplicate|more|copies|copy|times)\b",
     re.IGNORECASE,
 )
+_ITEM_COUNT = re.compile(r"\b" + _NUMBER + r"\s+(?P<noun>[a-z]{3,}?)(?:e?s)\b", re.IGNORECASE)
+"""A number of things ("thirty cartons", "4 accounts"): that many identical writes are asked
+for when the write's own arguments count that thing ("cartons": 1)."""
 _TIMES = re.compile(r"\b(?P<n>twice|thrice|\d+\s+times|(?:two|three|four|five)\s+times)\b",
                     re.IGNORECASE)
 _TRIGGER = re.compile(
     r"again|identical|same|similar|matching|equal|duplicate|more|cop(?:y|ies)|times|twice|"
-    r"thrice|another|resend|re-send|redo|re-?run|repeat",
+    r"thrice|another|resend|re-send|redo|re-?run|repeat|\d|"
+    + "|".join(sorted(set(_ONES[1:]) | set(_TENS), key=len, reverse=True)),
     re.IGNORECASE,
 )
 """Words without which no repeat is asked for: most messages are ruled out in one scan."""
@@ -127,20 +191,38 @@ _AGAIN = re.compile(
 )
 
 
-def intended_repeats(text: str | None) -> int:
+def intended_repeats(text: str | None, counted: frozenset[str] = frozenset()) -> int:
     """How many identical writes ``text`` asks for: 1 when it asks for none in particular.
 
     "create three identical placeholder tickets" → 3; "send it twice" → 2; "send it again"
-    or "book one more" → 2 (the earlier one and one more).
+    or "book one more" → 2 (the earlier one and one more). ``counted`` are the words of the
+    write's arguments: "receive thirty cartons" asks for 30 writes that each record
+    ``{"cartons": 1}``, where "one pack (500 sheets)" asks for one order, not 500.
     """
     if not text or not _TRIGGER.search(text):
         return 1
     counts = [1]
-    for pattern in (_REPEAT_COUNT, _TIMES):
+    for pattern in (_REPEAT_COUNT, _TIMES, _ITEM_COUNT):
         for match in pattern.finditer(text):
-            word = match.group("n").lower().split()[0]
-            value = _COUNT_WORDS.get(word) or _COUNT_WORDS.get(match.group("n").lower())
+            if pattern is _ITEM_COUNT and match.group("noun").lower() not in counted:
+                continue
+            said = match.group("n").lower()
+            word = said.split()[0]
+            value = _COUNT_WORDS.get(said) or _COUNT_WORDS.get(word)
             counts.append(value if value is not None else int(word))
     if _AGAIN.search(text):
         counts.append(2)
     return max(min(c, 100) for c in counts)
+
+
+def counted_words(args: Any) -> frozenset[str]:
+    """The words of a write's argument names and short values, singular ("cartons" and
+    "carton" → "carton"): what a stated number of things may count."""
+    if not isinstance(args, dict):
+        return frozenset()
+    words: set[str] = set()
+    for key, value in args.items():
+        for text in (str(key), value if isinstance(value, str) and len(value) < 40 else ""):
+            for word in re.findall(r"[a-z]{3,}", text.lower()):
+                words.add(word[:-1] if word.endswith("s") else word)
+    return frozenset(words)

@@ -12,13 +12,14 @@ detector that reads it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from .base import BEFORE_RUNGS, Finding, args_preview
 from .events import StepView
-from .fingerprint import arg_values
+from .fingerprint import arg_values, loose_text
 from .history import History
 from .policy import Policy
 
@@ -68,14 +69,58 @@ def changes_state(args: Any) -> bool:
     return _is_mapping(args) and not MUTATING_ARGS.isdisjoint(args)
 
 
-def caller_key(args: Any, names: tuple[str, ...]) -> str | None:
-    """The idempotency key the caller passed in the arguments, if any."""
+TARGET_ARGS: Final = (
+    "url", "uri", "endpoint", "href", "route", "channel", "channel_id", "conversation",
+    "conversation_id", "thread", "thread_id", "thread_ts", "chat_id", "to", "recipient",
+    "email", "path", "file", "file_path", "filename", "table", "queue", "topic", "repo",
+)
+"""Arguments that name what a write acts on: a retry is of the same write when it has the
+same tool and target, whatever else it rewords (another text to the same channel)."""
+_URL = re.compile(r"https?://[^\s\"'`?#]+")
+_UNKNOWN_OUTCOME = re.compile(
+    r"\btim(?:ed|e)[ _-]?out\b|\btimeout\b|\bconnection (?:reset|aborted|closed|lost)\b"
+    r"|\breset by peer\b|econnreset|\bsocket hang up\b|\bempty reply\b|\bbroken pipe\b"
+    r"|\bremote end closed\b|\bgateway\b|\bupstream\b|\bhttp/\d(?:\.\d)? 5\d\d\b"
+    r"|\b(?:status|code)\W{0,3}5\d\d\b|\b5\d\d (?:internal|bad|service|gateway|server)\b",
+    re.IGNORECASE,
+)
+"""A failure after which a write may or may not have happened: a timeout, a dropped
+connection, a 5xx (seed 002: UNKNOWN, not failed). A 4xx or a refused connection is a clear
+answer that it did not."""
+
+
+def unknown_outcome(text: str | None) -> bool:
+    """Whether a failed write's output leaves its outcome unknown (``_UNKNOWN_OUTCOME``)."""
+    return text is not None and _UNKNOWN_OUTCOME.search(text, 0, 2000) is not None
+
+
+def write_target(args: Any, args_text: str) -> str:
+    """What a write acts on (``TARGET_ARGS``, else the first URL in its arguments, query
+    left out), or ``""``."""
+    if _is_mapping(args):
+        for name in TARGET_ARGS:
+            value = args.get(name)
+            if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
+                text = str(value)
+                url = _URL.match(text)
+                return url.group(0) if url else text[:200]
+    url = _URL.search(args_text)
+    return url.group(0) if url else ""
+
+
+def caller_key(args: Any, names: tuple[str, ...], depth: int = 0) -> str | None:
+    """The idempotency key the caller passed in the arguments, if any: at the top, or one
+    level down (an HTTP call's ``headers``)."""
     if not _is_mapping(args):
         return None
     for name in names:
         value = args.get(name)
         if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
             return str(value)
+    if depth == 0:
+        for value in args.values():
+            if _is_mapping(value) and (key := caller_key(value, names, 1)) is not None:
+                return key
     return None
 
 
@@ -85,6 +130,8 @@ class WriteRecord:
 
     key: str
     tool: str
+    slot: str = ""
+    """The tool and its target (``key_for``): steps are numbered per slot."""
     state: WriteState = "pending"
     step: int = -1
     t: float = 0.0
@@ -108,17 +155,22 @@ class WriteLedger:
         self._records: dict[str, WriteRecord] = {}
         self._by_call: dict[str, str] = {}
         self._done: dict[str, list[int]] = {}  # signature -> steps that succeeded, this turn
+        self._since: dict[str, int] = {}  # signature -> History.changes after its last success
         self._unknown: dict[str, WriteRecord] = {}  # UNKNOWN writes, so a check is O(open)
         self._found: dict[str, WriteRecord] = {}  # signature -> a write a reconcile found
 
-    def key_for(self, tool: str, explicit: str | None = None, args: Any = None) -> str:
-        """The idempotency key of the next call of ``tool``: the caller's (``explicit``, or
-        in the arguments), else ``run_id:tool#n``."""
-        return (
-            explicit
-            or caller_key(args, self._policy.idempotency_args)
-            or f"{self.run_id}:{tool}#{self._next_step.get(tool, 1)}"
-        )
+    def key_for(
+        self, tool: str, explicit: str | None = None, args: Any = None, args_text: str = ""
+    ) -> str:
+        """The idempotency key of the next call of ``tool`` on its target: the caller's
+        (``explicit``, or in the arguments), else ``run_id:tool#n`` (``run_id:tool@target#n``
+        when the write names a target: ``write_target``)."""
+        explicit = explicit or caller_key(args, self._policy.idempotency_args)
+        if explicit:
+            return explicit
+        target = write_target(args, args_text)
+        slot = f"{tool}@{target}" if target else tool
+        return f"{self.run_id}:{slot}#{self._next_step.get(slot, 1)}"
 
     def is_callers(self, key: str) -> bool:
         """Whether ``key`` is not one the ledger derived."""
@@ -136,6 +188,16 @@ class WriteLedger:
         """Steps at which a write with this signature succeeded in the current turn."""
         return self._done.get(signature, [])
 
+    def changed(self, signature: str, changes: int) -> None:
+        """A write with ``signature`` succeeded; ``changes`` is ``History.changes`` after it."""
+        self._since[signature] = changes
+
+    def unchanged_since(self, signature: str, changes: int) -> bool:
+        """Whether nothing new was changed since the last success of ``signature``: doing it
+        again would act on the same state (a duplicate), where after other changes (``git
+        add`` after an edit) it may be new work."""
+        return self._since.get(signature) == changes
+
     def unresolved(self) -> list[WriteRecord]:
         """Writes whose result is still UNKNOWN."""
         return list(self._unknown.values())
@@ -143,6 +205,7 @@ class WriteLedger:
     def new_turn(self) -> None:
         """A user turn starts a new intent: earlier identical writes were of another one."""
         self._done.clear()
+        self._since.clear()
 
     def after(self, step: StepView, key: str) -> str | None:
         """Record a write's result; returns its write status (ok, error, unknown) or ``None``."""
@@ -151,8 +214,8 @@ class WriteLedger:
         record = self._records.get(key)
         if record is None:
             record = self._records[key] = WriteRecord(
-                key=key, tool=step.tool, caller_key=self.is_callers(key),
-                entities=arg_values(step.args),
+                key=key, tool=step.tool, slot=key.rpartition("#")[0].partition(":")[2],
+                caller_key=self.is_callers(key), entities=arg_values(step.args),
             )
         record.step, record.t, record.call_id = step.index, step.t, step.call_id
         record.output_hash, record.signature = step.output_hash, step.signature
@@ -162,7 +225,7 @@ class WriteLedger:
             self._resolve(record)
             return "ok"
         self._unknown.pop(record.key, None)  # a new attempt settles the last one's state
-        if step.status == "timeout":
+        if step.status == "timeout" or unknown_outcome(step.output):
             record.state = "unknown"
             self._unknown[record.key] = record
             return "unknown"
@@ -173,7 +236,8 @@ class WriteLedger:
         self._unknown.pop(record.key, None)
         record.state = "ok"
         self._done.setdefault(record.signature, []).append(record.step)
-        self._next_step[record.tool] = self._next_step.get(record.tool, 1) + 1
+        if not record.caller_key:
+            self._next_step[record.slot] = self._next_step.get(record.slot, 1) + 1
 
     def reconcile(self, ref: str, found: bool | None) -> WriteRecord | None:
         """Resolve an UNKNOWN write, named by idempotency key or call id.
@@ -202,12 +266,37 @@ class WriteLedger:
             return []
         mine = arg_values(step.args)
         text = step.args_text
+        asked = loose_text(text)
         return [
             record
             for record in self._unknown.values()
             if record.tool != step.tool
-            and (record.key in text or not mine.isdisjoint(record.entities))
+            and (
+                record.key in text
+                or not mine.isdisjoint(record.entities)
+                or any(len(v) >= NAMING_CHARS and v in asked for v in record.entities)
+            )
         ]
+
+    def found_in(self, record: WriteRecord, step: StepView) -> bool | None:
+        """What a look-up's answer says of an UNKNOWN write: ``False`` when it found nothing,
+        ``True`` when it shows ``FOUND_VALUES`` of the write's own values that the look-up did
+        not ask for (the reference, the amount: the record exists, even "processing"), else
+        ``None`` (looked up, outcome not told)."""
+        if step.negative or not step.words:
+            return False
+        if step.output is None:
+            return None
+        shown, asked = loose_text(step.output[:4000]), loose_text(step.args_text)
+        named = [v for v in record.entities if len(v) >= NAMING_CHARS and v not in asked]
+        return sum(1 for v in named if v in shown) >= FOUND_VALUES or None
+
+
+NAMING_CHARS: Final = 6
+"""An argument value this long (loosened) names a record: a title, a reference, an email."""
+FOUND_VALUES: Final = 2
+"""A look-up shows the write's record when it shows this many of the write's own values
+(the reference and the amount; one may be the customer's card, on any profile)."""
 
 
 class WriteDuplicate:
@@ -216,7 +305,8 @@ class WriteDuplicate:
     - A retry of an UNKNOWN write (it timed out) under a key the ledger derived is blocked at
       once until the record is looked up; under the caller's own key it is safe (the
       provider deduplicates) and passes.
-    - Identical arguments in a new step of the same turn are a sign of a duplicate side
+    - Identical arguments in a new step of the same turn, with nothing new changed since the
+      last success (``WriteLedger.unchanged_since``), are a sign of a duplicate side
       effect, unless declared (``intent="duplicate"``), asked for by the task or the latest
       user turn ("create three identical tickets", "send it again"), or an edit (edits
       and their reverts are ``EditRevert``'s). The second is a warning; a third means the
@@ -265,7 +355,12 @@ class WriteDuplicate:
                 rungs=("block", "block", "stop"),
             )
         done = ledger.done(candidate.signature)
-        if not done or candidate.intent == "duplicate" or candidate.edit is not None:
+        if (
+            not done
+            or candidate.intent == "duplicate"
+            or candidate.edit is not None
+            or not ledger.unchanged_since(candidate.signature, history.changes)
+        ):
             return None
         return Finding(
             kind="write_duplicate",

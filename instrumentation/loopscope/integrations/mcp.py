@@ -15,6 +15,12 @@ returns a ``CallToolResult`` whose text is the correction plus the cached earlie
 stop raises ``loopscope.LoopDetected``. In warn and enforce modes a correction is put in front
 of the result's text.
 
+``list_tools`` is patched too: each listed tool's annotations (``readOnlyHint``,
+``destructiveHint``, ``idempotentHint``, ``openWorldHint``) are kept per session and handed to
+the guard with every call of that tool (``ToolCall.annotations``), so a tool the user never
+declared gets its kind from the server's own word. A tool called before any listing has
+none: the integration never asks the server anything the agent did not.
+
 Needs ``pip install 'loopscope[mcp]'``.
 """
 
@@ -24,6 +30,7 @@ import functools
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any, Final
+from weakref import WeakKeyDictionary
 
 try:
     import mcp
@@ -46,6 +53,11 @@ _TIMEOUT_CODES: Final = frozenset({getattr(mcp_types, "REQUEST_TIMEOUT", -32001)
 
 _IN_CALL: ContextVar[bool] = ContextVar("loopscope_mcp_call", default=False)
 """Set while a guarded call runs, so the session call inside ``Client.call_tool`` passes."""
+_PATCHED: Final = ("call_tool", "list_tools")
+
+_annotations: WeakKeyDictionary[Any, dict[str, dict[str, Any]]] = WeakKeyDictionary()
+"""Per ``ClientSession`` (or mcp 2.x ``Client``): the annotations of each tool it listed, as
+the protocol spells them (``readOnlyHint``, …). Weak, so a closed session leaves nothing."""
 
 
 class MCPToolError(Exception):
@@ -57,20 +69,24 @@ class MCPToolTimeout(TimeoutError):
 
 
 def instrument() -> None:
-    """Guard every MCP ``call_tool``. Idempotent."""
+    """Guard every MCP ``call_tool`` and read the annotations ``list_tools`` returns.
+    Idempotent."""
+    wrappers = {"call_tool": _guarded, "list_tools": _listing}
     for owner in _owners():
-        current = owner.__dict__.get("call_tool")
-        if current is None or hasattr(current, _ORIGINAL):
-            continue
-        owner.call_tool = _guarded(current)
+        for method in _PATCHED:
+            current = owner.__dict__.get(method)
+            if current is None or hasattr(current, _ORIGINAL):
+                continue
+            setattr(owner, method, wrappers[method](current))
 
 
 def uninstrument() -> None:
-    """Restore the original ``call_tool`` methods."""
+    """Restore the original ``call_tool`` and ``list_tools`` methods."""
     for owner in _owners():
-        original = getattr(owner.__dict__.get("call_tool"), _ORIGINAL, None)
-        if original is not None:
-            owner.call_tool = original
+        for method in _PATCHED:
+            original = getattr(owner.__dict__.get(method), _ORIGINAL, None)
+            if original is not None:
+                setattr(owner, method, original)
 
 
 def _owners() -> list[type]:
@@ -96,7 +112,12 @@ def _guarded(original: Callable[..., Any]) -> Callable[..., Any]:
             return await original(self, name, arguments, *args, **kwargs)
         call_args = (dict(arguments) if isinstance(arguments, Mapping)
                      else {} if arguments is None else {"arguments": arguments})
-        scope = ToolCallScope(name, call_args, attributes={MCP_METHOD_NAME: TOOLS_CALL})
+        annotations = None
+        with swallow_internal_errors("looking up an MCP tool's annotations"):
+            annotations = listed_annotations(self, name)
+        scope = ToolCallScope(
+            name, call_args, attributes={MCP_METHOD_NAME: TOOLS_CALL}, annotations=annotations
+        )
         scope.start()  # a stop raises LoopDetected here, before the server is asked
         if scope.blocked:
             return _text_result(output_text(scope.result))
@@ -113,6 +134,62 @@ def _guarded(original: Callable[..., Any]) -> Callable[..., Any]:
 
     setattr(call_tool, _ORIGINAL, original)
     return call_tool
+
+
+def _listing(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    async def list_tools(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = await original(self, *args, **kwargs)
+        with swallow_internal_errors("reading MCP tool annotations"):
+            _remember(self, result)
+        return result
+
+    setattr(list_tools, _ORIGINAL, original)
+    return list_tools
+
+
+def _remember(owner: Any, result: Any) -> None:
+    """Keep the annotations of the tools in a ``ListToolsResult`` (one page of the listing:
+    a tool listed again with none loses its old ones)."""
+    tools = getattr(result, "tools", None) or []
+    try:
+        known = _annotations.setdefault(owner, {})
+    except TypeError:  # an owner that cannot be referenced weakly: nothing is kept
+        return
+    for tool in tools:
+        name = getattr(tool, "name", None)
+        if not isinstance(name, str):
+            continue
+        annotations = tool_annotations(tool)
+        if annotations:
+            known[name] = annotations
+        else:
+            known.pop(name, None)
+
+
+def tool_annotations(tool: Any) -> dict[str, Any] | None:
+    """A listed ``Tool``'s annotations as the protocol spells them (``readOnlyHint``, …),
+    the unset ones left out; ``None`` when it declares none."""
+    raw = getattr(tool, "annotations", None)
+    dump = getattr(raw, "model_dump", None)
+    if dump is not None:
+        raw = dump(mode="json", by_alias=True, exclude_none=True)
+    return dict(raw) if isinstance(raw, Mapping) and raw else None
+
+
+def listed_annotations(owner: Any, name: str) -> dict[str, Any] | None:
+    """The annotations ``owner`` (a session, or a ``Client`` and its session) listed for the
+    tool ``name``, if it listed that tool."""
+    for candidate in (owner, getattr(owner, "_session", None)):
+        if candidate is None:
+            continue
+        try:
+            known = _annotations.get(candidate)
+        except TypeError:
+            continue
+        if known and name in known:
+            return known[name]
+    return None
 
 
 def _finish(scope: ToolCallScope, result: Any) -> Any:

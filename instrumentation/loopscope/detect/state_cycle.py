@@ -1,0 +1,77 @@
+"""Cycles by state: 2–4 calls whose outputs recur though no two calls are byte-equal.
+
+``git status`` / ``git add`` / ``git commit -m <reworded>`` answering "nothing to commit"
+each time; ``cat`` then ``tail`` of a file that does not change; a click that toggles the
+same element back; two agents handing one subtask to each other. Every call differs (another
+message, another line range, another agent), so no signature repeats and ``oscillation``
+cannot see it; the *states* do: each step is its tool and what its output said
+(``StepView.info``), and a sequence of states that repeats with a period of 2–4 is a cycle.
+Counted like ``oscillation`` (``oscillation_cycles`` full cycles), but seen only once the
+call has run, so its ladder is warn → warn → stop.
+"""
+
+from __future__ import annotations
+
+from .base import AFTER_RUNGS, Finding
+from .events import StepView
+from .history import History
+from .policy import Policy
+
+
+class StateCycle:
+    """Fires after the call that completes ``cycles`` full cycles of (tool, information).
+
+    A cycle whose calls are all byte-equal repeats is ``oscillation``'s; a step that made
+    progress, a poll waiting in time, or a timeout breaks a cycle."""
+
+    name = "state_cycle"
+    rungs = AFTER_RUNGS
+
+    def __init__(self, policy: Policy) -> None:
+        self.max_period = policy.oscillation_max_period
+        self.cycles = policy.oscillation_cycles
+
+    def after(self, history: History, step: StepView) -> Finding | None:
+        if step.status == "timeout" or not step.info:
+            return None
+        steps = history.steps
+        for period in range(2, self.max_period + 1):
+            need = period * self.cycles - 1
+            if len(steps) < need:
+                break
+            back = steps[-period]
+            if back.tool != step.tool or back.info != step.info:
+                continue  # the state one period back must be this state
+            seq = [*history.recent(need), step]
+            if self._cycle(history, seq, period):
+                cycle = [s.tool for s in seq[-period:]]
+                return Finding(
+                    kind="oscillation",
+                    message=(
+                        f"You are going round in a cycle: {' → '.join(cycle)} has given the "
+                        f"same results {self.cycles} times, though the arguments changed. "
+                        "Nothing changes between rounds: stop repeating it, use what you "
+                        "have, try something different, or finish."
+                    ),
+                    key="cycle:" + "|".join(sorted({s.tool for s in seq[-period:]})),
+                    details={"period": period, "cycle": cycle},
+                )
+        return None
+
+    @staticmethod
+    def _cycle(history: History, seq: list[StepView], period: int) -> bool:
+        head = seq[:period]
+        if len({(s.tool, s.info) for s in head}) < 2:
+            return False  # one repeated state is a repeat, not a cycle
+        byte_equal = True
+        for i, s in enumerate(seq):
+            if s.status == "timeout" or s.progress == "waiting":
+                return False
+            if i >= period:  # the first round may have brought the states; the rest did not
+                prev = seq[i - period]
+                if s.tool != prev.tool or s.info != prev.info:
+                    return False
+                if s.progress not in (None, "new_action"):
+                    return False  # (the step being checked has no progress marker yet)
+                byte_equal = byte_equal and s.signature == prev.signature
+        return not byte_equal and history.in_stretch(seq[period])
