@@ -279,6 +279,8 @@ class StepView:
     wait: bool = False
     """The call only waits (a ``sleep`` tool, ``sleep 30`` in a shell): pacing, judged by no
     detector (``kinds.is_wait``)."""
+    stuck: str = ""
+    """What the output says that waiting will not change (``fingerprint.stuck_state``)."""
     retry_after: float = 0.0
     """Seconds a failure asked the caller to wait before retrying (``Retry-After: 30``)."""
     facts: frozenset[int] | None = None

@@ -4,10 +4,11 @@
 another order or with another request id is not a change.
 
 Seed 001's consecutive rule and seed 003's "3 of the last 6" are one rule here: identical
-calls (same signature, same output) are counted among the last ``window`` calls, but only
-inside the current no-progress stretch, plus the one earlier call of the same user turn that
-first brought the result. A housekeeping call repeated between steps that each bring new information never
-adds up; a read repeated while nothing else is learned does.
+calls (same signature, same information) are counted inside the current no-progress stretch,
+however far apart (a batch of queries replayed in another order), plus the one earlier call
+of the same user turn that first brought the result (``SignatureStats.repeats``). A
+housekeeping call repeated between steps that each bring new information never adds up; a
+read repeated while nothing else is learned does.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from .policy import Policy
 class ExactRepeat:
     """Fires before the ``repeat_threshold``-th identical read of a stretch, predicting that it
     returns what it returned last time. Writes, polls and failures have their own rules; a
-    call whose output has changed within the window is not repeating."""
+    call whose output has changed in the stretch is not repeating."""
 
     name = "exact_repeat"
     rungs = BEFORE_RUNGS
@@ -34,18 +35,13 @@ class ExactRepeat:
         if candidate.kind in ("write", "poll") or not candidate.output_hash:
             return None
         stats = history.stats(candidate.signature)
-        if stats is None or stats.last_status not in ("ok", "blocked"):
-            return None
-        count = 1
-        for step in reversed(history.recent(self.window - 1)):
-            if step.signature != candidate.signature:
-                continue
-            if step.info != candidate.info or step.status == "error":
-                return None
-            if not history.in_stretch(step):  # the call that first brought the result
-                count += history.in_turn(step)
-                break
-            count += 1
+        if (
+            stats is None
+            or stats.last_status not in ("ok", "blocked")
+            or stats.repeats_from != history.stretch_start
+        ):
+            return None  # never answered, failed last time, or progress was made since
+        count = stats.repeats + 1
         if count < self.threshold:
             return None
         return Finding(

@@ -467,3 +467,39 @@ def retry_after_s(text: str | None) -> float:
     if unit.startswith("m") and not unit.startswith("ms") and not unit.startswith("mil"):
         return value * 60
     return value / 1000 if unit.startswith(("ms", "mil")) else value
+
+
+_TERMINAL = re.compile(
+    r"\b(?:crashloopbackoff|imagepullbackoff|errimagepull|oomkilled|createcontainerconfigerror"
+    r"|invalidimagename|exited with (?:code|status) [1-9]\d*|exit (?:code|status):? [1-9]\d*)\b"
+    r"""|\b(?:status|state|phase|conclusion|result)["']?\s*[:=]?\s*["']?"""
+    r"(?:failed|failure|error|errored|cancell?ed|aborted)\b",
+)
+_TERMINAL_WORDS: Final = frozenset(
+    ["crashloopbackoff", "imagepullbackoff", "errimagepull", "oomkilled", "exited", "exit",
+     "createcontainerconfigerror", "invalidimagename", "failed", "failure", "error", "errored",
+     "cancelled", "canceled", "aborted"]
+)
+_FIGURE = re.compile(
+    r"\d(?:\.\d+)?\s?%|\b\d[\d,]*\s*(?:/|of)\s*\d[\d,]*\b"
+    r"|\b(?:copied|processed|migrated|indexed|synced|uploaded|exported|imported|done|progress)"
+    r"\b\W{0,3}\d|\b\d[\d,.]*\s+(?:rows|records|items|files|bytes|objects|documents)\b"
+)
+"""A progress figure: 37%, 12 of 40, 3/8, "rows copied: 48,112", "48,112 rows"."""
+
+
+def stuck_state(text: str, words: frozenset[str] | None = None) -> str:
+    """What a poll's answer says that waiting will not change: ``"terminal"`` for a state
+    that will not move on by itself (Failed, CrashLoopBackOff, ImagePullBackOff, "exited with
+    code 1"), ``"stalled"`` for a progress figure (37%, 48,112 rows, 12 of 40) beside a status
+    still on its way (running, copying: the figure must move), else ``""``."""
+    if words is not None and words.isdisjoint(_TERMINAL_WORDS) and words.isdisjoint(
+        TRANSITIONAL
+    ):
+        return ""
+    head = text[:2000].lower()
+    if _TERMINAL.search(head) is not None:
+        return "terminal"
+    if (words is None or not words.isdisjoint(TRANSITIONAL)) and _FIGURE.search(head):
+        return "stalled"
+    return ""

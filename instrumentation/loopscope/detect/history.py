@@ -40,11 +40,28 @@ class SignatureStats:
     last_info: int = 0
     """What the last output said (``StepView.info``): equal for outputs with the same facts."""
     last_status: Status = "ok"
-    outputs: tuple[str, ...] = ()
-    """Distinct output hashes (the first ``MAX_OUTPUTS_PER_SIGNATURE``). Tuples, not sets or
-    lists, here and in ``fails``: an episode keeps one of these per distinct call, and a tuple
-    of strings is not tracked by the garbage collector (full collections stay cheap)."""
+    infos: tuple[int, ...] = ()
+    """What its answers said (``StepView.info``), each once (the first
+    ``MAX_OUTPUTS_PER_SIGNATURE``): an answer in another order or with another request id is
+    not a new one. Tuples, not sets or lists, here and in ``fails``: an episode keeps one of
+    these per distinct call, and a tuple of numbers is not tracked by the garbage collector
+    (full collections stay cheap)."""
+    repeats: int = 0
+    """Calls in the current no-progress stretch that said what the last one said (the call
+    that first brought it included, if it is the stretch's start): a read spin's count,
+    however far apart the calls are (a batch of queries replayed in another order)."""
+    repeats_from: int = -1
+    """``History.stretch_start`` when ``repeats`` was counted: a later progress restarts it."""
     same_output_run: int = 0
+    """Answers in a row that said the same as the one before (same output or information)."""
+    stuck: str = ""
+    """What the last answer says that waiting will not change: a terminal failure ("Failed",
+    "CrashLoopBackOff", "exited with code 1") or a progress figure with a status still
+    running ("stalled"); ``""`` when neither (``fingerprint.stuck_state``)."""
+    same_state_run: int = 0
+    """Answers in a row with the same stuck state and the same shape (numbers masked: a
+    restart count may move, the state does not)."""
+    last_shape: str = ""
     fails: tuple[int, ...] = ()
     """Step indexes of the current run of failures (the last ``MAX_FAILS``); an answer of
     "nothing found" counts as a soft failure of the question."""
@@ -155,12 +172,32 @@ class History:
         stats = self._by_sig.get(step.signature)
         if stats is None:
             stats = self._by_sig[step.signature] = SignatureStats(first_t=step.t)
-        if stats.calls and step.output_hash == stats.last_output:
-            stats.same_output_run += 1
+        if stats.calls and (step.output_hash == stats.last_output or step.info == stats.last_info):
+            stats.same_output_run += 1  # the same answer, or one that says the same
         else:
             stats.same_output_run = 0
             stats.changed_t = step.t
+        stats.stuck = step.stuck
+        if stats.stuck and stats.calls and step.shape == stats.last_shape:
+            stats.same_state_run += 1
+        else:
+            stats.same_state_run = 0
+        stats.last_shape = step.shape
         stats.last_epoch = self.epoch
+        if step.status not in ("ok", "blocked"):
+            stats.repeats = 0
+        elif stats.repeats and stats.repeats_from == self.stretch_start and (
+            step.info == stats.last_info
+        ):
+            stats.repeats += 1
+        else:  # a new stretch: the call of this turn that first brought the answer counts
+            again = (
+                stats.calls > 0
+                and step.info == stats.last_info
+                and stats.last_status == "ok"
+                and stats.last_index >= self.turn_start
+            )
+            stats.repeats, stats.repeats_from = 1 + again, self.stretch_start
         stats.calls += 1
         stats.last_output = step.output_hash
         stats.last_info = step.info
@@ -185,10 +222,10 @@ class History:
             stats.fails = stats.fail_paces = ()
         if (
             step.status == "ok"
-            and len(stats.outputs) < MAX_OUTPUTS_PER_SIGNATURE
-            and step.output_hash not in stats.outputs
+            and len(stats.infos) < MAX_OUTPUTS_PER_SIGNATURE
+            and step.info not in stats.infos
         ):
-            stats.outputs = (*stats.outputs, step.output_hash)
+            stats.infos = (*stats.infos, step.info)
         self.steps.append(step)
         self._recent.clear()
         if step.status != "blocked":

@@ -45,6 +45,7 @@ from .fingerprint import (
     masked,
     output_hash,
     retry_after_s,
+    stuck_state,
     word_sketch,
 )
 from .fuzzy_repeat import FuzzyRepeat
@@ -90,6 +91,9 @@ BREAKERS: Final = ("no_progress", "budget")
 """Stops that are not a loop shape of their own: the no-progress circuit breaker and budgets."""
 
 BUDGET_RUNGS: Final = ("stop",)
+PARALLEL_S: Final = 0.25
+"""Calls that start this close together were issued in one model turn: none of them could
+have read a nudge delivered with another's result."""
 NEUTRAL: Final = ("waiting", "new_action")
 """Markers that neither end a no-progress stretch nor extend it: a poll waiting in time, and
 a new request that brought nothing back (exploring, not learning yet)."""
@@ -163,6 +167,10 @@ class EpisodeMonitor:
         self._pending: dict[str, _Pending] = {}
         self._messages: list[str] = []
         self._task = task
+        self._nudged: tuple[int, float] | None = None
+        """(stretch start, time) of the first nudge of the current no-progress stretch."""
+        self._ignored = 0
+        """Tool calls without progress since that nudge (``Policy.ignored_calls``)."""
         self._said: set[str] = set()
         """What the user has said (normalised): the same words again ("Please continue.")
         are an automatic nudge, not a new intent."""
@@ -268,18 +276,7 @@ class EpisodeMonitor:
             digest, text = cand.output_hash or digest, None
         history = self.history
         stats = history.stats(cand.signature)
-        kind = cand.kind
-        if (
-            kind in (None, "read")
-            and cand.kind_source != "declared"
-            and result.status == "ok"
-            and stats is not None
-            and stats.outputs
-            and digest not in stats.outputs
-        ):
-            kind = "poll"  # same call, changing output: polling by shape
         step = cand  # the candidate becomes the completed step (no one else holds it)
-        step.kind = kind
         step.output_hash = digest
         step.status = result.status
         if result.t is not None:
@@ -291,11 +288,25 @@ class EpisodeMonitor:
             step.info = hash(step.facts)
         elif not (blocked and step.info):  # (a blocked step says what it said last time)
             step.info = hash(digest)
+        kind = step.kind
+        if (
+            kind in (None, "read")
+            and step.kind_source != "declared"
+            and result.status == "ok"
+            and stats is not None
+            and stats.infos
+            and step.info not in stats.infos
+        ):
+            kind = step.kind = "poll"  # same call, what it says has changed: polling by shape
         if step.status in ("error", "timeout"):
             step.shape = output_hash(masked(text)) if text is not None else digest
             step.retry_after = retry_after_s(text)
         elif step.status == "ok":
             step.negative = is_negative(text, step.words)
+        if kind == "poll" and text is not None and step.status != "blocked":
+            step.stuck = stuck_state(text, step.words)
+            if step.stuck and not step.shape:
+                step.shape = output_hash(masked(text))
         findings: list[tuple[str, Finding]] = []
         if step.status != "blocked" and not step.wait:
             similarity = self.policy.stagnation_similarity
@@ -326,6 +337,8 @@ class EpisodeMonitor:
         self.budget.count_usage(result.tokens_in + result.tokens_out, result.cost)
         if step.progress is None and self.streak >= self.k:
             findings.append(("no_progress", self._breaker_finding(step)))
+        elif step.progress is None and self._ignored_nudge(step):
+            findings.append(("no_progress", self._ignored_finding(step)))
         if not findings:  # (the common case, built in one go)
             return Decision(
                 step=step.index, idempotency_key=pending.key, kind=step.kind, progress=step.progress,
@@ -403,7 +416,7 @@ class EpisodeMonitor:
         stats = self.history.stats(signature)
         if stats is None:
             return False
-        if len(stats.outputs) > 1:
+        if len(stats.infos) > 1:
             return True  # same call, its output has changed: polling by shape
         if stats.last_epoch != self.history.epoch:
             return False  # asked again after a write or an edit: checking the change
@@ -464,8 +477,10 @@ class EpisodeMonitor:
             return "waiting"  # sleeping between polls or retries: neither progress nor not
         words = step.words
         if step.kind == "poll" and stats is not None and step.status in ("ok", "error"):
-            if step.output_hash != stats.last_output and (
-                words is None or hash(words) != stats.last_words
+            if (
+                step.output_hash != stats.last_output
+                and step.info != stats.last_info
+                and (words is None or hash(words) != stats.last_words)
             ):
                 return "state_change"  # (a poll may answer "not done yet" as an error)
             declared = self._declared_kind(call) == "poll"
@@ -475,7 +490,7 @@ class EpisodeMonitor:
         if step.kind == "write":
             if words and not CONFLICT_WORDS.isdisjoint(words):
                 return None  # "already exists", 409: no new state
-            if (stats is None or step.output_hash not in stats.outputs) and not (
+            if (stats is None or step.info not in stats.infos) and not (
                 step.facts is not None and self.history.knows(step.facts)
             ):
                 return "write_ok"
@@ -592,6 +607,32 @@ class EpisodeMonitor:
 
     # -- decisions ----------------------------------------------------------------------------
 
+    def _ignored_nudge(self, step: StepView) -> bool:
+        """Whether ``step`` is the ``ignored_calls``-th call without progress since the first
+        nudge of this no-progress stretch was delivered (calls issued in the same model turn
+        as the nudged one, a few milliseconds apart, could not have read it)."""
+        nudge = self._nudged
+        if nudge is None or nudge[0] != self.history.stretch_start:
+            return False
+        if step.t - nudge[1] <= PARALLEL_S:
+            return False
+        self._ignored += 1
+        return self._ignored >= self.policy.ignored_calls
+
+    def _ignored_finding(self, step: StepView) -> Finding:
+        return Finding(
+            kind="no_progress",
+            message=(
+                f"The warnings have changed nothing: {self._ignored} more tool calls made no "
+                f"progress after the first (the last was {step.tool} {args_preview(step)}). "
+                f"{self._hint()}"
+            ),
+            key="ignored",
+            details={"limit": self.policy.ignored_calls, "consumed": self._ignored},
+            rungs=BUDGET_RUNGS,
+            stop_reason="no_progress",
+        )
+
     def _budget_finding(self, exhausted: Exhausted) -> Finding:
         return Finding(
             kind="budget",
@@ -672,6 +713,10 @@ class EpisodeMonitor:
         self.flags.extend(new)
         if lead is None:
             return Decision(step=index, idempotency_key=key, kind=kind, **after)
+        if step is not None and lead[0] != "budget":  # a nudge: now it must be heeded
+            stretch = self.history.stretch_start
+            if self._nudged is None or self._nudged[0] != stretch:
+                self._nudged, self._ignored = (stretch, step.t), 0
         name, finding, action = lead
         decision = Decision(
             step=index,

@@ -28,22 +28,27 @@ def same_info_indexes(
     step: StepView, others: Iterable[StepView], similarity: float
 ) -> frozenset[int]:
     """Indexes of ``others`` whose output carried the same information as ``step``'s: the
-    same output, the same facts (``StepView.info``), or near-identical words.
+    same output, the same facts (``StepView.info``) or only some of theirs (a filtered
+    listing of what they listed), or near-identical words.
 
     The monitor calls this once per step over the window and shares the result with the
     detectors. Outputs with no words at all (``""``, ``[]``) carry no information to share.
     """
-    words, digest, info = step.words, step.output_hash, step.info
+    words, digest, info, told = step.words, step.output_hash, step.info, step.facts
     if words is not None and not words:
         return frozenset()
     if step.negative:
-        info = 0  # "no results for X" and "no results for Y" tell different things
+        info, told = 0, None  # "no results for X" and "no results for Y" tell different things
     found = []
     for other in others:
         theirs = other.words
         if theirs is not None and not theirs:
             continue
-        if other.output_hash == digest or (info and other.info == info) or (
+        if (
+            other.output_hash == digest
+            or (info and other.info == info)
+            or (told and other.facts and told <= other.facts)  # a part of what it said
+        ) or (
             words is not None and theirs is not None and similar(words, theirs, similarity)
         ):
             found.append(other.index)

@@ -115,6 +115,10 @@ class Policy:
     stagnation_threshold: int = 3
     stagnation_min_words: int = 3
     """Shorter outputs ("available", "OK") are statuses, not information that can stagnate."""
+    ignored_calls: int = 3
+    """Tool calls without progress after a nudge (a warning of any detector, or the
+    no-progress breaker's), counted from the first nudge of a no-progress stretch, after
+    which the run is stopped: every caught loop ends (issue 16, point 11)."""
     error_threshold: int = 3
     retry_budget: int = 6
     """Retries of a transient failure (timeout, 503, 429) allowed, however well paced, before

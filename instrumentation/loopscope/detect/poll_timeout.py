@@ -15,32 +15,48 @@ from .policy import Policy
 
 
 class PollTimeout:
-    """Before a poll whose last answer repeated the one before: fires when the first poll of
-    this call was more than its deadline ago, or after ``poll_max_unchanged`` unchanged
-    answers in a row."""
+    """Before a poll whose last answer repeated the one before: fires when that answer is a
+    state waiting will not change (a terminal failure twice in a row; a progress figure that
+    did not move while the status says running), when it has waited past its deadline, or
+    after ``poll_max_unchanged`` unchanged answers in a row."""
 
     name = "poll_timeout"
     rungs = BEFORE_RUNGS
 
     def __init__(self, policy: Policy) -> None:
         self.max_unchanged = policy.poll_max_unchanged
+        self.pace = policy.poll_pace_s
 
     def before(self, history: History, candidate: StepView) -> Finding | None:
         if candidate.kind != "poll":
             return None
         stats = history.stats(candidate.signature)
-        if stats is None or stats.same_output_run < 1 or stats.last_status == "timeout":
+        if stats is None or stats.last_status == "timeout":
+            return None
+        terminal = stats.stuck == "terminal" and stats.same_state_run >= 1
+        if stats.same_output_run < 1 and not terminal:
             return None
         deadline = candidate.deadline_s or history.default_deadline_s
         waited = candidate.t - stats.waiting_since(candidate.deadline_stated)
-        if waited > deadline:
+        kind = "poll_timeout"
+        if terminal:
+            why = "has answered the same failed state twice in a row (waiting will not fix it)"
+        elif (
+            stats.stuck == "stalled"
+            and not candidate.deadline_stated
+            and deadline == history.default_deadline_s
+            and waited >= self.pace
+        ):  # (a deadline the task states is given its time: "within 5 minutes")
+            kind = "output_stagnation"
+            why = "still says it is running, but its progress has not moved since the last poll"
+        elif waited > deadline:
             why = f"has been polled for {waited:.0f} s, past its {deadline:.0f} s deadline"
         elif stats.same_output_run + 1 >= self.max_unchanged:
             why = f"returned the same state {stats.same_output_run + 1} times in a row"
         else:
             return None
         return Finding(
-            kind="poll_timeout",
+            kind=kind,
             message=(
                 f"{candidate.tool} {args_preview(candidate)} {why}, and the state has not "
                 "changed. Stop polling: report the operation as not finished, or cancel it."

@@ -58,7 +58,9 @@ _CLOCK = (
     r"|\s*(?P<{0}q>[ap]\.?m\.?)))\b"
 )
 """A clock time: "noon", "17:00", "5 pm", "9:30am" (a bare number is not one)."""
-_UNTIL = re.compile(r"\b(?:until|till|through)\s+" + _CLOCK.format("e"), re.IGNORECASE)
+_UNTIL = re.compile(
+    r"\b(?:until|till|through)\s+(?:the\s+)?" + _CLOCK.format("e"), re.IGNORECASE
+)
 _NOW = re.compile(
     r"\b(?:it'?s|it is|now(?: is)?|the time is|starting(?: at)?)\s+" + _CLOCK.format("s"),
     re.IGNORECASE,

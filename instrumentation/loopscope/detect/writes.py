@@ -369,7 +369,7 @@ class WriteDuplicate:
                 f"{done[-1]}. Running it again would repeat the side effect. If the user really "
                 "wants it again, the call must be declared intended."
             ),
-            key=f"dup:{candidate.signature}",
+            key=f"dup:{candidate.tool}",  # duplicates of one tool in one intent: one habit
             details={"tool": candidate.tool, "idempotency_key": key, "done_at_step": done[-1]},
             sticky=True,
         )
