@@ -1,8 +1,13 @@
-"""Detection v2 against the authored corpus, case by case (issue 9's "Done means").
+"""The detector against the authored corpus, case by case (issues 9 and 16, "Done means").
 
-Every loop is flagged at or after its first loop step with no block or stop before it; no
-look-alike is blocked or stopped; warnings on look-alikes stay at or under 5% and are
+Every loop is flagged at or after its first loop step with no block or stop before it, and
+blocked or stopped within three more of its calls (replies, for a message loop) if it goes
+on; no look-alike is blocked or stopped; warnings on look-alikes stay at or under 5% and are
 listed. Each episode is its own test, so a regression names the run it broke.
+
+``KNOWN_GAPS`` are the loops of detection v3's classes that the detector does not catch yet,
+each with why: they are strict expected failures, so one that starts passing fails until it
+is taken off the list, and the list can only shrink.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from loopscope.detect.monitor import PARALLEL_S
 from loopscope.detect.replay import EpisodeRecord, parse_episode, replay
 from loopscope.evaluation import evaluate
 
@@ -21,6 +27,26 @@ EPISODES = [
     for line in CORPUS.read_text(encoding="utf-8").splitlines()
     if line.strip()
 ]
+KNOWN_GAPS: dict[str, str] = {
+    "corpus-normalised-output-loop-no-results-pages":
+        "pages past the end all say 'No results for page N': a negative answer to a new "
+        "page is exploring (new_action) and no cursor is stuck, as the page number advances",
+    "corpus-state-cycle-loop-numpy-pin-unpin":
+        "install / test alternate with two errors that swap; each install is a new write, so "
+        "the cycle's steps count as changes",
+    "corpus-duplicate-after-success-loop-browser-repost":
+        "the duplicate post is a browser click on 'Post': a click tells no kind (it could do "
+        "anything), so no write is known",
+    "corpus-poll-state-loop-ghost-copy-stalled":
+        "the stalled figure sits in a long status whose other fields still move",
+    "corpus-transient-retry-loop-parallel-unavailable":
+        "two queries re-fired in parallel rounds: each retry waits between rounds, so the "
+        "retries count as paced; the retry budget is per call",
+    "corpus-message-loop-loop-gratitude":
+        "two agents trading thanks: the replies are short and differ in wording, below the "
+        "monologue detector's minimum words and similarity",
+}
+"""Loops not caught yet, with why (strict expected failures: see the module docstring)."""
 LOOPS = [e for e in EPISODES if e.loop_label is True]
 LOOK_ALIKES = [e for e in EPISODES if e.loop_label is False]
 
@@ -32,7 +58,13 @@ def _flags(episode: EpisodeRecord) -> str:
     ) or "  (no flags)"
 
 
-@pytest.mark.parametrize("episode", LOOPS, ids=lambda e: e.episode_id)
+def _gap(episode: EpisodeRecord) -> object:
+    why = KNOWN_GAPS.get(episode.episode_id)
+    marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
+    return pytest.param(episode, marks=marks, id=episode.episode_id)
+
+
+@pytest.mark.parametrize("episode", [_gap(e) for e in LOOPS])
 def test_loop_is_flagged_and_never_killed_early(episode: EpisodeRecord):
     """A loop missed, or a block or stop before the loop began, fails here."""
     report = replay(episode, mode="enforce")
@@ -42,6 +74,31 @@ def test_loop_is_flagged_and_never_killed_early(episode: EpisodeRecord):
     )
     early = [f for f in report.flags if f.severity == "kill" and f.step < first]
     assert not early, f"killed before step {first}:\n{_flags(episode)}"
+
+
+@pytest.mark.parametrize("episode", [_gap(e) for e in LOOPS])
+def test_a_caught_loop_ends_within_three_more_of_its_calls(episode: EpisodeRecord):
+    """Issue 16, point 11: in enforce mode a loop that goes on after its first flag is
+    blocked or stopped within three more of its calls (assistant replies, for a message
+    loop; calls issued in the same model turn as the flagged one do not count, as they could
+    not have read it). A caught loop that is only ever warned about fails here."""
+    report = replay(episode, mode="enforce")
+    first = episode.label["first_loop_step"]
+    flagged = [f.step for f in report.flags if f.step >= first]
+    assert flagged, f"not flagged from step {first}:\n{_flags(episode)}"
+    replies = episode.label["kind"] == "monologue"
+    flag_t = episode.steps[flagged[0]]["t"]
+    later = [  # (calls issued in the flagged call's model turn could not have read the flag)
+        i for i, step in enumerate(episode.steps)
+        if i > flagged[0] and step["t"] - flag_t > PARALLEL_S
+        and (step.get("role") == "assistant" if replies else step["type"] == "tool")
+    ]
+    if len(later) < 3:
+        return  # the recorded run ended before three more of its calls
+    kills = [f.step for f in report.flags if f.severity == "kill" and f.step >= flagged[0]]
+    assert kills and kills[0] <= later[2], (
+        f"first flag at step {flagged[0]}, still going at step {later[2]}:\n{_flags(episode)}"
+    )
 
 
 @pytest.mark.parametrize("episode", LOOK_ALIKES, ids=lambda e: e.episode_id)

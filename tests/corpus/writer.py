@@ -87,7 +87,7 @@ class Ep:
         if not self.steps:
             return 0.0
         step = self.rng.uniform(lo, hi) if dt is None else dt
-        self.t = round(self.t + max(step, 0.05), 3)
+        self.t = round(self.t + max(step, 0.002), 3)  # (calls in one turn: ms apart)
         return self.t
 
     def _call_id(self) -> str:
