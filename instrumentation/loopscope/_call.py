@@ -184,6 +184,7 @@ class ToolCallScope:
         }
         if self._kind:
             attributes[c.TOOL_KIND] = self._kind
+            attributes[c.TOOL_KIND_SOURCE] = decision.kind_source or "shape"
         if decision.turn:
             attributes[c.TURN] = decision.turn
         deadline = decision.deadline_s or self.deadline_s

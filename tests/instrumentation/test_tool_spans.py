@@ -381,3 +381,29 @@ def test_calls_outside_an_episode_are_traced_without_a_root() -> None:
     (span,) = spans.tool_spans()
     assert span["parent_id"] is None
     assert not [s for s in spans.as_dicts() if s["name"].startswith("invoke_agent")]
+
+
+def test_an_undeclared_tool_gets_its_kind_from_its_name_and_the_span_says_so() -> None:
+    """Issue 16, point 3: a tool nobody declared is judged by its name (``send_`` writes,
+    ``get_`` reads), and the span says where the kind came from, beside a declared one."""
+
+    @loopscope.tool
+    def send_invoice(customer: str) -> str:
+        return f"sent to {customer}"
+
+    @loopscope.tool
+    def get_invoice(customer: str) -> str:
+        return f"invoice of {customer}"
+
+    @loopscope.tool(kind="read")
+    def lookup(key: str) -> str:
+        return key
+
+    with capture_spans(mode="observe") as spans, loopscope.episode():
+        send_invoice("ana@example.com")
+        get_invoice("ana@example.com")
+        lookup("k")
+    kinds = [(s["attributes"][c.GEN_AI_TOOL_NAME], s["attributes"].get(c.TOOL_KIND),
+              s["attributes"].get(c.TOOL_KIND_SOURCE)) for s in spans.tool_spans()]
+    assert kinds == [("send_invoice", "write", "name"), ("get_invoice", "read", "name"),
+                     ("lookup", "read", "declared")]
