@@ -7,11 +7,13 @@ analyze`` and the collector all do exactly that.
 Example:
     >>> from loopscope.detect import EpisodeMonitor, ToolCall, ToolResult
     >>> m = EpisodeMonitor(task_type="lookup")
-    >>> for _ in range(3):
+    >>> actions = []
+    >>> for _ in range(5):
     ...     d = m.before_call(ToolCall("search_orders", {"q": "late"}))
-    ...     _ = m.after_call(ToolResult("[]"))
-    >>> d.action, d.flags[0].detector
-    ('block', 'exact_repeat')
+    ...     actions.append(d.action)
+    ...     _ = m.after_call(ToolResult("orders 1 and 2 are late"))
+    >>> actions, d.flags[0].detector, d.stop_reason
+    (['allow', 'allow', 'warn', 'block', 'stop'], 'exact_repeat', 'repeated_tool_call')
 """
 
 from .events import (
