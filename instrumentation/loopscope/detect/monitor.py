@@ -481,7 +481,8 @@ class EpisodeMonitor:
                 step.output_hash != stats.last_output
                 and step.info != stats.last_info
                 and (words is None or hash(words) != stats.last_words)
-            ):
+                and not (step.stuck == "terminal" and step.shape == stats.last_shape)
+            ):  # (a failed state whose restart count moves has not changed)
                 return "state_change"  # (a poll may answer "not done yet" as an error)
             declared = self._declared_kind(call) == "poll"
             return "waiting" if self._waiting(step, stats, declared) else None
