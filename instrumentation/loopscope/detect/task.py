@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Final
 
 _UNITS: Final = {
@@ -193,6 +194,7 @@ _AGAIN = re.compile(
 )
 
 
+@lru_cache(maxsize=256)
 def intended_repeats(text: str | None, counted: frozenset[str] = frozenset()) -> int:
     """How many identical writes ``text`` asks for: 1 when it asks for none in particular.
 
