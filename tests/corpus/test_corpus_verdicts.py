@@ -28,9 +28,6 @@ EPISODES = [
     if line.strip()
 ]
 KNOWN_GAPS: dict[str, str] = {
-    "corpus-normalised-output-loop-no-results-pages":
-        "pages past the end all say 'No results for page N': a negative answer to a new "
-        "page is exploring (new_action) and no cursor is stuck, as the page number advances",
     "corpus-state-cycle-loop-numpy-pin-unpin":
         "install / test alternate with two errors that swap; each install is a new write, so "
         "the cycle's steps count as changes",

@@ -212,6 +212,9 @@ def _echoes(args: Any) -> _Echoes:
 
 
 _NUMBER: Final = re.compile(r"-?\d+(?:\.\d+)?")
+_PAGE_PARAM: Final = re.compile(r"[?&;](?:page|p|pg|offset|start|skip|from)=(\d{1,6})\b", re.I)
+"""A page or offset in a URL's query: an answer that names it ("no results for page 4")
+echoes the call."""
 
 
 def _collect(value: Any, found: set[str], depth: int) -> None:
@@ -227,5 +230,6 @@ def _collect(value: Any, found: set[str], depth: int) -> None:
         text = " ".join(_mask(value[:200]).split())
         if len(text) >= 3 and text != "#":
             found.add(text)
+        found.update(_PAGE_PARAM.findall(value[:500]))  # "…?q=x&page=4": "page 4" echoes 4
     elif isinstance(value, int | float) and not isinstance(value, bool):
         found.add(repr(value))

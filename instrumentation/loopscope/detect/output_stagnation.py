@@ -14,6 +14,7 @@ is exploring and raises nothing; anything in between is a warning only.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import Final
 
@@ -37,8 +38,10 @@ def same_info_indexes(
     words, digest, info, told = step.words, step.output_hash, step.info, step.facts
     if words is not None and not words:
         return frozenset()
-    if step.negative:
-        info, told = 0, None  # "no results for X" and "no results for Y" tell different things
+    asked = ""
+    if step.negative:  # "no results for X" and "… for Y" tell different things; "… for page
+        info, told = 0, None  # 4" and "… for page 5" of one question do not
+        asked = _unpaged(step.loose)
     found = []
     for other in others:
         theirs = other.words
@@ -47,6 +50,7 @@ def same_info_indexes(
         if (
             other.output_hash == digest
             or (info and other.info == info)
+            or (asked and other.info == step.info and _unpaged(other.loose) == asked)
             or (told and other.facts and told <= other.facts)  # a part of what it said
         ) or (
             words is not None and theirs is not None and similar(words, theirs, similarity)
@@ -64,10 +68,11 @@ def nudged(steps: list[StepView]) -> bool:
 
 def sweep(steps: list[StepView]) -> bool:
     """Whether every call after the first names something no earlier one did (another store,
-    another service, another route): different questions that happen to get one answer."""
-    seen = set(values_of(steps[0]))
+    another service, another route): different questions that happen to get one answer.
+    Another page or offset of one question names nothing new."""
+    seen = set(map(_unpaged, values_of(steps[0])))
     for step in steps[1:]:
-        values = values_of(step)
+        values = frozenset(map(_unpaged, values_of(step)))
         if values <= seen:
             return False
         seen |= values
@@ -102,6 +107,12 @@ def judge(group: list[StepView]) -> tuple[Action, ...] | None:
     return AFTER_RUNGS
 
 
+_PAGED: Final = re.compile(r"\b(page|p|pg|offset|start|skip|from) \d+\b")
+
+
+def _unpaged(value: str) -> str:
+    """A loosened argument value with its page or offset left out ("jobs q x page 4")."""
+    return _PAGED.sub(r"\1 #", value) if " " in value else value
 SUBSTANTIVE_FACTS: Final = 3
 """An answer with at least this many facts is a result set, not a verdict: different
 questions that get the same result set back are jitter, not a sweep (issue 16, point 1)."""
