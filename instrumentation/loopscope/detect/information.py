@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any, Final
 
 from .fingerprint import UUID_TAIL, blank
@@ -203,15 +204,19 @@ def _echoes(args: Any) -> _Echoes:
         return _NO_ECHOES
     numbers = sorted(f for f in found if _NUMBER.fullmatch(f))
     texts = sorted((f for f in found if not _NUMBER.fullmatch(f)), key=len, reverse=True)
-    pattern = (
-        re.compile(r"(?<![\w.])(?:" + "|".join(map(re.escape, numbers[:MAX_ECHOES])) + r")(?!\w|\.\d)")
-        if numbers
-        else None
-    )
-    return tuple(texts[:MAX_ECHOES]), pattern
+    return tuple(texts[:MAX_ECHOES]), _numbers_pattern(tuple(numbers[:MAX_ECHOES]))
+
+
+@lru_cache(maxsize=512)
+def _numbers_pattern(numbers: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One pattern for a call's numbers as whole numbers (built once per set of numbers)."""
+    if not numbers:
+        return None
+    return re.compile(r"(?<![\w.])(?:" + "|".join(map(re.escape, numbers)) + r")(?!\w|\.\d)")
 
 
 _NUMBER: Final = re.compile(r"-?\d+(?:\.\d+)?")
+_DIGIT: Final = re.compile(r"\d").search
 _PAGE_PARAM: Final = re.compile(r"[?&;](?:page|p|pg|offset|start|skip|from)=(\d{1,6})\b", re.I)
 """A page or offset in a URL's query: an answer that names it ("no results for page 4")
 echoes the call."""
@@ -227,9 +232,11 @@ def _collect(value: Any, found: set[str], depth: int) -> None:
         for item in value[:20]:
             _collect(item, found, depth + 1)
     elif isinstance(value, str):
-        text = " ".join(_mask(value[:200]).split())
+        digits = _DIGIT(value, 0, 200) is not None
+        text = " ".join((_mask(value[:200]) if digits else value[:200]).split())
         if len(text) >= 3 and text != "#":
             found.add(text)
-        found.update(_PAGE_PARAM.findall(value[:500]))  # "…?q=x&page=4": "page 4" echoes 4
+        if digits and "=" in value:  # "…?q=x&page=4": "page 4" echoes 4
+            found.update(_PAGE_PARAM.findall(value[:500]))
     elif isinstance(value, int | float) and not isinstance(value, bool):
         found.add(repr(value))

@@ -129,8 +129,8 @@ def _annotation_kind(annotations: Any) -> ToolKind | None:
 
 
 def _method_kind(name: str, args: Any) -> ToolKind | None:
-    if not isinstance(args, Mapping):
-        return None
+    if not isinstance(args, Mapping) or args.keys().isdisjoint(METHOD_KEYS):
+        return None  # (most calls: no method argument, ruled out at C speed)
     method = next((v for k in METHOD_KEYS if isinstance(v := args.get(k), str)), None)
     kind = HTTP_METHOD_KINDS.get(method.strip().upper()) if method is not None else None
     if kind is None:
@@ -186,6 +186,8 @@ def _named_kind(name: str, args: Any) -> Verdict | None:
 def _text(args: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
     """The first of ``keys`` that holds text; an argument vector is joined as a command line,
     a list of ``commands`` one per line."""
+    if args.keys().isdisjoint(keys):
+        return None  # (most calls: ruled out at C speed)
     for key in keys:
         value = args.get(key)
         if isinstance(value, str):

@@ -169,13 +169,20 @@ _COUNT_WORDS: Final = {
     "twice": 2, "thrice": 3, "both": 2, "a pair of": 2, "a couple of": 2,
 }
 """Numbers in words, up to ninety-nine ("twenty-six cartons")."""
-_NUMBER = r"(?P<n>\d+|" + "|".join(sorted(map(re.escape, _COUNT_WORDS), key=len, reverse=True)) + ")"
+_COUNT = (
+    r"(?P<n>\d+|a pair of|a couple of|twice|thrice|both|(?:"
+    + "|".join(sorted({*_ONES[1:], *_TENS}, key=len, reverse=True))
+    + r")(?:[- ](?:" + "|".join(_ONES[:9]) + r"))?)"
+)
+"""Digits or a number in words ("thirty", "twenty-six")."""
 _REPEAT_COUNT = re.compile(
-    r"\b" + _NUMBER + r"\s+"
+    r"\b" + _COUNT + r"\s+"
     r"(?:identical|same|similar|matching|equal|duplicate|more|copies|copy|times)\b",
     re.IGNORECASE,
 )
-_ITEM_COUNT = re.compile(r"\b" + _NUMBER + r"\s+(?P<noun>[a-z]{3,}?)(?:e?s)\b", re.IGNORECASE)
+_ITEM_COUNT = re.compile(
+    r"\b" + _COUNT + r"\s+(?:[a-z-]+\s+)?(?P<noun>[a-z]{3,}?)(?:e?s)\b", re.IGNORECASE
+)
 """A number of things ("thirty cartons", "4 accounts"): that many identical writes are asked
 for when the write's own arguments count that thing ("cartons": 1)."""
 _TIMES = re.compile(r"\b(?P<n>twice|thrice|\d+\s+times|(?:two|three|four|five)\s+times)\b",
@@ -210,13 +217,18 @@ def intended_repeats(text: str | None, counted: frozenset[str] = frozenset()) ->
         for match in pattern.finditer(text):
             if pattern is _ITEM_COUNT and match.group("noun").lower() not in counted:
                 continue
-            said = match.group("n").lower()
-            word = said.split()[0]
-            value = _COUNT_WORDS.get(said) or _COUNT_WORDS.get(word)
-            counts.append(value if value is not None else int(word))
+            value = _count(match.group("n"))
+            if value is not None:
+                counts.append(value)
     if _AGAIN.search(text):
         counts.append(2)
     return max(min(c, 100) for c in counts)
+
+
+def _count(said: str) -> int | None:
+    """The number ``said`` names ("30", "thirty", "twenty-six", "a pair of"), else ``None``."""
+    said = said.lower()
+    return int(said) if said.isdigit() else _COUNT_WORDS.get(said)
 
 
 def counted_words(args: Any) -> frozenset[str]:
