@@ -6,8 +6,9 @@ on; no look-alike is blocked or stopped; warnings on look-alikes stay at or unde
 listed. Each episode is its own test, so a regression names the run it broke.
 
 ``KNOWN_GAPS`` are the loops of detection v3's classes that the detector does not catch yet,
-each with why: they are strict expected failures, so one that starts passing fails until it
-is taken off the list, and the list can only shrink.
+and ``KILLED_EARLY`` those it stops before their first loop step, each with why: they are
+strict expected failures, so one that starts passing fails until it is taken off the list,
+and the lists can only shrink.
 """
 
 from __future__ import annotations
@@ -36,14 +37,19 @@ KNOWN_GAPS: dict[str, str] = {
         "anything), so no write is known",
     "corpus-poll-state-loop-ghost-copy-stalled":
         "the stalled figure sits in a long status whose other fields still move",
-    "corpus-transient-retry-loop-parallel-unavailable":
-        "two queries re-fired in parallel rounds: each retry waits between rounds, so the "
-        "retries count as paced; the retry budget is per call",
     "corpus-message-loop-loop-gratitude":
         "two agents trading thanks: the replies are short and differ in wording, below the "
         "monologue detector's minimum words and similarity",
 }
 """Loops not caught yet, with why (strict expected failures: see the module docstring)."""
+KILLED_EARLY: dict[str, str] = {
+    "corpus-transient-retry-loop-parallel-unavailable":
+        "two queries fail in parallel rounds; the replay feeds one call at a time, so the "
+        "second call of a turn climbs the ladder the first one's warning started, and the run "
+        "is stopped a round before the label's first loop step (the live guard sees both "
+        "calls open at once, but its ladder does not tell turns apart either)",
+}
+"""Loops caught, but stopped before their first loop step: only the test of that fails."""
 LOOPS = [e for e in EPISODES if e.loop_label is True]
 LOOK_ALIKES = [e for e in EPISODES if e.loop_label is False]
 
@@ -55,13 +61,14 @@ def _flags(episode: EpisodeRecord) -> str:
     ) or "  (no flags)"
 
 
-def _gap(episode: EpisodeRecord) -> object:
-    why = KNOWN_GAPS.get(episode.episode_id)
+def _gap(episode: EpisodeRecord, *also: dict[str, str]) -> object:
+    why = KNOWN_GAPS.get(episode.episode_id) or next(
+        (known[episode.episode_id] for known in also if episode.episode_id in known), None)
     marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
     return pytest.param(episode, marks=marks, id=episode.episode_id)
 
 
-@pytest.mark.parametrize("episode", [_gap(e) for e in LOOPS])
+@pytest.mark.parametrize("episode", [_gap(e, KILLED_EARLY) for e in LOOPS])
 def test_loop_is_flagged_and_never_killed_early(episode: EpisodeRecord):
     """A loop missed, or a block or stop before the loop began, fails here."""
     report = replay(episode, mode="enforce")
@@ -77,19 +84,21 @@ def test_loop_is_flagged_and_never_killed_early(episode: EpisodeRecord):
 def test_a_caught_loop_ends_within_three_more_of_its_calls(episode: EpisodeRecord):
     """Issue 16, point 11: in enforce mode a loop that goes on after its first flag is
     blocked or stopped within three more of its calls (assistant replies, for a message
-    loop; calls issued in the same model turn as the flagged one do not count, as they could
-    not have read it). A caught loop that is only ever warned about fails here."""
+    loop). Parallel calls of one model turn count once, and those of the flagged call's own
+    turn not at all (they could not have read the flag). A caught loop that is only ever
+    warned about fails here."""
     report = replay(episode, mode="enforce")
     first = episode.label["first_loop_step"]
     flagged = [f.step for f in report.flags if f.step >= first]
     assert flagged, f"not flagged from step {first}:\n{_flags(episode)}"
     replies = episode.label["kind"] == "monologue"
-    flag_t = episode.steps[flagged[0]]["t"]
-    later = [  # (calls issued in the flagged call's model turn could not have read the flag)
-        i for i, step in enumerate(episode.steps)
-        if i > flagged[0] and step["t"] - flag_t > PARALLEL_S
-        and (step.get("role") == "assistant" if replies else step["type"] == "tool")
-    ]
+    later: list[int] = []  # the loop's calls after the flag, a model turn's parallel calls once
+    last_t = episode.steps[flagged[0]]["t"]
+    for i, step in enumerate(episode.steps[flagged[0] + 1 :], start=flagged[0] + 1):
+        if (step.get("role") == "assistant") if replies else (step["type"] == "tool"):
+            if step["t"] - last_t > PARALLEL_S:
+                later.append(i)
+            last_t = step["t"]
     if len(later) < 3:
         return  # the recorded run ended before three more of its calls
     kills = [f.step for f in report.flags if f.severity == "kill" and f.step >= flagged[0]]

@@ -200,3 +200,20 @@ def test_a_nudge_that_changes_nothing_ends_the_run_within_three_calls() -> None:
     first = report.flags[0].step
     assert any(f.severity == "kill" and f.step <= first + 3 for f in report.flags), (
         describe(report))
+
+
+
+def test_the_calls_of_one_model_turn_are_one_ignored_decision() -> None:
+    """After a nudge, parallel calls of one turn (milliseconds apart) count once toward
+    ``ignored_calls``; a record without timings (every call at one time) counts each."""
+    def batch(t: float) -> list[dict[str, Any]]:
+        return [tool("read_file", {"path": f"src/m{n}.py"}, f"contents of m{n}", t=t + 0.01 * n)
+                for n in range(3)]
+    steps = batch(0.0) + batch(5.0) + batch(10.0) + batch(15.0) + batch(20.0)
+    ignored = [f.step for f in run(steps).flags if f.detector == "no_progress"
+               and f.severity == "kill"]
+    timeless = [dict(step, t=0.0) for step in steps]
+    ignored_timeless = [f.step for f in run(timeless).flags if f.detector == "no_progress"
+                        and f.severity == "kill"]
+    assert ignored and ignored_timeless and ignored[0] > ignored_timeless[0], (
+        describe(run(steps)), describe(run(timeless)))

@@ -92,8 +92,8 @@ BREAKERS: Final = ("no_progress", "budget")
 
 BUDGET_RUNGS: Final = ("stop",)
 PARALLEL_S: Final = 0.25
-"""Calls that start this close together were issued in one model turn: none of them could
-have read a nudge delivered with another's result."""
+"""Calls that start this close together (but not at the very same recorded time, which means
+no timing was recorded) were issued in one model turn."""
 NEUTRAL: Final = ("waiting", "new_action")
 """Markers that neither end a no-progress stretch nor extend it: a poll waiting in time, and
 a new request that brought nothing back (exploring, not learning yet)."""
@@ -168,9 +168,10 @@ class EpisodeMonitor:
         self._messages: list[str] = []
         self._task = task
         self._nudged: tuple[int, float] | None = None
-        """(stretch start, time) of the first nudge of the current no-progress stretch."""
+        """(stretch start, time) of the first nudge of the current no-progress stretch, the
+        time moving on to each call counted since."""
         self._ignored = 0
-        """Tool calls without progress since that nudge (``Policy.ignored_calls``)."""
+        """Model turns of tool calls without progress since that nudge (``ignored_calls``)."""
         self._said: set[str] = set()
         """What the user has said (normalised): the same words again ("Please continue.")
         are an automatic nudge, not a new intent."""
@@ -481,8 +482,11 @@ class EpisodeMonitor:
                 step.output_hash != stats.last_output
                 and step.info != stats.last_info
                 and (words is None or hash(words) != stats.last_words)
-                and not (step.stuck == "terminal" and step.shape == stats.last_shape)
-            ):  # (a failed state whose restart count moves has not changed)
+                and not (
+                    (step.stuck == "terminal" or step.status == "error")
+                    and step.shape == stats.last_shape
+                )
+            ):  # (a failed state whose restart count or request id moves has not changed)
                 return "state_change"  # (a poll may answer "not done yet" as an error)
             declared = self._declared_kind(call) == "poll"
             return "waiting" if self._waiting(step, stats, declared) else None
@@ -610,13 +614,15 @@ class EpisodeMonitor:
 
     def _ignored_nudge(self, step: StepView) -> bool:
         """Whether ``step`` is the ``ignored_calls``-th call without progress since the first
-        nudge of this no-progress stretch was delivered (calls issued in the same model turn
-        as the nudged one, a few milliseconds apart, could not have read it)."""
+        nudge of this no-progress stretch was delivered. Calls issued in one model turn (a
+        few milliseconds apart) count once: they were one decision, and those of the nudged
+        call's own turn could not have read the nudge."""
         nudge = self._nudged
         if nudge is None or nudge[0] != self.history.stretch_start:
             return False
-        if step.t - nudge[1] <= PARALLEL_S:
-            return False
+        if 0 < step.t - nudge[1] <= PARALLEL_S:
+            return False  # the same model turn as the nudged (or the last counted) call
+        self._nudged = (nudge[0], step.t)
         self._ignored += 1
         return self._ignored >= self.policy.ignored_calls
 
