@@ -28,8 +28,6 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any, Final
 
-from .fingerprint import UUID_TAIL, blank
-
 FACT_CHARS: Final = 4_000
 """Only this much of an output is read for facts: bounded work per step (twice what the word
 sketch reads)."""
@@ -73,9 +71,18 @@ with a letter stay (a commit's short hash is often the news itself)."""
 
 def facts(text: str | None, args: Any = None) -> frozenset[int] | None:
     """The hashed facts of an output (``None`` when the output was not captured; an empty
-    set when it says nothing). ``args`` are the call's arguments, whose echoes are masked."""
+    set when it says nothing). ``args`` are the call's arguments, whose echoes are masked.
+    Never raises: an output it cannot read (nested past Python's recursion limit, a number
+    of 5,000 digits) is one fact, its text."""
     if text is None:
         return None
+    try:
+        return _facts(text, args)
+    except (RecursionError, ValueError, TypeError, MemoryError):
+        return frozenset((hash(text[:FACT_CHARS]),))
+
+
+def _facts(text: str, args: Any) -> frozenset[int]:
     text = _mask(text[:FACT_CHARS])
     echoes = _echoes(args)
     if text.lstrip()[:1] in ("{", "[") and len(text) < FACT_CHARS:
@@ -103,11 +110,16 @@ may hold)."""
 
 
 def _mask(text: str) -> str:
-    """``text`` with its volatile parts masked (``_MASK``, and UUIDs, found by their dashes)."""
-    text = _MASK.sub("#", text)
+    """``text`` with its volatile parts masked (UUIDs, found by their dashes, then
+    ``_MASK``)."""
     if text.count("-") >= 4:
-        text = blank(text, UUID_TAIL)
-    return text
+        text = _UUID.sub("#", text)
+    return _MASK.sub("#", text)
+
+
+_UUID: Final = re.compile(
+    r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+)
 
 
 def _echoed(text: str, echoes: tuple[str, ...], mark: str) -> str:
@@ -238,5 +250,9 @@ def _collect(value: Any, found: set[str], depth: int) -> None:
             found.add(text)
         if digits and "=" in value:  # "…?q=x&page=4": "page 4" echoes 4
             found.update(_PAGE_PARAM.findall(value[:500]))
-    elif isinstance(value, int | float) and not isinstance(value, bool):
+    elif (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and (not isinstance(value, int) or -(10**18) < value < 10**18)  # (a huge int: no repr)
+    ):
         found.add(repr(value))

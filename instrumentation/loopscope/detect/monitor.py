@@ -61,7 +61,7 @@ from .poll_timeout import PollTimeout
 from .repeat_same_error import RepeatSameError
 from .state_cycle import StateCycle
 from .task import TaskDeadline, counted_words, intended_repeats, task_deadline
-from .writes import WriteDuplicate, WriteLedger, changes_state, edit_of
+from .writes import WriteDuplicate, WriteLedger, changes_state, edit_of, write_target
 
 DEFAULT_DETECTORS: Final = (
     PollTimeout,
@@ -178,6 +178,9 @@ class EpisodeMonitor:
         self._sketches: dict[str, frozenset[str]] = {}
         self._facts: dict[tuple[str, str], frozenset[int]] = {}
         self._inferred: dict[str, tuple[Any, KindSource | None]] = {}
+        self._targets: set[str] = set()
+        """What successful writes acted on (``writes.write_target``): a write on a new one is
+        a new effect, whatever its acknowledgement says."""
 
     @property
     def turn(self) -> int:
@@ -495,11 +498,16 @@ class EpisodeMonitor:
         if step.kind == "write":
             if words and not CONFLICT_WORDS.isdisjoint(words):
                 return None  # "already exists", 409: no new state
-            if (stats is None or step.info not in stats.infos) and not (
-                step.facts is not None and self.history.knows(step.facts)
-            ):
-                return "write_ok"
-            return None  # the same answer again ("nothing to commit"): no new state
+            known = step.facts is not None and self.history.knows(step.facts)
+            if stats is None or stats.last_status != "ok":  # a write not done before
+                target = write_target(step.args, step.args_text)
+                if target and target not in self._targets:
+                    self._targets.add(target)
+                    return "write_ok"  # on something new ("Message sent." to the next person)
+                return None if known else "write_ok"  # (a reworded commit: "nothing to commit")
+            if step.info not in stats.infos and not known:
+                return "write_ok"  # the same write again, and it says something new
+            return None  # the same write, the same answer: no new state
         new_call = not self.history.asked_before(step)
         if (words is not None and not words) or step.negative:
             return "new_action" if new_call else None  # nothing found: exploring at best

@@ -120,7 +120,7 @@ class Policy:
     no-progress breaker's), counted from the first nudge of a no-progress stretch, after
     which the run is stopped: every caught loop ends (issue 16, point 11)."""
     error_threshold: int = 3
-    retry_budget: int = 6
+    retry_budget: int = 5
     """Retries of a transient failure (timeout, 503, 429) allowed, however well paced, before
     the same call failing again is a loop (issue 16, point 8)."""
     retry_pace_s: float = 2.0

@@ -59,7 +59,7 @@ class RepeatSameError:
         count = failures + 1
         if stats.fail_transient:  # a retry that waits (as asked) is a retry done right
             unpaced = 1 + sum(1 for paced in self._paces(stats, candidate.t) if not paced)
-            if unpaced < self.threshold + 1 and count <= self.retry_budget:
+            if unpaced < self.threshold + 1 and failures <= self.retry_budget:
                 return None
         elif failures == 0 or count < self.threshold:
             return None

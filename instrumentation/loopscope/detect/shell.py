@@ -167,6 +167,11 @@ def _drop_heredocs(text: str) -> str:
     return "\n".join(kept)
 
 
+SCRATCH: Final = ("/tmp/", "/var/tmp/", "$TMPDIR", "${TMPDIR")
+"""Where a command's redirected output is a scratch copy of what it printed, not a change
+(``pytest > /tmp/run.log``)."""
+
+
 def _commands(tokens: list[str]) -> list[tuple[list[str], bool]]:
     """The simple commands of a token stream: each one's words, and whether it redirects
     its output to a file."""
@@ -192,8 +197,11 @@ def _commands(tokens: list[str]) -> list[tuple[list[str], bool]]:
             target = tokens[at] if at < len(tokens) else ""
             at += 1
             duplicate = token.endswith("&") and (target.isdigit() or target == "-")
-            if ">" in token and not (target in DEV_NULL or target.startswith("&") or duplicate):
-                to_file = True
+            scratch = target.startswith(SCRATCH)
+            if ">" in token and not (
+                target in DEV_NULL or target.startswith("&") or duplicate or scratch
+            ):
+                to_file = True  # (a log of the command's own output, in /tmp: still a read)
         else:
             words.append(token)
     commands.append((words, to_file))

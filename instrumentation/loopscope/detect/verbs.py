@@ -39,21 +39,22 @@ def _words(text: str) -> frozenset[str]:
 
 
 WRITE_VERBS: Final = _words("""
-    create send delete remove update cancel submit insert put set add write edit modify upload
+    create send delete remove update cancel submit insert put write edit modify upload
     publish apply approve purchase buy pay assign enroll rename move revoke notify upsert save
-    destroy drop kill terminate stop start restart reboot disable enable subscribe unsubscribe
-    schedule trigger launch reset clear restore reject decline accept confirm reopen lock unlock
-    ban mute unmute follow unfollow like unlike forward retweet patch replace install uninstall
+    destroy drop kill terminate restart reboot disable enable subscribe unsubscribe
+    launch reject decline accept confirm reopen unlock
+    ban mute unmute unfollow unlike forward retweet replace uninstall
     provision scale rollback revert migrate increment decrement append attach detach unassign
-    withdraw deposit void authorize sign signup fulfill ship dispatch activate deactivate suspend
-    resume pause unpause block unblock deny respond rsvp duplicate clone copy undo redo checkout
-    mark initiate
+    withdraw deposit void authorize signup fulfill dispatch activate deactivate suspend
+    resume pause unpause unblock deny respond rsvp duplicate clone undo redo
+    initiate
 """)
 """Verbs that are (almost) never nouns in a tool name: any of them makes the call a write."""
 WRITE_NOUN_VERBS: Final = _words("""
     post order book refund charge transfer commit push merge deploy comment reply email tweet
     message invite register reserve place store record grant draft tag label flag issue
-    complete archive sync share wire
+    complete archive sync share wire add set start stop block like copy schedule restore ship
+    sign lock patch trigger clear mark reset install follow checkout
 """)
 """Write verbs that are also nouns (``get_order``, ``list_posts``, ``get_commit``): they make a
 call a write only when no other word reads."""
@@ -66,6 +67,8 @@ READ_WORDS: Final = _words("""
 """)
 """Verbs, and the nouns a name asks for (``status``, ``info``, ``details``), that read."""
 POLL_WORDS: Final = _words("poll wait await watch")
+_JOINED: Final = _words("or and then")
+"""A second verb joined to the first (``get_or_create``) may write."""
 UI_WORDS: Final = _words("""
     click dblclick type fill press hover scroll drag tap swipe keypress mouse keyboard
 """)
@@ -95,6 +98,13 @@ def words_kind(words: tuple[str, ...]) -> Verdict | None:
         if word in WRITE_VERBS or word in READ_WORDS or word in POLL_WORDS:
             break
     present = frozenset(words)
+    head = next((w for w in words if w in _VERBS), "")
+    if not _JOINED.intersection(words):  # the first verb says it (get_or_create: both do)
+        if head in READ_WORDS:
+            return "read"  # get_restore_status, check_install_status, view_patch
+        if head in WRITE_NOUN_VERBS:  # post_message, mark_as_read; as a noun: order_status
+            after = words[words.index(head) + 1 : words.index(head) + 2]
+            return "read" if after and after[0] in READ_WORDS else "write"
     if not present.isdisjoint(WRITE_VERBS):
         return "write"
     if not present.isdisjoint(POLL_WORDS):
@@ -105,6 +115,8 @@ def words_kind(words: tuple[str, ...]) -> Verdict | None:
         return "write"
     return None
 
+
+_VERBS: Final = WRITE_VERBS | WRITE_NOUN_VERBS | READ_WORDS | POLL_WORDS
 
 HTTP_METHOD_KINDS: Final[dict[str, Literal["read", "write"]]] = {
     "GET": "read", "HEAD": "read", "OPTIONS": "read",

@@ -29,6 +29,8 @@ EDIT_PAIRS = (
     ("old_str", "new_str"),
     ("old_string", "new_string"),
     ("old", "new"),
+    ("oldText", "newText"),
+    ("old_text", "new_text"),
     ("search", "replace"),
     ("find", "replace"),
     ("original", "replacement"),
@@ -58,7 +60,8 @@ def edit_of(args: Any) -> tuple[str, str, str] | None:
 
 
 MUTATING_ARGS = frozenset(
-    ("patch", "diff", "new_str", "new_string", "file_text", "content", "replacement")
+    ("patch", "diff", "new_str", "new_string", "newText", "new_text", "file_text", "content",
+     "replacement")
 )
 """Arguments that carry new text for something: a call with one changes state, whatever its
 tool declares."""
@@ -80,23 +83,36 @@ _URL = re.compile(r"https?://[^\s\"'`?#]+")
 _UNKNOWN_OUTCOME = re.compile(
     r"\btim(?:ed|e)[ _-]?out\b|\btimeout\b|\bconnection (?:reset|aborted|closed|lost)\b"
     r"|\breset by peer\b|econnreset|\bsocket hang up\b|\bempty reply\b|\bbroken pipe\b"
-    r"|\bremote end closed\b|\bgateway\b|\bupstream\b|\bhttp/\d(?:\.\d)? 5\d\d\b"
+    r"|\bremote end closed\b|\bhttp/\d(?:\.\d)? 5\d\d\b|\bhttp 5\d\d\b"
     r"|\b(?:status|code)\W{0,3}5\d\d\b|\b5\d\d (?:internal|bad|service|gateway|server)\b",
     re.IGNORECASE,
 )
+_CLEAR_ANSWER = re.compile(
+    r"\b(?:http/\d(?:\.\d)? |http |error |status\W{0,3}|code\W{0,3})4\d\d\b|\b4\d\d (?:bad|"
+    r"unauthori[sz]ed|forbidden|not found|conflict|unprocessable|payment|too many)\b|^fatal:"
+    r"|\b(?:declined|rejected|invalid|validation failed|already exists|refused)\b",
+    re.IGNORECASE | re.MULTILINE,
+)
+"""A clear answer that the write did not happen (a 4xx, "declined", git's ``fatal:``): the
+outcome is known, whatever else the text says ("declined by the payment gateway")."""
 """A failure after which a write may or may not have happened: a timeout, a dropped
 connection, a 5xx (seed 002: UNKNOWN, not failed). A 4xx or a refused connection is a clear
 answer that it did not."""
 
 
 def unknown_outcome(text: str | None) -> bool:
-    """Whether a failed write's output leaves its outcome unknown (``_UNKNOWN_OUTCOME``)."""
-    return text is not None and _UNKNOWN_OUTCOME.search(text, 0, 2000) is not None
+    """Whether a failed write's output leaves its outcome unknown (``_UNKNOWN_OUTCOME``) and
+    gives no clear answer that it did not happen (``_CLEAR_ANSWER``)."""
+    return (
+        text is not None
+        and _UNKNOWN_OUTCOME.search(text, 0, 2000) is not None
+        and _CLEAR_ANSWER.search(text, 0, 2000) is None
+    )
 
 
 def write_target(args: Any, args_text: str) -> str:
     """What a write acts on (``TARGET_ARGS``, else the first URL in its arguments, query
-    left out), or ``""``."""
+    left out, else a command line's program and subcommand: ``git push``), or ``""``."""
     if _is_mapping(args):
         for name in TARGET_ARGS:
             value = args.get(name)
@@ -105,7 +121,25 @@ def write_target(args: Any, args_text: str) -> str:
                 url = _URL.match(text)
                 return url.group(0) if url else text[:200]
     url = _URL.search(args_text)
-    return url.group(0) if url else ""
+    if url:
+        return url.group(0)
+    if _is_mapping(args):
+        line = args.get("command") or args.get("cmd")
+        if isinstance(line, str):
+            return " ".join(_COMMAND_HEAD.sub("", line[:300]).split()[:2])
+    return ""
+
+
+_COMMAND_HEAD = re.compile(r"^\s*(?:cd\s+\S+\s*(?:&&|;)\s*)*(?:sudo\s+)?")
+"""What comes before a command line's program (``cd /repo && sudo``)."""
+
+
+def _entities(step: StepView) -> frozenset[str]:
+    """What a write names, for a look-up to be recognised by: its argument values, and its
+    target (the URL a shell ``curl`` posts to: a ``curl`` of that URL looks it up)."""
+    target = write_target(step.args, step.args_text)
+    values = arg_values(step.args)
+    return values | {loose_text(target)} if target.startswith("http") else values
 
 
 def caller_key(args: Any, names: tuple[str, ...], depth: int = 0) -> str | None:
@@ -206,6 +240,7 @@ class WriteLedger:
         """A user turn starts a new intent: earlier identical writes were of another one."""
         self._done.clear()
         self._since.clear()
+        self._found.clear()
 
     def after(self, step: StepView, key: str) -> str | None:
         """Record a write's result; returns its write status (ok, error, unknown) or ``None``."""
@@ -214,8 +249,8 @@ class WriteLedger:
         record = self._records.get(key)
         if record is None:
             record = self._records[key] = WriteRecord(
-                key=key, tool=step.tool, slot=key.rpartition("#")[0].partition(":")[2],
-                caller_key=self.is_callers(key), entities=arg_values(step.args),
+                key=key, tool=step.tool, slot=key.rpartition("#")[0].removeprefix(f"{self.run_id}:"),
+                caller_key=self.is_callers(key), entities=_entities(step),
             )
         record.step, record.t, record.call_id = step.index, step.t, step.call_id
         record.output_hash, record.signature = step.output_hash, step.signature
@@ -261,7 +296,8 @@ class WriteLedger:
     def looked_up(self, step: StepView) -> list[WriteRecord]:
         """UNKNOWN writes that ``step`` (a successful read) looked up: its arguments name the
         write's idempotency key or one of the write's own argument values (the order id, the
-        customer's email, the same entity), and it is not the write's own tool."""
+        customer's email, the same entity), and it is not the write itself (a shell or HTTP
+        agent looks up through the tool it writes with)."""
         if not self._unknown or step.status != "ok":
             return []
         mine = arg_values(step.args)
@@ -270,7 +306,7 @@ class WriteLedger:
         return [
             record
             for record in self._unknown.values()
-            if record.tool != step.tool
+            if record.signature != step.signature
             and (
                 record.key in text
                 or not mine.isdisjoint(record.entities)
@@ -330,9 +366,10 @@ class WriteDuplicate:
             return Finding(
                 kind="write_duplicate",
                 message=(
-                    f"{candidate.tool} timed out at step {record.step}; its result is UNKNOWN, "
-                    f"not failed: it may have happened. Look the record up first (reconcile key "
-                    f"{key}) and retry only if it did not happen."
+                    f"{candidate.tool} failed at step {record.step} without a clear answer (a "
+                    "timeout, a dropped connection, a 5xx); its result is UNKNOWN, not failed: "
+                    f"it may have happened. Look the record up first (reconcile key {key}) and "
+                    "retry only if it did not happen."
                 ),
                 key=key,
                 details={"tool": candidate.tool, "idempotency_key": key, "state": "unknown"},
@@ -345,7 +382,7 @@ class WriteDuplicate:
             return Finding(
                 kind="write_duplicate",
                 message=(
-                    f"{candidate.tool} {args_preview(candidate)} timed out at step "
+                    f"{candidate.tool} {args_preview(candidate)} had an unknown outcome at step "
                     f"{happened.step}, and looking it up found that it happened. Do not run "
                     "it again: use the record that exists."
                 ),
@@ -369,7 +406,7 @@ class WriteDuplicate:
                 f"{done[-1]}. Running it again would repeat the side effect. If the user really "
                 "wants it again, the call must be declared intended."
             ),
-            key=f"dup:{candidate.tool}",  # duplicates of one tool in one intent: one habit
+            key=f"dup:{candidate.signature}",
             details={"tool": candidate.tool, "idempotency_key": key, "done_at_step": done[-1]},
             sticky=True,
         )
