@@ -272,6 +272,8 @@ class StepView:
     """(target, old, new) when the call replaces text (``writes.edit_of``), computed once."""
     kind_source: KindSource | None = None
     """Where ``kind`` came from (``None``: judged by the call's shape, or unknown)."""
+    start: float = 0.0
+    """When the call started (``t`` becomes when it returned, once it has)."""
     deadline_stated: bool = False
     """``deadline_s`` is an explicit limit (the call's, or the task's "give up after 20
     minutes"): it counts from the first poll, where an estimate or the default counts from

@@ -21,6 +21,9 @@ class _Climb:
     """Where the current rung was delivered."""
     flagged: int
     """When (in tool calls) the condition was last reported as a new flag."""
+    delivered: int = 0
+    """Tool calls issued when the current rung was delivered: calls issued by then (in the
+    same model turn, in parallel) could not have read it."""
 
 
 class Ladder:
@@ -34,7 +37,7 @@ class Ladder:
 
     def climb(
         self, condition: tuple[str, str], step: int, rungs: int, progress_after: int,
-        calls: int,
+        calls: int, *, issued: int | None = None,
     ) -> tuple[int, bool]:
         """Sight ``condition`` at ``step``; returns (its rung, whether to report a new flag).
 
@@ -42,17 +45,19 @@ class Ladder:
         at an earlier step was followed by progress (at that step or later), so the condition
         starts again at the bottom. ``calls``: tool calls so far, the clock of the repeated
         report at the top rung (messages between calls do not move it, so every door that
-        feeds the same calls reports the same flags).
+        feeds the same calls reports the same flags). ``issued``: the sighting call's ordinal
+        among the tool calls; a call issued before the current rung was delivered (a call of
+        the same model turn, run in parallel) could not have read it, and does not climb.
         """
         climb = self._climbs.get(condition)
         if climb is None or progress_after > climb.step:
-            self._climbs[condition] = _Climb(0, step, calls)
+            self._climbs[condition] = _Climb(0, step, calls, calls)
             return 0, True
-        if step > climb.step:
+        if step > climb.step and (issued is None or issued > climb.delivered):
             top = rungs - 1
             if climb.rung < top:
                 climb.rung += 1
-                climb.step, climb.flagged = step, calls
+                climb.step, climb.flagged, climb.delivered = step, calls, calls
                 return climb.rung, True
             climb.step = step
         if calls - climb.flagged > self.window:

@@ -167,9 +167,9 @@ class EpisodeMonitor:
         self._pending: dict[str, _Pending] = {}
         self._messages: list[str] = []
         self._task = task
-        self._nudged: tuple[int, float] | None = None
-        """(stretch start, time) of the first nudge of the current no-progress stretch, the
-        time moving on to each call counted since."""
+        self._nudged: tuple[int, int, float] | None = None
+        """(stretch start, tool calls issued when it was delivered, start of the last call
+        counted since) of the first nudge of the current no-progress stretch."""
         self._ignored = 0
         """Model turns of tool calls without progress since that nudge (``ignored_calls``)."""
         self._said: set[str] = set()
@@ -239,6 +239,7 @@ class EpisodeMonitor:
             edit=edit_of(call.args),
             kind_source=source,
             deadline_stated=explicit,
+            start=call.t,
             wait=is_wait(call.tool, call.args),
         )
         findings: list[tuple[str, Finding]] = []
@@ -622,15 +623,15 @@ class EpisodeMonitor:
 
     def _ignored_nudge(self, step: StepView) -> bool:
         """Whether ``step`` is the ``ignored_calls``-th call without progress since the first
-        nudge of this no-progress stretch was delivered. Calls issued in one model turn (a
-        few milliseconds apart) count once: they were one decision, and those of the nudged
-        call's own turn could not have read the nudge."""
+        nudge of this no-progress stretch was delivered. Only calls issued after the nudge
+        was delivered count (not the nudged call, not those run beside it), and calls issued
+        in one model turn (starting a few milliseconds apart) count once: one decision."""
         nudge = self._nudged
-        if nudge is None or nudge[0] != self.history.stretch_start:
+        if nudge is None or nudge[0] != self.history.stretch_start or step.call <= nudge[1]:
             return False
-        if 0 < step.t - nudge[1] <= PARALLEL_S:
-            return False  # the same model turn as the nudged (or the last counted) call
-        self._nudged = (nudge[0], step.t)
+        if 0 < step.start - nudge[2] <= PARALLEL_S:
+            return False  # the same model turn as the last counted call
+        self._nudged = (nudge[0], nudge[1], step.start)
         self._ignored += 1
         return self._ignored >= self.policy.ignored_calls
 
@@ -704,6 +705,7 @@ class EpisodeMonitor:
             rung, fresh = self.ladder.climb(
                 (name, finding.key), index, len(rungs),
                 -1 if finding.sticky else progress_after, self.tool_calls,
+                issued=step.call if step is not None else None,
             )
             rung = min(rung, len(rungs) - 1)  # a condition can move to a shorter ladder
             act = self.policy.action_for(name, rungs[rung])
@@ -728,10 +730,15 @@ class EpisodeMonitor:
         self.flags.extend(new)
         if lead is None:
             return Decision(step=index, idempotency_key=key, kind=kind, **after)
-        if step is not None and lead[0] != "budget":  # a nudge: now it must be heeded
+        if (
+            step is not None
+            and lead[0] != "budget"
+            and self.policy.action_for(lead[0], "stop") in KILL_ACTIONS
+        ):  # a nudge of a detector that may end the run: now it must be heeded
             stretch = self.history.stretch_start
             if self._nudged is None or self._nudged[0] != stretch:
-                self._nudged, self._ignored = (stretch, step.t), 0
+                delivered = max(self.tool_calls, step.call)  # (the nudged call included)
+                self._nudged, self._ignored = (stretch, delivered, -1.0), 0
         name, finding, action = lead
         decision = Decision(
             step=index,
