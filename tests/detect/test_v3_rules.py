@@ -53,8 +53,8 @@ def test_git_status_and_reworded_commits_on_a_clean_tree_are_a_cycle() -> None:
     report = run(steps)  # (git status, asked again and again, is also a read spin)
     assert report.flags and report.flags[0].step >= 3, describe(report)
     assert _kills(report), describe(report)
-    tree = [tool("cat", {"path": "app.log", "why": f"look {n}"}, "start\nload\nOOM") if n % 2 == 0
-            else tool("tail", {"path": "app.log", "why": f"end {n}"}, "OOM") for n in range(8)]
+    tree = [tool("cat", {"path": "app.log"}, "start\nload\nOOM") if n % 2 == 0
+            else tool("tail", {"path": "app.log", "lines": 3 + n}, "OOM") for n in range(8)]
     report = run(tree)
     assert "state_cycle" in {f.detector for f in report.flags}, describe(report)
 

@@ -281,6 +281,8 @@ class StepView:
     wait: bool = False
     """The call only waits (a ``sleep`` tool, ``sleep 30`` in a shell): pacing, judged by no
     detector (``kinds.is_wait``)."""
+    figures: int = 0
+    """For a poll: its answer's progress figures (``fingerprint.figures``)."""
     stuck: str = ""
     """What the output says that waiting will not change (``fingerprint.stuck_state``)."""
     retry_after: float = 0.0

@@ -469,9 +469,13 @@ def retry_after_s(text: str | None) -> float:
     return value / 1000 if unit.startswith(("ms", "mil")) else value
 
 
-_TERMINAL = re.compile(
+_CONTAINER = re.compile(
     r"\b(?:crashloopbackoff|imagepullbackoff|errimagepull|oomkilled|createcontainerconfigerror"
-    r"|invalidimagename|exited with (?:code|status) [1-9]\d*|exit (?:code|status):? [1-9]\d*)\b"
+    r"|invalidimagename)\b"
+)
+"""A container state waiting will not fix, whatever its restart count or age says."""
+_TERMINAL = re.compile(
+    r"\b(?:exited with (?:code|status) [1-9]\d*|exit (?:code|status):? [1-9]\d*)\b"
     r"""|\b(?:status|state|phase|conclusion|result)["']?\s*[:=]?\s*["']?"""
     r"(?:failed|failure|error|errored|cancell?ed|aborted)\b",
 )
@@ -489,17 +493,37 @@ _FIGURE = re.compile(
 
 
 def stuck_state(text: str, words: frozenset[str] | None = None) -> str:
-    """What a poll's answer says that waiting will not change: ``"terminal"`` for a state
-    that will not move on by itself (Failed, CrashLoopBackOff, ImagePullBackOff, "exited with
-    code 1"), ``"stalled"`` for a progress figure (37%, 48,112 rows, 12 of 40) beside a status
+    """What a poll's answer says that waiting will not change: ``"container"`` for a
+    container state (CrashLoopBackOff, ImagePullBackOff: its restart count may move, the state
+    does not), ``"terminal"`` for a status that will not move on by itself (Failed, "exited
+    with code 1"), ``"stalled"`` for a progress figure (37%, 48,112 rows, 12 of 40) beside a status
     still on its way (running, copying: the figure must move), else ``""``."""
     if words is not None and words.isdisjoint(_TERMINAL_WORDS) and words.isdisjoint(
         TRANSITIONAL
     ):
         return ""
     head = text[:2000].lower()
+    if _CONTAINER.search(head) is not None:
+        return "container"
     if _TERMINAL.search(head) is not None:
         return "terminal"
     if (words is None or not words.isdisjoint(TRANSITIONAL)) and _FIGURE.search(head):
         return "stalled"
     return ""
+
+
+_SCENERY = re.compile(
+    r"\d{4}-\d\d-\d\d(?:[tT ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:[zZ]|[+-]\d\d:?\d\d)?)?"
+    r"|\b\d\d?:\d\d(?::\d\d(?:[.,]\d+)?)?\b"
+    r"|\b[0-9a-fA-F]*\d[0-9a-fA-F]*[a-fA-F][0-9a-fA-F]*\b"
+    r"|\b(?:\d+(?:ms|s|m|h|d)){1,4}\b|\b\d+\s*\w+ ago\b"
+)
+"""What moves in an answer without saying anything: times, ids, compact ages (``14m``)."""
+_QUANTITY = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def figures(text: str) -> int:
+    """The numbers of a poll's answer that can tell its progress (``14 minutes remaining``,
+    ``0.3 GB of 5.8 GB``, ``37%``), times, ids and ages left out, as one value: two answers
+    with different figures say the operation moved, however their facts compare."""
+    return hash(tuple(_QUANTITY.findall(_SCENERY.sub(" ", text[:SKETCH_CHARS]))))

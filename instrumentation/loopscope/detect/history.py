@@ -62,6 +62,7 @@ class SignatureStats:
     """Answers in a row with the same stuck state and the same shape (numbers masked: a
     restart count may move, the state does not)."""
     last_shape: str = ""
+    last_figures: int = 0
     fails: tuple[int, ...] = ()
     """Step indexes of the current run of failures (the last ``MAX_FAILS``); an answer of
     "nothing found" counts as a soft failure of the question."""
@@ -172,7 +173,10 @@ class History:
         stats = self._by_sig.get(step.signature)
         if stats is None:
             stats = self._by_sig[step.signature] = SignatureStats(first_t=step.t)
-        if stats.calls and (step.output_hash == stats.last_output or step.info == stats.last_info):
+        if stats.calls and (
+            step.output_hash == stats.last_output
+            or (step.info == stats.last_info and step.figures == stats.last_figures)
+        ):
             stats.same_output_run += 1  # the same answer, or one that says the same
         else:
             stats.same_output_run = 0
@@ -183,6 +187,7 @@ class History:
         else:
             stats.same_state_run = 0
         stats.last_shape = step.shape
+        stats.last_figures = step.figures
         stats.last_epoch = self.epoch
         if step.status not in ("ok", "blocked"):
             stats.repeats = 0

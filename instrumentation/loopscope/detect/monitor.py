@@ -8,6 +8,7 @@ clock and never does I/O; it answers with ``Decision`` records and keeps the fla
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, cast
@@ -40,6 +41,7 @@ from .expectations import AnswerCheck, ExpectationTracker
 from .fingerprint import (
     call_signature,
     canonical_json,
+    figures,
     is_negative,
     loose_text,
     masked,
@@ -91,6 +93,14 @@ BREAKERS: Final = ("no_progress", "budget")
 """Stops that are not a loop shape of their own: the no-progress circuit breaker and budgets."""
 
 BUDGET_RUNGS: Final = ("stop",)
+CONTINUE: Final = re.compile(
+    r"\b(?:continue|keep (?:going|working)|go on|proceed|carry on|resume|next step"
+    r"|are you (?:done|finished)|say done|if you are done|if you're done|error|invalid"
+    r"|not valid|no valid|tool call|tool-call|try again)\b|^\[[\w -]+\]$"
+)
+"""What an automatic nudge says: the same message again, asking to go on, reporting an error
+in the last reply, or a bare tag (``[heartbeat]``), is no new intent (a person asking "any
+update?" twice, or for "another one", still is)."""
 PARALLEL_S: Final = 0.25
 """Calls that start this close together (but not at the very same recorded time, which means
 no timing was recorded) were issued in one model turn."""
@@ -240,7 +250,7 @@ class EpisodeMonitor:
             kind_source=source,
             deadline_stated=explicit,
             start=call.t,
-            wait=is_wait(call.tool, call.args),
+            wait=source != "declared" and is_wait(call.tool, call.args),
         )
         findings: list[tuple[str, Finding]] = []
         exhausted = self.budget.check_call(call.tool, call.t)
@@ -303,12 +313,14 @@ class EpisodeMonitor:
             and step.info not in stats.infos
         ):
             kind = step.kind = "poll"  # same call, what it says has changed: polling by shape
+            step.kind_source = None
         if step.status in ("error", "timeout"):
             step.shape = output_hash(masked(text)) if text is not None else digest
             step.retry_after = retry_after_s(text)
         elif step.status == "ok":
             step.negative = is_negative(text, step.words)
         if kind == "poll" and text is not None and step.status != "blocked":
+            step.figures = figures(text)
             step.stuck = stuck_state(text, step.words)
             if step.stuck and not step.shape:
                 step.shape = output_hash(masked(text))
@@ -402,11 +414,12 @@ class EpisodeMonitor:
         declared = self._declared_kind(call)
         if declared is not None:
             return declared, "declared"
-        inferred = self._inferred.get(signature)
+        key = signature if not call.annotations else f"{signature}\x00{sorted(call.annotations.items())!r}"
+        inferred = self._inferred.get(key)
         if inferred is None:
             if len(self._inferred) >= SKETCHES_KEPT * 16:
                 self._inferred.clear()
-            inferred = self._inferred[signature] = (
+            inferred = self._inferred[key] = (
                 infer_kind(call.tool, call.args, call.annotations) or (None, None)
             )
         if inferred[0] in ("write", "poll"):
@@ -461,7 +474,7 @@ class EpisodeMonitor:
         if call.deadline_s:
             return call.deadline_s, True
         if self._task_deadline is None:
-            self._task_deadline = task_deadline(self._task) or False
+            self._task_deadline = task_deadline("\n".join((self._task, *self._asked))) or False
         stated = self._task_deadline
         return (stated.seconds, stated.explicit) if stated else (None, False)
 
@@ -484,10 +497,10 @@ class EpisodeMonitor:
         if step.kind == "poll" and stats is not None and step.status in ("ok", "error"):
             if (
                 step.output_hash != stats.last_output
-                and step.info != stats.last_info
+                and (step.info != stats.last_info or step.figures != stats.last_figures)
                 and (words is None or hash(words) != stats.last_words)
                 and not (
-                    (step.stuck == "terminal" or step.status == "error")
+                    (step.stuck == "container" or step.status == "error")
                     and step.shape == stats.last_shape
                 )
             ):  # (a failed state whose restart count or request id moves has not changed)
@@ -564,6 +577,7 @@ class EpisodeMonitor:
         said = () if content is None else (content,)
         self._asked = (*self._asked, *said) if first else said
         self._intended = None
+        self._task_deadline = None  # (read again from what this turn says)
         for detector in self._turn_aware:
             detector.new_turn()
 
@@ -596,8 +610,8 @@ class EpisodeMonitor:
         a flag (a replay): ``None`` when it raised nothing."""
         if role == "user":
             said = " ".join(content.lower().split())
-            if said not in self._said:  # an automatic nudge sent again is no new intent
-                self._said.add(said)
+            if said not in self._said or not CONTINUE.search(said):
+                self._said = {*list(self._said)[-15:], said}  # (the last few, not all)
                 self._new_turn(self.history.turn + 1, content)
         index = self.steps
         self.steps += 1

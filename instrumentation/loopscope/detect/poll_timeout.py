@@ -33,7 +33,10 @@ class PollTimeout:
         stats = history.stats(candidate.signature)
         if stats is None or stats.last_status == "timeout":
             return None
-        terminal = stats.stuck == "terminal" and stats.same_state_run >= 1
+        terminal = stats.same_state_run >= 1 and (
+            stats.stuck == "container"  # (its restart count may move)
+            or (stats.stuck == "terminal" and stats.same_output_run >= 1)
+        )
         if stats.same_output_run < 1 and not terminal:
             return None
         deadline = candidate.deadline_s or history.default_deadline_s
@@ -45,7 +48,7 @@ class PollTimeout:
             stats.stuck == "stalled"
             and not candidate.deadline_stated
             and deadline == history.default_deadline_s
-            and waited >= self.pace
+            and waited >= max(self.pace, deadline / 2)
         ):  # (a deadline the task states is given its time: "within 5 minutes")
             kind = "output_stagnation"
             why = "still says it is running, but its progress has not moved since the last poll"

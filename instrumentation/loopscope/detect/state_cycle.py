@@ -15,6 +15,7 @@ from __future__ import annotations
 from .base import AFTER_RUNGS, Finding
 from .events import StepView
 from .history import History
+from .output_stagnation import reworded, values_of
 from .policy import Policy
 
 
@@ -74,4 +75,20 @@ class StateCycle:
                 if s.progress not in (None, "new_action"):
                     return False  # (the step being checked has no progress marker yet)
                 byte_equal = byte_equal and s.signature == prev.signature
-        return not byte_equal and history.in_stretch(seq[period])
+        if byte_equal or not history.in_stretch(seq[period]):
+            return False
+        rounds = seq[period:]  # a sweep (another store each round) explores; a rewording does not
+        return reworded(rounds) or not _new_each_round(seq, period)
+
+
+
+def _new_each_round(seq: list[StepView], period: int) -> bool:
+    """Whether every round of the cycle names something no earlier round did (another store
+    checked for stock, then for backorder): a sweep of things, not a cycle."""
+    seen: set[str] = set()
+    for start in range(0, len(seq) - period + 1, period):
+        names = set().union(*(values_of(s) for s in seq[start : start + period]))
+        if start and names <= seen:
+            return False
+        seen |= names
+    return True
