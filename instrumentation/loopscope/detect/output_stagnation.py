@@ -8,7 +8,8 @@ current no-progress stretch, plus the one that first brought the answer.
 Three shapes are told apart, because only one of them is a loop: *jitter* revisits arguments
 (an offset back and forth, the same request reworded) and climbs the ladder; a *sweep* names
 something new in every call (another store, another service) and gets the same answer, which
-is exploring and raises nothing; anything in between is a warning only.
+is exploring and raises nothing; anything in between climbs warn → warn → stop, as long as no
+progress is made.
 """
 
 from __future__ import annotations

@@ -99,8 +99,8 @@ class Policy:
     """Thresholds and rules; every field has DESIGN.md's default."""
 
     repeat_threshold: int = 3
-    """Identical calls with an unchanged output inside one no-progress stretch, within the
-    last ``window`` calls (seeds 002 §4.1 and 003); the first sign of a read spin."""
+    """Identical calls with an unchanged output inside one no-progress stretch, however far
+    apart (seeds 002 §4.1 and 003); the first sign of a read spin."""
     window: int = 6
     fuzzy_min_chars: int = 50
     fuzzy_similarity: float = 0.8
