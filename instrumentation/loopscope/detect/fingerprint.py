@@ -392,6 +392,9 @@ def _has_all(words: frozenset[str], needs: tuple[frozenset[str], ...]) -> bool:
     return True
 
 
+PAGE_PARAMS: Final = "page|p|pg|offset|start|skip|from"
+"""Argument names of a page or an offset (in a URL's query or a loosened value): another page
+of one question names nothing new, and an answer that names it echoes the call."""
 MIN_VALUE_CHARS: Final = 3
 
 

@@ -28,6 +28,8 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any, Final
 
+from .fingerprint import PAGE_PARAMS
+
 FACT_CHARS: Final = 4_000
 """Only this much of an output is read for facts: bounded work per step (twice what the word
 sketch reads)."""
@@ -229,7 +231,7 @@ def _numbers_pattern(numbers: tuple[str, ...]) -> re.Pattern[str] | None:
 
 _NUMBER: Final = re.compile(r"-?\d+(?:\.\d+)?")
 _DIGIT: Final = re.compile(r"\d").search
-_PAGE_PARAM: Final = re.compile(r"[?&;](?:page|p|pg|offset|start|skip|from)=(\d{1,6})\b", re.I)
+_PAGE_PARAM: Final = re.compile(rf"[?&;](?:{PAGE_PARAMS})=(\d{{1,6}})\b", re.I)
 """A page or offset in a URL's query: an answer that names it ("no results for page 4")
 echoes the call."""
 

@@ -93,6 +93,8 @@ BREAKERS: Final = ("no_progress", "budget")
 """Stops that are not a loop shape of their own: the no-progress circuit breaker and budgets."""
 
 BUDGET_RUNGS: Final = ("stop",)
+SAID_KEPT: Final = 16
+"""User messages remembered to tell an automatic nudge sent again (bounded memory)."""
 CONTINUE: Final = re.compile(
     r"\b(?:continue|keep (?:going|working)|go on|proceed|carry on|resume|next step"
     r"|are you (?:done|finished)|say done|if you are done|if you're done|error|invalid"
@@ -182,7 +184,7 @@ class EpisodeMonitor:
         counted since) of the first nudge of the current no-progress stretch."""
         self._ignored = 0
         """Model turns of tool calls without progress since that nudge (``ignored_calls``)."""
-        self._said: set[str] = set()
+        self._said: dict[str, None] = {}  # (a dict keeps the order: the last few are kept)
         """What the user has said (normalised): the same words again ("Please continue.")
         are an automatic nudge, not a new intent."""
         self._sketches: dict[str, frozenset[str]] = {}
@@ -611,7 +613,10 @@ class EpisodeMonitor:
         if role == "user":
             said = " ".join(content.lower().split())
             if said not in self._said or not CONTINUE.search(said):
-                self._said = {*list(self._said)[-15:], said}  # (the last few, not all)
+                self._said.pop(said, None)
+                self._said[said] = None
+                if len(self._said) > SAID_KEPT:
+                    del self._said[next(iter(self._said))]  # (the last few, not all)
                 self._new_turn(self.history.turn + 1, content)
         index = self.steps
         self.steps += 1

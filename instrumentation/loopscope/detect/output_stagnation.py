@@ -21,7 +21,7 @@ from typing import Final
 
 from .base import AFTER_RUNGS, Finding
 from .events import Action, StepView
-from .fingerprint import arg_values, is_refusal, similar
+from .fingerprint import PAGE_PARAMS, arg_values, is_refusal, similar
 from .history import History
 from .policy import Policy
 
@@ -108,7 +108,7 @@ def judge(group: list[StepView]) -> tuple[Action, ...] | None:
     return AFTER_RUNGS
 
 
-_PAGED: Final = re.compile(r"\b(page|p|pg|offset|start|skip|from) \d+\b")
+_PAGED: Final = re.compile(rf"\b({PAGE_PARAMS}) \d+\b")
 
 
 def _unpaged(value: str) -> str:
