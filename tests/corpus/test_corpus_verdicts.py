@@ -29,9 +29,6 @@ EPISODES = [
     if line.strip()
 ]
 KNOWN_GAPS: dict[str, str] = {
-    "corpus-state-cycle-loop-numpy-pin-unpin":
-        "install / test alternate with two errors that swap; each install is a new write, so "
-        "the cycle's steps count as changes",
     "corpus-duplicate-after-success-loop-browser-repost":
         "the duplicate post is a browser click on 'Post': a click tells no kind (it could do "
         "anything), so no write is known",

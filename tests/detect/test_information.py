@@ -71,3 +71,14 @@ JSONISH = st.recursive(
 def test_never_raises_on_any_json(output: object, args: object) -> None:
     assert facts(json.dumps(output), args) is not None
     assert facts(str(output), args) is not None
+
+
+def test_a_command_lines_own_words_and_a_process_id_are_not_news() -> None:
+    """A shell answer echoes the command's specific words alone ("Collecting numpy<2") and
+    carries a process id on a line of its own: neither is a new fact."""
+    def out(spec: str, pgid: int) -> str:
+        return (f"Command: pip install {spec}\nStdout: Collecting {spec.strip(chr(34))}\n"
+                f"Successfully installed numpy-1.26.4\nProcess Group PGID: {pgid}")
+    assert facts(out('"numpy<2"', 56996), {"command": 'pip install "numpy<2"'}) == facts(
+        out("numpy==1.26.4", 38064), {"command": "pip install numpy==1.26.4"})
+    assert facts("id: 5\nstatus: open") != facts("id: 6\nstatus: open")  # a record's id stays

@@ -47,6 +47,7 @@ VOLATILE_KEYS: Final = re.compile(
     r"|^(?:timestamp|ts|server_time|current_time|now|as_of|generated_at|fetched_at|"
     r"retrieved_at|served_at|requested_at|checked_at|last_checked|last_seen|updated)$"
     r"|^(?:memory|mem|rss|heap|cpu|load|uptime|age)(?:_[a-z]+)*$|^load_?average$"
+    r"|^(?:process_group_|process_)?(?:pid|pgid|ppid)$|^background_pids$"
     r"|(?:^|_)(?:page_)?(?:token|cursor)$|^next(?:_page)?(?:_url|_link)?$",
 )
 """Keys (lower-cased, ``-`` and camelCase as ``_``) whose values change from call to call
@@ -96,7 +97,7 @@ def _facts(text: str, args: Any) -> frozenset[int]:
             found: set[int] = set()
             _walk(value, "", echoes[1], found)
             return frozenset(found)
-    lines = _echoed(text.lower(), tuple(echo.lower() for echo in echoes[0]), "\x00")
+    lines = _echoed(_unfielded(text).lower(), tuple(echo.lower() for echo in echoes[0]), "\x00")
     if echoes[1] is not None:
         lines = echoes[1].sub("\x00", lines)
     return frozenset(
@@ -109,6 +110,27 @@ def _facts(text: str, args: Any) -> frozenset[int]:
 ECHO: Final = "\u2400"
 """What an echo of the call's arguments becomes in a JSON text (a character JSON strings
 may hold)."""
+
+
+_FIELD = re.compile(r"^[ \t]*([A-Za-z][\w .-]{0,30}?)[ \t]*[:=]", re.MULTILINE)
+_UNFIELDERS: dict[frozenset[str], re.Pattern[str]] = {}
+
+
+def _unfielded(text: str) -> str:
+    """Text whose ``key: value`` lines with a volatile key (``VOLATILE_KEYS``: a process id,
+    a request id, a duration) have their value masked, as a JSON answer's are."""
+    volatile = frozenset(k for k in set(_FIELD.findall(text)) if _name(k.replace(" ", "_")) is None)
+    if not volatile:
+        return text
+    pattern = _UNFIELDERS.get(volatile)
+    if pattern is None:
+        if len(_UNFIELDERS) > 256:
+            _UNFIELDERS.clear()
+        names = "|".join(map(re.escape, sorted(volatile, key=len, reverse=True)))
+        pattern = _UNFIELDERS[volatile] = re.compile(
+            rf"^([ \t]*(?:{names})[ \t]*[:=]).*$", re.MULTILINE
+        )
+    return pattern.sub(r"\1 #", text)
 
 
 def _mask(text: str) -> str:
@@ -252,6 +274,11 @@ def _collect(value: Any, found: set[str], depth: int) -> None:
             found.add(text)
         if digits and "=" in value:  # "…?q=x&page=4": "page 4" echoes 4
             found.update(_PAGE_PARAM.findall(value[:500]))
+        if " " in text:  # a command line's specific words echo alone ("Collecting numpy<2")
+            found.update(
+                token for word in text.split()[:12]
+                if len(token := word.strip("\"'`")) >= 5 and not token.isalpha()
+            )
     elif (
         isinstance(value, int | float)
         and not isinstance(value, bool)
