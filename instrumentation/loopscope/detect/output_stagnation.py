@@ -114,6 +114,8 @@ _PAGED: Final = re.compile(rf"\b({PAGE_PARAMS}) \d+\b")
 def _unpaged(value: str) -> str:
     """A loosened argument value with its page or offset left out ("jobs q x page 4")."""
     return _PAGED.sub(r"\1 #", value) if " " in value else value
+
+
 SUBSTANTIVE_FACTS: Final = 3
 """An answer with at least this many facts is a result set, not a verdict: different
 questions that get the same result set back are jitter, not a sweep (issue 16, point 1)."""

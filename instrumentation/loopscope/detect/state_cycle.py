@@ -23,7 +23,9 @@ class StateCycle:
     """Fires after the call that completes ``cycles`` full cycles of (tool, information).
 
     A cycle whose calls are all byte-equal repeats is ``oscillation``'s; a step that made
-    progress, a poll waiting in time, or a timeout breaks a cycle."""
+    progress, a poll waiting in time, or a timeout breaks a cycle; rounds that each name
+    another thing (another store, checked for stock then for backorder) are a sweep, unless
+    the arguments only change in words (a reworded commit message)."""
 
     name = "state_cycle"
     rungs = AFTER_RUNGS
@@ -79,7 +81,6 @@ class StateCycle:
             return False
         rounds = seq[period:]  # a sweep (another store each round) explores; a rewording does not
         return reworded(rounds) or not _new_each_round(seq, period)
-
 
 
 def _new_each_round(seq: list[StepView], period: int) -> bool:
