@@ -113,24 +113,34 @@ may hold)."""
 
 
 _FIELD = re.compile(r"^[ \t]*([A-Za-z][\w .-]{0,30}?)[ \t]*[:=]", re.MULTILINE)
-_UNFIELDERS: dict[frozenset[str], re.Pattern[str]] = {}
 
 
 def _unfielded(text: str) -> str:
     """Text whose ``key: value`` lines with a volatile key (``VOLATILE_KEYS``: a process id,
     a request id, a duration) have their value masked, as a JSON answer's are."""
-    volatile = frozenset(k for k in set(_FIELD.findall(text)) if _name(k.replace(" ", "_")) is None)
+    pattern = _volatile_pattern(_FIELD.findall(text), r"^([ \t]*(?:{})[ \t]*[:=]).*$")
+    return pattern.sub(r"\1 #", text) if pattern is not None else text
+
+
+_PATTERNS: dict[tuple[str, frozenset[str]], re.Pattern[str]] = {}
+
+
+def _volatile_pattern(keys: list[str], template: str) -> re.Pattern[str] | None:
+    """A pattern for the fields of ``keys`` whose name is volatile (each distinct key judged
+    once), made from ``template`` (``{}`` stands for the names), or ``None`` when none is:
+    masking them is then one substitution at C speed."""
+    volatile = frozenset(k for k in set(keys) if _name(k.replace(" ", "_")) is None)
     if not volatile:
-        return text
-    pattern = _UNFIELDERS.get(volatile)
+        return None
+    pattern = _PATTERNS.get((template, volatile))
     if pattern is None:
-        if len(_UNFIELDERS) > 256:
-            _UNFIELDERS.clear()
+        if len(_PATTERNS) > 512:
+            _PATTERNS.clear()
         names = "|".join(map(re.escape, sorted(volatile, key=len, reverse=True)))
-        pattern = _UNFIELDERS[volatile] = re.compile(
-            rf"^([ \t]*(?:{names})[ \t]*[:=]).*$", re.MULTILINE
+        pattern = _PATTERNS[template, volatile] = re.compile(
+            template.replace("{}", names), re.MULTILINE
         )
-    return pattern.sub(r"\1 #", text)
+    return pattern
 
 
 def _mask(text: str) -> str:
@@ -155,23 +165,13 @@ def _echoed(text: str, echoes: tuple[str, ...], mark: str) -> str:
 
 _KEY = re.compile(r'"([A-Za-z_][\w\-]*)"\s*:')
 _VALUE = r'(?:"(?:[^"\\]|\\.)*"|[-+\w.]+)'
-_NULLERS: dict[frozenset[str], re.Pattern[str]] = {}
 
 
 def _nulled(text: str) -> str:
     """A JSON text whose volatile fields (``VOLATILE_KEYS``) hold ``null``: the same value in
-    every answer, so they say nothing. Done on the text (each distinct key judged once, one
-    substitution at C speed) rather than on the decoded objects."""
-    volatile = frozenset(key for key in set(_KEY.findall(text)) if _name(key) is None)
-    if not volatile:
-        return text
-    pattern = _NULLERS.get(volatile)
-    if pattern is None:
-        if len(_NULLERS) > 256:
-            _NULLERS.clear()
-        names = "|".join(map(re.escape, sorted(volatile)))
-        pattern = _NULLERS[volatile] = re.compile(f'("(?:{names})"\\s*:\\s*)' + _VALUE)
-    return pattern.sub(r"\1null", text)
+    every answer, so they say nothing. Done on the text rather than on the decoded objects."""
+    pattern = _volatile_pattern(_KEY.findall(text), r'("(?:{})"\s*:\s*)' + _VALUE)
+    return pattern.sub(r"\1null", text) if pattern is not None else text
 
 
 def _walk(value: Any, path: str, numbers: re.Pattern[str] | None, found: set[int]) -> None:
