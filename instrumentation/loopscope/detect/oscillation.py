@@ -2,10 +2,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 from .base import BEFORE_RUNGS, Finding, args_preview
 from .events import StepView
 from .history import History
 from .policy import Policy
+
+
+def windows(
+    history: History, last: StepView, max_period: int, cycles: int,
+    same: Callable[[StepView, StepView], bool],
+) -> Iterator[tuple[int, list[StepView]]]:
+    """For each period 2..``max_period`` whose ``cycles`` full cycles fit in the history and
+    whose step one period back is ``same`` as ``last``: the period and the steps of those
+    cycles, ``last`` at the end (what a periodic check reads)."""
+    steps = history.steps
+    for period in range(2, max_period + 1):
+        need = period * cycles - 1
+        if len(steps) < need:
+            return
+        if same(steps[-period], last):
+            yield period, [*history.recent(need), last]
+
+
+def _same_call(back: StepView, last: StepView) -> bool:
+    return back.signature == last.signature
 
 
 class Oscillation:
@@ -25,15 +47,7 @@ class Oscillation:
     def before(self, history: History, candidate: StepView) -> Finding | None:
         if candidate.kind in ("write", "poll"):
             return None
-        steps = history.steps
-        for period in range(2, self.max_period + 1):
-            need = period * self.cycles - 1
-            if len(steps) < need:
-                break
-            if steps[-period].signature != candidate.signature:
-                continue  # the call one period back must be this call
-            past = history.recent(need)
-            seq = [*past, candidate]
+        for period, seq in windows(history, candidate, self.max_period, self.cycles, _same_call):
             if self._periodic(seq, period):
                 cycle = [s.tool for s in seq[-period:]]
                 return Finding(

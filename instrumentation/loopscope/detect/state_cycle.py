@@ -15,8 +15,13 @@ from __future__ import annotations
 from .base import AFTER_RUNGS, Finding
 from .events import StepView
 from .history import History
+from .oscillation import windows
 from .output_stagnation import reworded, values_of
 from .policy import Policy
+
+
+def _same_state(back: StepView, last: StepView) -> bool:
+    return back.tool == last.tool and back.info == last.info
 
 
 class StateCycle:
@@ -37,15 +42,7 @@ class StateCycle:
     def after(self, history: History, step: StepView) -> Finding | None:
         if step.status == "timeout" or not step.info:
             return None
-        steps = history.steps
-        for period in range(2, self.max_period + 1):
-            need = period * self.cycles - 1
-            if len(steps) < need:
-                break
-            back = steps[-period]
-            if back.tool != step.tool or back.info != step.info:
-                continue  # the state one period back must be this state
-            seq = [*history.recent(need), step]
+        for period, seq in windows(history, step, self.max_period, self.cycles, _same_state):
             if self._cycle(history, seq, period):
                 cycle = [s.tool for s in seq[-period:]]
                 return Finding(
