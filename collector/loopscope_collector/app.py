@@ -13,9 +13,10 @@ from .alerts.sinks import build_sink
 from .metrics import prometheus
 from .metrics.compute import compute_metrics
 from .pipeline.thread import Pipeline
+from .receive.connections import ConnectionWatch
 from .receive.grpc_server import serve_grpc
 from .receive.http_server import MAX_BODY_BYTES, CollectorHTTPServer
-from .receive.limits import MAX_INFLIGHT_BYTES, ConnectionWatch, InFlight
+from .receive.limits import MAX_INFLIGHT_BYTES, InFlight
 from .storage import open_database
 
 

@@ -68,9 +68,11 @@ def register(sub: Any) -> None:
     limits.add_argument("--max-request-bytes", type=int, default=32 * 1024 * 1024,
                         help="largest OTLP request, HTTP or gRPC, after decompression "
                              "(default: 32 MiB)")
-    limits.add_argument("--max-inflight-bytes", type=int, default=48 * 1024 * 1024,
-                        help="bytes of requests being read, decoded or stored at once; bounds "
-                             "memory (default: 48 MiB, at least --max-request-bytes)")
+    limits.add_argument("--max-inflight-bytes", type=int, default=128 * 1024 * 1024,
+                        help="memory requests hold at once: bodies as they arrive, then their "
+                             "decoded spans until stored; bounds memory (default: 128 MiB, at "
+                             "least --max-request-bytes). A request that alone decodes to "
+                             "more is refused (413)")
     limits.add_argument("--store-memory", type=memory_size, default="512MB",
                         help="memory DuckDB may use for its cache and a batch's work, such as "
                              "512MB or 2GB (default 512MB)")
@@ -188,7 +190,7 @@ def cmd_collector(args: argparse.Namespace) -> int:
         return 2
     from .alerts.manager import AlertSettings
     from .pipeline.detection import read_policy
-    from .receive.limits import ConnectionWatch
+    from .receive.connections import ConnectionWatch
 
     policy = read_policy(args.policy)
     alert_settings = AlertSettings(

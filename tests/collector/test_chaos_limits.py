@@ -6,6 +6,7 @@ Retry-After), and a normal client goes on being served meanwhile. gRPC honours
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
 import re
@@ -21,6 +22,11 @@ import grpc
 import pytest
 from collector_process import CollectorProcess, eventually, free_port, start_collector
 from otlp_requests import episode_request
+
+from loopscope_collector.pipeline.thread import Pipeline
+from loopscope_collector.receive.http_server import CollectorHTTPServer
+from loopscope_collector.receive.limits import InFlight
+from loopscope_collector.storage import open_database
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -208,39 +214,46 @@ def _first_answer(collector: CollectorProcess, path: str = "/healthz") -> str:
     return text
 
 
-def test_bytes_in_flight_are_capped_with_503_and_retry_after(tmp_path: Path) -> None:
-    """While a 900 kB request is being received, a 500 kB one does not fit under a 1 MB cap
-    on bytes in flight: 503 with Retry-After; once the first is stored, the retry is too."""
-    collector = start_collector(tmp_path / "store.duckdb", extra=[
-        "--max-request-bytes", "1000000", "--max-inflight-bytes", "1000000",
-        "--body-timeout", "60"])
+@contextlib.contextmanager
+def _server(tmp_path: Path, inflight: InFlight,
+            max_body_bytes: int = 1_000_000) -> Iterator[str]:
+    """An in-process HTTP server sharing ``inflight`` with the test, which can hold bytes
+    the way a request being decoded or stored does (never evicted); yields its URL."""
+    db = open_database(tmp_path / "x.duckdb")
+    pipeline = Pipeline(db).start()
+    server = CollectorHTTPServer(("127.0.0.1", 0), pipeline=pipeline, db=db,
+                                 inflight=inflight, max_body_bytes=max_body_bytes)
+    server.serve_in_thread()
     try:
-        big, _ = episode_request(1)
-        span = big.resource_spans[0].scope_spans[0].spans[0]
-        span.attributes.add(key="padding").value.string_value = "p" * 900_000
-        body = big.SerializeToString()
-        first = http.client.HTTPConnection("127.0.0.1", collector.http_port, timeout=30)
-        first.putrequest("POST", "/v1/traces")
-        first.putheader("Content-Type", "application/x-protobuf")
-        first.putheader("Content-Length", str(len(body)))
-        first.endheaders()
-        first.send(body[:1000])  # held: the cap counts it from its headers on
-        eventually(lambda: _inflight_bytes(collector) >= 900_000)  # (admitted, not just sent)
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        pipeline.stop()
+        db.close()
 
+
+def test_bytes_in_flight_are_capped_with_503_and_retry_after(tmp_path: Path) -> None:
+    """While 900 kB are held by a request being decoded or stored (never evicted), a 500 kB
+    one does not fit under a 1 MB cap on bytes in flight: 503 with Retry-After; once the
+    first is done, the retry is stored."""
+    inflight = InFlight(1_000_000)
+    with _server(tmp_path, inflight) as address:
+        held = inflight.hold(900_000)
         second, _ = episode_request(1)
         second.resource_spans[0].scope_spans[0].spans[0].attributes.add(
             key="padding").value.string_value = "q" * 500_000
-        status, headers, answer = collector.post(second.SerializeToString())
-        assert status == 503 and "Retry-After" in headers and b"in flight" in answer
-
-        first.send(body[1000:])
-        assert first.getresponse().status == 200
-        first.close()
-        # retried as an OTLP client does (its bytes leave the count just after its answer)
-        eventually(lambda: collector.post(second.SerializeToString())[0] == 200)
-        assert 'loopscope_requests_rejected_total' in collector.get("/metrics")
-    finally:
-        collector.stop()
+        body = second.SerializeToString()
+        conn = http.client.HTTPConnection(*address.split(":"), timeout=30)
+        conn.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
+        answer = conn.getresponse()
+        text = answer.read()
+        assert answer.status == 503 and answer.getheader("Retry-After") == "2"
+        assert b"in flight" in text
+        held.release()
+        conn.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
+        assert conn.getresponse().status == 200  # (and the connection was kept)
+        assert inflight.refused == 1 and inflight.used == 0
 
 
 def test_grpc_honours_max_request_bytes_and_refuses_garbage_as_invalid_argument(
@@ -303,11 +316,12 @@ def test_ipv6_loopback_really_listens(tmp_path: Path) -> None:
 
 
 def test_large_concurrent_requests_are_admitted_a_few_at_a_time(tmp_path: Path) -> None:
-    """Eight concurrent ~2 MB requests under a 4 MB cap on bytes in flight: some are told
-    503 with Retry-After, each client retries as OTLP exporters do, and all are stored once.
+    """Eight concurrent ~2 MB requests (about 5 MB each once decoded) under a 12 MB cap on
+    what requests hold: some are told 503 with Retry-After, each client retries as OTLP
+    exporters do, and all are stored once.
     (The memory this bounds is measured by benchmarks/bench_memory.py, in BENCHMARKS.md.)"""
     collector = start_collector(tmp_path / "store.duckdb", grpc=False, extra=[
-        "--max-request-bytes", "3000000", "--max-inflight-bytes", "4000000"])
+        "--max-request-bytes", "3000000", "--max-inflight-bytes", "12000000"])
     try:
         bodies = []
         for _ in range(8):
@@ -343,27 +357,20 @@ def test_large_concurrent_requests_are_admitted_a_few_at_a_time(tmp_path: Path) 
 def test_a_body_that_inflates_past_the_cap_is_503_and_the_connection_stays_usable(
     tmp_path: Path,
 ) -> None:
-    """A small gzip body fits under the cap as sent but not once inflated (another request is
-    in flight): 503 with Retry-After, and the same connection serves the next request."""
+    """A small gzip body fits under the cap as sent but not once inflated (800 kB are held by
+    a request being stored): 503 with Retry-After, and the same connection serves the next
+    request."""
     import gzip
 
-    collector = start_collector(tmp_path / "store.duckdb", extra=[
-        "--max-request-bytes", "1000000", "--max-inflight-bytes", "1000000",
-        "--body-timeout", "60"])
-    try:
-        holder = http.client.HTTPConnection("127.0.0.1", collector.http_port, timeout=30)
-        holder.putrequest("POST", "/v1/traces")
-        holder.putheader("Content-Type", "application/x-protobuf")
-        holder.putheader("Content-Length", "800000")
-        holder.endheaders()
-        holder.send(b"\0" * 1000)  # 800 kB held from here on
-        eventually(lambda: _inflight_bytes(collector) >= 800_000)  # (admitted, not just sent)
-
+    inflight = InFlight(1_000_000)
+    with _server(tmp_path, inflight) as address:
+        held = inflight.hold(800_000)
         req, _ = episode_request(1)
         req.resource_spans[0].scope_spans[0].spans[0].attributes.add(
             key="padding").value.string_value = "z" * 400_000
         body = gzip.compress(req.SerializeToString())
-        conn = http.client.HTTPConnection("127.0.0.1", collector.http_port, timeout=30)
+        assert len(body) < 100_000
+        conn = http.client.HTTPConnection(*address.split(":"), timeout=30)
         conn.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf",
                                                    "Content-Encoding": "gzip"})
         answer = conn.getresponse()
@@ -371,6 +378,4 @@ def test_a_body_that_inflates_past_the_cap_is_503_and_the_connection_stays_usabl
         answer.read()
         conn.request("GET", "/healthz")
         assert conn.getresponse().status == 200
-        holder.close()
-    finally:
-        collector.stop()
+        held.release()

@@ -7,7 +7,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..pipeline.thread import Pipeline
-from ..receive.limits import ConnectionWatch, InFlight
+from ..receive.connections import ConnectionWatch
+from ..receive.limits import InFlight
 
 logger = logging.getLogger(__name__)
 
@@ -108,10 +109,14 @@ def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = (),
                     [({}, int(pipeline.health.ok))])
     if inflight is not None:
         lines += _lines("loopscope_inflight_bytes", "gauge",
-                        "Bytes of requests being read, decoded or stored.", [({}, inflight.used)])
+                        "Memory requests hold: bodies as they arrive, then decoded spans "
+                        "until stored.", [({}, inflight.used)])
         lines += _lines("loopscope_requests_not_admitted_total", "counter",
                         "Requests refused with 503 because the bytes in flight were at the cap.",
                         [({}, inflight.refused)])
+        lines += _lines("loopscope_inflight_bodies_evicted_total", "counter",
+                        "Bodies arriving slowest, evicted (503, disconnected) to make room "
+                        "for a faster request.", [({}, inflight.evicted)])
     if watch is not None:
         lines += _lines("loopscope_http_connections", "gauge", "Open HTTP connections.",
                         [({}, watch.connections)])
@@ -121,7 +126,8 @@ def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = (),
                         [({}, watch.refused)])
         lines += _lines("loopscope_http_connections_evicted_total", "counter",
                         "Connections closed at the cap to admit a new one: the one that had "
-                        "waited longest without a complete request (idle, or slow headers).",
+                        "waited longest without a complete request (idle, or slow headers), "
+                        "else the body arriving slowest.",
                         [({}, watch.evicted)])
         lines += _lines("loopscope_http_connections_timed_out_total", "counter",
                         "Connections closed for taking too long (headers, body or idle).",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,9 @@ class Rejected(ValueError):
     the same data would fail the same way."""
 
 
+_FINISHING = threading.Lock()
+
+
 @dataclass(eq=False)
 class Job:
     """One request's spans (or human labels), and the event its receiver waits on."""
@@ -44,6 +48,26 @@ class Job:
     error: BaseException | None = None
     stored: int = 0
     duplicates: int = 0
+
+    callbacks: list[Callable[[], None]] = field(default_factory=list)
+
+    def finish(self) -> None:
+        """The pipeline is done with the job (stored, or failed: ``error``): wake its
+        receiver, whether it waits (``wait``) or asked to be called (``add_done_callback``)."""
+        with _FINISHING:
+            self.done.set()
+            callbacks, self.callbacks = self.callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def add_done_callback(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (on the pipeline thread, or here if the job is done already)
+        once the job is finished; then ``wait(0)`` answers at once."""
+        with _FINISHING:
+            if not self.done.is_set():
+                self.callbacks.append(callback)
+                return
+        callback()
 
     def wait(self, timeout: float) -> None:
         """Block until the spans are committed; re-raise the pipeline's error, if any."""

@@ -224,7 +224,7 @@ class Pipeline:
             self.stats.queue_spans = self._queued
             self.stats.batches += 1
         for job in jobs:
-            job.done.set()
+            job.finish()
 
     def _store_jobs(self, jobs: list[Job]) -> list[EpisodeResult]:
         """Store the jobs as one batch; if that fails for another reason than the store's own
@@ -287,6 +287,7 @@ class Pipeline:
             insert_rows(cur, "spans", [tables.span_row(s) for s in new], tables.SPANS)
             results = self._derive(cur, new)
             tables.write_labels(cur, [label for j in jobs for label in j.labels])
+            self._watch.verify()  # the file is still the store: acknowledge nothing into another
             cur.execute("commit")
         except Exception:
             with contextlib.suppress(Exception):  # a failed commit has already rolled back

@@ -18,8 +18,10 @@ from this module.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from google.protobuf.message import DecodeError as _ProtoDecodeError
@@ -30,6 +32,7 @@ from loopscope_collector.normalize.spans import SpanEvent, SpanRecord
 from loopscope_collector.normalize.typed_attributes import unstorable_attribute
 from loopscope_collector.receive.decode_json import decode_json
 from loopscope_collector.receive.errors import (
+    AdmissionError,
     DecodeError,
     PayloadTooLarge,
     UnsupportedEncoding,
@@ -43,8 +46,12 @@ __all__ = [
     "UnsupportedMediaType",
     "decode_proto_request",
     "decode_request",
+    "decoding",
     "inflate",
+    "span_count",
 ]
+
+logger = logging.getLogger(__name__)
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -57,7 +64,8 @@ _NESTED = frozenset(("array_value", "kvlist_value"))
 
 
 def decode_request(
-    body: bytes | bytearray, *, content_type: str | None, content_encoding: str | None, max_bytes: int
+    body: bytes | bytearray, *, content_type: str | None, content_encoding: str | None,
+    max_bytes: int, admit: Callable[[int], None] | None = None,
 ) -> list[SpanRecord]:
     """Decode the body of an OTLP/HTTP ``POST /v1/traces`` into span records.
 
@@ -68,6 +76,8 @@ def decode_request(
         content_type: The Content-Type header; parameters and case are ignored.
         content_encoding: The Content-Encoding header: gzip, deflate, identity or None.
         max_bytes: The largest body accepted after decompression.
+        admit: Told how many spans the body holds once it is parsed, before their records
+            are built; it may refuse the request by raising (``limits``: memory).
 
     Returns:
         One record per span, in request order; ``[]`` for a request without spans.
@@ -76,8 +86,38 @@ def decode_request(
         UnsupportedMediaType: The content type is missing or not protobuf or JSON.
         UnsupportedEncoding: The content encoding is not one we decode.
         PayloadTooLarge: The decompressed body exceeds ``max_bytes``.
-        DecodeError: The body is malformed; the message names the problem.
+        DecodeError: The body is malformed; the message names the problem. Whatever goes
+            wrong while decoding is one of these (``decoding``): a body never fails any
+            other way, so a client always gets an answer it will not retry for ever.
     """
+    with decoding():
+        return _decode_request(body, content_type, content_encoding, max_bytes, admit)
+
+
+@contextlib.contextmanager
+def decoding() -> Iterator[None]:
+    """The one place a failure to decode becomes a ``DecodeError`` (HTTP 400, gRPC
+    INVALID_ARGUMENT): an error the decoder names passes through; any other exception raised
+    while decoding untrusted input (a number no type holds, a character ``int`` refuses, a
+    case no check foresaw) is the input's too, and is named by its type and message. Only
+    running out of memory, and admission refusing it now (``AdmissionError``), are not the
+    client's fault."""
+    try:
+        yield
+    except (DecodeError, AdmissionError, MemoryError):
+        raise
+    except RecursionError:
+        raise DecodeError("the request is nested too deeply to decode") from None
+    except Exception as exc:
+        logger.debug("loopscope collector: a body failed to decode", exc_info=True)
+        raise DecodeError(f"the request could not be decoded ({type(exc).__name__}: "
+                          f"{str(exc)[:200]})") from None
+
+
+def _decode_request(
+    body: bytes | bytearray, content_type: str | None, content_encoding: str | None,
+    max_bytes: int, admit: Callable[[int], None] | None,
+) -> list[SpanRecord]:
     media = _MEDIA_TYPES.get((content_type or "").split(";", 1)[0].strip().lower())
     if media is None:
         got = f"{content_type!r}" if content_type else "none"
@@ -88,8 +128,16 @@ def decode_request(
             request = ExportTraceServiceRequest.FromString(data)
         except (_ProtoDecodeError, ValueError, RecursionError) as exc:
             raise DecodeError(f"protobuf: message could not be parsed ({exc})") from None
+        if admit is not None:
+            admit(span_count(request))
         return decode_proto_request(request)
-    return decode_json(data)
+    return decode_json(data, admit)
+
+
+def span_count(request: ExportTraceServiceRequest) -> int:
+    """How many spans a parsed request holds."""
+    return sum(len(scope_spans.spans) for resource_spans in request.resource_spans
+               for scope_spans in resource_spans.scope_spans)
 
 
 def inflate(body: bytes | bytearray, *, content_encoding: str | None,
@@ -162,10 +210,10 @@ def decode_proto_request(request: ExportTraceServiceRequest) -> list[SpanRecord]
             is the number of spans in the request.
     """
     try:
-        return _proto_records(request)
+        with decoding():
+            return _proto_records(request)
     except DecodeError as exc:
-        exc.spans = sum(len(scope_spans.spans) for resource_spans in request.resource_spans
-                        for scope_spans in resource_spans.scope_spans)
+        exc.spans = span_count(request)
         raise
 
 

@@ -37,7 +37,11 @@ _TINYINT = (-128, 127)
 """Span kind and status code are stored as ``tinyint``."""
 
 
-def decode_json(data: bytes | bytearray) -> list[SpanRecord]:
+def decode_json(
+    data: bytes | bytearray, admit: Callable[[int], None] | None = None
+) -> list[SpanRecord]:
+    """The span records of an OTLP JSON body; ``admit`` is told how many spans the body
+    holds before they are built (it may refuse by raising)."""
     try:
         doc = json.loads(data)
     except json.JSONDecodeError as exc:
@@ -48,6 +52,10 @@ def decode_json(data: bytes | bytearray) -> list[SpanRecord]:
         raise DecodeError("invalid JSON: the body is not UTF-8") from None
     except RecursionError:
         raise DecodeError("invalid JSON: nested too deeply") from None
+    except ValueError as exc:  # a number literal too long to convert (over 4,300 digits)
+        raise DecodeError(f"invalid JSON: {exc}") from None
+    if admit is not None:
+        admit(_span_count(doc))
     try:
         return _json_request(_obj(doc, "request"))
     except RecursionError:
@@ -197,7 +205,7 @@ def _int(value: Any, path: str, bounds: tuple[int, int] = _INT64) -> int:
     except ValueError:
         result = None
     if result is None:
-        raise DecodeError(f"{path}: expected an integer, got {_type(value)} {value!r}")
+        raise DecodeError(f"{path}: expected an integer, got {_type(value)} {_short(value)}")
     if not bounds[0] <= result <= bounds[1]:
         raise DecodeError(f"{path}: {result} is out of range ({bounds[0]} to {bounds[1]})")
     return result
@@ -215,7 +223,7 @@ def _enum(value: Any, path: str, enum: Any, prefix: str) -> int:
         for candidate in (name, prefix + name):
             if candidate in enum.DESCRIPTOR.values_by_name:
                 return int(enum.Value(candidate))
-        if name.isdigit():
+        if name.isascii() and name.isdigit():  # ('²'.isdigit() is true, int('²') fails)
             number = int(name)
     if number is not None:
         if not _TINYINT[0] <= number <= _TINYINT[1]:
@@ -223,7 +231,7 @@ def _enum(value: Any, path: str, enum: Any, prefix: str) -> int:
             raise DecodeError(f"{path}: {number} is out of range ({low} to {high})")
         return number
     names = ", ".join(enum.keys())
-    raise DecodeError(f"{path}: expected one of {names} or its number, got {value!r}")
+    raise DecodeError(f"{path}: expected one of {names} or its number, got {_short(value)}")
 
 
 _HEX = {16: re.compile(r"[0-9a-fA-F]{32}"), 8: re.compile(r"[0-9a-fA-F]{16}")}
@@ -283,7 +291,15 @@ def _double(value: Any, path: str) -> float:
             return float(value)
     except ValueError:
         pass
-    raise DecodeError(f"{path}: expected a number, got {_type(value)} {value!r}")
+    except OverflowError:  # an integer literal past the largest double (1 and 400 zeros)
+        raise DecodeError(f"{path}: {_short(value)} is out of range for a double") from None
+    raise DecodeError(f"{path}: expected a number, got {_type(value)} {_short(value)}")
+
+
+def _short(value: Any) -> str:
+    """``repr(value)``, cut to 60 characters for an error message."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
 
 
 def _base64(value: Any, path: str) -> bytes:

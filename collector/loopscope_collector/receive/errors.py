@@ -8,7 +8,18 @@ their own so that ``decode`` can import ``decode_json`` without a cycle; import 
 
 from __future__ import annotations
 
-__all__ = ["DecodeError", "PayloadTooLarge", "UnsupportedEncoding", "UnsupportedMediaType"]
+__all__ = [
+    "AdmissionError",
+    "DecodeError",
+    "PayloadTooLarge",
+    "UnsupportedEncoding",
+    "UnsupportedMediaType",
+]
+
+
+class AdmissionError(RuntimeError):
+    """Admission refused a request while it was being decoded (``limits.Busy``): the
+    collector's state, not the body's fault, so it passes through ``decode.decoding``."""
 
 
 class DecodeError(ValueError):

@@ -30,9 +30,9 @@ from ..normalize.spans import SpanRecord
 from ..pipeline.jobs import Overloaded, PipelineStopped, Rejected
 from ..pipeline.thread import Pipeline
 from ..storage.health import StoreUnavailable
-from .decode import DecodeError, decode_proto_request
+from .decode import DecodeError, PayloadTooLarge, decode_proto_request, decoding, span_count
 from .http_server import ACK_TIMEOUT_S, MAX_BODY_BYTES
-from .limits import Busy, InFlight
+from .limits import SPAN_BYTES, Busy, Hold, InFlight, charge_decoded, decoded_size
 
 MAX_WORKERS: Final = 8
 TRACE_SERVICE: Final = "opentelemetry.proto.collector.trace.v1.TraceService"
@@ -49,30 +49,38 @@ class TraceService:
 
     def Export(self, body: bytes, context: Any) -> ExportTraceServiceResponse:
         """Admit, decode and store the request's spans, then acknowledge."""
-        if self.auth_token:
-            metadata = dict(context.invocation_metadata())
-            given = str(metadata.get("authorization", ""))
-            if not (given.startswith("Bearer ")
-                    and hmac.compare_digest(given[7:].strip(), self.auth_token)):
-                context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+        if self.auth_token and not _has_token(dict(context.invocation_metadata()),
+                                               self.auth_token):
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         try:
-            with self.inflight.hold(len(body)):
-                self._store(self._decode(body, context), context)
+            with self.inflight.hold(len(body)) as held:
+                self._store(self._decode(body, context, held), context)
         except Busy as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE, f"not admitted, retry later: {exc}")
         return ExportTraceServiceResponse()
 
-    def _decode(self, body: bytes, context: Any) -> list[SpanRecord]:
+    def _decode(self, body: bytes, context: Any, held: Hold) -> list[SpanRecord]:
+        """Parse, charge what the spans will take before building them, build them
+        (``limits``: the memory bound is on decoded size, as for HTTP)."""
         try:
-            return decode_proto_request(ExportTraceServiceRequest.FromString(body))
-        except (ProtoDecodeError, ValueError, RecursionError) as exc:
-            if isinstance(exc, DecodeError):
-                message, spans = str(exc), exc.spans
-            else:
-                message, spans = f"protobuf: message could not be parsed ({exc})", 0
-            self.pipeline.refuse(400, f"an OTLP/gRPC request from {_peer(context)}", message,
-                                 spans)
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, message)
+            with decoding():
+                try:
+                    request = ExportTraceServiceRequest.FromString(body)
+                except (ProtoDecodeError, ValueError, RecursionError) as exc:
+                    raise DecodeError(f"protobuf: message could not be parsed ({exc})") from None
+                count = span_count(request)
+                charge_decoded(held, count * SPAN_BYTES + len(body), count)
+                spans = decode_proto_request(request)
+                del request
+                charge_decoded(held, decoded_size(spans), len(spans))
+                return spans
+        except DecodeError as exc:
+            code = (grpc.StatusCode.RESOURCE_EXHAUSTED if isinstance(exc, PayloadTooLarge)
+                    else grpc.StatusCode.INVALID_ARGUMENT)
+            message = str(exc)
+            self.pipeline.refuse(exc.http_status, f"an OTLP/gRPC request from "
+                                                  f"{_peer(context)}", message, exc.spans)
+            context.abort(code, message)
             raise  # abort raises; this line is for the type checker
 
     def _store(self, spans: list[SpanRecord], context: Any) -> None:
@@ -86,6 +94,33 @@ class TraceService:
         except Exception as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE,
                           f"the store failed, retry later: {type(exc).__name__}")
+
+
+class _TokenInterceptor(grpc.ServerInterceptor):
+    """With an auth token, every method needs it, the health service's too: its answer says
+    whether the store can be written and why not, as ``/healthz`` does, and ``/healthz`` asks
+    for the token. A probe that cannot send metadata checks ``/healthz`` with the header, or
+    runs ``grpc_health_probe -rpc-header 'authorization: Bearer TOKEN'``."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+        def refuse(_request: Any, context: Any) -> None:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+
+        self._refuse = grpc.unary_unary_rpc_method_handler(refuse)
+
+    def intercept_service(self, continuation: Any, handler_call_details: Any) -> Any:
+        metadata = dict(handler_call_details.invocation_metadata or ())
+        if _has_token(metadata, self.token):
+            return continuation(handler_call_details)
+        return self._refuse
+
+
+def _has_token(metadata: dict[str, Any], token: str) -> bool:
+    given = str(metadata.get("authorization", ""))
+    return given.startswith("Bearer ") and hmac.compare_digest(
+        given[7:].strip().encode("latin-1", "replace"), token.encode())
 
 
 def _peer(context: Any) -> str:
@@ -120,6 +155,7 @@ def serve_grpc(pipeline: Pipeline, host: str, port: int, *, auth_token: str | No
         # No SO_REUSEPORT: a second collector must not silently share (and split) the port.
         options=[("grpc.max_receive_message_length", max_request_bytes),
                  ("grpc.so_reuseport", 0)],
+        interceptors=[_TokenInterceptor(auth_token)] if auth_token else None,
     )
     trace = TraceService(pipeline, auth_token, inflight)
     server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(TRACE_SERVICE, {

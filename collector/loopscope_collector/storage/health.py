@@ -81,6 +81,11 @@ class StoreHealth:
                 logger.exception("loopscope collector: a health listener failed")
 
 
+MAIN_HEADER_BYTES: Final = 4096
+"""DuckDB's main header: written once when the file is made, never at a checkpoint; it holds
+the format's magic bytes and the database's own random identifier (and their checksum)."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Identity:
     device: int
@@ -95,6 +100,29 @@ def _identity(path: str) -> _Identity | None:
     return _Identity(stat.st_dev, stat.st_ino)
 
 
+class _StoreFile:
+    """A descriptor held open on the store's file for as long as the watch looks at it.
+
+    The watch reads the file's main header through it, never by opening the path again: the
+    store's lock is a POSIX record lock, which a process loses on *every* descriptor of the
+    file as soon as it closes *any* one of them, so a check that opened and closed the file
+    would let a second collector open the store beside this one.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_RDONLY)
+        stat = os.fstat(self.fd)
+        self.identity = _Identity(stat.st_dev, stat.st_ino)
+        self.header = self.read_header()
+
+    def read_header(self) -> bytes:
+        return os.pread(self.fd, MAIN_HEADER_BYTES, 0)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
 class StoreWatch:
     """The pipeline thread's watch over its store: see the module docstring."""
 
@@ -102,7 +130,7 @@ class StoreWatch:
         self.db = db
         self.health = health
         self.in_memory = db.path == ":memory:"
-        self._file = None if self.in_memory else _identity(db.path)
+        self._file = None if self.in_memory else _StoreFile(db.path)
         self._next_attempt = 0.0
         self._saved_aside = False
 
@@ -129,20 +157,45 @@ class StoreWatch:
         """A write failed for the store's sake (not the data's): turn health failing."""
         self.health.fail(f"{type(exc).__name__}: {exc}")
 
+    def verify(self) -> None:
+        """Raise ``StoreUnavailable`` (and turn health failing) if the file is not the one
+        the collector opened: called before each commit, so no batch is acknowledged into a
+        file that was replaced or overwritten since the last look. Pipeline thread only."""
+        problem = self._file_problem()
+        if problem is not None:
+            self.health.fail(problem)
+            raise StoreUnavailable(problem)
+
     def _file_problem(self) -> str | None:
+        """What is wrong with the file at the store's path, checked by where it is (device
+        and inode) and by what it is (DuckDB's main header, with the database's own id)."""
         if self.in_memory or self._file is None:
             return None
         found = _identity(self.db.path)
         if found is None:
             return (f"the store file {self.db.path} was deleted or moved away while the "
                     "collector had it open")
-        if found != self._file:
+        if found != self._file.identity:
             return (f"the store file {self.db.path} was replaced by another file while the "
                     "collector had it open")
-        if not _is_duckdb_file(self.db.path):
+        try:
+            header = self._file.read_header()
+        except OSError:
+            return None  # unreadable this instant: the next look tells
+        if header[8:12] != DUCKDB_MAGIC:
             return (f"the store file {self.db.path} was overwritten (it no longer starts as "
                     "a DuckDB file) while the collector had it open")
+        if header != self._file.header:
+            return (f"the store file {self.db.path} was overwritten in place by another "
+                    "database (its DuckDB header and database id differ from the store's) "
+                    "while the collector had it open")
         return None
+
+    def close(self) -> None:
+        """Let go of the file (the store is closing)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     def _recover(self, problem: str | None) -> None:
         path = self.db.path
@@ -168,19 +221,12 @@ class StoreWatch:
         else:
             _probe_disk(path)
         self.db.reopen()
-        self._file = None if self.in_memory else _identity(path)
+        if not self.in_memory:
+            if self._file is not None:
+                self._file.close()
+            self._file = _StoreFile(path)
         self.db.checkpoint()
         self.health.recover()
-
-
-def _is_duckdb_file(path: str) -> bool:
-    """Whether the file still has DuckDB's magic bytes (a file truncated or overwritten in
-    place keeps its inode; this is what tells)."""
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(12)[8:12] == DUCKDB_MAGIC
-    except OSError:
-        return True  # gone or unreadable this instant: the identity check speaks for that
 
 
 def _set_aside(path: str) -> None:

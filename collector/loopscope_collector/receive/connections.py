@@ -1,0 +1,244 @@
+"""The HTTP connections the collector keeps open, and how long each may take.
+
+HTTP/1.1 itself (framing, keep-alive, malformed requests) is uvicorn's, with h11; this is the
+thin layer it does not have: a connection cap, and deadlines for each phase of a request.
+``WatchedH11Protocol`` is uvicorn's h11 protocol with each connection's phase followed:
+
+- idle: open, no byte of a request yet (``--idle-timeout``; also between requests);
+- headers: a request has begun, its headers are not complete (``--header-timeout``);
+- body: headers read, the body arriving (``--body-timeout``), or being drained after an early
+  answer;
+- working: the request is complete and the collector works on it: no deadline.
+
+A connection past its deadline is closed (408 first when a request has begun). At the cap a
+new connection takes the place of another: the one that has waited longest without a
+complete request (idle, or in its headers), else the body arriving slowest (of those arriving
+for a second at least), which is answered 503 with Retry-After; only when every connection is
+working (or just began its body) is the newcomer answered 503.
+So slow clients, in their headers or their bodies, can fill the cap but never keep a normal
+client out. The same slowest-body rule frees bytes in flight (``limits.InFlight``): the app
+calls ``evict_body`` on the connection whose hold was evicted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, ClassVar, Final
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from .limits import JUDGED_AFTER_S
+
+logger = logging.getLogger(__name__)
+
+MAX_CONNECTIONS: Final = 256
+"""Default cap on open HTTP connections (well below the usual 1,024 file descriptors)."""
+HEADER_TIMEOUT_S: Final = 10.0
+"""Time from a request's first byte to the end of its headers."""
+BODY_TIMEOUT_S: Final = 60.0
+"""Time to receive a request's body once its headers are read."""
+IDLE_TIMEOUT_S: Final = 30.0
+"""Time a connection may wait for its (next) request."""
+RETRY_AFTER_S: Final = "2"
+SWEEP_S: Final = 0.25
+
+IDLE, HEADERS, BODY, WORKING = "idle", "headers", "body", "working"
+CONNECTION_KEY: Final = "loopscope.connection"
+"""Where a request's scope carries its connection (under ``extensions``), for eviction."""
+
+
+def _answer(status: int, reason: str, text: str, extra: str = "") -> bytes:
+    body = text.encode()
+    return (f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            f"Content-Length: {len(body)}\r\n{extra}Connection: close\r\n\r\n").encode() + body
+
+
+_TOO_MANY: Final = _answer(503, "Service Unavailable", "too many connections, retry later",
+                           f"Retry-After: {RETRY_AFTER_S}\r\n")
+_EVICTED: Final = _answer(503, "Service Unavailable",
+                          "evicted: this request's body arrived slowest while the collector "
+                          "was full; retry later", f"Retry-After: {RETRY_AFTER_S}\r\n")
+_TIMED_OUT: Final = _answer(408, "Request Timeout",
+                            "the request's headers or body took too long to arrive")
+
+
+class ConnectionWatch:
+    """The HTTP server's open connections, their deadlines and the cap; event loop only
+    (the counters are read by /metrics from any thread)."""
+
+    def __init__(self, *, max_connections: int = MAX_CONNECTIONS,
+                 header_timeout_s: float = HEADER_TIMEOUT_S,
+                 body_timeout_s: float = BODY_TIMEOUT_S,
+                 idle_timeout_s: float = IDLE_TIMEOUT_S) -> None:
+        self.max_connections = max_connections
+        self.header_timeout_s = header_timeout_s
+        self.body_timeout_s = body_timeout_s
+        self.idle_timeout_s = idle_timeout_s
+        self.timed_out = 0
+        self.refused = 0
+        self.evicted = 0
+        self._open: dict[WatchedH11Protocol, None] = {}
+        self._sweeping: asyncio.TimerHandle | None = None
+
+    @property
+    def connections(self) -> int:
+        """Open connections."""
+        return len(self._open)
+
+    def enter(self, conn: WatchedH11Protocol) -> bool:
+        """Count a new connection; at the cap, evict another (see the module docstring).
+        False when every connection is working (the newcomer is refused)."""
+        if self._sweeping is None:
+            self._sweeping = conn.loop.call_later(SWEEP_S, self._sweep, conn.loop)
+        if len(self._open) >= self.max_connections:
+            victim = self._victim()
+            if victim is None:
+                self.refused += 1
+                return False
+            self.evicted += 1
+            victim.end(_EVICTED)
+            self._open.pop(victim, None)
+        self._open[conn] = None
+        return True
+
+    def leave(self, conn: WatchedH11Protocol) -> None:
+        self._open.pop(conn, None)
+
+    def _victim(self) -> WatchedH11Protocol | None:
+        """The connection waiting longest without a complete request, else the body
+        arriving slowest; None when every connection is working."""
+        waiting = [c for c in self._open if c.phase in (IDLE, HEADERS)]
+        if waiting:
+            return min(waiting, key=lambda c: c.since)
+        now = time.monotonic()
+        bodies = [c for c in self._open if c.phase == BODY and now - c.since >= JUDGED_AFTER_S]
+        return min(bodies, key=lambda c: c.rate(now)) if bodies else None
+
+    def _sweep(self, loop: asyncio.AbstractEventLoop) -> None:
+        now = time.monotonic()
+        for conn in [c for c in self._open if c.deadline is not None and c.deadline < now]:
+            self.timed_out += 1
+            conn.end(_TIMED_OUT if conn.phase in (HEADERS, BODY) else None)
+            self._open.pop(conn, None)
+        self._sweeping = loop.call_later(SWEEP_S, self._sweep, loop)
+
+    def stop(self) -> None:
+        if self._sweeping is not None:
+            self._sweeping.cancel()
+            self._sweeping = None
+
+
+class WatchedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with the connection's phase followed (module docstring);
+    ``with_watch`` makes the class for one server."""
+
+    watch: ClassVar[ConnectionWatch]
+
+    @classmethod
+    def with_watch(cls, watch: ConnectionWatch) -> type[WatchedH11Protocol]:
+        return type("WatchedH11Protocol", (cls,), {"watch": watch})
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.phase = IDLE
+        self.since = time.monotonic()
+        self.deadline: float | None = None
+        self.body_bytes = 0
+        self._followed: Any = None
+
+    # -- uvicorn's hooks ---------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if not self.watch.enter(self):
+            transport.write(_TOO_MANY)
+            transport.close()
+            return
+        self._to(IDLE)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.watch.leave(self)
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self.phase == IDLE:
+            self._to(HEADERS)
+        elif self.phase == BODY:
+            self.body_bytes += len(data)
+        super().data_received(data)
+        self._follow()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self.transport.is_closing():
+            return
+        if self.conn.their_state is h11.SEND_BODY:  # answered early: the rest is drained
+            self._to(BODY)
+        else:
+            self._to(IDLE)
+        self._follow()
+
+    def shutdown(self) -> None:
+        """The server is stopping: a connection without a complete request is closed now
+        (a slow body must not hold the shutdown); one being worked on gets its answer."""
+        if self.phase in (IDLE, HEADERS, BODY):
+            self.end(None)
+        else:
+            super().shutdown()
+
+    def timeout_keep_alive_handler(self) -> None:
+        """uvicorn's own keep-alive timer: the watch's idle deadline does this."""
+
+    # -- the watch's side --------------------------------------------------------------------
+
+    def _to(self, phase: str) -> None:
+        self.phase = phase
+        watch = self.watch
+        timeout = {IDLE: watch.idle_timeout_s, HEADERS: watch.header_timeout_s,
+                   BODY: watch.body_timeout_s}.get(phase)
+        now = time.monotonic()
+        if phase != HEADERS:  # a connection in its headers keeps its place in the order
+            self.since = now
+        if phase == BODY:
+            self.body_bytes = 0
+        self.deadline = None if timeout is None else now + timeout
+
+    def _follow(self) -> None:
+        """After uvicorn handled what arrived: a new request's headers complete (its scope
+        learns its connection), a body complete, a drained body done."""
+        cycle = self.cycle
+        if cycle is not None and cycle is not self._followed and not cycle.response_complete:
+            self._followed = cycle
+            cycle.scope.setdefault("extensions", {})[CONNECTION_KEY] = self
+            self._to(BODY if cycle.more_body else WORKING)
+        elif self.phase == BODY and cycle is not None and not cycle.response_complete:
+            if not cycle.more_body:
+                self._to(WORKING)
+        elif self.phase == BODY and self.conn.their_state is not h11.SEND_BODY:
+            self._to(IDLE)  # a drained body ended
+
+    def rate(self, now: float) -> float:
+        """Bytes per second of the body arriving."""
+        return self.body_bytes / max(now - self.since, 1e-3)
+
+    def evict_body(self) -> None:
+        """Bytes in flight evicted this connection's body: answer 503 and close (only while
+        its body is still arriving)."""
+        if self.phase == BODY:
+            self.end(_EVICTED)
+            self.watch.leave(self)
+
+    def end(self, answer: bytes | None) -> None:
+        """Close the connection, with ``answer`` first when a request has begun and no
+        answer to it was started."""
+        self.deadline = None
+        if self.transport.is_closing():
+            return
+        unanswered = self.phase == HEADERS or (
+            self.phase == BODY and self.cycle is not None and not self.cycle.response_started)
+        if answer is not None and unanswered:
+            self.transport.write(answer)
+        self.transport.close()

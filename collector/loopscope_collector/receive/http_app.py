@@ -1,0 +1,448 @@
+"""The collector's HTTP routes as an ASGI application: OTLP in, named reads and metrics out.
+
+- ``POST /v1/traces``: OTLP/HTTP, protobuf or JSON, gzip/deflate. 200 only once the spans are
+  committed to the store; 400 for a body that does not decode (any failure to decode is a
+  400, never a dropped connection: ``decode``), 415 for a wrong content type or encoding,
+  413 for a body over the limit (after decompression, or once decoded: ``limits``), 400
+  naming the field for a value the store cannot hold, 503 with ``Retry-After`` only for what
+  a retry can fix: the bytes in flight are at the cap, the pipeline is overloaded or the store
+  cannot be written now (clients retry 503; ingest is idempotent).
+- ``GET /v1/reads`` lists the named reads; ``GET /v1/reads/{name}?param=value`` runs one and
+  answers JSON ``{"rows": [...]}``: 400 for a parameter the read does not take, 500 when the
+  read fails on the collector's side, 503 while the store cannot be read. A client can only
+  name a read, never send SQL.
+- ``POST /v1/labels`` with ``{"episode_id", "span_id" ('' = the episode), "label":
+  "true_loop" | "false_kill" | "no_loop", "note"}``: a human verdict, written by the pipeline
+  (the store's only writer); labels feed the metrics.
+- ``GET /metrics``: Prometheus text format. ``GET /healthz``: 200 ``ok`` while the store can
+  be written, else 503 ``failing: <why>`` (see ``storage.health``); spans then get 503 too.
+- Any other method on these paths: 405 with ``Allow``; any other path: 404.
+
+With an auth token, every request must carry ``Authorization: Bearer <token>`` (else 401).
+
+HTTP itself is uvicorn's (``http_server``); the body is charged against the bytes in flight as
+it arrives (``limits.InFlight``). Decoding, reads and metrics run on small thread pools, and
+a request waiting for its spans to be stored holds no thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import decimal
+import hmac
+import json
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Final
+from urllib.parse import parse_qsl
+
+import duckdb
+from google.rpc import status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from ..normalize.spans import SpanRecord
+from ..pipeline.jobs import Job, Overloaded, PipelineStopped, Rejected
+from ..pipeline.thread import Pipeline
+from ..storage import Database
+from ..storage.health import StoreUnavailable
+from ..storage.queries import READS, UnknownRead
+from .connections import CONNECTION_KEY
+from .decode import DecodeError, PayloadTooLarge, decode_request, decoding, inflate
+from .labels import check_label
+from .limits import SPAN_BYTES, Busy, Hold, InFlight, charge_decoded, decoded_size
+
+logger = logging.getLogger(__name__)
+
+MAX_BODY_BYTES: Final = 32 * 1024 * 1024
+"""Largest request accepted, compressed or not (after decompression too)."""
+MAX_LABEL_BYTES: Final = 65536
+ACK_TIMEOUT_S: Final = 30.0
+RETRY_AFTER_S: Final = "2"
+DECODE_THREADS: Final = 4
+READ_THREADS: Final = 4
+
+_POST: Final = ("POST",)
+_GET: Final = ("GET",)
+_ROUTES: Final = {"/v1/traces": _POST, "/v1/labels": _POST, "/healthz": _GET, "/metrics": _GET,
+                  "/v1/reads": _GET, "/v1/reads/": _GET}
+_JSON: Final = b"application/json"
+_TEXT: Final = b"text/plain; charset=utf-8"
+_PROTOBUF: Final = b"application/x-protobuf"
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+
+
+class _Gone(Exception):
+    """The client disconnected (or was disconnected) before its request was read."""
+
+
+def _allowed(path: str) -> tuple[str, ...] | None:
+    """The methods a path takes; None for a path that is not a route."""
+    return _ROUTES.get(path) or (_GET if path.startswith("/v1/reads/") else None)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime.datetime | datetime.date):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    return str(value)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN or infinity as null: JSON has no such numbers."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def dump_json(data: Any) -> bytes:
+    """JSON as every client parses it: a number that is not finite is null, never a bare
+    ``NaN`` (which is not JSON)."""
+    try:
+        text = json.dumps(data, default=_jsonable, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        text = json.dumps(_finite(data), default=_jsonable, ensure_ascii=False,
+                          allow_nan=False)
+    return text.encode()
+
+
+class _Exchange:
+    """One request and its answer."""
+
+    __slots__ = ("headers", "receive", "scope", "send", "started")
+
+    def __init__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        self.scope = scope
+        self.receive = receive
+        self.send = send
+        self.started = False
+        self.headers: dict[bytes, bytes] = {}
+        for name, value in scope["headers"]:
+            self.headers.setdefault(name, value)
+
+    def header(self, name: bytes) -> str | None:
+        value = self.headers.get(name)
+        return None if value is None else value.decode("latin-1")
+
+    @property
+    def connection(self) -> Any:
+        return self.scope.get("extensions", {}).get(CONNECTION_KEY)
+
+    async def answer(self, status: int, body: bytes, content_type: bytes,
+                     headers: dict[str, str] | None = None, *, close: bool = False) -> None:
+        raw = [(b"Content-Type", content_type), (b"Content-Length", str(len(body)).encode())]
+        raw += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
+        if close:
+            raw.append((b"Connection", b"close"))
+        self.started = True
+        await self.send({"type": "http.response.start", "status": status, "headers": raw})
+        await self.send({"type": "http.response.body", "body": body, "more_body": False})
+
+    async def json(self, status: int, data: Any, headers: dict[str, str] | None = None,
+                   *, close: bool = False) -> None:
+        await self.answer(status, dump_json(data), _JSON, headers, close=close)
+
+
+class CollectorApp:
+    """The collector's HTTP routes (module docstring); an ASGI 3 application."""
+
+    def __init__(self, *, pipeline: Pipeline, db: Database, auth_token: str | None = None,
+                 prometheus: Callable[[], str] | None = None,
+                 max_body_bytes: int = MAX_BODY_BYTES, inflight: InFlight | None = None) -> None:
+        self.pipeline = pipeline
+        self.db = db
+        self.auth_token = auth_token
+        self.prometheus = prometheus
+        self.max_body_bytes = max_body_bytes
+        self.inflight = inflight or InFlight(max_body_bytes)
+        self.decoding = ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="loopscope-decode")
+        self.reading = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="loopscope-read")
+
+    def close(self) -> None:
+        self.decoding.shutdown(wait=False, cancel_futures=True)
+        self.reading.shutdown(wait=False, cancel_futures=True)
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        exchange = _Exchange(scope, receive, send)
+        try:
+            await self._route(exchange)
+        except _Gone:
+            return
+        except Exception:
+            logger.exception("loopscope collector: error serving %s %s", scope["method"],
+                             scope["path"])
+            if not exchange.started:
+                await exchange.json(500, {"error": "the collector failed to answer this "
+                                                   "request; see its log"})
+
+    async def _route(self, ex: _Exchange) -> None:
+        path, method = ex.scope["path"], ex.scope["method"]
+        if self.auth_token and not self._authorized(ex):
+            await ex.json(401, {"error": "missing or wrong bearer token"},
+                          {"WWW-Authenticate": "Bearer"})
+            return
+        allowed = _allowed(path)
+        if allowed is None:
+            hint = "; OTLP goes to /v1/traces" if method == "POST" else ""
+            await ex.json(404, {"error": f"no route {method} {path}{hint}"})
+        elif method not in allowed:
+            says = "is read with GET" if allowed == _GET else "takes POST"
+            await ex.json(405, {"error": f"{path} {says}, not {method}"},
+                          {"Allow": ", ".join(allowed)})
+        elif path == "/v1/traces":
+            await self._export(ex)
+        elif path == "/v1/labels":
+            await self._label(ex)
+        elif path == "/healthz":
+            await self._health(ex)
+        elif path == "/metrics":
+            text = await self._on(self.reading, self.prometheus) if self.prometheus else ""
+            await ex.answer(200, text.encode(), b"text/plain; version=0.0.4; charset=utf-8")
+        elif path in ("/v1/reads", "/v1/reads/"):
+            await ex.json(200, {"reads": {n: {"params": list(r.params), "types": r.types,
+                                              "required": list(r.required), "doc": r.doc}
+                                          for n, r in sorted(READS.items())}})
+        else:
+            await self._read(ex, path.removeprefix("/v1/reads/"))
+
+    def _authorized(self, ex: _Exchange) -> bool:
+        given = ex.header(b"authorization") or ""
+        token = self.auth_token or ""
+        return given.startswith("Bearer ") and hmac.compare_digest(
+            given[7:].strip().encode("latin-1"), token.encode())
+
+    async def _on(self, pool: ThreadPoolExecutor, work: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(pool, work, *args)
+
+    # -- reads, health ------------------------------------------------------------------------
+
+    async def _health(self, ex: _Exchange) -> None:
+        """200 ``ok`` while the store can be written; else 503 ``failing: <why>``."""
+        health = self.pipeline.health
+        if health.ok:
+            await ex.answer(200, b"ok\n", _TEXT)
+        else:
+            await ex.answer(503, f"failing: {health.reason}\n".encode(), _TEXT,
+                            {"Retry-After": RETRY_AFTER_S})
+
+    async def _read(self, ex: _Exchange, name: str) -> None:
+        """A named read: 404 / 400 for what the client asked wrong, 503 while the store
+        cannot be read, 500 for a read that fails on the collector's side."""
+        read = READS.get(name)
+        if read is None:
+            await ex.json(404, {"error": f"no read named {name!r}; reads: "
+                                         f"{', '.join(sorted(READS))}"})
+            return
+        query = ex.scope["query_string"].decode("latin-1")
+        try:
+            params = read.convert(dict(parse_qsl(query, keep_blank_values=False)))
+        except (UnknownRead, ValueError) as exc:
+            await ex.json(400, {"error": str(exc)})
+            return
+        try:
+            rows = await self._on(self.reading, self.db.read, name, params)
+        except (duckdb.IOException, duckdb.FatalException, StoreUnavailable) as exc:
+            await ex.json(503, {"error": f"read {name!r}: the store cannot be read now: "
+                                         f"{exc}"}, {"Retry-After": RETRY_AFTER_S})
+            return
+        except Exception as exc:
+            logger.warning("loopscope collector: read %r failed: %s: %s", name,
+                           type(exc).__name__, exc)
+            await ex.json(500, {"error": f"read {name!r} failed on the collector's side: "
+                                         f"{type(exc).__name__}: {exc}"})
+            return
+        await ex.json(200, {"rows": rows})
+
+    # -- labels -------------------------------------------------------------------------------
+
+    async def _label(self, ex: _Exchange) -> None:
+        try:
+            body = await self._small_body(ex, MAX_LABEL_BYTES)
+        except PayloadTooLarge:
+            await ex.json(400, {"error": "a label is a JSON object of at most 64 KiB"},
+                          close=True)
+            return
+        try:
+            label = check_label(json.loads(body or b"null"))
+        except ValueError as exc:  # json.JSONDecodeError is a ValueError too
+            await ex.json(400, {"error": str(exc)})
+            return
+        except RecursionError:
+            await ex.json(400, {"error": "a label is a flat JSON object; this one is nested "
+                                         "too deeply to read"})
+            return
+        try:
+            job = self.pipeline.submit_labels([label])
+            await self._stored(job)
+        except Rejected as exc:
+            await ex.json(400, {"error": str(exc)})
+            return
+        except Exception as exc:
+            await ex.json(503, {"error": f"not stored, retry later: {exc}"},
+                          {"Retry-After": RETRY_AFTER_S})
+            return
+        await ex.json(200, {"stored": label})
+
+    async def _small_body(self, ex: _Exchange, limit: int) -> bytes:
+        declared = ex.header(b"content-length")
+        if declared is not None and int(declared) > limit:
+            raise PayloadTooLarge(f"over {limit} bytes")
+        chunks, size = [], 0
+        while True:
+            message = await ex.receive()
+            if message["type"] == "http.disconnect":
+                raise _Gone
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise PayloadTooLarge(f"over {limit} bytes")
+            chunks.append(chunk)
+            if not message.get("more_body"):
+                return b"".join(chunks)
+
+    # -- OTLP ---------------------------------------------------------------------------------
+
+    async def _export(self, ex: _Exchange) -> None:
+        content_type = ex.header(b"content-type")
+        protobuf = "json" not in (content_type or "").lower()
+        declared = ex.header(b"content-length")
+        limit = self.max_body_bytes
+        if declared is not None and int(declared) > limit:
+            await self._refuse(ex, 413, f"body of {declared} bytes is over the limit of "
+                                        f"{limit}", protobuf,
+                               close=int(declared) > 4 * limit)
+            return
+        conn = ex.connection
+        loop = asyncio.get_running_loop()
+        evict = None if conn is None else (
+            lambda: loop.call_soon_threadsafe(conn.evict_body))
+        try:
+            hold = self.inflight.hold(0, evict=evict)
+        except Busy as exc:
+            await self._busy(ex, exc, protobuf)
+            return
+        with hold:
+            try:
+                body = await self._body(ex, hold, limit)
+            except PayloadTooLarge as exc:
+                await self._refuse(ex, 413, str(exc), protobuf, close=True)
+                return
+            except Busy as exc:  # (an evicted body whose connection is closed: no-op)
+                await self._busy(ex, exc, protobuf)
+                return
+            hold.received()
+            try:
+                spans = await self._on(self.decoding, self._decode, body,
+                                       content_type, ex.header(b"content-encoding"), hold)
+            except DecodeError as exc:  # 400, or 413 / 415 for its subclasses
+                await self._refuse(ex, exc.http_status, str(exc), protobuf, spans=exc.spans)
+                return
+            except Busy as exc:
+                await self._busy(ex, exc, protobuf)
+                return
+            del body
+            await self._store(ex, spans, protobuf)
+
+    async def _body(self, ex: _Exchange, hold: Hold, limit: int) -> bytearray:
+        """The body, each chunk charged as it arrives; ``_Gone`` when the client left, or
+        was evicted (``connections``)."""
+        body = bytearray()
+        while True:
+            message = await ex.receive()
+            if message["type"] == "http.disconnect":
+                raise _Gone
+            chunk = message.get("body", b"")
+            if chunk:
+                if len(body) + len(chunk) > limit:
+                    raise PayloadTooLarge(f"body is over the limit of {limit} bytes")
+                hold.grow(len(chunk))
+                body += chunk
+            if not message.get("more_body"):
+                return body
+
+    def _decode(self, body: bytearray, content_type: str | None, encoding: str | None,
+                hold: Hold) -> list[SpanRecord]:
+        """Decode on a decoding thread, charging memory before it is taken: the inflated
+        bytes, then what the spans will take before their records are built
+        (``limits.charge_decoded``), then what they take."""
+        with decoding():
+            data = inflate(body, content_encoding=encoding, max_bytes=self.max_body_bytes)
+            hold.grow(len(data) - len(body))
+            spans = decode_request(
+                data, content_type=content_type, content_encoding=None,
+                max_bytes=self.max_body_bytes,
+                admit=lambda count: charge_decoded(hold, count * SPAN_BYTES + len(data), count))
+            charge_decoded(hold, decoded_size(spans), len(spans))
+        return spans
+
+    async def _stored(self, job: Job) -> None:
+        """Wait (holding no thread) until the pipeline is done with ``job``; re-raise its
+        error."""
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+
+        def finished() -> None:
+            loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None))
+
+        job.add_done_callback(finished)
+        try:
+            await asyncio.wait_for(asyncio.shield(done), ACK_TIMEOUT_S)
+        except TimeoutError:
+            raise TimeoutError(f"spans not stored within {ACK_TIMEOUT_S:.0f} s") from None
+        job.wait(0)
+
+    async def _store(self, ex: _Exchange, spans: list[SpanRecord], protobuf: bool) -> None:
+        """Hand the spans to the pipeline and answer once they are committed (or not)."""
+        retry = {"Retry-After": RETRY_AFTER_S}
+        try:
+            await self._stored(self.pipeline.submit(spans))
+        except Rejected as exc:
+            self.pipeline.count_rejected(400)
+            await self._otlp_error(ex, 400, str(exc), protobuf)
+            return
+        except (Overloaded, PipelineStopped, StoreUnavailable, TimeoutError) as exc:
+            await self._otlp_error(ex, 503, f"not stored, retry later: {exc}", protobuf, retry)
+            return
+        except Exception as exc:
+            await self._otlp_error(ex, 503, f"the store failed, retry later: "
+                                            f"{type(exc).__name__}", protobuf, retry)
+            return
+        if protobuf:
+            await ex.answer(200, ExportTraceServiceResponse().SerializeToString(), _PROTOBUF)
+        else:
+            await ex.json(200, {})
+
+    async def _busy(self, ex: _Exchange, exc: Exception, protobuf: bool) -> None:
+        await self._otlp_error(ex, 503, f"not admitted, retry later: {exc}", protobuf,
+                               {"Retry-After": RETRY_AFTER_S})
+
+    async def _refuse(self, ex: _Exchange, status: int, message: str, protobuf: bool, *,
+                      spans: int = 0, close: bool = False) -> None:
+        """Answer an export refused for its content; count it and log why (rate-limited)."""
+        client = ex.scope.get("client")
+        self.pipeline.refuse(status, f"an OTLP/HTTP request from "
+                                     f"{client[0] if client else 'an unknown client'}",
+                             message, spans)
+        await self._otlp_error(ex, status, message, protobuf, close=close)
+
+    async def _otlp_error(self, ex: _Exchange, status: int, message: str, protobuf: bool,
+                          headers: dict[str, str] | None = None, *, close: bool = False
+                          ) -> None:
+        if protobuf:
+            body = status_pb2.Status(code=status, message=message).SerializeToString()
+            await ex.answer(status, body, _PROTOBUF, headers, close=close)
+        else:
+            await ex.json(status, {"code": status, "message": message}, headers, close=close)
