@@ -244,6 +244,99 @@ def test_grpc_typed_attribute_poison_is_invalid_argument(collector: CollectorPro
     assert says in str(caught.value.details())
 
 
+def _unsummable(**attributes: object) -> bytes:
+    """One tool span of episode ``ep-sum`` carrying ``attributes`` (ints, floats or text)."""
+    span = tool_span(os.urandom(16), os.urandom(8), tool="search", args="{}", result="r",
+                     start_ns=START)
+    span.attributes.add(key="loopscope.episode.id").value.string_value = "ep-sum"
+    for key, value in attributes.items():
+        member = span.attributes.add(key=key).value
+        if isinstance(value, str):
+            member.string_value = value
+        elif isinstance(value, float):
+            member.double_value = value
+        else:
+            member.int_value = value  # type: ignore[assignment]
+    return request([span]).SerializeToString()
+
+
+UNSUMMABLE = [
+    (_unsummable(**{"gen_ai.usage.input_tokens": 2**63 - 1,
+                    "gen_ai.usage.output_tokens": 2**63 - 1}), "application/x-protobuf",
+     f"{PATH}.attributes['gen_ai.usage.", "does not fit"),
+    (_unsummable(**{"gen_ai.usage.output_tokens": -5}), "application/x-protobuf",
+     f"{PATH}.attributes['gen_ai.usage.output_tokens']: -5 does not fit", "token count"),
+    (_unsummable(**{"loopscope.cost_usd": float("nan")}), "application/x-protobuf",
+     f"{PATH}.attributes['loopscope.cost_usd']: nan is not a finite number", "finite"),
+    (_unsummable(**{"loopscope.cost_usd": float("inf")}), "application/x-protobuf",
+     f"{PATH}.attributes['loopscope.cost_usd']: inf is not a finite number", "finite"),
+    (_unsummable(**{"loopscope.cost_usd": "NaN"}), "application/x-protobuf",
+     f"{PATH}.attributes['loopscope.cost_usd']: 'NaN' is not a finite number", "finite"),
+    (_typed_poison_json("loopscope.cost_usd", {"doubleValue": "Infinity"}),
+     "application/json", f"{PATH}.attributes['loopscope.cost_usd']: inf is not a finite",
+     "finite"),
+    (_typed_poison_json("loopscope.tool.deadline_s", {"doubleValue": "-Infinity"}),
+     "application/json", f"{PATH}.attributes['loopscope.tool.deadline_s']: -inf is not a",
+     "finite"),
+]
+
+
+def _strict_json(text: str) -> object:
+    def refuse(constant: str) -> object:
+        raise AssertionError(f"not JSON: a bare {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _every_read_answers(collector: CollectorProcess) -> None:
+    """Every read that needs no parameter answers 200 with strict JSON, and /metrics has the
+    store's four gauges."""
+    for name, read in collector.get("/v1/reads")["reads"].items():
+        if read["required"]:
+            continue
+        req = urllib.request.Request(f"{collector.url}/v1/reads/{name}")
+        with urllib.request.urlopen(req, timeout=30) as response:
+            assert response.status == 200, name
+            _strict_json(response.read().decode())
+    metrics = collector.get("/metrics")
+    for gauge in ("loopscope_killed_episodes", "loopscope_false_killed_episodes",
+                  "loopscope_false_kill_rate", "loopscope_budget_stopped_episodes"):
+        assert f"\n{gauge} " in metrics, gauge
+
+
+@pytest.mark.parametrize(("body", "content_type", "says", "why"), UNSUMMABLE,
+                         ids=["tokens-2^63-1", "tokens-negative", "cost-nan", "cost-inf",
+                              "cost-nan-text", "cost-inf-json", "deadline-inf-json"])
+def test_values_no_read_can_sum_are_refused_naming_the_field(
+    collector: CollectorProcess, body: bytes, content_type: str, says: str, why: str,
+) -> None:
+    """Issue 20, cases 5 and 6: token counts of 2^63-1 (whose sum overflows every read that
+    adds them) and a NaN or infinite cost (every sum NaN, a read's answer not JSON) are
+    refused with a 400 naming the attribute, not stored; afterwards every read answers 200
+    with strict JSON and /metrics keeps its gauges."""
+    assert collector.post(episode_request(3)[0].SerializeToString())[0] == 200
+    status, _, answer = collector.post(body, content_type=content_type)
+    text = answer.decode("utf-8", "replace")
+    assert status == 400, text
+    assert says in text and why in text, text
+    assert collector.read("episode_tool_calls", episode_id="ep-sum") == []
+    _every_read_answers(collector)
+
+
+def test_the_largest_summable_values_are_stored_and_every_read_sums_them(
+    collector: CollectorProcess,
+) -> None:
+    """The bound is what the reads can sum: a trillion tokens each way on a hundred calls and
+    a large finite cost are stored, and every read still answers."""
+    for _ in range(100):
+        body = _unsummable(**{"gen_ai.usage.input_tokens": 10**12,
+                              "gen_ai.usage.output_tokens": 10**12,
+                              "loopscope.cost_usd": 1e300})
+        assert collector.post(body)[0] == 200
+    assert len(collector.read("episode_tool_calls", episode_id="ep-sum")) == 100
+    _every_read_answers(collector)
+
+
 def _record(span_id: str, *, kind: int = 1) -> SpanRecord:
     return SpanRecord(trace_id="ab" * 16, span_id=span_id, parent_span_id="", name="x",
                       start_ns=START, end_ns=START + 1, kind=kind)

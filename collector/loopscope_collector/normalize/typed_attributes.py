@@ -10,12 +10,17 @@ value dropped in silence; the readers (``common`` and its callers) take their bo
 
 The rule: a value the reader would read as a number (an integer, an integral float, a decimal
 string) must fit its column. A value that is not a number at all (text, a list) is not read
-as one and stays only in the span, as before. ``DOUBLE`` columns hold every number (DuckDB
-keeps infinities and NaN), so they never refuse one.
+as one and stays only in the span, as before. Token counts are narrower than their column
+(``TOKEN_COUNT``: what every read can sum), and ``DOUBLE`` columns take only finite numbers:
+DuckDB would keep NaN and infinities, but every sum over them is NaN, and a read's answer
+would not be JSON. Such values are refused (400 naming the attribute), not clamped: a
+clamped count or cost would be a number nobody sent, stored as if it had been, and the
+client learns at once what to fix.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -27,11 +32,13 @@ __all__ = ["TYPED_ATTRIBUTES", "Column", "typed_int", "unstorable_attribute"]
 
 @dataclass(frozen=True, slots=True)
 class ColumnType:
-    """A DuckDB column type and the integers it holds (``None``: any number)."""
+    """A DuckDB column type and the integers it holds (``None``: any number), narrowed where
+    the reads need less than the type (``why`` says so)."""
 
     name: str
     low: int | None = None
     high: int | None = None
+    why: str = ""
 
     def holds(self, number: int) -> bool:
         """Whether a column of this type can hold ``number``."""
@@ -43,6 +50,14 @@ class ColumnType:
 INTEGER: Final = ColumnType("INTEGER", -(2**31), 2**31 - 1)
 BIGINT: Final = ColumnType("BIGINT", -(2**63), 2**63 - 1)
 DOUBLE: Final = ColumnType("DOUBLE")
+TOKEN_COUNT: Final = ColumnType(
+    "BIGINT", 0, 10**12,
+    "a token count: never negative, and small enough that every read can add and sum it "
+    "(two counts of 2^63-1 overflow a row's total)")
+"""Token counts are BIGINT, but the reads add a call's input and output tokens and sum them
+over episodes and services: a count near the type's limit overflows those sums (DuckDB
+refuses the read), and a negative one makes them lie. A trillion tokens in one span is far
+past any model's context, and a store can sum millions of such spans."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,16 +74,20 @@ TYPED_ATTRIBUTES: Final[Mapping[str, Column]] = {
     c.TURN: Column(INTEGER, ("tool_calls.turn",)),
     c.STREAK: Column(INTEGER, ("tool_calls.streak",)),
     c.LABEL_FIRST_LOOP_STEP: Column(INTEGER, ("episodes.scenario_first_loop_step",)),
-    c.GEN_AI_USAGE_INPUT_TOKENS: Column(BIGINT, ("tool_calls.tokens_in", "episodes.input_tokens")),
-    c.GEN_AI_USAGE_OUTPUT_TOKENS: Column(
-        BIGINT, ("tool_calls.tokens_out", "episodes.output_tokens")
+    c.GEN_AI_USAGE_INPUT_TOKENS: Column(
+        TOKEN_COUNT, ("tool_calls.tokens_in", "episodes.input_tokens")
     ),
-    "llm.token_count.prompt": Column(BIGINT, ("episodes.input_tokens",)),  # OpenInference
-    "llm.token_count.completion": Column(BIGINT, ("episodes.output_tokens",)),
+    c.GEN_AI_USAGE_OUTPUT_TOKENS: Column(
+        TOKEN_COUNT, ("tool_calls.tokens_out", "episodes.output_tokens")
+    ),
+    "llm.token_count.prompt": Column(TOKEN_COUNT, ("episodes.input_tokens",)),  # OpenInference
+    "llm.token_count.completion": Column(TOKEN_COUNT, ("episodes.output_tokens",)),
     c.COST_USD: Column(DOUBLE, ("tool_calls.cost_usd", "episodes.cost_usd")),
     c.TOOL_DEADLINE_S: Column(DOUBLE, ("tool_calls.deadline_s",)),
 }
 _BOUNDED: Final = frozenset(k for k, v in TYPED_ATTRIBUTES.items() if v.type.low is not None)
+_REAL: Final = frozenset(k for k, v in TYPED_ATTRIBUTES.items() if v.type.low is None)
+_CHECKED: Final = _BOUNDED | _REAL
 
 
 def _integer(value: Any) -> int | None:
@@ -109,14 +128,36 @@ def unstorable_attribute(attrs: Mapping[str, Any]) -> str | None:
     Called by the decoder for every span: a set test first, so a span without typed
     attributes costs one ``isdisjoint``.
     """
-    if _BOUNDED.isdisjoint(attrs):
+    if _CHECKED.isdisjoint(attrs):
         return None
-    for key in _BOUNDED.intersection(attrs):
-        number = _integer(attrs[key])
+    for key in _CHECKED.intersection(attrs):
         column = TYPED_ATTRIBUTES[key]
         kind = column.type
+        where = " and ".join(column.columns)
+        if key in _REAL:
+            if not _finite(attrs[key]):
+                return (f"attributes['{key}']: {attrs[key]!r} is not a finite number; {where} "
+                        f"({kind.name}) holds only finite ones, so that every read can sum "
+                        "it and answer JSON")
+            continue
+        number = _integer(attrs[key])
         if number is not None and not kind.holds(number):
-            where = " and ".join(column.columns)
+            why = f": {kind.why}" if kind.why else ""
             return (f"attributes['{key}']: {number} does not fit {where}"
-                    f" ({kind.name}, {kind.low} to {kind.high})")
+                    f" ({kind.name}, {kind.low} to {kind.high}{why})")
     return None
+
+
+def _finite(value: Any) -> bool:
+    """False for a number the readers would read as NaN or an infinity (a float, or a text
+    such as ``"nan"`` or ``"1e400"``); True for anything else (not a number is not read)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, str):
+        try:
+            return math.isfinite(float(value))
+        except ValueError:
+            return True
+    if isinstance(value, int) and not isinstance(value, bool):
+        return abs(value) < 2**1023  # float() of a larger one overflows
+    return True

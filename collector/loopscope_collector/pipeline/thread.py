@@ -26,6 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
+import duckdb
+
 from loopscope.detect import Policy
 
 from ..normalize import assembly
@@ -264,8 +266,14 @@ class Pipeline:
             error = StoreUnavailable(f"{type(exc).__name__}: {exc}")
         else:  # out of memory, or a bug: this request fails, the store is not at fault
             logger.error("loopscope collector: a request of %d spans failed; not acknowledged: "
-                         "%s: %s", spans, type(exc).__name__, exc)
-            error = StoreUnavailable(f"not stored ({type(exc).__name__}); retry later")
+                         "%s: %s", spans, type(exc).__name__, str(exc).split("\n", 1)[0])
+            if isinstance(exc, duckdb.OutOfMemoryException):
+                error = StoreUnavailable(
+                    f"the store ran out of memory for these {spans} spans (--store-memory "
+                    f"{self.db.memory_limit or 'default'}); retry later, or send smaller "
+                    "batches")
+            else:
+                error = StoreUnavailable(f"not stored ({type(exc).__name__}); retry later")
         for job in jobs:
             job.error = error
 

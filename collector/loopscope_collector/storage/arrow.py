@@ -2,11 +2,13 @@
 
 DuckDB reads a registered Arrow table in place (no copy). A name registered on a cursor stays
 until it is unregistered, so each use registers, runs its SQL and unregisters, also when the
-SQL fails: ``registered`` is that block, written once.
+SQL fails (keeping the SQL's error, not the cleanup's): ``registered`` is that block, written
+once.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -28,5 +30,12 @@ def registered(
     cur.register(name, table)
     try:
         yield table
-    finally:
-        cur.unregister(name)
+    except BaseException:
+        # The SQL failed, and inside a transaction that failure aborted it: DuckDB then
+        # refuses every statement, ``unregister`` too. Its error must not replace the one
+        # that says what went wrong (a data error would pass for a failing store). The view
+        # left behind is replaced by the next ``register`` of its name.
+        with contextlib.suppress(duckdb.Error):
+            cur.unregister(name)
+        raise
+    cur.unregister(name)
