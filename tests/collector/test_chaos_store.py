@@ -10,10 +10,12 @@ are skipped.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -373,3 +375,139 @@ def test_a_store_overwritten_in_place_is_not_written_and_the_open_one_is_saved(
     assert "was overwritten" in log
     (saved,) = tmp_path.glob("store.duckdb.recovered-*")
     assert sorted(row[0] for row in _outcome(saved)["spans"]) == sorted(ids)
+
+
+def _looping_requests() -> list[list[Any]]:
+    """Six requests of one episode that loops (the same search again and again, then a
+    different one now and then): flags of several kinds and no-progress calls."""
+    from loopscope_collector.receive.decode import decode_request
+
+    trace = bytes(range(16))
+    start = 1_700_000_000_000_000_000
+    out = []
+    for r in range(6):
+        spans = []
+        for i in range(5):
+            n = r * 5 + i
+            query = f"new {n}" if n % 7 == 0 else "same"
+            spans.append(tool_span(trace, (n + 1).to_bytes(8, "big"), tool="search",
+                                   args=json.dumps({"q": query}), result=f"results: {query}",
+                                   start_ns=start + n * 1_000_000_000))
+        out.append(decode_request(request(spans).SerializeToString(),
+                                  content_type="application/x-protobuf",
+                                  content_encoding=None, max_bytes=1 << 30))
+    return out
+
+
+def _counted_run(path: Path, fail_request: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Store the looping requests in order; request ``fail_request`` meets a store failure
+    once (after detection ran, before commit) and is retried once health is back, as a
+    client retries a 503. Returns the counters and what the store holds."""
+    from loopscope_collector.pipeline import thread
+    from loopscope_collector.pipeline.thread import Pipeline
+    from loopscope_collector.storage import open_database
+    from loopscope_collector.storage.health import StoreUnavailable
+
+    db = open_database(path)
+    pipeline = Pipeline(db).start()
+    write = thread.tables.write_guard_decisions
+    armed = []
+
+    def failing(cur: Any, rows: Any) -> Any:
+        if armed:
+            armed.clear()
+            raise duckdb.IOException("injected: the disk failed")
+        return write(cur, rows)
+
+    thread.tables.write_guard_decisions = failing  # type: ignore[assignment]
+    try:
+        for n, spans in enumerate(_looping_requests()):
+            if n == fail_request:
+                armed.append(True)
+                with pytest.raises(StoreUnavailable):
+                    pipeline.submit(spans).wait(30)
+                eventually(lambda: pipeline.health.ok, timeout=60)
+            pipeline.submit(spans).wait(30)
+        stats = pipeline.stats
+        counters = {"loops": dict(stats.loops_by_kind), "no_progress": stats.no_progress_steps,
+                    "tool_calls": stats.tool_calls}
+        cur = db.cursor()
+        stored = {
+            "loops": dict(cur.execute("select kind, count(*) from detections group by kind")
+                          .fetchall()),
+            "no_progress": cur.execute("select count(*) from tool_calls where "
+                                       "collector_progress = 'none'").fetchall()[0][0],
+            "tool_calls": cur.execute("select count(*) from tool_calls").fetchall()[0][0],
+        }
+        cur.close()
+    finally:
+        thread.tables.write_guard_decisions = write  # type: ignore[assignment]
+        pipeline.stop()
+        db.close()
+    return counters, stored
+
+
+def test_counters_after_a_retried_batch_equal_what_was_stored(tmp_path: Path) -> None:
+    """Issue 20, case 9: after a batch fails in the store and is retried, the episode is
+    judged again from what was stored. ``loopscope_loops_total`` and
+    ``loopscope_no_progress_steps_total`` then counted that re-evaluation's flags a second
+    time (16 against 11 stored) and missed its no-progress calls (24 against 29). They are
+    derived from what each commit stored: equal to the store's rows, and to a run that never
+    failed."""
+    control, control_stored = _counted_run(tmp_path / "control.duckdb", None)
+    retried, retried_stored = _counted_run(tmp_path / "retried.duckdb", 3)
+    assert control_stored["loops"] and control_stored["no_progress"]
+    assert retried_stored == control_stored
+    assert control == control_stored
+    assert retried == retried_stored
+
+
+def test_a_store_copied_over_in_place_is_detected_by_content_and_nothing_acked_is_lost(
+    tmp_path: Path,
+) -> None:
+    """Issue 20, case 8: ``cp other.duckdb store.duckdb`` over a running store keeps the
+    inode and DuckDB's magic bytes, so neither told; the content does: DuckDB's main header,
+    with the database's own id, is not the store's. Under load, health turns failing (and
+    stays failing), spans get 503, and every span acknowledged before or during the copy is
+    in the recovered copy saved beside it."""
+    db = tmp_path / "store.duckdb"
+    other = tmp_path / "other.duckdb"
+    con = duckdb.connect(str(other))
+    con.execute("create table t as select range as x from range(1000)")
+    con.close()
+    collector = start_collector(db, grpc=False)
+    acked: list[str] = []
+    stop = threading.Event()
+
+    def load() -> None:
+        while not stop.is_set():
+            body, ids = episode_request(500)
+            status = collector.post(body.SerializeToString())[0]
+            if status == 200:
+                acked.extend(ids)
+
+    try:
+        for _ in range(40):
+            body, ids = episode_request(1000)
+            assert collector.post(body.SerializeToString())[0] == 200
+            acked.extend(ids)
+        loader = threading.Thread(target=load)
+        loader.start()
+        shutil.copyfile(other, db)  # what cp does: truncate the same inode, write the copy
+        eventually(lambda: _health(collector)[0] == 503, timeout=30)
+        stop.set()
+        loader.join(60)
+        code, reason = _health(collector)
+        assert code == 503 and "overwritten in place by another database" in reason
+        assert collector.post(episode_request(1)[0].SerializeToString())[0] == 503
+        eventually(lambda: list(tmp_path.glob("store.duckdb.recovered-*")), timeout=60)
+        time.sleep(3)
+        assert _health(collector)[0] == 503  # it does not flap back
+    finally:
+        stop.set()
+        log = collector.stop()
+    assert "overwritten in place by another database" in log
+    (saved,) = tmp_path.glob("store.duckdb.recovered-*")
+    stored = {row[0] for row in _outcome(saved)["spans"]}
+    assert len(acked) >= 40_000
+    assert set(acked) <= stored

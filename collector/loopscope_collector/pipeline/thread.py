@@ -21,7 +21,7 @@ import logging
 import queue
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
@@ -343,7 +343,7 @@ class Pipeline:
         new_ids = {t.span_id for t in tool_rows}
         tables.update_verdicts(cur, [v for r in results if r.reevaluated for v in r.verdicts
                                      if v.row.span_id not in new_ids])
-        tables.write_detections(cur, results)
+        new_flags = tables.write_detections(cur, results)
         tables.write_guard_decisions(cur, tool_rows)
         tables.upsert_episodes(cur, episodes, tool_rows)
         reconciles += [  # the core saw these calls look an UNKNOWN write up
@@ -353,7 +353,7 @@ class Pipeline:
             if v.row.span_id in new_ids for key in v.reconciled
         ]
         tables.write_unknown_writes(cur, tool_rows, reconciles)
-        self._undo.on_commit.append(lambda: self._count(tool_rows, results))
+        self._undo.on_commit.append(lambda: self._count(tool_rows, results, new_flags))
         return results
 
     def _seen_keys(self, cur: Any, keys: Sequence[str]) -> set[str]:
@@ -406,19 +406,24 @@ class Pipeline:
                   limit: int = 100_000) -> None:
         self._undo.remember(cache, key, value, limit)
 
-    def _count(self, rows: list[ToolCallRow], results: list[EpisodeResult]) -> None:
+    def _count(self, rows: list[ToolCallRow], results: list[EpisodeResult],
+               new_flags: Counter[str]) -> None:
+        """Move the counters by what the batch's commit stored: its new calls, the verdict
+        each was stored with, and the flags the store did not hold before
+        (``write_detections``). Never by what detection judged: a re-evaluated episode (or
+        a batch retried after a failure) is judged again, but stored once."""
         stats = self.stats
         stats.tool_calls += len(rows)
         for row in rows:
             if row.guard_action:
                 stats.guard_actions[row.guard_action] += 1
+        new_ids = {row.span_id for row in rows}
         for result in results:
             for verdict in result.verdicts:
-                if verdict.progress is None and not result.reevaluated:
+                if verdict.progress is None and verdict.row.span_id in new_ids:
                     stats.no_progress_steps += 1
-                for flag in verdict.flags:
-                    stats.loops_by_kind[flag.kind] += 1
             stats.episodes_reevaluated += result.reevaluated
+        stats.loops_by_kind.update(new_flags)
 
     def snapshot(self) -> dict[str, Any]:
         """The counters as plain data."""

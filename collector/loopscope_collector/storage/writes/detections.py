@@ -5,6 +5,7 @@ Only the pipeline thread calls this, inside its transaction, on its own cursor.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any, Final, Protocol
 
@@ -55,13 +56,23 @@ class EpisodeFlags(Protocol):
     def reevaluated(self) -> bool: ...
 
 
-def write_detections(cur: duckdb.DuckDBPyConnection, results: Iterable[EpisodeFlags]) -> int:
-    """Store new flags; an episode that was re-evaluated has its flags replaced."""
+def write_detections(cur: duckdb.DuckDBPyConnection,
+                     results: Iterable[EpisodeFlags]) -> Counter[str]:
+    """Store new flags; an episode that was re-evaluated has its flags replaced.
+
+    Returns the flags this wrote that the store did not hold before, by kind (a flag is its
+    call, detector and kind): what ``loopscope_loops_total`` adds. A re-evaluation writes an
+    episode's flags again, and a batch retried after a failure is judged again from what was
+    stored; counting what is stored, not what was judged, counts each flag once.
+    """
     rows: list[dict[str, Any]] = []
+    new: Counter[str] = Counter()
     for result in results:
+        before: set[tuple[str, str, str]] = set()
         if result.reevaluated:
-            cur.execute("delete from detections where episode_id = $e",
-                        {"e": result.episode_id})
+            before = set(cur.execute(
+                "delete from detections where episode_id = $e "
+                "returning span_id, detector, kind", {"e": result.episode_id}).fetchall())
         for verdict in result.verdicts:
             for flag in verdict.flags:
                 rows.append({
@@ -70,4 +81,7 @@ def write_detections(cur: duckdb.DuckDBPyConnection, results: Iterable[EpisodeFl
                     "detector": flag.detector, "kind": flag.kind, "severity": flag.severity,
                     "action": flag.action, "message": flag.message,
                 })
-    return insert_rows(cur, "detections", rows, DETECTIONS)
+                if (verdict.row.span_id, flag.detector, flag.kind) not in before:
+                    new[flag.kind] += 1
+    insert_rows(cur, "detections", rows, DETECTIONS)
+    return new
