@@ -7,8 +7,11 @@ acknowledged. Reports the collector's peak RSS (``VmHWM``), its RSS once idle ag
 answered and how long until every request was stored. ``--no-limits`` lifts the cap on bytes
 in flight, to see what it bounds.
 
+``--minimal`` sends the smallest spans OTLP allows instead (29 MiB is 570,000 of them): a
+request that decodes to more than the collector holds at once is answered 413.
+
 Run:  .venv/bin/python benchmarks/bench_memory.py [--requests 8] [--spans 28000] [--no-limits]
-          [--collector-arg=--max-inflight-bytes=41943040 ...]
+          [--minimal --spans 570000] [--collector-arg=--max-inflight-bytes=41943040 ...]
 """
 
 from __future__ import annotations
@@ -28,11 +31,16 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent / "tests" / "collector"))
 
 from collector_process import free_port  # noqa: E402
+from opentelemetry.proto.trace.v1.trace_pb2 import Span  # noqa: E402
 from otlp_requests import request, tool_span  # noqa: E402
 
 
-def build(spans: int) -> bytes:
+def build(spans: int, minimal: bool = False) -> bytes:
     trace = os.urandom(16)
+    if minimal:  # the smallest span OTLP allows: ids, a name, two times
+        return request([Span(trace_id=trace, span_id=os.urandom(8), name="s",
+                             start_time_unix_nano=1, end_time_unix_nano=2)
+                        for _ in range(spans)]).SerializeToString()
     return request([
         tool_span(trace, os.urandom(8), tool="search", args='{"q": "%s"}' % ("x" * 400),
                   result="y" * 500, start_ns=1_700_000_000_000_000_000 + i * 1000)
@@ -49,7 +57,7 @@ def status(pid: int) -> dict[str, int]:
     return fields
 
 
-def send(port: int, body: bytes, refused: list[int]) -> None:
+def send(port: int, body: bytes, refused: list[int], too_large: list[int]) -> None:
     while True:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
         conn.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
@@ -57,6 +65,9 @@ def send(port: int, body: bytes, refused: list[int]) -> None:
         answer.read()
         conn.close()
         if answer.status == 200:
+            return
+        if answer.status == 413:  # decodes to more than the collector holds: not retried
+            too_large.append(1)
             return
         assert answer.status == 503, answer.status
         refused.append(1)
@@ -68,10 +79,13 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=8)
     parser.add_argument("--spans", type=int, default=28_000)
     parser.add_argument("--no-limits", action="store_true")
+    parser.add_argument("--minimal", action="store_true",
+                        help="minimal spans (ids, name, times: about 51 bytes each on the "
+                             "wire, 10x that decoded) instead of tool spans with content")
     parser.add_argument("--collector-arg", action="append", default=[],
                         help="an argument for the collector, such as --store-memory=1GB")
     args = parser.parse_args()
-    bodies = [build(args.spans) for _ in range(args.requests)]
+    bodies = [build(args.spans, args.minimal) for _ in range(args.requests)]
     print(f"{args.requests} requests of {len(bodies[0]) / 2**20:.1f} MiB "
           f"({args.spans} spans each)")
     port = free_port()
@@ -91,8 +105,9 @@ def main() -> None:
                     time.sleep(0.1)
             idle = status(proc.pid)["VmRSS"]
             refused: list[int] = []
+            too_large: list[int] = []
             start = time.perf_counter()
-            threads = [threading.Thread(target=send, args=(port, body, refused))
+            threads = [threading.Thread(target=send, args=(port, body, refused, too_large))
                        for body in bodies]
             for thread in threads:
                 thread.start()
@@ -106,7 +121,7 @@ def main() -> None:
             proc.wait(60)
     print(f"RSS idle before: {idle} MiB; peak (VmHWM): {after['VmHWM']} MiB; "
           f"after: {after['VmRSS']} MiB; 503 answers: {len(refused)}; "
-          f"all stored in {elapsed:.1f} s")
+          f"413 answers: {len(too_large)}; all answered in {elapsed:.1f} s")
 
 
 if __name__ == "__main__":

@@ -68,9 +68,9 @@ def register(sub: Any) -> None:
     limits.add_argument("--max-request-bytes", type=int, default=32 * 1024 * 1024,
                         help="largest OTLP request, HTTP or gRPC, after decompression "
                              "(default: 32 MiB)")
-    limits.add_argument("--max-inflight-bytes", type=int, default=128 * 1024 * 1024,
+    limits.add_argument("--max-inflight-bytes", type=int, default=256 * 1024 * 1024,
                         help="memory requests hold at once: bodies as they arrive, then their "
-                             "decoded spans until stored; bounds memory (default: 128 MiB, at "
+                             "decoded spans until stored; bounds memory (default: 256 MiB, at "
                              "least --max-request-bytes). A request that alone decodes to "
                              "more is refused (413)")
     limits.add_argument("--store-memory", type=memory_size, default="512MB",
@@ -175,6 +175,34 @@ def _fewer_full_collections() -> None:
     gc.set_threshold(young, middle, FULL_GC_EVERY)
 
 
+MMAP_THRESHOLD = 256 * 1024
+"""Allocations from this size up get pages of their own, returned when freed."""
+
+
+def _return_freed_memory() -> None:
+    """Make the C allocator give large blocks back to the system once they are freed.
+
+    The collector's large allocations are requests: a body, its parsed protobuf message,
+    JSON text. glibc's allocator raises its threshold for pages of their own to the size of
+    the largest block freed (up to 32 MiB), after which such blocks come from its heaps and
+    stay with the process when freed: eight large requests in a row left the collector at
+    the sum of their peaks, though the bytes in flight were bounded (BENCHMARKS.md,
+    "Collector memory"). A fixed threshold keeps each large block in pages of its own.
+    Nothing happens where the C library is not glibc.
+    """
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if not name or sys.platform != "linux":
+        return
+    try:
+        libc = ctypes.CDLL(name)
+        libc.mallopt(-3, MMAP_THRESHOLD)  # M_MMAP_THRESHOLD (fixed from now on)
+    except (OSError, AttributeError):
+        return
+
+
 def cmd_collector(args: argparse.Namespace) -> int:
     """Run the collector until SIGINT or SIGTERM."""
     if not is_loopback(args.host) and not args.auth_token and not args.insecure_remote:
@@ -238,6 +266,7 @@ def cmd_collector(args: argparse.Namespace) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     _fewer_full_collections()
+    _return_freed_memory()
     try:
         collector.start()
     except OSError as exc:  # the gRPC port is taken

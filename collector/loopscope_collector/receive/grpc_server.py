@@ -32,7 +32,15 @@ from ..pipeline.thread import Pipeline
 from ..storage.health import StoreUnavailable
 from .decode import DecodeError, PayloadTooLarge, decode_proto_request, decoding, span_count
 from .http_server import ACK_TIMEOUT_S, MAX_BODY_BYTES
-from .limits import SPAN_BYTES, Busy, Hold, InFlight, charge_decoded, decoded_size
+from .limits import (
+    Busy,
+    Hold,
+    InFlight,
+    charge_counted,
+    charge_decoded,
+    charge_parsing,
+    decoded_size,
+)
 
 MAX_WORKERS: Final = 8
 TRACE_SERVICE: Final = "opentelemetry.proto.collector.trace.v1.TraceService"
@@ -64,12 +72,13 @@ class TraceService:
         (``limits``: the memory bound is on decoded size, as for HTTP)."""
         try:
             with decoding():
+                charge_parsing(held, len(body))
                 try:
                     request = ExportTraceServiceRequest.FromString(body)
                 except (ProtoDecodeError, ValueError, RecursionError) as exc:
                     raise DecodeError(f"protobuf: message could not be parsed ({exc})") from None
                 count = span_count(request)
-                charge_decoded(held, count * SPAN_BYTES + len(body), count)
+                charge_counted(held, count, len(body))
                 spans = decode_proto_request(request)
                 del request
                 charge_decoded(held, decoded_size(spans), len(spans))

@@ -52,7 +52,15 @@ from ..storage.queries import READS, UnknownRead
 from .connections import CONNECTION_KEY
 from .decode import DecodeError, PayloadTooLarge, decode_request, decoding, inflate
 from .labels import check_label
-from .limits import SPAN_BYTES, Busy, Hold, InFlight, charge_decoded, decoded_size
+from .limits import (
+    Busy,
+    Hold,
+    InFlight,
+    charge_counted,
+    charge_decoded,
+    charge_parsing,
+    decoded_size,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -344,16 +352,16 @@ class CollectorApp:
                 await self._busy(ex, exc, protobuf)
                 return
             hold.received()
-            try:
-                spans = await self._on(self.decoding, self._decode, body,
-                                       content_type, ex.header(b"content-encoding"), hold)
-            except DecodeError as exc:  # 400, or 413 / 415 for its subclasses
-                await self._refuse(ex, exc.http_status, str(exc), protobuf, spans=exc.spans)
-                return
-            except Busy as exc:
-                await self._busy(ex, exc, protobuf)
-                return
+            spans = await self._on(self.decoding, self._decode, body, content_type,
+                                   ex.header(b"content-encoding"), hold)
             del body
+            if isinstance(spans, DecodeError):  # 400, or 413 / 415 for its subclasses
+                await self._refuse(ex, spans.http_status, str(spans), protobuf,
+                                   spans=spans.spans)
+                return
+            if isinstance(spans, Busy):
+                await self._busy(ex, spans, protobuf)
+                return
             await self._store(ex, spans, protobuf)
 
     async def _body(self, ex: _Exchange, hold: Hold, limit: int) -> bytearray:
@@ -374,19 +382,29 @@ class CollectorApp:
                 return body
 
     def _decode(self, body: bytearray, content_type: str | None, encoding: str | None,
-                hold: Hold) -> list[SpanRecord]:
-        """Decode on a decoding thread, charging memory before it is taken: the inflated
-        bytes, then what the spans will take before their records are built
-        (``limits.charge_decoded``), then what they take."""
-        with decoding():
-            data = inflate(body, content_encoding=encoding, max_bytes=self.max_body_bytes)
-            hold.grow(len(data) - len(body))
-            spans = decode_request(
-                data, content_type=content_type, content_encoding=None,
-                max_bytes=self.max_body_bytes,
-                admit=lambda count: charge_decoded(hold, count * SPAN_BYTES + len(data), count))
-            charge_decoded(hold, decoded_size(spans), len(spans))
-        return spans
+                hold: Hold) -> list[SpanRecord] | DecodeError | Busy:
+        """Decode on a decoding thread, charging memory before it is taken (``limits``):
+        what parsing may take, then, once the spans are counted, what their records will
+        take, then what they take (a request that alone takes more than the whole budget is
+        413)."""
+        try:
+            with decoding():
+                data = inflate(body, content_encoding=encoding, max_bytes=self.max_body_bytes)
+                charge_parsing(hold, len(data))
+                spans = decode_request(
+                    data, content_type=content_type, content_encoding=None,
+                    max_bytes=self.max_body_bytes,
+                    admit=lambda count: charge_counted(hold, count, len(body) + len(data)))
+                charge_decoded(hold, decoded_size(spans), len(spans))
+            return spans
+        except (DecodeError, Busy) as exc:
+            # Returned, not raised, and without its traceback: an exception that crosses an
+            # awaited future is kept in a reference cycle (the future, its exception, the
+            # traceback, the future's frame) until a full garbage collection, and with it
+            # every frame it passed through: the body and the parsed message, hundreds of
+            # MiB for a large request.
+            exc.__traceback__ = exc.__context__ = exc.__cause__ = None
+            return exc
 
     async def _stored(self, job: Job) -> None:
         """Wait (holding no thread) until the pipeline is done with ``job``; re-raise its

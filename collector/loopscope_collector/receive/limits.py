@@ -27,7 +27,7 @@ from typing import Any, Final
 
 from .errors import AdmissionError, PayloadTooLarge
 
-MAX_INFLIGHT_BYTES: Final = 128 * 1024 * 1024
+MAX_INFLIGHT_BYTES: Final = 256 * 1024 * 1024
 """Default cap on the memory requests hold at once: bodies as they arrive, then their
 decoded spans (``decoded_size``), until their batch commits."""
 JUDGED_AFTER_S: Final = 1.0
@@ -118,6 +118,12 @@ class InFlight:
             self._receiving.discard(hold)
             hold.receiving = False
 
+    def _shrink(self, hold: Hold, size: int) -> None:
+        with self._lock:
+            size = min(size, hold.size)
+            self.used -= size
+            hold.size -= size
+
     def _release(self, hold: Hold) -> None:
         with self._lock:
             self._receiving.discard(hold)
@@ -142,6 +148,13 @@ class Hold:
         if size > 0 or self.evicted:
             self.owner._take(self, max(size, 0))
 
+    def resize(self, size: int) -> None:
+        """Hold exactly ``size`` bytes: more (``Busy`` when they do not fit) or fewer."""
+        if size >= self.size:
+            self.grow(size - self.size)
+        else:
+            self.owner._shrink(self, self.size - size)
+
     def received(self) -> None:
         """The body is complete: from now on this hold is never evicted."""
         if self.receiving:
@@ -163,8 +176,27 @@ class Hold:
         self.release()
 
 
-def charge_decoded(hold: Hold, size: int, spans: int = 0) -> None:
-    """Make ``hold`` at least ``size`` bytes, what a request's decoded spans take.
+PARSE_FACTOR: Final = 4
+"""Parsing a body takes up to this many times its bytes before a span can be counted: the
+protobuf message of minimal spans is 4.2 times their wire size (content spans far less:
+their strings point into the body), OTLP JSON as Python objects 2.5 to 3 times its text."""
+PARSED_SPAN_BYTES: Final = 200
+"""What a parsed span takes while its record is built (the protobuf message of a span)."""
+
+
+def charge_parsing(hold: Hold, data: int) -> None:
+    """Before parsing a body of ``data`` bytes: hold what parsing it may take (``Busy``)."""
+    hold.grow(PARSE_FACTOR * data)
+
+
+def charge_counted(hold: Hold, spans: int, data: int) -> None:
+    """Once the body is parsed and its ``spans`` counted, before their records are built:
+    hold what the parsed body and the records will take together (``charge_decoded``)."""
+    charge_decoded(hold, spans * (SPAN_BYTES + PARSED_SPAN_BYTES) + data, spans, shrink=True)
+
+
+def charge_decoded(hold: Hold, size: int, spans: int = 0, *, shrink: bool = True) -> None:
+    """Make ``hold`` ``size`` bytes, what a request's decoded spans take.
 
     Raises:
         PayloadTooLarge: the request alone takes more than the whole budget: it can never be
@@ -179,7 +211,10 @@ def charge_decoded(hold: Hold, size: int, spans: int = 0) -> None:
             "smaller batches")
         error.spans = spans
         raise error
-    hold.grow(size - hold.size)
+    if shrink:
+        hold.resize(size)
+    else:
+        hold.grow(size - hold.size)
 
 
 def decoded_size(spans: list[Any]) -> int:
