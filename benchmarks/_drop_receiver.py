@@ -38,7 +38,7 @@ class DropPipeline:
         with self._lock:
             self.stats.spans_received += len(spans)
         job = Job(spans)
-        job.done.set()
+        job.finish()
         return job
 
 

@@ -15,7 +15,12 @@ memory per active episode, and its per-request acknowledgement latency (a 200 is
 request's spans are stored and their flags written, so this bounds how long a flag takes to be
 in the store after its span reaches the collector).
 
+With ``--against CHECKOUT`` (another checkout, e.g. ``git worktree add --detach /tmp/base
+main``), this checkout's collector and that one's take the same load round by round in one
+run (``--rounds``, order alternating), each on a fresh store: medians and their ratio.
+
 Run:  .venv/bin/python benchmarks/bench_collector.py [--spans 200000] [--connections 4]
+          [--against /tmp/base --rounds 3]
 """
 
 from __future__ import annotations
@@ -137,12 +142,22 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-def bench_loopscope(bodies: list[bytes], total: int, connections: int, tmp: Path) -> dict:
+def checkout_env(checkout: Path | None) -> dict[str, str] | None:
+    """The environment that runs ``checkout``'s loopscope (None: this checkout's)."""
+    if checkout is None:
+        return None
+    paths = [str(checkout / part) for part in ("instrumentation", "collector", "dashboard")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+
+
+def bench_loopscope(bodies: list[bytes], total: int, connections: int, tmp: Path,
+                    checkout: Path | None = None) -> dict:
     port = free_port()
+    store = tmp / f"bench-{port}.duckdb"
     proc = subprocess.Popen([sys.executable, "-m", "loopscope", "collector", "--db",
-                             str(tmp / "bench.duckdb"), "--http-port", str(port),
+                             str(store), "--http-port", str(port),
                              "--grpc-port", "0"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+                            stderr=subprocess.DEVNULL, env=checkout_env(checkout))
     try:
         base = f"http://127.0.0.1:{port}"
         wait_http(base + "/healthz")
@@ -171,9 +186,12 @@ def bench_loopscope(bodies: list[bytes], total: int, connections: int, tmp: Path
         proc.wait(30)
 
 
-def bench_drop(bodies: list[bytes], total: int, connections: int) -> dict:
+def bench_drop(bodies: list[bytes], total: int, connections: int,
+               checkout: Path | None = None) -> dict:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, str(ROOT / "_drop_receiver.py"), str(port)])
+    receiver = (checkout / "benchmarks" if checkout else ROOT) / "_drop_receiver.py"
+    proc = subprocess.Popen([sys.executable, str(receiver), str(port)],
+                            env=checkout_env(checkout))
     try:
         wait_http(f"http://127.0.0.1:{port}/healthz")
         start = time.perf_counter()
@@ -244,6 +262,45 @@ def bench_detection_alone(bodies: list[bytes], total: int) -> dict:
     return {"seconds": seconds, "spans_per_s": total / seconds}
 
 
+def against(args: argparse.Namespace, bodies: list[bytes], tmp: Path) -> dict:
+    """This checkout's collector and ``--against``'s, on the same load, round by round
+    (the order alternating), each on a fresh store: medians and their ratio, which holds on
+    a noisy machine where two separate runs would not compare."""
+    import statistics
+
+    runs: dict[str, list[dict]] = {"this": [], "against": []}
+    drops: dict[str, list[float]] = {"this": [], "against": []}
+    for n in range(args.rounds):
+        order = [("this", None), ("against", args.against)]
+        for name, checkout in order if n % 2 == 0 else order[::-1]:
+            drops[name].append(bench_drop(bodies, args.spans, args.connections,
+                                          checkout)["spans_per_s"])
+            runs[name].append(bench_loopscope(bodies, args.spans, args.connections, tmp,
+                                              checkout))
+    result: dict = {"spans": args.spans, "per_request": args.per_request,
+                    "connections": args.connections, "rounds": args.rounds,
+                    "against_checkout": str(args.against)}
+    for name in runs:
+        rates = [r["spans_per_s"] for r in runs[name]]
+        result[name] = {
+            "spans_per_s_median": statistics.median(rates),
+            "spans_per_s_rounds": [round(r) for r in rates],
+            "decode_and_drop_spans_per_s_median": statistics.median(drops[name]),
+            "ack_p50_s_median": statistics.median(
+                r["ack_latency_per_request"]["p50_s"] for r in runs[name]),
+            "ack_p95_s_median": statistics.median(
+                r["ack_latency_per_request"]["p95_s"] for r in runs[name]),
+            "retried_requests": sum(r["retried_requests"] for r in runs[name]),
+            "rss_mb_max": max(r["rss_mb"] for r in runs[name]),
+        }
+    result["ingest_this_vs_against"] = (result["this"]["spans_per_s_median"]
+                                        / result["against"]["spans_per_s_median"])
+    result["decode_and_drop_this_vs_against"] = (
+        result["this"]["decode_and_drop_spans_per_s_median"]
+        / result["against"]["decode_and_drop_spans_per_s_median"])
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spans", type=int, default=200_000)
@@ -253,9 +310,21 @@ def main() -> None:
                                           "install (its own venv); omitted: not measured")
     parser.add_argument("--phoenix-spans", type=int, default=20_000,
                         help="spans sent to Phoenix (it is slow; default 20000)")
+    parser.add_argument("--against", type=Path,
+                        help="another checkout of loopscope (e.g. git worktree add --detach "
+                             "/tmp/base main): its collector and decode-and-drop receiver are "
+                             "measured in the same run, round by round, beside this one's")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds of each with --against (default 3)")
     args = parser.parse_args()
     bodies = build_requests(args.spans, args.per_request, seed=1)
     tmp = Path(tempfile.mkdtemp(prefix="loopscope-bench-"))
+    if args.against is not None:
+        try:
+            print(json.dumps(against(args, bodies, tmp), indent=2))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return
     try:
         drop = bench_drop(bodies, args.spans, args.connections)
         ours = bench_loopscope(bodies, args.spans, args.connections, tmp)
