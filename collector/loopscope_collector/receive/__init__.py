@@ -1,4 +1,9 @@
-"""Receive: OTLP over HTTP (``http_server``, which also serves the named reads, labels and
-/metrics) and gRPC (``grpc_server``), the decoders of their bodies (``decode``, ``decode_json``)
-and the errors they name (``errors``), the limits on what one process takes in (``limits``),
-and a client's label checked before it is queued (``labels``)."""
+"""Receive: OTLP over HTTP and gRPC, and the routes the HTTP port serves.
+
+HTTP/1.1 is uvicorn's, with h11 (``http_server`` runs it); the collector's routes are an ASGI
+application (``http_app``: OTLP, the named reads, labels, /metrics, /healthz), and the thin
+layer of its own on top is admission: the memory requests hold (``limits``) and the
+connection cap and deadlines (``connections``). gRPC is grpcio (``grpc_server``). The decoders
+of both (``decode``, ``decode_json``) turn any failure into the errors they name
+(``errors``); ``labels`` checks a client's label before it is queued.
+"""

@@ -199,17 +199,20 @@ class CollectorApp:
     async def _route(self, ex: _Exchange) -> None:
         path, method = ex.scope["path"], ex.scope["method"]
         if self.auth_token and not self._authorized(ex):
+            close = not await self._drain(ex)
             await ex.json(401, {"error": "missing or wrong bearer token"},
-                          {"WWW-Authenticate": "Bearer"})
+                          {"WWW-Authenticate": "Bearer"}, close=close)
             return
         allowed = _allowed(path)
         if allowed is None:
             hint = "; OTLP goes to /v1/traces" if method == "POST" else ""
-            await ex.json(404, {"error": f"no route {method} {path}{hint}"})
+            close = not await self._drain(ex)
+            await ex.json(404, {"error": f"no route {method} {path}{hint}"}, close=close)
         elif method not in allowed:
             says = "is read with GET" if allowed == _GET else "takes POST"
+            close = not await self._drain(ex)
             await ex.json(405, {"error": f"{path} {says}, not {method}"},
-                          {"Allow": ", ".join(allowed)})
+                          {"Allow": ", ".join(allowed)}, close=close)
         elif path == "/v1/traces":
             await self._export(ex)
         elif path == "/v1/labels":
@@ -225,6 +228,32 @@ class CollectorApp:
                                           for n, r in sorted(READS.items())}})
         else:
             await self._read(ex, path.removeprefix("/v1/reads/"))
+
+    async def _drain(self, ex: _Exchange, limit: int | None = None) -> bool:
+        """Read and drop what is left of a body the answer will not use, up to ``limit``
+        bytes (4 x the request limit), so that a client still sending it reads the answer
+        instead of a reset. False when the body is not drained (too large, or the client
+        waits for ``100 Continue``): the answer then closes the connection."""
+        if ex.started:
+            return True
+        if ex.headers.get(b"expect", b"").lower() == b"100-continue":
+            return False
+        limit = 4 * self.max_body_bytes if limit is None else limit
+        declared = ex.header(b"content-length")
+        if declared is not None and int(declared) > limit:
+            return False
+        if declared in (None, "0") and b"transfer-encoding" not in ex.headers:
+            return True
+        drained = 0
+        while True:
+            message = await ex.receive()
+            if message["type"] == "http.disconnect":
+                raise _Gone
+            drained += len(message.get("body", b""))
+            if drained > limit:
+                return False
+            if not message.get("more_body"):
+                return True
 
     def _authorized(self, ex: _Exchange) -> bool:
         given = ex.header(b"authorization") or ""
@@ -280,8 +309,9 @@ class CollectorApp:
         try:
             body = await self._small_body(ex, MAX_LABEL_BYTES)
         except PayloadTooLarge:
+            close = not await self._drain(ex)
             await ex.json(400, {"error": "a label is a JSON object of at most 64 KiB"},
-                          close=True)
+                          close=close)
             return
         try:
             label = check_label(json.loads(body or b"null"))
@@ -329,19 +359,15 @@ class CollectorApp:
         declared = ex.header(b"content-length")
         limit = self.max_body_bytes
         if declared is not None and int(declared) > limit:
+            close = not await self._drain(ex)
             await self._refuse(ex, 413, f"body of {declared} bytes is over the limit of "
-                                        f"{limit}", protobuf,
-                               close=int(declared) > 4 * limit)
+                                        f"{limit}", protobuf, close=close)
             return
         conn = ex.connection
         loop = asyncio.get_running_loop()
         evict = None if conn is None else (
             lambda: loop.call_soon_threadsafe(conn.evict_body))
-        try:
-            hold = self.inflight.hold(0, evict=evict)
-        except Busy as exc:
-            await self._busy(ex, exc, protobuf)
-            return
+        hold = self.inflight.hold(0, evict=evict)
         with hold:
             try:
                 body = await self._body(ex, hold, limit)
@@ -349,7 +375,9 @@ class CollectorApp:
                 await self._refuse(ex, 413, str(exc), protobuf, close=True)
                 return
             except Busy as exc:  # (an evicted body whose connection is closed: no-op)
-                await self._busy(ex, exc, protobuf)
+                hold.release()  # what is left of the body is drained, not held
+                close = hold.evicted or not await self._drain(ex)
+                await self._busy(ex, exc, protobuf, close=close)
                 return
             hold.received()
             spans = await self._on(self.decoding, self._decode, body, content_type,
@@ -391,10 +419,11 @@ class CollectorApp:
             with decoding():
                 data = inflate(body, content_encoding=encoding, max_bytes=self.max_body_bytes)
                 charge_parsing(hold, len(data))
+                wire = len(data) + (0 if data is body else len(body))  # (inflated: both)
                 spans = decode_request(
                     data, content_type=content_type, content_encoding=None,
                     max_bytes=self.max_body_bytes,
-                    admit=lambda count: charge_counted(hold, count, len(body) + len(data)))
+                    admit=lambda count: charge_counted(hold, count, wire))
                 charge_decoded(hold, decoded_size(spans), len(spans))
             return spans
         except (DecodeError, Busy) as exc:
@@ -443,9 +472,10 @@ class CollectorApp:
         else:
             await ex.json(200, {})
 
-    async def _busy(self, ex: _Exchange, exc: Exception, protobuf: bool) -> None:
+    async def _busy(self, ex: _Exchange, exc: Exception, protobuf: bool, *,
+                    close: bool = False) -> None:
         await self._otlp_error(ex, 503, f"not admitted, retry later: {exc}", protobuf,
-                               {"Retry-After": RETRY_AFTER_S})
+                               {"Retry-After": RETRY_AFTER_S}, close=close)
 
     async def _refuse(self, ex: _Exchange, status: int, message: str, protobuf: bool, *,
                       spans: int = 0, close: bool = False) -> None:
