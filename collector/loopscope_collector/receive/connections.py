@@ -16,8 +16,8 @@ complete request (idle, or in its headers), else the body arriving slowest (of t
 for a second at least), which is answered 503 with Retry-After; only when every connection is
 working (or just began its body) is the newcomer answered 503.
 So slow clients, in their headers or their bodies, can fill the cap but never keep a normal
-client out. The same slowest-body rule frees bytes in flight (``limits.InFlight``): the app
-calls ``evict_body`` on the connection whose hold was evicted.
+client out. The same slowest-body rule frees bytes in flight (``limits.InFlight``); that
+eviction answers 503 but keeps the connection (``http_app``), and ``wake`` tells its handler.
 """
 
 from __future__ import annotations
@@ -224,12 +224,12 @@ class WatchedH11Protocol(H11Protocol):
         """Bytes per second of the body arriving."""
         return self.body_bytes / max(now - self.since, 1e-3)
 
-    def evict_body(self) -> None:
-        """Bytes in flight evicted this connection's body: answer 503 and close (only while
-        its body is still arriving)."""
-        if self.phase == BODY:
-            self.end(_EVICTED)
-            self.watch.leave(self)
+    def wake(self) -> None:
+        """Wake the request's handler if it waits for more of the body (it is handed an
+        empty chunk): admission evicted its body and it has bytes to let go of."""
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            cycle.message_event.set()
 
     def end(self, answer: bytes | None) -> None:
         """Close the connection, with ``answer`` first when a request has begun and no

@@ -365,8 +365,7 @@ class CollectorApp:
             return
         conn = ex.connection
         loop = asyncio.get_running_loop()
-        evict = None if conn is None else (
-            lambda: loop.call_soon_threadsafe(conn.evict_body))
+        evict = None if conn is None else (lambda: loop.call_soon_threadsafe(conn.wake))
         hold = self.inflight.hold(0, evict=evict)
         with hold:
             try:
@@ -374,10 +373,9 @@ class CollectorApp:
             except PayloadTooLarge as exc:
                 await self._refuse(ex, 413, str(exc), protobuf, close=True)
                 return
-            except Busy as exc:  # (an evicted body whose connection is closed: no-op)
+            except Busy as exc:
                 hold.release()  # what is left of the body is drained, not held
-                close = hold.evicted or not await self._drain(ex)
-                await self._busy(ex, exc, protobuf, close=close)
+                await self._not_admitted(ex, exc, protobuf)
                 return
             hold.received()
             spans = await self._on(self.decoding, self._decode, body, content_type,
@@ -392,14 +390,30 @@ class CollectorApp:
                 return
             await self._store(ex, spans, protobuf)
 
+    async def _not_admitted(self, ex: _Exchange, exc: Busy, protobuf: bool) -> None:
+        """503 to a request whose body did not fit, or was evicted: at once on a connection
+        the client keeps alive (uvicorn drains the rest of the body, holding none of it), so
+        a slow body cannot delay its answer; after draining the body when the client asked
+        to close, so that it reads the answer instead of a reset."""
+        if ex.headers.get(b"connection", b"").lower() == b"close" or ex.scope.get(
+                "http_version") == "1.0":
+            close = not await self._drain(ex)
+        else:
+            close = False
+        await self._busy(ex, exc, protobuf, close=close)
+
     async def _body(self, ex: _Exchange, hold: Hold, limit: int) -> bytearray:
-        """The body, each chunk charged as it arrives; ``_Gone`` when the client left, or
-        was evicted (``connections``)."""
+        """The body, each chunk charged as it arrives; ``Busy`` when it does not fit, or
+        was evicted (``limits.InFlight``: then the connection ``wake``s this), ``_Gone``
+        when the client left."""
         body = bytearray()
         while True:
             message = await ex.receive()
             if message["type"] == "http.disconnect":
                 raise _Gone
+            if hold.evicted:
+                raise Busy("evicted: this request's body arrived slowest while the "
+                           "collector was full")
             chunk = message.get("body", b"")
             if chunk:
                 if len(body) + len(chunk) > limit:
