@@ -39,7 +39,7 @@ from .limits import (
     charge_counted,
     charge_decoded,
     charge_parsing,
-    decoded_size,
+    estimate_decoded,
 )
 
 MAX_WORKERS: Final = 8
@@ -81,7 +81,7 @@ class TraceService:
                 charge_counted(held, count, len(body))
                 spans = decode_proto_request(request)
                 del request
-                charge_decoded(held, decoded_size(spans), len(spans))
+                charge_decoded(held, estimate_decoded(len(spans), len(body)), len(spans))
                 return spans
         except DecodeError as exc:
             code = (grpc.StatusCode.RESOURCE_EXHAUSTED if isinstance(exc, PayloadTooLarge)

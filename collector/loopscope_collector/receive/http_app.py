@@ -59,7 +59,7 @@ from .limits import (
     charge_counted,
     charge_decoded,
     charge_parsing,
-    decoded_size,
+    estimate_decoded,
 )
 
 logger = logging.getLogger(__name__)
@@ -438,7 +438,7 @@ class CollectorApp:
                     data, content_type=content_type, content_encoding=None,
                     max_bytes=self.max_body_bytes,
                     admit=lambda count: charge_counted(hold, count, wire))
-                charge_decoded(hold, decoded_size(spans), len(spans))
+                charge_decoded(hold, estimate_decoded(len(spans), len(data)), len(spans))
             return spans
         except (DecodeError, Busy) as exc:
             # Returned, not raised, and without its traceback: an exception that crosses an

@@ -191,8 +191,22 @@ def charge_parsing(hold: Hold, data: int) -> None:
 
 def charge_counted(hold: Hold, spans: int, data: int) -> None:
     """Once the body is parsed and its ``spans`` counted, before their records are built:
-    hold what the parsed body and the records will take together (``charge_decoded``)."""
-    charge_decoded(hold, spans * (SPAN_BYTES + PARSED_SPAN_BYTES) + data, spans, shrink=True)
+    hold what the body, the parsed message and the records will take together
+    (``charge_decoded``)."""
+    charge_decoded(hold, estimate_decoded(spans, data) + spans * PARSED_SPAN_BYTES + data,
+                   spans)
+
+
+def estimate_decoded(spans: int, data: int) -> int:
+    """About what the records of ``spans`` spans decoded from ``data`` bytes (protobuf or
+    JSON, uncompressed) take in memory: a fixed cost per span (the record, its ids, dicts and
+    events) and the text, which as Python strings and dict entries takes up to 3 times its
+    bytes on the wire. Measured with ``tracemalloc``: minimal spans take 482 bytes each
+    (estimated 853), the benchmark's tool spans 1,485 (1,702), the tests' short tool spans
+    1,387 (1,411), spans with 1 kB of text 2,492 (4,462): it errs high, never low
+    (tests/collector/test_chaos_memory.py). Cheap: counting span by span (``decoded_size``)
+    costs a fifth of the decoding."""
+    return spans * SPAN_BYTES + data * 3
 
 
 def charge_decoded(hold: Hold, size: int, spans: int = 0, *, shrink: bool = True) -> None:
@@ -218,21 +232,21 @@ def charge_decoded(hold: Hold, size: int, spans: int = 0, *, shrink: bool = True
 
 
 def decoded_size(spans: list[Any]) -> int:
-    """About what decoded span records take in memory, in bytes: a fixed cost per span (the
-    record, its ids, dicts and events) and per attribute, plus their text. Measured with
-    ``tracemalloc`` for minimal spans (482 bytes each), the benchmark's (1,485) and spans
-    with 1 kB of text (2,492): the estimate is within a few percent, erring high
-    (tests/collector/test_chaos_memory.py)."""
+    """What decoded span records take in memory, in bytes, counted span by span: a fixed
+    cost per span (the record, its ids, dicts and events) and per attribute, plus their
+    text; within a few percent of ``tracemalloc``'s count. Too slow for every request (a
+    fifth of the decoding): the receivers charge ``estimate_decoded``; this checks it."""
     total = 0
     for span in spans:
-        total += SPAN_BYTES + len(span.name) + 2 * len(span.status_message)
+        total += _SPAN_RECORD_BYTES + len(span.name) + 2 * len(span.status_message)
         total += _attributes_bytes(span.attributes) + _attributes_bytes(span.resource)
         for event in span.events:
             total += _EVENT_BYTES + len(event.name) + _attributes_bytes(event.attributes)
     return total
 
 
-SPAN_BYTES: Final = 500
+SPAN_BYTES: Final = 700
+_SPAN_RECORD_BYTES: Final = 500
 _EVENT_BYTES: Final = 250
 _VALUE_BYTES: Final = 150
 
