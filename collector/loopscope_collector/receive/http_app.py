@@ -69,7 +69,9 @@ MAX_BODY_BYTES: Final = 32 * 1024 * 1024
 MAX_LABEL_BYTES: Final = 65536
 ACK_TIMEOUT_S: Final = 30.0
 RETRY_AFTER_S: Final = "2"
-DECODE_THREADS: Final = 4
+DECODE_THREADS: Final = 2
+"""Decoding holds the GIL: two threads keep both cores busy between them and the pipeline
+thread (which stores and judges), more only take turns with it (BENCHMARKS.md)."""
 READ_THREADS: Final = 4
 
 _POST: Final = ("POST",)
