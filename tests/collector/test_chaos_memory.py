@@ -23,7 +23,11 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from otlp_requests import request
 
 from loopscope_collector.receive.decode import decode_request
-from loopscope_collector.receive.limits import decoded_size, estimate_decoded
+from loopscope_collector.receive.limits import (
+    attribute_count,
+    decoded_size,
+    estimate_decoded,
+)
 
 pytestmark = [pytest.mark.timeout(300),
               pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")]
@@ -107,5 +111,5 @@ def test_the_decoded_size_estimate_errs_high() -> None:
         taken, _ = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         assert 0.9 * taken <= decoded_size(spans) <= 1.2 * taken, (len(spans), taken)
-        estimate = estimate_decoded(len(spans), len(body))
-        assert 0.98 * taken <= estimate <= 2 * taken, (len(spans), taken, estimate)
+        estimate = estimate_decoded(len(spans), len(body), attribute_count(spans))
+        assert 0.98 * taken <= estimate <= 1.3 * taken, (len(spans), taken, estimate)

@@ -36,6 +36,7 @@ from .limits import (
     Busy,
     Hold,
     InFlight,
+    attribute_count,
     charge_counted,
     charge_decoded,
     charge_parsing,
@@ -81,7 +82,8 @@ class TraceService:
                 charge_counted(held, count, len(body))
                 spans = decode_proto_request(request)
                 del request
-                charge_decoded(held, estimate_decoded(len(spans), len(body)), len(spans))
+                size = estimate_decoded(len(spans), len(body), attribute_count(spans))
+                charge_decoded(held, size, len(spans))
                 return spans
         except DecodeError as exc:
             code = (grpc.StatusCode.RESOURCE_EXHAUSTED if isinstance(exc, PayloadTooLarge)

@@ -56,6 +56,7 @@ from .limits import (
     Busy,
     Hold,
     InFlight,
+    attribute_count,
     charge_counted,
     charge_decoded,
     charge_parsing,
@@ -440,7 +441,8 @@ class CollectorApp:
                     data, content_type=content_type, content_encoding=None,
                     max_bytes=self.max_body_bytes,
                     admit=lambda count: charge_counted(hold, count, wire))
-                charge_decoded(hold, estimate_decoded(len(spans), len(data)), len(spans))
+                size = estimate_decoded(len(spans), len(data), attribute_count(spans))
+                charge_decoded(hold, size, len(spans))
             return spans
         except (DecodeError, Busy) as exc:
             # Returned, not raised, and without its traceback: an exception that crosses an

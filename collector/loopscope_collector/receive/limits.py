@@ -197,16 +197,24 @@ def charge_counted(hold: Hold, spans: int, data: int) -> None:
                    spans)
 
 
-def estimate_decoded(spans: int, data: int) -> int:
+def estimate_decoded(spans: int, data: int, attributes: int | None = None) -> int:
     """About what the records of ``spans`` spans decoded from ``data`` bytes (protobuf or
-    JSON, uncompressed) take in memory: a fixed cost per span (the record, its ids, dicts and
-    events) and the text, which as Python strings and dict entries takes up to 3 times its
-    bytes on the wire. Measured with ``tracemalloc``: minimal spans take 482 bytes each
-    (estimated 853), the benchmark's tool spans 1,485 (1,702), the tests' short tool spans
-    1,387 (1,411), spans with 1 kB of text 2,492 (4,462): it errs high, never low
-    (tests/collector/test_chaos_memory.py). Cheap: counting span by span (``decoded_size``)
-    costs a fifth of the decoding."""
-    return spans * SPAN_BYTES + data * 3
+    JSON, uncompressed) take in memory: a fixed cost per span (the record, its ids, dicts
+    and events), one per attribute (its key, value and dict entry; ``attributes`` counts
+    them, the resource's too, as each record holds its own copy; before the records exist,
+    two per span), and the text, about 1.1 times its bytes on the wire. Measured with
+    ``tracemalloc``: minimal spans take 482 bytes each (estimated 556), the benchmark's tool
+    spans 1,485 (1,617), the tests' short tool spans 1,387 (1,511), spans with 1 kB of text
+    2,492 (2,779): it errs high by a little (tests/collector/test_chaos_memory.py). Cheap:
+    counting span by span (``decoded_size``) costs a fifth of the decoding."""
+    if attributes is None:
+        attributes = 2 * spans
+    return spans * _SPAN_RECORD_BYTES + attributes * _VALUE_BYTES + data * 11 // 10
+
+
+def attribute_count(spans: list[Any]) -> int:
+    """The attributes ``estimate_decoded`` counts: each record's own and its resource's."""
+    return sum(len(span.attributes) + len(span.resource) for span in spans)
 
 
 def charge_decoded(hold: Hold, size: int, spans: int = 0, *, shrink: bool = True) -> None:
@@ -245,7 +253,6 @@ def decoded_size(spans: list[Any]) -> int:
     return total
 
 
-SPAN_BYTES: Final = 700
 _SPAN_RECORD_BYTES: Final = 500
 _EVENT_BYTES: Final = 250
 _VALUE_BYTES: Final = 150
