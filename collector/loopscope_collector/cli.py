@@ -68,9 +68,9 @@ def register(sub: Any) -> None:
     limits.add_argument("--max-request-bytes", type=int, default=32 * 1024 * 1024,
                         help="largest OTLP request, HTTP or gRPC, after decompression "
                              "(default: 32 MiB)")
-    limits.add_argument("--max-inflight-bytes", type=int, default=256 * 1024 * 1024,
+    limits.add_argument("--max-inflight-bytes", type=int, default=192 * 1024 * 1024,
                         help="memory requests hold at once: bodies as they arrive, then their "
-                             "decoded spans until stored; bounds memory (default: 256 MiB, at "
+                             "decoded spans until stored; bounds memory (default: 192 MiB, at "
                              "least --max-request-bytes). A request that alone decodes to "
                              "more is refused (413)")
     limits.add_argument("--store-memory", type=memory_size, default="512MB",

@@ -32,7 +32,7 @@ from loopscope_collector.receive.limits import (
 pytestmark = [pytest.mark.timeout(300),
               pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")]
 
-BUDGET_MIB = 256  # the default --max-inflight-bytes
+BUDGET_MIB = 192  # the default --max-inflight-bytes
 
 
 def _minimal(spans: int) -> bytes:

@@ -27,7 +27,7 @@ from typing import Any, Final
 
 from .errors import AdmissionError, PayloadTooLarge
 
-MAX_INFLIGHT_BYTES: Final = 256 * 1024 * 1024
+MAX_INFLIGHT_BYTES: Final = 192 * 1024 * 1024
 """Default cap on the memory requests hold at once: bodies as they arrive, then their
 decoded spans (``decoded_size``), until their batch commits."""
 JUDGED_AFTER_S: Final = 1.0
