@@ -141,51 +141,65 @@ def test_an_idle_connection_and_a_stalled_body_are_closed(collector: CollectorPr
     assert _post(collector) == 200
 
 
-def _busy_connection(collector: CollectorProcess) -> socket.socket:
-    """A connection whose request the server is receiving: headers sent and read (the
-    server's ``100 Continue`` says so), the body not sent yet. A 503 is tried again: a
-    connection the test closed a moment ago (the start-up probe's) may still count at the cap."""
-
-    def attempt() -> socket.socket | None:
-        sock = _connect(collector)
-        sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: "
-                     b"application/x-protobuf\r\nContent-Length: 1000\r\n"
-                     b"Expect: 100-continue\r\n\r\n")
-        answer = b""
-        while b"\r\n\r\n" not in answer and (chunk := sock.recv(4096)):
-            answer += chunk
-        if answer.startswith(b"HTTP/1.1 100"):
-            return sock
-        sock.close()
-        assert answer.startswith(b"HTTP/1.1 503"), answer
-        return None
-
-    busy: socket.socket = eventually(attempt)
-    return busy
-
-
 def test_past_the_connection_cap_a_client_gets_503_until_one_closes(tmp_path: Path) -> None:
-    """With four connections busy receiving a request, a fifth is answered 503 with
-    Retry-After at once (busy connections are never evicted); once one of them closes,
-    requests are served again."""
-    collector = start_collector(tmp_path / "store.duckdb",
-                                extra=["--body-timeout", "120", "--max-connections", "4"])
-    held: list[socket.socket] = []
+    """With four connections whose requests the collector is working on (their spans wait
+    for a pipeline that is not running yet), a fifth connection is answered 503 with
+    Retry-After at once: working connections are never evicted. Once the pipeline runs and
+    they are answered, requests are served again."""
+    from loopscope_collector.receive.connections import ConnectionWatch
+
+    db = open_database(tmp_path / "x.duckdb")
+    pipeline = Pipeline(db)  # not started: the four requests wait for their acknowledgement
+    server = CollectorHTTPServer(("127.0.0.1", 0), pipeline=pipeline, db=db,
+                                 watch=ConnectionWatch(max_connections=4))
+    server.serve_in_thread()
+    port = server.server_address[1]
+    answers: list[int] = []
+
+    def post() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        conn.request("POST", "/v1/traces", episode_request(2)[0].SerializeToString(),
+                     {"Content-Type": "application/x-protobuf"})
+        answers.append(conn.getresponse().status)
+        conn.close()
+
+    threads = [threading.Thread(target=post) for _ in range(4)]
+    started = False
     try:
-        held = [_busy_connection(collector) for _ in range(4)]
-        assert _first_answer(collector).startswith("HTTP/1.1 503")
-        held.pop().close()
-        eventually(lambda: _first_answer(collector).startswith(("HTTP/1.0 200",
-                                                                "HTTP/1.1 200")))
-        for sock in held:  # (a connection just closed may still count at the cap a moment)
-            sock.close()
-        held = []
-        metrics = eventually(lambda: _served(_first_answer(collector, "/metrics")))
-        assert "loopscope_http_connections_refused_total 0" not in metrics
+        for thread in threads:
+            thread.start()
+        eventually(lambda: pipeline.stats.queue_spans == 8)  # all four are being worked on
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            answer = b""  # answered as it connects, before it sends anything
+            while chunk := sock.recv(4096):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 503") and b"Retry-After: 2" in answer
+        assert server.watch.refused == 1
+        pipeline.start()
+        started = True
+        for thread in threads:
+            thread.join(60)
+        assert answers == [200] * 4
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        eventually(lambda: _status(conn, "/healthz") == 200)
     finally:
-        for sock in held:
-            sock.close()
-        collector.stop()
+        if not started:
+            pipeline.start()  # (so that the waiting requests end, and stop can join it)
+        server.shutdown()
+        server.server_close()
+        pipeline.stop()
+        db.close()
+
+
+def _status(conn: http.client.HTTPConnection, path: str) -> int:
+    try:
+        conn.request("GET", path)
+        answer = conn.getresponse()
+        answer.read()
+        return answer.status
+    except OSError:
+        conn.close()
+        return 0
 
 
 def _inflight_bytes(collector: CollectorProcess) -> float:
