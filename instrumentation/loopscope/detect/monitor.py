@@ -110,8 +110,46 @@ NEUTRAL: Final = ("waiting", "new_action")
 """Markers that neither end a no-progress stretch nor extend it: a poll waiting in time, and
 a new request that brought nothing back (exploring, not learning yet)."""
 CONFLICT_WORDS: Final = frozenset({"already", "exists", "conflict", "409", "duplicate"})
-SKETCHES_KEPT: Final = 64
-"""Outputs whose word sketch the monitor remembers (bounded memory; O(1) per step)."""
+READINGS_KEPT: Final = 2048
+"""Outputs whose reading (word sketch, facts) is remembered, process-wide: an output read
+once is not read again, whether a loop repeats it or another run of the same agent gets the
+same answer from the same backend (bounded memory; O(1) per step)."""
+_SKETCHES: dict[tuple[int, int], frozenset[str]] = {}
+_FACTS: dict[tuple[int, int, str], frozenset[int]] = {}
+"""Keyed by the text's own hash and length (no text is kept; an output hash recorded by
+someone else may not be one of this text), and for facts by the arguments too (their echoes
+are masked)."""
+
+
+def forget_readings() -> None:
+    """Forget every remembered reading of an output (benchmarks call it between rounds, so
+    that every round reads each output afresh)."""
+    _SKETCHES.clear()
+    _FACTS.clear()
+
+
+def _facts_of(text: str, args_text: str, args: Any) -> frozenset[int]:
+    """The output's facts (``information.facts``); an output seen again for the same
+    arguments (a spin, or the same answer in another run) is not read again."""
+    key = (hash(text), len(text), args_text)
+    found = _FACTS.get(key)
+    if found is None:
+        if len(_FACTS) >= READINGS_KEPT:
+            _FACTS.clear()
+        found = _FACTS[key] = facts(text, args) or frozenset()
+    return found
+
+
+def _words_of(text: str) -> frozenset[str]:
+    """The output's word sketch; an output seen again lately (a loop returns the same
+    text over and over) is not read again."""
+    key = (hash(text), len(text))
+    words = _SKETCHES.get(key)
+    if words is None:
+        if len(_SKETCHES) >= READINGS_KEPT:
+            _SKETCHES.clear()
+        words = _SKETCHES[key] = word_sketch(text)
+    return words
 
 
 @dataclass(slots=True)
@@ -187,8 +225,6 @@ class EpisodeMonitor:
         self._said: dict[str, None] = {}  # (a dict keeps the order: the last few are kept)
         """What the user has said (normalised): the same words again ("Please continue.")
         are an automatic nudge, not a new intent."""
-        self._sketches: dict[str, frozenset[str]] = {}
-        self._facts: dict[tuple[str, str], frozenset[int]] = {}
         self._inferred: dict[str, tuple[Any, KindSource | None]] = {}
         self._targets: set[str] = set()
         """What successful writes acted on (``writes.write_target``): a write on a new one is
@@ -298,10 +334,10 @@ class EpisodeMonitor:
         step.status = result.status
         if result.t is not None:
             step.t = result.t
-        step.words = self._words_of(text, digest) if text is not None else None
+        step.words = _words_of(text) if text is not None else None
         step.output = text
         if text is not None:
-            step.facts = self._facts_of(text, digest, cand.args_text, cand.args)
+            step.facts = _facts_of(text, cand.args_text, cand.args)
             step.info = hash(step.facts)
         elif not (blocked and step.info):  # (a blocked step says what it said last time)
             step.info = hash(digest)
@@ -377,28 +413,6 @@ class EpisodeMonitor:
         decision.turn = history.turn
         return decision
 
-    def _facts_of(self, text: str, digest: str, args_text: str, args: Any) -> frozenset[int]:
-        """The output's facts (``information.facts``); an output seen again for the same
-        arguments (a spin) is not read again."""
-        key = (digest, args_text)
-        found = self._facts.get(key)
-        if found is None:
-            if len(self._facts) >= SKETCHES_KEPT:
-                self._facts.clear()
-            found = self._facts[key] = facts(text, args) or frozenset()
-        return found
-
-    def _words_of(self, text: str, digest: str) -> frozenset[str]:
-        """The output's word sketch; an output seen again lately (the same ``digest``: a loop
-        returns the same text over and over) is not read again. Keyed by the hash, so the
-        monitor keeps no output text."""
-        words = self._sketches.get(digest)
-        if words is None:
-            if len(self._sketches) >= SKETCHES_KEPT:
-                self._sketches.clear()
-            words = self._sketches[digest] = word_sketch(text)
-        return words
-
     def _declared_kind(self, call: ToolCall) -> Any:
         """The kind the call or the configuration declares, if any (not judged by its look)."""
         if call.kind is not None:
@@ -419,7 +433,7 @@ class EpisodeMonitor:
         key = signature if not call.annotations else f"{signature}\x00{sorted(call.annotations.items())!r}"
         inferred = self._inferred.get(key)
         if inferred is None:
-            if len(self._inferred) >= SKETCHES_KEPT * 16:
+            if len(self._inferred) >= READINGS_KEPT:
                 self._inferred.clear()
             inferred = self._inferred[key] = (
                 infer_kind(call.tool, call.args, call.annotations) or (None, None)
