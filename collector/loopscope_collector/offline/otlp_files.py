@@ -30,12 +30,7 @@ from ..normalize import assembly
 from ..normalize.assembly import Reading
 from ..normalize.rows import EpisodeRow, ToolCallRow
 from ..normalize.spans import SpanRecord
-from ..pipeline.detection import (
-    StreamingDetector,
-    arguments,
-    detected_report,
-    output_digest,
-)
+from ..pipeline.detection import StreamingDetector, detected_report, output_digest
 
 if TYPE_CHECKING:
     from .store import Store
@@ -285,24 +280,30 @@ def _episode(run: Run) -> EpisodeRecord:
 
 def _step(row: ToolCallRow, first_ns: int) -> dict[str, Any]:
     """One tool-call row as an Episode tool step, for reports and replays under another
-    policy: the arguments (the core computes the signature from them), or the signature
-    the span carried when the arguments cannot stand for the call (``detection.arguments``).
+    policy: what the span recorded of the call, which the core identifies as the collector
+    does (``steps.recorded_call``): decoded arguments, else the argument text the span cut
+    short and its signature, else the signature alone (or a call like no other).
     """
-    args, signature = arguments(row)
     step: dict[str, Any] = {
         "type": "tool",
         "tool": row.tool,
         "tool_call_id": row.call_id,
         "kind": row.kind if row.kind in TOOL_KINDS else None,
-        "args": args,
         "output": row.output_text,
         "status": row.status if row.status in STATUSES else "ok",
         "t": max(row.start_ns - first_ns, 0) / 1e9,
         "output_hash": output_digest(row),
         "span_id": row.span_id,
     }
-    if signature:
-        step["signature"] = signature
+    if row.args_text is None:
+        step["signature"] = row.signature or f"nosig:{row.span_id}"
+    else:
+        try:
+            step["args"] = json.loads(row.args_text)
+        except ValueError:
+            step["args_text"] = row.args_text
+        if row.signature:
+            step["signature"] = row.signature
     for name in ("idempotency_key", "intent", "deadline_s", "turn", "reconciles", "found"):
         if getattr(row, name) is not None and getattr(row, name) != "":
             step[name] = getattr(row, name)

@@ -11,17 +11,16 @@ rebuilt from the store when it comes back.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from loopscope.detect import Decision, EpisodeMonitor, Flag, Policy, ToolCall, ToolResult
 from loopscope.detect.events import STATUSES, TOOL_KINDS
 from loopscope.detect.policy import policy_from_json
 from loopscope.detect.replay import EpisodeRecord, EpisodeReport, episode_report
+from loopscope.detect.steps import ToolStep, feed, recorded_call
 
 from ..normalize.assembly import sort_key
 from ..normalize.rows import ToolCallRow
@@ -41,40 +40,22 @@ def read_policy(path: str | None) -> Policy | None:
 
 
 
-def arguments(row: ToolCallRow) -> tuple[Any, str]:
-    """(arguments, recorded signature) of a row, as the core compares calls.
-
-    The core computes the signature from the arguments, under the policy (volatile keys left
-    out), so the recorded one is returned only when the arguments cannot stand for the call:
-    none were captured, or the captured text is not JSON and the span carried a signature
-    (loopscope's SDK truncates long argument text; its signature is of the whole). Without
-    arguments or a recorded signature a call cannot be compared, so it gets a unique one
-    rather than let every such call of a tool look identical.
-    """
-    if row.args_text is None:
-        return None, row.signature or f"nosig:{row.span_id}"
-    try:
-        return json.loads(row.args_text), ""
-    except ValueError:
-        return {"input": row.args_text}, row.signature
-
-
 def output_digest(row: ToolCallRow) -> str:
     """The row's output hash; a unique one when it has neither output nor hash."""
     return row.output_hash or ("" if row.output_text is not None else f"nohash:{row.span_id}")
 
 
 def tool_call(row: ToolCallRow, t: float) -> ToolCall:
-    """A row as the core's ``ToolCall``, ``t`` seconds after its episode started."""
-    args, signature = arguments(row)
-    return ToolCall(
-        tool=row.tool,
-        args=args,
+    """A row as the core's ``ToolCall``, ``t`` seconds after its episode started: identified
+    as every door identifies a recorded call (``steps.recorded_call``)."""
+    return recorded_call(
+        row.tool,
+        args_text=row.args_text,
+        signature=row.signature,
+        unique=row.span_id,
         call_id=row.call_id or row.span_id,
         kind=row.kind if row.kind in TOOL_KINDS else None,
         t=t,
-        signature=signature,
-        args_text=(row.args_text or "") if signature else "",
         intent=row.intent,
         idempotency_key=row.idempotency_key,
         deadline_s=row.deadline_s,
@@ -221,8 +202,7 @@ class StreamingDetector:
     def _feed(self, state: _Episode, row: ToolCallRow, ordinal: int) -> Verdict:
         monitor = state.monitor
         t = max(row.start_ns - state.first_ns, 0) / 1e9
-        before = monitor.before_call(tool_call(row, t))
-        after = monitor.after_call(tool_result(row, t))
+        before, after = feed(monitor, ToolStep(tool_call(row, t), tool_result(row, t)))
         return Verdict(row, ordinal, after.progress, after.streak,
                        [*before.new_flags, *after.new_flags], after.reconciled, before, after)
 
