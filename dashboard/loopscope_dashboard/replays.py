@@ -360,7 +360,7 @@ def guard_recorded(runs: Sequence[StoredRun],
             continue
         start, tool = run.columns.index("start_ns"), run.columns.index("tool")
         calls_of[run.episode_id] = {(int(row[start]), str(row[tool])): i
-                                    for i, row in reversed(list(enumerate(run.rows, 1)))}
+                                    for i, row in reversed(list(enumerate(_calls(run), 1)))}
     found: dict[str, tuple[str, int | None, set[str]]] = {}
     for episode_id, time_ns, tool, decision, action, flags in zip(
             decisions["episode_id"], decisions["time_ns"], decisions["tool"],
@@ -379,6 +379,14 @@ def guard_recorded(runs: Sequence[StoredRun],
             named = named | {str(f) for f in list(flags)}
         found[episode_id] = (strongest, first, named)
     return found
+
+
+def _calls(run: StoredRun) -> list[tuple[Any, ...]]:
+    """The rows of a stored run that are tool calls (not messages), in order."""
+    if "role" not in run.columns:
+        return list(run.rows)
+    role = run.columns.index("role")
+    return [row for row in run.rows if row[role] is None]
 
 
 def against_guards(runs: Sequence[StoredRun], verdicts: Sequence[Verdict],
@@ -412,10 +420,12 @@ def _why(run: StoredRun, named: set[str]) -> str:
     """What the guard saw that the stored run lacks."""
     reasons = []
     text = [run.columns.index(c) for c in ("args_text", "output_text") if c in run.columns]
-    if text and not any(row[i] is not None for row in run.rows for i in text):
+    if text and not any(row[i] is not None for row in _calls(run) for i in text):
         reasons.append("content not captured (the store has hashes, not arguments and "
                        "outputs)")
     if named & {"poll_timeout", "deadline"}:
         reasons.append("the agent's clock is not stored (its deadlines ran on it)")
-    reasons.append("the model's messages are not stored")
+    if len(_calls(run)) == len(run.rows):
+        reasons.append("the model's messages are not stored (the agent did not record them: "
+                       "`ep.record_message`)")
     return "; ".join(reasons)

@@ -93,6 +93,17 @@ RECONCILED: Final = "loopscope.reconciled"
 TURN: Final = "loopscope.turn"
 """The user turn a tool call belongs to (1 = the task): a new turn starts a new intent."""
 
+# -- loopscope: one message -----------------------------------------------------------------
+MESSAGE_ROLE: Final = "loopscope.message.role"
+"""On a ``message`` span (``Episode.record_message``): user | assistant | system. With
+``loopscope.step``, ``loopscope.turn`` and, when the guard flagged it, the guard's keys."""
+MESSAGE_CONTENT: Final = "loopscope.message.content"
+"""The message's text, when content capture is on (as tool arguments and results)."""
+MESSAGE_HASH: Final = "loopscope.message.hash"
+"""Hash of the message's text; always recorded, content or not."""
+OP_MESSAGE: Final = "message"
+"""The name of a message span is ``message {role}``."""
+
 
 def label_attributes(label: Mapping[str, Any] | None) -> dict[str, Any]:
     """The root-span attributes of a run's ground-truth label (EPISODE_FORMAT.md ``label``:

@@ -274,7 +274,8 @@ def test_episode_jsonl_into_the_store_prints_what_it_stored(
 
 
 def test_synthetic_spans_are_deterministic_and_shaped_like_the_sdks() -> None:
-    """Same episode, same ids; the collector reads them as loopscope tool calls."""
+    """Same episode, same ids; the collector reads them as loopscope messages and tool
+    calls."""
     from loopscope_collector.normalize.dispatch import normalize_span
 
     line = json.dumps({"episode_id": "e-1", "outcome": "success", "steps": [
@@ -285,8 +286,10 @@ def test_synthetic_spans_are_deterministic_and_shaped_like_the_sdks() -> None:
     first = episode_spans(parse_episode_line(line), service="runs", base_ns=10**18)
     second = episode_spans(parse_episode_line(line), service="runs", base_ns=2 * 10**18)
     assert [(s.trace_id, s.span_id) for s in first] == [(s.trace_id, s.span_id) for s in second]
-    root, search, buy = (normalize_span(s) for s in first)
+    root, hello, search, buy = (normalize_span(s) for s in first)
     assert root.episode is not None and root.episode.episode_id == "e-1"
+    assert hello.message is not None
+    assert (hello.message.role, hello.message.content, hello.message.step) == ("user", "hi", 0)
     assert search.tool_call is not None and buy.tool_call is not None
     assert (search.tool_call.tool, search.tool_call.step, search.tool_call.output_text) == (
         "search", 1, "none")

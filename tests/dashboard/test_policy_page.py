@@ -59,7 +59,9 @@ def test_stored_runs_carry_their_labels_and_calls(store_path: Path) -> None:
     assert len(runs) == 16
     spin = next(r for r in runs if r.episode.episode_id == "scn-read_spin-0-s0-observe")
     assert (spin.label, spin.label_source) == (True, "scenario")
-    assert len(spin.episode.steps) == 8 and spin.episode.task_type == "lookup"
+    tools = [s for s in spin.episode.steps if s["type"] == "tool"]
+    assert len(tools) == spin.calls == 8 and spin.episode.task_type == "lookup"
+    assert [s["role"] for s in spin.episode.steps if s["type"] == "message"] == ["user"]
     healthy = next(r for r in runs if r.episode.episode_id.startswith("scn-healthy_lookup"))
     assert healthy.label is False
 

@@ -34,7 +34,7 @@ from typing import Final
 from loopscope import conventions as c
 
 from .dispatch import normalize_span
-from .rows import EpisodeRow, ReconcileRow, ToolCallRow
+from .rows import EpisodeRow, MessageRow, ReconcileRow, ToolCallRow
 from .spans import SpanRecord
 
 __all__ = ["LOOPSCOPE", "Reading", "Window", "by_episode", "read_spans", "resolve_episodes",
@@ -47,8 +47,9 @@ Window = tuple[str, str, int, int]
 """(trace id, tool, start ns, end ns) of a loopscope tool call: what it shadows."""
 
 
-def sort_key(row: ToolCallRow) -> tuple[int, int, str]:
-    """Order of calls in an episode: start time, then the agent's step, then the span id."""
+def sort_key(row: ToolCallRow | MessageRow) -> tuple[int, int, str]:
+    """Order of the steps (calls and messages) of an episode: start time, then the agent's
+    step, then the span id."""
     return (row.start_ns, row.step if row.step is not None else -1, row.span_id)
 
 
@@ -65,9 +66,11 @@ def unique_spans(spans: Iterable[SpanRecord]) -> tuple[dict[tuple[str, str], Spa
 
 @dataclass(slots=True)
 class Reading:
-    """What a batch of spans says: tool calls, episode roots, reconciles."""
+    """What a batch of spans says: tool calls, episode roots, reconciles, messages."""
 
     calls: list[ToolCallRow] = field(default_factory=list)
+    messages: list[MessageRow] = field(default_factory=list)
+    """Messages of the conversation; one without an episode id belongs to its trace."""
     roots: list[EpisodeRow] = field(default_factory=list)
     reconciles: list[ReconcileRow] = field(default_factory=list)
     dedup_keys: dict[str, str] = field(default_factory=dict)
@@ -107,6 +110,9 @@ def read_spans(
                 reading.tasks[span.span_id] = task
         if result.reconcile is not None:
             reading.reconciles.append(result.reconcile)
+        if result.message is not None:
+            result.message.episode_id = result.message.episode_id or span.trace_id
+            reading.messages.append(result.message)
     return reading
 
 

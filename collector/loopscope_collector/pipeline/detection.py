@@ -20,10 +20,10 @@ from loopscope.detect import Decision, EpisodeMonitor, Flag, Policy, ToolCall, T
 from loopscope.detect.events import STATUSES, TOOL_KINDS
 from loopscope.detect.policy import policy_from_json
 from loopscope.detect.replay import EpisodeRecord, EpisodeReport, episode_report
-from loopscope.detect.steps import ToolStep, feed, recorded_call
+from loopscope.detect.steps import MessageStep, ToolStep, feed, recorded_call
 
 from ..normalize.assembly import sort_key
-from ..normalize.rows import ToolCallRow
+from ..normalize.rows import MessageRow, ToolCallRow
 
 MAX_ACTIVE_EPISODES = 20_000
 
@@ -102,6 +102,16 @@ class Verdict:
 
 
 @dataclass(slots=True)
+class MessageVerdict:
+    """What detection said about one message: its flags (a monologue). ``ordinal`` is the
+    number of tool calls before it (the 0-based ordinal of the call that would follow)."""
+
+    row: MessageRow
+    ordinal: int
+    flags: list[Flag] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class EpisodeResult:
     """Detection output for one episode after a batch."""
 
@@ -109,6 +119,8 @@ class EpisodeResult:
     verdicts: list[Verdict]
     reevaluated: bool
     """True when the episode was re-run from the start: its stored flags must be replaced."""
+    messages: list[MessageVerdict] = field(default_factory=list)
+    """The messages fed in this batch that raised a flag."""
 
 
 class _Episode:
@@ -122,18 +134,21 @@ class _Episode:
     def __init__(self, policy: Policy, episode_id: str, task_type: str | None) -> None:
         self.monitor = EpisodeMonitor(policy, episode_id=episode_id, task_type=task_type)
         self.fed = 0
+        """Tool calls fed so far (the next one's ordinal)."""
         self.first_ns = 0
         self.last_key: tuple[int, int, str] | None = None
         self.task_type = task_type
 
 
-Loader = Callable[[Sequence[str]], dict[str, list[ToolCallRow]]]
+Row = ToolCallRow | MessageRow
+"""A step of an episode as stored: a tool call or a message."""
+Loader = Callable[[Sequence[str]], dict[str, list[Row]]]
 
 
 class StreamingDetector:
     """Per-episode monitors for the pipeline thread (not thread-safe; one owner).
 
-    ``load`` returns the stored tool calls of episodes (the pipeline's batch query); it is
+    ``load`` returns the stored steps of episodes (the pipeline's batch query); it is
     used when an episode comes back after an eviction or a restart, and when a late row
     makes an episode re-run from the start.
     """
@@ -161,14 +176,15 @@ class StreamingDetector:
     def add(
         self,
         episode_id: str,
-        rows: Iterable[ToolCallRow],
+        rows: Iterable[Row],
         *,
         task_type: str | None = None,
-        stored: Iterable[ToolCallRow] | None = None,
+        stored: Iterable[Row] | None = None,
     ) -> EpisodeResult:
-        """Add new tool-call rows of one episode and run detection over what changed.
+        """Add new steps (tool calls and messages) of one episode and run detection over what
+        changed.
 
-        ``stored`` are the episode's rows already in the store, when the caller has them at
+        ``stored`` are the episode's steps already in the store, when the caller has them at
         hand (otherwise they are loaded when needed).
         """
         new = sorted(rows, key=sort_key)
@@ -177,8 +193,7 @@ class StreamingDetector:
             self._episodes.move_to_end(episode_id)
             task_type = task_type or state.task_type
             if not new or state.last_key is None or sort_key(new[0]) >= state.last_key:
-                verdicts = self._feed_all(state, new)
-                return EpisodeResult(episode_id, verdicts, False)
+                return self._feed_all(state, new, episode_id, reevaluated=False)
         # First sight, or a late row: (re)build from everything stored plus the new rows.
         known = {r.span_id for r in new}
         earlier = list(stored) if stored is not None else self.load([episode_id]).get(
@@ -187,24 +202,33 @@ class StreamingDetector:
         state = self._episodes[episode_id] = _Episode(self.policy, episode_id, task_type)
         self._episodes.move_to_end(episode_id)
         self._evict()
-        verdicts = self._feed_all(state, sorted([*earlier, *new], key=sort_key))
-        return EpisodeResult(episode_id, verdicts, bool(earlier))
+        return self._feed_all(state, sorted([*earlier, *new], key=sort_key), episode_id,
+                              reevaluated=bool(earlier))
 
-    def _feed_all(self, state: _Episode, rows: list[ToolCallRow]) -> list[Verdict]:
-        if rows and not state.fed:
+    def _feed_all(self, state: _Episode, rows: list[Row], episode_id: str, *,
+                  reevaluated: bool) -> EpisodeResult:
+        result = EpisodeResult(episode_id, [], reevaluated)
+        if rows and state.last_key is None:
             state.first_ns = rows[0].start_ns
-        verdicts = [self._feed(state, row, state.fed + i) for i, row in enumerate(rows)]
-        state.fed += len(rows)
+        monitor = state.monitor
+        for row in rows:
+            t = max(row.start_ns - state.first_ns, 0) / 1e9
+            if isinstance(row, MessageRow):
+                # (an assistant message stands for its model call, as in a recorded run)
+                decision = feed(monitor, MessageStep(row.role, row.content or "", t,
+                                                     tokens=row.tokens, model_turn=True))
+                if decision is not None and decision.new_flags:
+                    result.messages.append(
+                        MessageVerdict(row, state.fed, list(decision.new_flags)))
+                continue
+            before, after = feed(monitor, ToolStep(tool_call(row, t), tool_result(row, t)))
+            result.verdicts.append(Verdict(
+                row, state.fed, after.progress, after.streak,
+                [*before.new_flags, *after.new_flags], after.reconciled, before, after))
+            state.fed += 1
         if rows:
             state.last_key = sort_key(rows[-1])
-        return verdicts
-
-    def _feed(self, state: _Episode, row: ToolCallRow, ordinal: int) -> Verdict:
-        monitor = state.monitor
-        t = max(row.start_ns - state.first_ns, 0) / 1e9
-        before, after = feed(monitor, ToolStep(tool_call(row, t), tool_result(row, t)))
-        return Verdict(row, ordinal, after.progress, after.streak,
-                       [*before.new_flags, *after.new_flags], after.reconciled, before, after)
+        return result
 
     def monitor(self, episode_id: str) -> EpisodeMonitor | None:
         """The episode's monitor (what it flagged, its stop, its totals), if in memory."""
@@ -221,18 +245,23 @@ def detected_report(
     verdicts: Sequence[Verdict] = (),
 ) -> EpisodeReport:
     """The report of an episode whose calls went through streaming detection (``monitor``),
-    in ``loopscope analyze``'s shape. The monitor numbers tool calls only; flags, the stop
-    and the calls' decisions are renumbered as indexes into ``episode.steps``."""
+    in ``loopscope analyze``'s shape. The monitor numbers the steps it was fed: every step
+    of ``episode`` when the spans carried its messages, else its tool calls only; flags, the
+    stop and the calls' decisions are renumbered as indexes into ``episode.steps``."""
     tools = [i for i, step in enumerate(episode.steps) if step.get("type") == "tool"]
+    every_step = monitor.steps == len(episode.steps)
 
-    def at(ordinal: int) -> int:
+    def call(ordinal: int) -> int:
         return tools[ordinal] if 0 <= ordinal < len(tools) else ordinal
+
+    def at(step: int) -> int:
+        return step if every_step else call(step)
 
     stop = monitor.stopped
     return episode_report(
         episode, monitor, mode=mode,
         flags=tuple(dataclasses.replace(f, step=at(f.step)) for f in monitor.flags),
         stop=dataclasses.replace(stop, step=at(stop.step)) if stop is not None else None,
-        calls={at(v.ordinal): (v.before, v.after) for v in verdicts
+        calls={call(v.ordinal): (v.before, v.after) for v in verdicts
                if v.before is not None and v.after is not None},
     )

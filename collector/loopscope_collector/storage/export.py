@@ -19,8 +19,8 @@ EXIT_OK = 0
 EXIT_BAD_INPUT = 1
 EXIT_USAGE = 2
 FORMATS: Final = ("parquet", "csv")
-TABLES: Final = ("episodes", "tool_calls", "detections", "guard_decisions", "unknown_writes",
-                 "reconciles", "alerts", "labels", "spans")
+TABLES: Final = ("episodes", "tool_calls", "messages", "detections", "guard_decisions",
+                 "unknown_writes", "reconciles", "alerts", "labels", "spans")
 """What ``export`` writes by default, in this order (the store's own tables)."""
 
 EXPORT_HELP = """\

@@ -208,5 +208,5 @@ def insert_rows(
 
 TABLES: Final = frozenset({
     "spans", "tool_calls", "episodes", "detections", "guard_decisions", "unknown_writes",
-    "reconciles", "alerts", "labels",
+    "reconciles", "alerts", "labels", "messages",
 })

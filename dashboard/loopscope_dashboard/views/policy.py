@@ -162,7 +162,8 @@ else:
         f"On {len(disagree):,} of the {guarded_runs:,} runs a guard reported on, the replay "
         "under the current policy does not give what the guard recorded. The replay sees "
         "only what the store holds: without captured content it compares arguments and "
-        "outputs by hash; the model's messages and the agent's own clock are never stored. "
+        "outputs by hash; the model's messages are stored only when the agent records them "
+        "(`ep.record_message`), and the agent's own clock never is. "
         "Where a guard saw more, the same policy running live can decide otherwise, so read "
         "these runs' verdicts, current and candidate, as the replay's, not the guard's (a "
         "different policy on your guards is the other reason they differ).")

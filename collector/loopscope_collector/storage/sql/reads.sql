@@ -740,9 +740,9 @@ order by coalesce(e.end_ns, e.start_ns) desc nulls last, e.episode_id
 limit coalesce($limit, 10000);
 
 -- name: replay_calls
--- The tool calls of the episodes replay_episodes returns for the same parameters, as the
--- collector's detection is fed them (the columns of ToolCallRow that detection reads), in
--- episode and call order.
+-- The tool calls and messages of the episodes replay_episodes returns for the same
+-- parameters, as the collector's detection is fed them (the columns of ToolCallRow that
+-- detection reads; a message has a role and its content), in episode and step order.
 with chosen as (
     select e.episode_id
     from episodes e
@@ -750,11 +750,22 @@ with chosen as (
     order by coalesce(e.end_ns, e.start_ns) desc nulls last, e.episode_id
     limit coalesce($limit, 10000)
 )
-select t.trace_id, t.span_id, t.episode_id, t.service, t.tool, t.start_ns, t.end_ns,
-       t.convention, t.call_id, t.kind, t.step, t.signature, t.args_text, t.output_hash,
-       t.output_text, t.status, t.idempotency_key, t.intent, t.deadline_s, t.turn,
-       t.reconciles, t.found, t.tokens_in,
-       t.tokens_out, t.cost_usd
-from tool_calls t
-semi join chosen c on c.episode_id = t.episode_id
+select * from (
+    select t.trace_id, t.span_id, t.episode_id, t.service, t.tool, t.start_ns, t.end_ns,
+           t.convention, t.call_id, t.kind, t.step, t.signature, t.args_text, t.output_hash,
+           t.output_text, t.status, t.idempotency_key, t.intent, t.deadline_s, t.turn,
+           t.reconciles, t.found, t.tokens_in,
+           t.tokens_out, t.cost_usd, null::varchar as role, null::varchar as content
+    from tool_calls t
+    semi join chosen c on c.episode_id = t.episode_id
+    union all
+    select m.trace_id, m.span_id, m.episode_id, m.service, '' as tool, m.start_ns,
+           m.start_ns as end_ns, 'loopscope' as convention, null as call_id, null as kind,
+           m.step, '' as signature, null as args_text, m.content_hash as output_hash,
+           null as output_text, 'ok' as status, null as idempotency_key, null as intent,
+           null as deadline_s, null as turn, null as reconciles, null as found,
+           0 as tokens_in, m.tokens as tokens_out, null as cost_usd, m.role, m.content
+    from messages m
+    semi join chosen c on c.episode_id = m.episode_id
+) t
 order by t.episode_id, t.start_ns, t.step nulls last, t.span_id;
