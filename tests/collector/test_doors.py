@@ -48,6 +48,7 @@ from loopscope import cli
 from loopscope import conventions as c
 from loopscope.analysis import flag_calls
 from loopscope.detect import Policy
+from loopscope.detect.ladder import same_turn
 from loopscope.detect.replay import parse_episode
 from loopscope.scenarios import generate
 from loopscope_collector.normalize.spans import SpanRecord
@@ -100,7 +101,7 @@ and a look-alike with parallel tool calls (several calls issued at once)."""
 
 def _parallel(record: dict[str, Any]) -> bool:
     times = [s.get("t") or 0.0 for s in record["steps"] if s["type"] == "tool"]
-    return any(0 < b - a <= 0.25 for a, b in itertools.pairwise(times))  # (monitor.PARALLEL_S)
+    return any(same_turn(a, b) for a, b in itertools.pairwise(times))
 
 
 def _corpus_runs() -> list[dict[str, Any]]:

@@ -54,7 +54,7 @@ from .fuzzy_repeat import FuzzyRepeat
 from .history import History, SignatureStats
 from .information import facts
 from .kinds import infer_kind, is_wait
-from .ladder import Ladder
+from .ladder import Ladder, same_turn
 from .monologue import Monologue
 from .oscillation import Oscillation
 from .output_stagnation import OutputStagnation, same_info_indexes
@@ -103,9 +103,6 @@ CONTINUE: Final = re.compile(
 """What an automatic nudge says: the same message again, asking to go on, reporting an error
 in the last reply, or a bare tag (``[heartbeat]``), is no new intent (a person asking "any
 update?" twice, or for "another one", still is)."""
-PARALLEL_S: Final = 0.25
-"""Calls that start this close together (but not at the very same recorded time, which means
-no timing was recorded) were issued in one model turn."""
 NEUTRAL: Final = ("waiting", "new_action")
 """Markers that neither end a no-progress stretch nor extend it: a poll waiting in time, and
 a new request that brought nothing back (exploring, not learning yet)."""
@@ -662,7 +659,7 @@ class EpisodeMonitor:
         nudge = self._nudged
         if nudge is None or nudge[0] != self.history.stretch_start or step.call <= nudge[1]:
             return False
-        if 0 < step.start - nudge[2] <= PARALLEL_S:
+        if same_turn(nudge[2], step.start):
             return False  # the same model turn as the last counted call
         self._nudged = (nudge[0], nudge[1], step.start)
         self._ignored += 1
@@ -739,6 +736,7 @@ class EpisodeMonitor:
                 (name, finding.key), index, len(rungs),
                 -1 if finding.sticky else progress_after, self.tool_calls,
                 issued=step.call if step is not None else None,
+                start=step.start if step is not None else None,
             )
             rung = min(rung, len(rungs) - 1)  # a condition can move to a shorter ladder
             act = self.policy.action_for(name, rungs[rung])
