@@ -32,8 +32,6 @@ KNOWN_GAPS: dict[str, str] = {
     "corpus-duplicate-after-success-loop-browser-repost":
         "the duplicate post is a browser click on 'Post': a click tells no kind (it could do "
         "anything), so no write is known",
-    "corpus-poll-state-loop-ghost-copy-stalled":
-        "the stalled figure sits in a long status whose other fields still move",
     "corpus-message-loop-loop-gratitude":
         "two agents trading thanks: the replies are short and differ in wording, below the "
         "monologue detector's minimum words and similarity",

@@ -46,6 +46,7 @@ from .fingerprint import (
     loose_text,
     masked,
     output_hash,
+    progress_figures,
     retry_after_s,
     stuck_state,
     word_sketch,
@@ -357,7 +358,9 @@ class EpisodeMonitor:
         if kind == "poll" and text is not None and step.status != "blocked":
             step.figures = figures(text)
             step.stuck = stuck_state(text, step.words)
-            if step.stuck and not step.shape:
+            if step.stuck == "stalled" and not step.shape:
+                step.shape = progress_figures(text)  # (its lag or log position may move)
+            elif step.stuck and not step.shape:
                 step.shape = output_hash(masked(text))
         findings: list[tuple[str, Finding]] = []
         if step.status != "blocked" and not step.wait:
@@ -513,10 +516,11 @@ class EpisodeMonitor:
                 and (step.info != stats.last_info or step.figures != stats.last_figures)
                 and (words is None or hash(words) != stats.last_words)
                 and not (
-                    (step.stuck == "container" or step.status == "error")
+                    (step.stuck in ("container", "stalled") or step.status == "error")
                     and step.shape == stats.last_shape
                 )
-            ):  # (a failed state whose restart count or request id moves has not changed)
+            ):  # (a failed state whose restart count or request id moves has not changed,
+                # nor a running one whose progress figures stand still)
                 return "state_change"  # (a poll may answer "not done yet" as an error)
             declared = self._declared_kind(call) == "poll"
             return "waiting" if self._waiting(step, stats, declared) else None
