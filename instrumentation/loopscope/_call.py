@@ -190,6 +190,8 @@ class ToolCallScope:
         deadline = decision.deadline_s or self.deadline_s
         if deadline is not None:
             attributes[c.TOOL_DEADLINE_S] = float(deadline)
+            attributes[c.TOOL_DEADLINE_STATED] = decision.deadline_stated or (
+                decision.deadline_s is None)
         if decision.intent or self.intent:
             attributes[c.TOOL_INTENT] = decision.intent or self.intent
         if self.reconciles:

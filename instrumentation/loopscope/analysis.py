@@ -87,12 +87,9 @@ def flag_calls(episode: EpisodeRecord) -> list[int]:
     the same number (``detections.ordinal`` + 1), so every door names a flag alike."""
     numbers: list[int] = []
     calls = 0
-    for step in episode.steps:
-        if step.get("type") == "tool":
-            calls += 1
-            numbers.append(calls)
-        else:
-            numbers.append(calls + 1)
+    for ordinal in call_ordinals(episode):
+        calls = ordinal or calls
+        numbers.append(ordinal or calls + 1)
     return numbers
 
 

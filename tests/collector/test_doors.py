@@ -157,6 +157,7 @@ def _equivalent_episode(episode_id: str, spans: list[SpanRecord]) -> dict[str, A
             "args": json.loads(a[c.GEN_AI_TOOL_CALL_ARGUMENTS]),
             "output": a.get(c.GEN_AI_TOOL_CALL_RESULT), "status": a[c.STATUS],
             "t": (span.start_ns - first_ns) / 1e9,
+            "duration_s": (span.end_ns - span.start_ns) / 1e9,
         }
         for key, name in ((c.TOOL_KIND, "kind"), (c.GEN_AI_TOOL_CALL_ID, "tool_call_id"),
                           (c.TURN, "turn"), (c.TOOL_INTENT, "intent"),

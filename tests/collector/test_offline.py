@@ -353,16 +353,12 @@ def test_recorded_signature_and_hash_steps_replay_without_content() -> None:
 def _scenario_runs(path: Path) -> None:
     from loopscope.scenarios import SHAPES, generate, write_jsonl
 
-    shapes = [name for name in SHAPES if name != "monologue"]
-    write_jsonl(str(path), generate(seed=3, per_shape=2, faults=False, shapes=shapes))
+    write_jsonl(str(path), generate(seed=3, per_shape=2, faults=False, shapes=list(SHAPES)))
 
 
 def _corpus_runs(path: Path) -> None:
     corpus = Path(__file__).parents[1] / "corpus" / "corpus.jsonl"
-    lines = [line for line in corpus.read_text(encoding="utf-8").splitlines()
-             if json.loads(line)["label"].get("kind") != "monologue"
-             and json.loads(line)["meta"]["corpus_class"] != "message_loop"]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    path.write_text(corpus.read_text(encoding="utf-8"), encoding="utf-8")
 
 
 @pytest.mark.parametrize("write_runs", [_scenario_runs, _corpus_runs],
@@ -373,9 +369,7 @@ def test_labelled_runs_into_the_store_give_the_rates_eval_reports(
     """The labels of the scenario library and of the authored corpus travel into the store
     with `analyze --db`; the collector's loop-detection and false-kill rates over them
     (scenario label source) are the ones `loopscope eval` reports for loopscope over the same
-    runs. (Monologue runs and the corpus's message loops are left out: their flags fall on
-    assistant messages, which are not tool spans, so the collector never sees them;
-    docs/metrics.md says so.)"""
+    runs, monologues and message loops included (their flags fall on message spans)."""
     from loopscope.evaluation import evaluate
     from loopscope_collector.metrics.compute import compute_metrics
 

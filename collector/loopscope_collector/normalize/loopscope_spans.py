@@ -81,6 +81,8 @@ def _tool_call(span: SpanRecord) -> ToolCallRow:
     row.kind = text(attrs.get(c.TOOL_KIND))
     row.step = typed_int(attrs, c.STEP)
     row.deadline_s = as_float(attrs.get(c.TOOL_DEADLINE_S))
+    stated = attrs.get(c.TOOL_DEADLINE_STATED)
+    row.deadline_stated = stated if isinstance(stated, bool) else None
     row.intent = text(attrs.get(c.TOOL_INTENT))
     row.turn = typed_int(attrs, c.TURN)
     row.reconciles = text(attrs.get(c.RECONCILE_KEY))

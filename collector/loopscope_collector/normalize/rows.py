@@ -57,6 +57,8 @@ class ToolCallRow:
     write_status: str | None = None
     intent: str | None = None
     deadline_s: float | None = None
+    deadline_stated: bool | None = None
+    """Whether ``deadline_s`` is an explicit limit (``loopscope.tool.deadline_stated``)."""
     turn: int | None = None
     """The user turn of the call (``loopscope.turn``): a higher one starts a new intent."""
     reconciles: str | None = None

@@ -317,6 +317,8 @@ def _step(row: ToolCallRow, first_ns: int) -> dict[str, Any]:
         "status": row.status if row.status in STATUSES else "ok",
         "t": max(row.start_ns - first_ns, 0) / 1e9,
         "output_hash": output_digest(row),
+        **({"duration_s": (row.end_ns - row.start_ns) / 1e9} if row.end_ns > row.start_ns
+           else {}),
         "span_id": row.span_id,
     }
     if row.args_text is None:
@@ -328,7 +330,8 @@ def _step(row: ToolCallRow, first_ns: int) -> dict[str, Any]:
             step["args_text"] = row.args_text
         if row.signature:
             step["signature"] = row.signature
-    for name in ("idempotency_key", "intent", "deadline_s", "turn", "reconciles", "found"):
+    for name in ("idempotency_key", "intent", "deadline_s", "deadline_stated", "turn",
+                 "reconciles", "found"):
         if getattr(row, name) is not None and getattr(row, name) != "":
             step[name] = getattr(row, name)
     if row.tokens_in or row.tokens_out:

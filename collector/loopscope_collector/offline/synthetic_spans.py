@@ -152,6 +152,9 @@ def _tool_span(
     deadline = (before.deadline_s if before else None) or step.get("deadline_s")
     if isinstance(deadline, int | float):
         attributes[c.TOOL_DEADLINE_S] = float(deadline)
+        attributes[c.TOOL_DEADLINE_STATED] = (
+            before.deadline_stated if before is not None and before.deadline_s
+            else step.get("deadline_stated") is not False)
     if before is not None and before.turn:
         attributes[c.TURN] = before.turn
     if isinstance(step.get("reconciles"), str) and step["reconciles"]:

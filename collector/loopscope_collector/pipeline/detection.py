@@ -20,7 +20,7 @@ from loopscope.detect import Decision, EpisodeMonitor, Flag, Policy, ToolCall, T
 from loopscope.detect.events import STATUSES, TOOL_KINDS
 from loopscope.detect.policy import policy_from_json
 from loopscope.detect.replay import EpisodeRecord, EpisodeReport, episode_report
-from loopscope.detect.steps import MessageStep, ToolStep, feed, recorded_call
+from loopscope.detect.steps import MessageStep, Step, ToolStep, feed_run, recorded_call
 
 from ..normalize.assembly import sort_key
 from ..normalize.rows import MessageRow, ToolCallRow
@@ -59,6 +59,7 @@ def tool_call(row: ToolCallRow, t: float) -> ToolCall:
         intent=row.intent,
         idempotency_key=row.idempotency_key,
         deadline_s=row.deadline_s,
+        deadline_stated=row.deadline_stated,
         turn=row.turn,
         reconciles=row.reconciles,
         found=row.found,
@@ -210,18 +211,22 @@ class StreamingDetector:
         result = EpisodeResult(episode_id, [], reevaluated)
         if rows and state.last_key is None:
             state.first_ns = rows[0].start_ns
-        monitor = state.monitor
+        steps: list[Step] = []
         for row in rows:
             t = max(row.start_ns - state.first_ns, 0) / 1e9
+            # (an assistant message stands for its model call, as in a recorded run)
+            steps.append(MessageStep(row.role, row.content or "", t, tokens=row.tokens,
+                                     model_turn=True) if isinstance(row, MessageRow)
+                         else ToolStep(tool_call(row, t), tool_result(row, t),
+                                       (row.end_ns - state.first_ns) / 1e9
+                                       if row.end_ns > row.start_ns else None))
+        for row, fed in zip(rows, feed_run(state.monitor, steps), strict=True):
             if isinstance(row, MessageRow):
-                # (an assistant message stands for its model call, as in a recorded run)
-                decision = feed(monitor, MessageStep(row.role, row.content or "", t,
-                                                     tokens=row.tokens, model_turn=True))
-                if decision is not None and decision.new_flags:
-                    result.messages.append(
-                        MessageVerdict(row, state.fed, list(decision.new_flags)))
+                if isinstance(fed, Decision) and fed.new_flags:
+                    result.messages.append(MessageVerdict(row, state.fed, list(fed.new_flags)))
                 continue
-            before, after = feed(monitor, ToolStep(tool_call(row, t), tool_result(row, t)))
+            assert isinstance(fed, tuple)  # (a tool step's before and after)
+            before, after = fed
             result.verdicts.append(Verdict(
                 row, state.fed, after.progress, after.streak,
                 [*before.new_flags, *after.new_flags], after.reconciled, before, after))

@@ -17,12 +17,16 @@ from typing import Final
 PARALLEL_S: Final = 0.25
 """Calls that start this close together (but not at the very same recorded time, which means
 no timing was recorded) were issued in one model turn."""
+SAME_TIME_S: Final = 1e-6
+"""Closer than this is the same recorded time (a recorder that spaces untimed steps a
+nanosecond apart, to keep their order, recorded no timing either)."""
 
 
 def same_turn(earlier: float | None, later: float | None) -> bool:
     """Whether a call started at ``later`` was issued in the model turn of one started at
     ``earlier`` (``PARALLEL_S``)."""
-    return earlier is not None and later is not None and 0 < later - earlier <= PARALLEL_S
+    return (earlier is not None and later is not None
+            and SAME_TIME_S < later - earlier <= PARALLEL_S)
 
 
 @dataclass(slots=True)
@@ -35,8 +39,6 @@ class _Climb:
     delivered: int = 0
     """Tool calls issued when the current rung was delivered: calls issued by then (in the
     same model turn, in parallel) could not have read it."""
-    delivered_at: float | None = None
-    """When the call the current rung was delivered at started (seconds)."""
 
 
 class Ladder:
@@ -50,7 +52,7 @@ class Ladder:
 
     def climb(
         self, condition: tuple[str, str], step: int, rungs: int, progress_after: int,
-        calls: int, *, issued: int | None = None, start: float | None = None,
+        calls: int, *, issued: int | None = None,
     ) -> tuple[int, bool]:
         """Sight ``condition`` at ``step``; returns (its rung, whether to report a new flag).
 
@@ -60,23 +62,18 @@ class Ladder:
         report at the top rung (messages between calls do not move it, so every door that
         feeds the same calls reports the same flags). ``issued``: the sighting call's ordinal
         among the tool calls; a call issued before the current rung was delivered (a call of
-        the same model turn, run in parallel) could not have read it, and does not climb.
-        ``start``: when the sighting call started; one that started within ``PARALLEL_S`` of
-        the call the rung was delivered at was issued in the same model turn, even when a
-        recorded run lists it after that call's result (a replay feeds one call at a time).
+        the same model turn, run in parallel) could not have read it, and does not climb (a
+        replay feeds the calls of one model turn as the guard saw them: ``steps.feed_run``).
         """
         climb = self._climbs.get(condition)
         if climb is None or progress_after > climb.step:
-            self._climbs[condition] = _Climb(0, step, calls, calls, start)
+            self._climbs[condition] = _Climb(0, step, calls, calls)
             return 0, True
-        if step > climb.step and (issued is None or issued > climb.delivered) and not (
-            same_turn(climb.delivered_at, start)
-        ):
+        if step > climb.step and (issued is None or issued > climb.delivered):
             top = rungs - 1
             if climb.rung < top:
                 climb.rung += 1
                 climb.step, climb.flagged, climb.delivered = step, calls, calls
-                climb.delivered_at = start
                 return climb.rung, True
             climb.step = step
         if calls - climb.flagged > self.window:

@@ -298,17 +298,22 @@ class EpisodeMonitor:
         if findings:
             decision = self._decide(index, findings, candidate, key=key)
             decision.deadline_s, decision.intent, decision.turn = deadline, intent, history.turn
+            decision.deadline_stated = explicit
             decision.signature, decision.kind_source = signature, source
         else:  # (the common case, built in one go)
             decision = Decision(
                 step=index, idempotency_key=key, kind=kind, deadline_s=deadline,
-                intent=intent, turn=history.turn, signature=signature, kind_source=source,
+                deadline_stated=explicit, intent=intent, turn=history.turn,
+                signature=signature, kind_source=source,
             )
         self.budget.count_call(call.tool)
         if self.expectations.expected is not None:
             self.expectations.on_tool_call(call.tool, call.args)
         self.tool_calls += 1
-        self._pending[call.call_id or f"#{index}"] = _Pending(candidate, call, key)
+        ref = call.call_id or f"#{index}"
+        if ref in self._pending:  # (a call id used twice at once: its results pair in order)
+            ref = f"{ref}#{index}"
+        self._pending[ref] = _Pending(candidate, call, key)
         return decision
 
     def after_call(self, result: ToolResult) -> Decision:
@@ -488,7 +493,7 @@ class EpisodeMonitor:
         needs it), and whether it is an explicit limit (the call's, "give up after 20
         minutes", "until noon") rather than an estimate ("usually takes 10 minutes")."""
         if call.deadline_s:
-            return call.deadline_s, True
+            return call.deadline_s, call.deadline_stated is not False
         if self._task_deadline is None:
             self._task_deadline = task_deadline("\n".join((self._task, *self._asked))) or False
         stated = self._task_deadline
@@ -740,7 +745,6 @@ class EpisodeMonitor:
                 (name, finding.key), index, len(rungs),
                 -1 if finding.sticky else progress_after, self.tool_calls,
                 issued=step.call if step is not None else None,
-                start=step.start if step is not None else None,
             )
             rung = min(rung, len(rungs) - 1)  # a condition can move to a shorter ladder
             act = self.policy.action_for(name, rungs[rung])

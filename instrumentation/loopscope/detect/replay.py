@@ -18,7 +18,7 @@ from .events import MODES, STATUSES, TOOL_KINDS, Decision, Flag, Status, ToolCal
 from .fingerprint import output_text
 from .monitor import EpisodeMonitor
 from .policy import Policy
-from .steps import MessageStep, Step, ToolStep, feed, recorded_call
+from .steps import MessageStep, Step, ToolStep, feed_run, recorded_call
 
 _STATUSES: Final[dict[str | None, Status]] = {None: "ok", **{s: s for s in STATUSES}}
 _KINDS: Final = (None, *TOOL_KINDS)
@@ -228,11 +228,9 @@ def replay(
     )
     monitor.budget.start_t = first_t
     calls: dict[int, tuple[Decision, Decision]] = {}
-    for index, step in enumerate(episode_steps(episode, first_t)):
-        if isinstance(step, ToolStep):
-            calls[index] = feed(monitor, step)
-        else:
-            feed(monitor, step)
+    for index, fed in enumerate(feed_run(monitor, episode_steps(episode, first_t))):
+        if isinstance(fed, tuple):
+            calls[index] = fed
     return episode_report(episode, monitor, mode=mode, calls=calls)
 
 
@@ -284,6 +282,8 @@ def episode_steps(episode: EpisodeRecord, first_t: float = 0.0) -> list[Step]:
             continue
         call_id = _call_id(step, index)
         output = step.get("output")
+        took = step.get("duration_s")
+        end = t + took if isinstance(took, int | float) and took > 0 else None
         steps.append(ToolStep(_tool_call(step, call_id, t), ToolResult(
             output=None if output is None else output_text(output),
             output_hash=_text(step.get("output_hash")),
@@ -292,7 +292,7 @@ def episode_steps(episode: EpisodeRecord, first_t: float = 0.0) -> list[Step]:
             t=t,
             tokens_in=_int(step.get("tokens_in")),
             tokens_out=_int(step.get("tokens_out")),
-        )))
+        ), end))
     return steps
 
 
@@ -316,6 +316,8 @@ def _tool_call(step: Mapping[str, Any], call_id: str, t: float) -> ToolCall:
         reconciles=step.get("reconciles") or None,
         found=found if isinstance(found, bool) else None,
         deadline_s=float(deadline) if isinstance(deadline, int | float) else None,
+        deadline_stated=stated if isinstance(stated := step.get("deadline_stated"), bool)
+        else None,
         turn=_int(step.get("turn")) or None,
     )
 

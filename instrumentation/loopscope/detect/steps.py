@@ -27,10 +27,12 @@ Example:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
 from .events import Decision, ToolCall, ToolResult
+from .ladder import same_turn
 from .monitor import EpisodeMonitor
 
 Role = Literal["user", "assistant", "system"]
@@ -43,6 +45,9 @@ class ToolStep:
 
     call: ToolCall
     result: ToolResult
+    end: float | None = None
+    """When the call returned, where the record says (a span's end): calls whose times
+    overlap ran in parallel."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +85,69 @@ def feed(
         monitor.check_model_turn(step.t)
         monitor.after_model_call(tokens=step.tokens)
     return monitor.record_message(step.role, step.content)
+
+
+Fed = tuple[Decision, Decision] | Decision | None
+"""What feeding a step gave: a tool step's (before, after), or a message's decision."""
+
+
+def feed_run(monitor: EpisodeMonitor, steps: Iterable[Step]) -> Iterator[Fed]:
+    """Feed a recorded run's steps, in order, as its guard saw them; yields what each gave.
+
+    The tool calls of one model turn are all issued before any of their results is read,
+    as a live guard sees parallel calls: a warning delivered with the first result cannot
+    have been read by the others. Calls ran in parallel when the record says so by their
+    times: one started before the turn's calls returned (``ToolStep.end``), or, where no
+    return time is recorded, within ``ladder.PARALLEL_S`` of the one before (not at the very
+    same recorded time). Each is a different call under another call id: the same call
+    again, however soon, came after the first one's result (a loop in code that calls a tool
+    back to back is not parallel work).
+    """
+    turn: list[ToolStep] = []
+    for step in steps:
+        if isinstance(step, ToolStep) and (not turn or (
+            _together(turn, step) and _distinct(turn, step)
+        )):
+            turn.append(step)
+            continue
+        yield from _feed_turn(monitor, turn)
+        turn = []
+        if isinstance(step, ToolStep):
+            turn.append(step)
+        else:
+            yield feed(monitor, step)
+    yield from _feed_turn(monitor, turn)
+
+
+def _together(turn: list[ToolStep], step: ToolStep) -> bool:
+    """Whether ``step`` started while ``turn`` was running (by recorded return times), else
+    within ``PARALLEL_S`` of its last call."""
+    last = turn[-1]
+    if last.end is not None and last.end > last.call.t:
+        return step.call.t < max(s.end or s.call.t for s in turn)
+    return same_turn(last.call.t, step.call.t)
+
+
+def _call_of(step: ToolStep) -> tuple[str, Any, str, str]:
+    call = step.call
+    return call.tool, call.args, call.signature, call.args_text
+
+
+def _distinct(turn: list[ToolStep], step: ToolStep) -> bool:
+    """Whether ``step`` is another call than each of ``turn``'s, under another call id (the
+    results are paired with their calls by it)."""
+    return all(_call_of(other) != _call_of(step) and (
+        other.call.call_id is None or other.call.call_id != step.call.call_id)
+        for other in turn)
+
+
+def _feed_turn(monitor: EpisodeMonitor, turn: list[ToolStep]) -> Iterator[Fed]:
+    if len(turn) == 1:
+        yield feed(monitor, turn[0])
+        return
+    befores = [monitor.before_call(step.call) for step in turn]
+    afters = [monitor.after_call(step.result) for step in turn]
+    yield from zip(befores, afters, strict=True)
 
 
 def recorded_call(

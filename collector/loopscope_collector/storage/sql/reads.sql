@@ -201,12 +201,14 @@ flag_events as materialized (
     -- every flag: the collector's detections (any severity) and the guards' non-allow
     -- decisions. A budget stop is a user's cap, not a loop verdict: is_budget keeps it out of
     -- the loop flags and kills, and counts it beside them (budget_stops).
-    select d.episode_id, d.span_id, coalesce(t.start_ns, s.start_ns) as at_ns,
-           d.severity = 'kill' as is_kill, d.kind, t.step,
+    -- (a flag at a message, a monologue, is placed by the message's time and step)
+    select d.episode_id, d.span_id, coalesce(t.start_ns, m.start_ns, s.start_ns) as at_ns,
+           d.severity = 'kill' as is_kill, d.kind, coalesce(t.step, m.step) as step,
            d.detector = 'budget' or d.kind = 'budget' as is_budget
     from detections d
     join sel s using (episode_id)
     left join tool_calls t on t.trace_id = d.trace_id and t.span_id = d.span_id
+    left join messages m on m.trace_id = d.trace_id and m.span_id = d.span_id
     union all
     select g.episode_id, g.span_id, g.time_ns,
            coalesce(g.decision, g.action) in ('block', 'stop'),
@@ -753,8 +755,8 @@ with chosen as (
 select * from (
     select t.trace_id, t.span_id, t.episode_id, t.service, t.tool, t.start_ns, t.end_ns,
            t.convention, t.call_id, t.kind, t.step, t.signature, t.args_text, t.output_hash,
-           t.output_text, t.status, t.idempotency_key, t.intent, t.deadline_s, t.turn,
-           t.reconciles, t.found, t.tokens_in,
+           t.output_text, t.status, t.idempotency_key, t.intent, t.deadline_s,
+           t.deadline_stated, t.turn, t.reconciles, t.found, t.tokens_in,
            t.tokens_out, t.cost_usd, null::varchar as role, null::varchar as content
     from tool_calls t
     semi join chosen c on c.episode_id = t.episode_id
@@ -763,7 +765,8 @@ select * from (
            m.start_ns as end_ns, 'loopscope' as convention, null as call_id, null as kind,
            m.step, '' as signature, null as args_text, m.content_hash as output_hash,
            null as output_text, 'ok' as status, null as idempotency_key, null as intent,
-           null as deadline_s, null as turn, null as reconciles, null as found,
+           null as deadline_s, null as deadline_stated, null as turn, null as reconciles,
+           null as found,
            0 as tokens_in, m.tokens as tokens_out, null as cost_usd, m.role, m.content
     from messages m
     semi join chosen c on c.episode_id = m.episode_id

@@ -14,8 +14,7 @@ import duckdb
 import pyarrow as pa
 
 from ...normalize.rows import MessageRow
-from ..arrow import registered
-from ..queries import insert_rows, statements
+from ..queries import by_episode, insert_rows, statements
 
 MESSAGES: Final = pa.schema([
     ("trace_id", pa.string()), ("span_id", pa.string()), ("episode_id", pa.string()),
@@ -37,14 +36,4 @@ def load_messages(
 ) -> dict[str, list[MessageRow]]:
     """The stored messages of these episodes (to rebuild their detection state), in one
     query; episodes with none are absent from the result."""
-    if not episode_ids:
-        return {}
-    with registered(cur, "incoming_episode_ids", {"episode_id": list(episode_ids)}):
-        result = cur.execute(_SQL["load"])
-        columns = [d[0] for d in result.description or ()]
-        found = result.fetchall()
-    rows: dict[str, list[MessageRow]] = {}
-    for values in found:
-        row = MessageRow(**{k: v for k, v in zip(columns, values, strict=True) if k in _FIELDS})
-        rows.setdefault(row.episode_id, []).append(row)
-    return rows
+    return by_episode(cur, _SQL["load"], episode_ids, _FIELDS, lambda data: MessageRow(**data))

@@ -17,3 +17,7 @@ create table messages (
 create index messages_episode on messages (episode_id);
 -- A flag raised at a message (a monologue) is a detections row whose span_id is the
 -- message's and whose ordinal is the number of tool calls before it.
+
+-- Whether a poll's recorded deadline is an explicit limit (loopscope.tool.deadline_stated):
+-- an estimate is counted from the poll's last change, a limit from its first poll.
+alter table tool_calls add column deadline_stated boolean;
