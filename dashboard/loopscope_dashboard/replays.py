@@ -20,7 +20,6 @@ user's cap: counted apart, never as false kills.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ import pandas as pd
 
 from loopscope.detect import Policy
 from loopscope.detect.events import ACTION_RANK
+from loopscope.policy_file import changes_of, plain, to_json
 
 from .replay_runs import StoredRun, Verdict, build_episodes, replay_chunk, verdict
 
@@ -51,19 +51,6 @@ class Setting:
     widget: str
     default: Any
     doc: str
-
-
-def plain(value: Any) -> Any:
-    """A policy value as JSON data: dataclasses as objects, sets sorted, mappings as dicts."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, frozenset | set):
-        return sorted(plain(v) for v in value)
-    if isinstance(value, tuple | list):
-        return [plain(v) for v in value]
-    return value
 
 
 def settings() -> list[Setting]:
@@ -108,18 +95,6 @@ def _field_docs() -> dict[str, str]:
 def build(changes: Mapping[str, Any], *, source: str = "the Policy page") -> Policy:
     """``Policy.from_mapping(changes)``; raises ``ValueError`` naming a bad field."""
     return Policy.from_mapping(dict(changes), source=source)
-
-
-def changes_of(policy: Policy) -> dict[str, Any]:
-    """The fields where ``policy`` differs from the defaults, as JSON data: a policy file."""
-    defaults = plain(Policy())
-    return {name: value for name, value in plain(policy).items() if value != defaults[name]}
-
-
-def to_json(policy: Policy) -> str:
-    """The policy file ``loopscope.instrument(policy=...)``, ``loopscope collector --policy``
-    and ``loopscope analyze --policy`` read: the settings that differ from the defaults."""
-    return json.dumps(changes_of(policy), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 # -- stored runs as episodes ----------------------------------------------------------------

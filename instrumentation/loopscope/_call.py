@@ -174,7 +174,8 @@ class ToolCallScope:
             c.GEN_AI_OPERATION_NAME: c.OP_EXECUTE_TOOL,
             c.GEN_AI_TOOL_NAME: self.tool,
             c.GEN_AI_TOOL_CALL_ID: self.call_id,
-            c.GEN_AI_TOOL_TYPE: "function",
+            c.GEN_AI_TOOL_TYPE: c.GEN_AI_TOOL_TYPE_FUNCTION,
+            c.GEN_AI_CONVERSATION_ID: episode.conversation_id,
             c.EPISODE_ID: episode.id,
             c.STEP: decision.step,
             c.SIGNATURE: self._signature,
@@ -313,6 +314,8 @@ class ToolCallScope:
             c.GUARD_DECISION: decided,
         }
         if flags:
+            for name, event in c.evaluation_events(flags):
+                span.add_event(name, event)
             attributes[c.FLAGS] = [f.detector for f in flags]
             attributes[c.FLAG_KINDS] = [f.kind for f in flags]
             lead = before if before.action == decided and before.action != "allow" else after

@@ -24,6 +24,7 @@ from .detect import AnswerCheck, Decision, output_hash
 from .detect.events import MODES, OUTCOMES
 from .detect.steps import MessageStep, feed
 from .guard import Guard, applied_action
+from .policy_file import recorded
 
 IMPLICIT_EPISODE_STEPS: Final = 10_000
 
@@ -62,7 +63,8 @@ class Episode:
         self.task = task
         self.task_type = task_type
         self.agent_name = agent_name
-        self.conversation_id = conversation_id
+        self.conversation_id = conversation_id or self.id
+        """``gen_ai.conversation.id`` of every span of the run: the one given, else the id."""
         self.mode = mode or config.mode
         self.capture_content = config.capture_content
         self.max_content_chars = config.max_content_chars
@@ -97,14 +99,14 @@ class Episode:
                     c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT,
                     c.EPISODE_ID: self.id,
                     c.GUARD_MODE: self.mode,
+                    c.GUARD_POLICY: recorded(self.guard.monitor.policy),
+                    c.GEN_AI_CONVERSATION_ID: self.conversation_id,
                     **self._label,
                 }
                 if self.agent_name:
                     attributes[c.GEN_AI_AGENT_NAME] = self.agent_name
                 if self.task_type:
                     attributes[c.TASK_TYPE] = self.task_type
-                if self.conversation_id:
-                    attributes[c.GEN_AI_CONVERSATION_ID] = self.conversation_id
                 if self.task and self.capture_content:
                     attributes[c.TASK] = self.task[: self.max_content_chars]
                 name = (
