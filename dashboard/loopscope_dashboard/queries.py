@@ -407,6 +407,13 @@ def replay_calls(*, limit: int = 10_000, **filters: Any) -> list[dict[str, Any]]
     return _source().rows("replay_calls", {"limit": limit, **filters})
 
 
+@st.cache_data(ttl="30s", show_spinner=False)
+def guard_policies(*, limit: int = 10_000, **filters: Any) -> pd.DataFrame:
+    """The policies the guards recorded on those runs (``guard_policies``), most used first:
+    ``policy`` (a policy file's JSON), ``runs``, ``modes``, ``newest_ns``."""
+    return _read("guard_policies", limit=limit, **filters)
+
+
 @st.cache_data(ttl=LIVE_TTL, show_spinner=False)
 def labels(*, episode_id: str | None = None, limit: int = 200) -> pd.DataFrame:
     """Human labels, newest first."""

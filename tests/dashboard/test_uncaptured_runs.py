@@ -106,13 +106,13 @@ def test_the_policy_page_lists_the_runs_its_replay_decides_otherwise_than_the_gu
     the outputs the replay cannot see that they said the same thing."""
     from demo_store import DEMO_BUDGET
 
-    from loopscope_dashboard import replays, state
+    from loopscope_dashboard import replays
 
     monkeypatch.setenv("LOOPSCOPE_DB_SNAPSHOT", str(demo_store_path))
     at = AppTest.from_file(APP, default_timeout=120).run()
-    at.session_state[state.POLICY_CURRENT] = replays.build(DEMO_BUDGET)
     at.switch_page("views/policy.py").run()
     assert not at.exception, at.exception
+    assert replays.build(json.loads(at.code[0].value)) == replays.build(DEMO_BUDGET)
     listed = next(d.value for d in at.dataframe if "why" in d.value.columns)
     row = listed[listed["open"].str.endswith("scn-output_stagnation-1-s0-observe")].iloc[0]
     assert (row["guard"], row["replay"]) == ("stop at call 5", "allow")

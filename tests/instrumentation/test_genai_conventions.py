@@ -35,10 +35,10 @@ def test_every_span_of_a_run_carries_its_conversation_id_and_tool_type() -> None
 def test_each_loop_verdict_is_a_gen_ai_evaluation_result_event() -> None:
     """A read spin: warn at the 3rd identical read, block at the 4th, stop at the 5th. Each
     flag is an event on its call's span, named for its detector, labelled with its rung."""
-    with capture_spans(mode="enforce") as spans, loopscope.episode(task="find order 1"):
-        with pytest.raises(loopscope.LoopDetected):
-            for _ in range(8):
-                lookup_order("1")
+    with (capture_spans(mode="enforce") as spans, loopscope.episode(task="find order 1"),
+          pytest.raises(loopscope.LoopDetected)):
+        for _ in range(8):
+            lookup_order("1")
     events = []
     for span in spans.spans():
         if span.name.startswith("execute_tool"):

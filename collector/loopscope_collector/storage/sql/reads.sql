@@ -741,6 +741,26 @@ where /*fragment episode_filter*/
 order by coalesce(e.end_ns, e.start_ns) desc nulls last, e.episode_id
 limit coalesce($limit, 10000);
 
+-- name: guard_policies
+-- The policies in-process guards recorded on the runs replay_episodes returns for the same
+-- parameters (their root spans' loopscope.guard.policy: a policy file's JSON, '{}' for the
+-- defaults), the most used first: runs, modes, and the newest run's start.
+with chosen as (
+    select e.episode_id, e.trace_id, e.root_span_id, e.guard_mode, e.start_ns
+    from episodes e
+    where /*fragment episode_filter*/
+    order by coalesce(e.end_ns, e.start_ns) desc nulls last, e.episode_id
+    limit coalesce($limit, 10000)
+)
+select s.attributes ->> 'loopscope.guard.policy' as policy, count(*) as runs,
+       string_agg(distinct c.guard_mode, ', ' order by c.guard_mode) as modes,
+       max(c.start_ns) as newest_ns
+from chosen c
+join spans s on s.trace_id = c.trace_id and s.span_id = c.root_span_id
+where s.attributes ->> 'loopscope.guard.policy' is not null
+group by policy
+order by runs desc, newest_ns desc;
+
 -- name: replay_calls
 -- The tool calls and messages of the episodes replay_episodes returns for the same
 -- parameters, as the collector's detection is fed them (the columns of ToolCallRow that
