@@ -265,6 +265,7 @@ class AlertManager:
         self._clocks: dict[str, tuple[float, float]] = {}  # service -> (its now, wall then)
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._counts: Counter[tuple[str, str]] = Counter()
+        self._steps: Counter[tuple[str, bool]] = Counter()  # (service, no progress) -> calls
         self._lock = threading.Lock()
         self._recovered = False
         self._stop = threading.Event()
@@ -290,6 +291,8 @@ class AlertManager:
                 detector.observe(t, no_progress=v.progress is None, episode_id=v.row.episode_id,
                                  streak=v.streak)
                 newest[service] = max(newest.get(service, t), t)
+                with self._lock:
+                    self._steps[(service, v.progress is None)] += 1
         for service, detector in self.detectors.items():
             now = self._advance(service, newest.get(service), wall)
             if (alert := detector.evaluate(now)) is not None:
@@ -299,6 +302,15 @@ class AlertManager:
         """(service, state, alerts) rows for ``/metrics``; safe from any thread."""
         with self._lock:
             return sorted((svc, state, n) for (svc, state), n in self._counts.items())
+
+    def steps(self) -> list[tuple[str, int, int]]:
+        """(service, tool calls, no-progress tool calls) as the spike rules counted them
+        (each call once, its first verdict), for ``/metrics``: what exported Prometheus rules
+        judge (``prometheus_rules``). Safe from any thread."""
+        with self._lock:
+            services = sorted({svc for svc, _ in self._steps})
+            return [(svc, self._steps[(svc, False)] + self._steps[(svc, True)],
+                     self._steps[(svc, True)]) for svc in services]
 
     def sink_failures(self) -> int:
         """Alerts a sink failed to deliver (webhook errors and drops); safe from any thread."""
