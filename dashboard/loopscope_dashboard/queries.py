@@ -340,6 +340,19 @@ def _window_at(alert: Mapping[str, Any], at_ns: int, window_s: float) -> tuple[i
     return int(rates["calls"].sum()), int(rates["no_progress"].sum())
 
 
+def alert_destinations(sent_to: Any) -> str:
+    """An alert's ``sent_to`` (JSON list) in words: ``log, webhook hooks.example.com,
+    Prometheus (/metrics)``; alerts stored before it was recorded say so."""
+    if not isinstance(sent_to, str) or not sent_to:
+        return "not recorded (a collector older than schema version 12)"
+    try:
+        names = json.loads(sent_to)
+    except ValueError:
+        return sent_to
+    words = {"log": "the collector's log", "prometheus": "Prometheus (/metrics)"}
+    return ", ".join(words.get(str(n), str(n)) for n in names)
+
+
 @st.cache_data(ttl=LIVE_TTL, show_spinner=False)
 def alerts(*, service: str | None = None, limit: int = 200) -> pd.DataFrame:
     """No-progress spike alerts, newest first."""

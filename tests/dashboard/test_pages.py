@@ -209,6 +209,8 @@ def test_alerts_page_draws_the_series_the_rule_evaluated_and_its_threshold() -> 
         names = {t["name"] for t in chart["data"]}
         assert {"no-progress rate (3600 s)", "fired"} <= names
     assert "No baseline yet" in _texts(at, "caption")
+    assert "**Sent to:** webhook hooks.example.com, Prometheus (/metrics)." in _texts(
+        at, "caption")
 
 
 def test_the_alert_series_at_the_firing_is_the_rate_that_fired() -> None:

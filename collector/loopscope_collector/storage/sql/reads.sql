@@ -170,7 +170,9 @@ limit coalesce($limit, 100);
 select alert_id, service, state, fired_at, resolved_at, rate, baseline, volume,
        episodes_in_streak, episodes, message,
        -- the rule it was judged by; null for alerts stored before schema version 10
-       threshold, window_s, baseline_s, factor, floor, min_volume
+       threshold, window_s, baseline_s, factor, floor, min_volume,
+       -- where it went and why it resolved; null before schema version 12
+       sent_to, resolved_because
 from alerts
 where ($service is null or service = $service)
 order by fired_at desc
