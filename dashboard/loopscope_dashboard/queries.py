@@ -258,6 +258,18 @@ def episodes(*, flagged: bool | None = None, limit: int = 200, episode_id: str |
 
 
 @st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+def episode_tasks(*, flagged: bool | None = None, limit: int = 200,
+                  **filters: Any) -> dict[str, str | None]:
+    """The task each run's root span reported (only with content captured), by episode id,
+    for the runs ``episodes`` lists with the same arguments."""
+    frame = _read("episode_tasks", flagged=flagged, limit=limit, **filters)
+    if frame.empty:
+        return {}
+    return {str(e): (t if isinstance(t, str) and t else None)
+            for e, t in zip(frame["episode_id"], frame["task"], strict=True)}
+
+
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
 def no_progress_rate(*, bucket_s: int = 60, **filters: Any) -> pd.DataFrame:
     """Calls and no-progress calls per time bucket and service, with ``bucket`` as a time."""
     frame = _read("no_progress_rate", bucket_s=bucket_s, **filters)
@@ -436,9 +448,10 @@ def labels(*, episode_id: str | None = None, limit: int = 200) -> pd.DataFrame:
 # -- writes (through the collector) -----------------------------------------------------------
 
 
-def save_label(episode_id: str, label: str, *, span_id: str = "",
+def save_label(episode_id: str, label: str | None, *, span_id: str = "",
                note: str | None = None) -> dict[str, Any]:
-    """Send a human verdict to the collector, which stores it; the metrics count it.
+    """Send a human verdict to the collector, which stores it; the metrics count it. A
+    ``label`` of ``None`` removes the run's (or the call's) label: undo.
 
     Raises:
         LabelsUnavailable: the dashboard reads a snapshot file, which is read-only.

@@ -33,6 +33,12 @@ POLICY_SWEEP: Final = "policy_sweep"
 POLICY_SCOPE: Final = "policy_scope"
 LABEL_EPISODE: Final = "label_episode"
 LABEL_FLAG: Final = "label_flag"
+LABEL_UNDO: Final = "label_undo"
+"""The Labels page's last change, to undo: (episode id, span id, label before, note before)."""
+LABEL_SAVED: Final = "label_saved"
+"""What the Labels page's last save or undo did, shown once on its next run."""
+LABEL_NEXT: Final = "label_next"
+"""The run the Labels page's picker moves to on its next run (set after a save or an undo)."""
 
 ANY: Final = "(all)"
 TIME_RANGES: Final[dict[str, int | None]] = {

@@ -728,6 +728,18 @@ where ($episode_id is null or l.episode_id = $episode_id)
 order by l.labelled_at desc, l.episode_id
 limit coalesce($limit, 200);
 
+-- name: episode_tasks
+-- The task each run's root span reported (loopscope.task: only with content captured), for
+-- the runs episode_list returns for the same parameters (the Labels page's queue).
+select e.episode_id, s.attributes ->> 'loopscope.task' as task
+from episodes e
+left join spans s on s.trace_id = e.trace_id and s.span_id = e.root_span_id
+where /*fragment episode_filter*/
+  and ($flagged is null or $flagged = exists (
+        select 1 from detections d where d.episode_id = e.episode_id))
+order by coalesce(e.end_ns, e.start_ns) desc nulls last, e.episode_id
+limit coalesce($limit, 200);
+
 -- name: replay_episodes
 -- The episodes the Policy page replays, newest first (at most $limit, default 10000), filtered
 -- as episode_list, with what a replay needs: task type, outcome, cost, the scenario label and
