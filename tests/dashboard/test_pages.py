@@ -123,6 +123,12 @@ def test_an_observe_run_with_would_be_kills_is_not_shown_as_stopped(store_path: 
     guard = next(d.value for d in at.dataframe if "enforce_would" in d.value.columns)
     assert set(guard["happened"]) == {"allowed"}
     assert "would stop" in set(guard["enforce_would"])
+    # the flags agree with the guard decisions: a flag that starts at warn says the guard's
+    # ladder then went to "would stop" at the very call Guard decisions names
+    flags = next(d.value for d in at.dataframe if "climbed_to" in d.value.columns)
+    would_stop = guard.loc[guard["enforce_would"] == "would stop", "call"].iloc[0]
+    assert f"would stop at call {would_stop}" in set(flags["climbed_to"])
+    assert not any(str(t).startswith(("stopped", "blocked")) for t in flags["climbed_to"])
     for page in ("views/overview.py", "views/labels.py"):
         listed = next(d.value for d in _page(page).dataframe if "happened" in d.value.columns)
         row = listed[listed["open"].str.endswith(episode_id)].iloc[0]
@@ -139,12 +145,16 @@ def test_step_numbers_agree_between_steps_flags_and_the_diagnostic(store_path: P
     assert list(steps["call"]) == list(range(1, len(steps) + 1))
     stopped = steps[steps["guard_action"] == "stop"].iloc[0]
     assert f"Stopped at call {stopped['call']} " in _texts(at, "warning")
-    before = steps[steps["call"] == stopped["call"] - 1].iloc[0]
-    assert f"{before['shown_streak']} call(s) without progress before it" in \
-        _texts(at, "warning")
+    assert (f"{stopped['shown_streak']} call(s) without progress up to call "
+            f"{stopped['call']}, that call included") in _texts(at, "warning")
     flags = next(d.value for d in at.dataframe if "detector" in d.value.columns)
     assert set(flags["call"]) <= set(steps["call"])
     assert stopped["call"] in set(flags["call"])
+    # one numbering and one vocabulary in the flags table and its CSV: no 0-based ordinal,
+    # no "kill" severity; each flag says where the guard's ladder went, as Guard decisions do
+    assert not {"ordinal", "severity"} & set(flags.columns)
+    assert set(flags["action"]) <= {"warn", "block", "stop"}
+    assert f"stopped at call {stopped['call']}" in set(flags["climbed_to"])
 
 
 def test_analyze_json_names_the_same_call_as_the_episode_page(

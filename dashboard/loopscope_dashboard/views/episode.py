@@ -83,12 +83,20 @@ with left:
     if detections.empty:
         st.success("The collector raised no flag on this run.")
     else:
-        st.dataframe(detections, hide_index=True, key="flags_table",
-                     column_order=["call", "severity", "kind", "detector", "action",
+        shown_flags = truth.flag_ladder(detections, calls)
+        st.dataframe(shown_flags, hide_index=True, key="flags_table",
+                     column_order=["call", "kind", "detector", "action", "climbed_to",
                                    "message"],
-                     column_config={"action": st.column_config.TextColumn("enforce would"),
-                                    "message": st.column_config.TextColumn(width="large")})
-        downloads.offer(detections, f"{episode_id}-flags", key="flags")
+                     column_config={
+                         "action": st.column_config.TextColumn(
+                             "enforce would", help="What enforce mode does at the flag's "
+                             "own call: warn, block or stop (block and stop are kills)."),
+                         "climbed_to": st.column_config.TextColumn(
+                             "then", help="Where the guard's ladder for this detector went "
+                             "from there (as in Guard decisions): what it did, or what "
+                             "enforce would have done in observe and warn mode."),
+                         "message": st.column_config.TextColumn(width="large")})
+        downloads.offer(shown_flags, f"{episode_id}-flags", key="flags")
 with right:
     st.subheader("Guard decisions")
     decisions = truth.guard_rows(calls)
