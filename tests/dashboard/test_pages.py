@@ -193,6 +193,7 @@ def test_loops_page_ranks_looping_calls_and_its_costs_add_up() -> None:
     card = float(at.metric[1].value.lstrip("$").replace(",", ""))
     signatures = next(d.value for d in at.dataframe if "args_preview" in d.value.columns)
     assert signatures["args_preview"].notna().all()  # content was captured
+    assert "capture_content=True" not in _texts(at, "caption")  # nothing to turn on
     assert (signatures["calls"].diff().dropna() <= 0).all()  # most calls first
     assert signatures["strip"].map(lambda s: set(s) <= {0, 1} and 1 in s).all()
     tools = next(d.value for d in at.dataframe if "flagged_episodes" in d.value.columns

@@ -125,3 +125,17 @@ def test_the_policy_page_lists_the_runs_its_replay_decides_otherwise_than_the_gu
                    and "candidate" in d.value.columns)
     assert compare.loc["differs_from_guards", "current"] == len(listed)
     assert 10 <= len(listed) < 40  # most runs agree: the replay is the guard's core
+
+
+def test_the_loops_page_says_how_to_capture_what_it_shows_as_not_captured(
+        demo_store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Arguments are opt-in (privacy): where the page shows "(not captured)", it says how to
+    turn capture on."""
+    monkeypatch.setenv("LOOPSCOPE_DB_SNAPSHOT", str(demo_store_path))
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("views/loops.py").run()
+    assert not at.exception, at.exception
+    signatures = next(d.value for d in at.dataframe if "args_preview" in d.value.columns)
+    assert signatures["args_preview"].str.startswith("(not captured)").all()
+    captions = "\n".join(str(c.value) for c in at.caption)
+    assert "`loopscope.instrument(capture_content=True)`" in captions

@@ -33,6 +33,11 @@ else:
     uncaptured = signatures["args_preview"].isna()
     signatures.loc[uncaptured, "args_preview"] = (
         "(not captured) signature " + signatures.loc[uncaptured, "signature"].str[:10])
+    if uncaptured.any():
+        st.caption("“(not captured)”: the agent ran without content capture, so only the "
+                   "arguments' hash reached the store. Turn it on with "
+                   "`loopscope.instrument(capture_content=True)` (or "
+                   "`LOOPSCOPE_CAPTURE_CONTENT=true`); it is off by default for privacy.")
     st.dataframe(
         signatures, hide_index=True, key="signatures_table",
         column_order=["tool", "args_preview", "runs", "calls", "no_progress_calls",
