@@ -94,7 +94,8 @@ else:
     def _describe(episode_id: str) -> str:
         row = queue[queue["episode_id"] == episode_id].iloc[0]
         mark = f"✓ {row['label']}" if isinstance(row["label"], str) else "○ unlabelled"
-        verdict = row["happened"] + (f", {row['would_be']}" if row["would_be"] else "")
+        would = row["would_be"]  # None, or NaN once a frame went through JSON
+        verdict = str(row["happened"]) + (f", {would}" if isinstance(would, str) else "")
         task = str(row["task"])
         task = task if len(task) <= 60 else task[:57] + "…"
         return f"{mark} · {task} · agent {row['agent'] or '—'} · {verdict}"
