@@ -247,6 +247,7 @@ class Episode:
     def _message_span(self, role: str, content: str, decision: Decision, applied: str) -> None:
         attributes: dict[str, Any] = {
             c.EPISODE_ID: self.id,
+            c.GEN_AI_CONVERSATION_ID: self.conversation_id,
             c.MESSAGE_ROLE: role,
             c.MESSAGE_HASH: output_hash(content),
             c.STEP: decision.step,
@@ -261,7 +262,10 @@ class Episode:
             attributes[c.GUARD_DECISION] = decision.action
             attributes[c.FLAGS] = [f.detector for f in decision.flags]
             attributes[c.FLAG_KINDS] = [f.kind for f in decision.flags]
-        _tracer.start_span(f"{c.OP_MESSAGE} {role}", attributes=attributes).end()
+        span = _tracer.start_span(f"{c.OP_MESSAGE} {role}", attributes=attributes)
+        for name, event in c.evaluation_events(decision.flags):
+            span.add_event(name, event)
+        span.end()
 
     def raise_pending_stop(self) -> None:
         """Raise the stop a message decided, if any (once: it becomes ``stop``).
@@ -306,6 +310,7 @@ class Episode:
                 f"reconcile {ref}",
                 attributes={
                     c.EPISODE_ID: self.id,
+                    c.GEN_AI_CONVERSATION_ID: self.conversation_id,
                     c.RECONCILE_KEY: ref,
                     c.RECONCILE_FOUND: bool(found),
                 },

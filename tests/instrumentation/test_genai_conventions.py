@@ -35,9 +35,12 @@ def test_every_span_of_a_run_carries_its_conversation_id_and_tool_type() -> None
 def test_each_loop_verdict_is_a_gen_ai_evaluation_result_event() -> None:
     """A read spin: warn at the 3rd identical read, block at the 4th, stop at the 5th. Each
     flag is an event on its call's span, named for its detector, labelled with its rung."""
-    with (capture_spans(mode="enforce") as spans, loopscope.episode(task="find order 1"),
+    now = [0.0]
+    with (capture_spans(mode="enforce") as spans,
+          loopscope.episode(task="find order 1", clock=lambda: now[0]),
           pytest.raises(loopscope.LoopDetected)):
         for _ in range(8):
+            now[0] += 5.0  # one model turn after another (calls at once are one turn)
             lookup_order("1")
     events = []
     for span in spans.spans():
@@ -58,14 +61,33 @@ def test_each_loop_verdict_is_a_gen_ai_evaluation_result_event() -> None:
 
 
 def test_observe_mode_events_say_what_enforce_would_do() -> None:
-    with capture_spans(mode="observe") as spans, loopscope.episode(task="find order 1"):
+    now = [0.0]
+    with (capture_spans(mode="observe") as spans,
+          loopscope.episode(task="find order 1", clock=lambda: now[0])):
         for _ in range(5):
+            now[0] += 5.0
             lookup_order("1")
     labels = [dict(e.attributes or {})[c.GEN_AI_EVALUATION_SCORE_LABEL]
               for s in spans.spans() for e in s.events if e.name == c.GEN_AI_EVALUATION_RESULT]
     actions = [s["attributes"][c.GUARD_ACTION] for s in spans.tool_spans()]
     assert labels == ["warn", "block", "stop"]
     assert set(actions) == {"allow"}
+
+
+def test_message_spans_carry_the_conversation_and_their_loop_verdicts() -> None:
+    """A monologue (the same assistant message three times, no tool call) is a loop verdict
+    on a message span: the same event, and the run's conversation id."""
+    text = "Let me check the order status again before answering the customer now."
+    with capture_spans() as spans, loopscope.episode(task="t", conversation_id="thread-9") as ep:
+        for _ in range(4):
+            ep.record_message("assistant", text)
+        ep.reconcile("nothing", found=False)
+    others = [s for s in spans.spans() if not s.name.startswith("invoke_agent")]
+    assert others and {(s.attributes or {}).get(c.GEN_AI_CONVERSATION_ID) for s in others} == {
+        "thread-9"}
+    names = [dict(e.attributes or {})[c.GEN_AI_EVALUATION_NAME] for s in others
+             for e in s.events if e.name == c.GEN_AI_EVALUATION_RESULT]
+    assert names and set(names) == {"loopscope.monologue"}
 
 
 def test_the_root_span_records_the_policy_the_guard_ran() -> None:
