@@ -4,9 +4,10 @@ A run is a sequence of steps: tool calls (``ToolStep``: the call and what it ret
 messages (``MessageStep``). The in-process guard, the collector's streaming detection,
 ``loopscope analyze`` (from Episode JSONL, from OTLP files, and through a store with
 ``--db``), the dashboard's Import and the Policy replay all reduce what they have to these
-and hand them to ``feed``, so the same run gives the same verdicts by every door. The guard
-feeds a live tool call in its two halves (``EpisodeMonitor.before_call`` before the tool
-runs, ``after_call`` after): ``feed`` does exactly that, with nothing in between.
+and hand them to ``feed`` (a recorded run: ``feed_run``, which gives the calls of one model
+turn as the guard saw them), so the same run gives the same verdicts by every door. The
+guard feeds a live tool call in its two halves (``EpisodeMonitor.before_call`` before the
+tool runs, ``after_call`` after): ``feed`` does exactly that, with nothing in between.
 
 ``recorded_call`` is the one place that decides how a recorded call (a span, a stored row,
 an Episode JSONL step) is identified: by its arguments when they were captured whole, else
@@ -29,14 +30,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal, overload
+from typing import Any, overload
 
 from .events import Decision, ToolCall, ToolResult
 from .ladder import same_turn
 from .monitor import EpisodeMonitor
-
-Role = Literal["user", "assistant", "system"]
-ROLES: tuple[Role, ...] = ("user", "assistant", "system")
 
 
 @dataclass(frozen=True, slots=True)
