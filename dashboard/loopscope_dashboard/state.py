@@ -12,12 +12,24 @@ from typing import Any, Final
 
 import streamlit as st
 
-SERVICE: Final = "filter_service"
-AGENT: Final = "filter_agent"
-MODEL: Final = "filter_model"
-TOOL: Final = "filter_tool"
-OUTCOME: Final = "filter_outcome"
-TIME_RANGE: Final = "filter_time_range"
+SERVICE: Final = "service"
+AGENT: Final = "agent"
+MODEL: Final = "model"
+TOOL: Final = "tool"
+OUTCOME: Final = "outcome"
+TIME_RANGE: Final = "range"
+"""The sidebar's filters; each key is also its URL query parameter (``bind="query-params"``),
+so a copied URL reopens the same view."""
+RUN_SEARCH: Final = "q"
+RUN_VERDICT: Final = "verdict"
+RUN_STATUS: Final = "status"
+RUN_SORT: Final = "sort"
+RUN_ASCENDING: Final = "asc"
+RUN_PAGE: Final = "page"
+"""The Runs page's search, verdict, status, order and page (URL query parameters too)."""
+SOURCE_DOWN: Final = "source_down_since"
+"""When this session last saw the collector go down (None: up), so the watcher reruns the
+page once when that changes."""
 EPISODE: Final = "episode_id"
 """The episode the Episode page shows (also its ``?episode=`` query parameter)."""
 IMPORT_RESULT: Final = "import_result"

@@ -78,7 +78,7 @@ def test_overview_shows_the_metric_cards_the_rate_chart_and_the_flagged_list() -
 
 def test_overview_trend_compares_with_the_window_before() -> None:
     at = _app()
-    at.session_state["filter_time_range"] = "Last 24 hours"
+    at.session_state["range"] = "Last 24 hours"
     at.run()
     assert not at.exception
     assert len(at.metric) == 4

@@ -6,7 +6,7 @@ import json
 
 import streamlit as st
 
-from loopscope_dashboard import charts, downloads, queries, state, truth
+from loopscope_dashboard import charts, downloads, hints, queries, state, truth
 
 filters = state.filters().params()
 flagged = queries.episodes(flagged=True, limit=200, **filters)
@@ -18,8 +18,8 @@ if wanted and wanted not in options:
     options.insert(0, wanted)
 if not options:
     st.title("Episode")
-    st.info("No episodes to show — point an agent at http://127.0.0.1:4318, run "
-            "`loopscope demo --endpoint http://127.0.0.1:4318`, or widen the filters.")
+    st.info(f"No episodes to show — point an agent at {hints.endpoint()}, run "
+            f"{hints.demo_command()}, or widen the filters.")
     st.stop()
 if wanted:
     st.session_state[state.EPISODE] = wanted

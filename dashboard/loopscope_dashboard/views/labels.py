@@ -8,7 +8,7 @@ last change can be undone.
 import pandas as pd
 import streamlit as st
 
-from loopscope_dashboard import downloads, queries, state, truth
+from loopscope_dashboard import downloads, hints, queries, state, truth
 
 VERDICTS = {
     "true_loop": "True loop — the agent was stuck",
@@ -25,7 +25,7 @@ live = queries.source_is_live()
 if not live:
     st.warning("Labels need a live collector: this dashboard reads a snapshot file, which is "
                "read-only. Run `loopscope collector --db FILE` and "
-               "`loopscope dashboard --collector http://127.0.0.1:4318` to label flags.")
+               f"`loopscope dashboard --collector {hints.endpoint()}` to label flags.")
 
 if saved := st.session_state.pop(state.LABEL_SAVED, None):
     st.success(saved)

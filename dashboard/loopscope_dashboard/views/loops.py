@@ -2,14 +2,14 @@
 
 import streamlit as st
 
-from loopscope_dashboard import charts, downloads, queries, state
+from loopscope_dashboard import charts, downloads, hints, queries, state
 
 filters = state.filters()
 st.title("Where agents loop")
 report = queries.metrics(**filters.params())
 if not report["episodes"]:
     st.info("No episodes match these filters — widen the time range, clear a filter, or send "
-            "runs with `loopscope demo --endpoint http://127.0.0.1:4318`.")
+            f"runs with {hints.demo_command()}.")
     st.stop()
 
 cost = report["cost_per_successful_task"]

@@ -12,7 +12,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from loopscope_dashboard import charts, downloads, queries, replays, state
+from loopscope_dashboard import charts, downloads, hints, queries, replays, state
 
 st.title("Policy")
 st.caption("Replays stored runs through the same detection core the guard and the collector "
@@ -31,9 +31,9 @@ params = state.filters().params() if scope == "The sidebar's filter" else {}
 params["limit"] = newest
 episodes = queries.replay_episodes(**params)
 if episodes.empty:
-    st.info("No stored runs to replay. Run agents in observe mode (or `loopscope demo "
-            "--endpoint http://127.0.0.1:4318`), label a few on the Labels page, then come "
-            "back to tune the policy.")
+    st.info(f"No stored runs to replay. Run agents in observe mode (or "
+            f"{hints.demo_command()}), label a few on the Labels page, then come back to "
+            "tune the policy.")
     st.stop()
 runs = replays.stored_runs(episodes, queries.replay_calls(**params))
 st.caption(f"{len(runs)} runs, {sum(r.calls for r in runs):,} tool calls; "
