@@ -2,9 +2,10 @@
 
 import streamlit as st
 
-from loopscope_dashboard import banner, queries, sidebar
+from loopscope_dashboard import banner, queries, sidebar, style
 
 st.set_page_config(page_title="loopscope", page_icon=":material/repeat:", layout="wide")
+style.apply()
 try:
     first = "Live" if queries.source_is_live() else "Snapshot"  # a --db file is not live
 except queries.SourceError:

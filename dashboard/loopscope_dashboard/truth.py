@@ -197,10 +197,14 @@ def guard_rows(calls: pd.DataFrame) -> pd.DataFrame:
 def stop_story(episode: Mapping[str, Any], diagnostic: Mapping[str, Any] | None,
                calls: pd.DataFrame) -> tuple[str, str]:
     """How the run ended, as (kind, text): kind ``stopped`` (a guard stopped it), ``would``
-    (it was not stopped, but enforce would have), or ``none``. Call numbers are ordinals."""
+    (it was not stopped, but enforce would have), ``open`` (it is running, or ended without
+    its final span: ``episode["status"]``), or ``none``. Call numbers are ordinals."""
     reason = episode.get("stop_reason") or "unknown"
     mode = episode.get("guard_mode") or "no"
     stopped = episode.get("happened") == "stopped" or reason in GUARD_STOPS
+    status = episode.get("status") or "ended"
+    if diagnostic is None and status != "ended":
+        return _open_story(status, stopped, calls)
     if diagnostic is None:
         if stopped:
             return "stopped", f"Stopped: {reason}."
@@ -236,6 +240,27 @@ def _shown_streak(calls: pd.DataFrame, at: int | None) -> int | None:
     if hit.empty or _missing(hit.iloc[0]):
         return None
     return int(hit.iloc[0])
+
+
+OPEN_STATUSES: Final = {
+    "running": "Running: the agent's final span (its outcome and stop reason) has not "
+               "arrived yet; the calls so far are below.",
+    "ended without a summary": "Ended without a summary: the agent's final span never "
+               "arrived and the run has been silent for over 5 minutes (the agent died, or "
+               "its exporter dropped the span), so its outcome and stop reason are unknown.",
+}
+"""What the Episode page says of a run whose final span has not arrived (the episode read's
+``status``)."""
+
+
+def _open_story(status: str, stopped: bool, calls: pd.DataFrame) -> tuple[str, str]:
+    text = OPEN_STATUSES.get(status, OPEN_STATUSES["running"])
+    if stopped and "guard_action" in calls.columns:
+        at = calls.loc[calls["guard_action"] == "stop", "call"]
+        where = f" at call {int(at.iloc[0])}" if not at.empty else ""
+        return "stopped", (f"Stopped{where} by its guard. " + text.split(": ", 1)[0]
+                           + ": the final span, with the stop diagnostic, has not arrived.")
+    return "open", text
 
 
 def _streak_end(calls: pd.DataFrame, at: int | None, streak: int) -> str:

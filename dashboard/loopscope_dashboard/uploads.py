@@ -55,6 +55,18 @@ class Analysis:
         return summarize(self.reports, self.problems)
 
 
+def unreadable(analysis: Analysis) -> str | None:
+    """Why nothing in the file could be read, naming the first bad line and its problem, or
+    None when it held at least one run (or nothing at all)."""
+    if analysis.reports or not analysis.problems:
+        return None
+    first = analysis.problems[0]
+    more = len(analysis.problems) - 1
+    return (f"{analysis.name} is neither OTLP JSON nor Episode JSONL: line {first.line}: "
+            f"{first.message}" + (f" (and {more} more unreadable line(s))" if more else "")
+            + ". Nothing was read from it.")
+
+
 def _sniff(data: bytes) -> str:
     head = data[:65536]
     return "otlp" if b'"resourceSpans"' in head or b'"resource_spans"' in head else "episodes"

@@ -183,6 +183,8 @@ class ToolCallScope:
             c.GUARD_MODE: episode.mode,
             c.CONTENT_CAPTURED: episode.capture_content,
         }
+        if episode.agent_name:  # a run still in flight is named before its root span ends
+            attributes[c.GEN_AI_AGENT_NAME] = episode.agent_name
         if self._kind:
             attributes[c.TOOL_KIND] = self._kind
             attributes[c.TOOL_KIND_SOURCE] = decision.kind_source or "shape"

@@ -173,15 +173,24 @@ def test_a_broken_line_is_reported_as_file_line_and_skipped(
     assert code == 1 and f"{path}:2:" in err
 
 
-def test_bad_ids_name_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """protobuf's base64 ids (the common mistake) are refused with the field and a hint."""
+def test_base64_ids_are_read_and_bad_ids_name_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """protobuf's JSON mapping (base64 ids) is read as OTLP JSON; an id that is neither hex
+    nor base64 is refused with its line and field."""
     spans, _ = _run_agents(capture_content=True)
     path = tmp_path / "base64.jsonl"
-    path.write_text(json.dumps(MessageToDict(encode_spans(spans))) + "\n", encoding="utf-8")
+    mapped = MessageToDict(encode_spans(spans))
+    path.write_text(json.dumps(mapped) + "\n", encoding="utf-8")
+    code, document, err = _analyze(capsys, str(path), "--format", "otlp")
+    assert code == 0, err
+    assert _flags(document, "spinner") and {e["episode_id"] for e in document["episodes"]} == {
+        "spinner", "healthy"}
+    mapped["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"] = "not-an-id"
+    path.write_text(json.dumps(mapped) + "\n", encoding="utf-8")
     code, document, err = _analyze(capsys, str(path), "--format", "otlp")
     assert code == 1
     assert f"{path}:1:" in err and "traceId" in err and "hex" in err
-    assert document["episodes"] == []
 
 
 def test_db_stores_tool_calls_episodes_and_detections(

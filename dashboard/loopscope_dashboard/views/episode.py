@@ -6,7 +6,7 @@ import json
 
 import streamlit as st
 
-from loopscope_dashboard import charts, downloads, hints, queries, state, truth
+from loopscope_dashboard import charts, downloads, hints, queries, state, truth, waterfall
 
 filters = state.filters().params()
 flagged = queries.episodes(flagged=True, limit=200, **filters)
@@ -65,7 +65,9 @@ facts[1].metric("Enforce mode would have", would or "done the same", border=True
 facts[2].metric("Tool calls", len(calls), border=True)
 facts[3].metric("Cost", "—" if episode.get("cost_usd") is None
                 else f"${episode['cost_usd']:.4f}", border=True)
-st.markdown(f"Outcome **{episode.get('outcome') or 'unknown'}** · stop reason "
+st.markdown(("" if episode.get("status", "ended") == "ended" else
+             f"Status **{episode['status']}** · ") +
+            f"Outcome **{episode.get('outcome') or 'unknown'}** · stop reason "
             f"**{episode.get('stop_reason') or 'unknown'}** · {len(detections)} flag(s)")
 
 st.subheader("Timeline")
@@ -76,6 +78,17 @@ st.caption("One marker per call, coloured by signature (grey: called once); holl
            "made no progress. Red bands are loop segments, purple ones oscillation cycles. "
            "Below: calls used; filled red marks are what the guard did (◆ warned, ✕ blocked, "
            "■ stopped), hollow grey ones what enforce mode would have done where the call ran.")
+
+st.subheader("Trace")
+spans = queries.episode_spans(episode_id)
+if spans.empty:
+    st.info("The store holds no spans of this run (it was imported as rows, not spans).")
+else:
+    st.plotly_chart(waterfall.trace_waterfall(spans, calls, detections), key="waterfall")
+    st.caption("Every span of the run from its start to its end: the agent's run, model turns "
+               "and tool calls, with duration, tokens and cost on hover. Markers at a call's "
+               "end: red ◆ ✕ ■ the guard warned, blocked or stopped it; hollow grey what "
+               "enforce mode would have done where the call ran; orange ● a flag only.")
 
 left, right = st.columns(2)
 with left:
@@ -119,7 +132,8 @@ else:
         st.caption("Arguments and outputs were not captured; start the agent with "
                    "`loopscope.instrument(capture_content=True)` to see previews.")
     steps = truth.step_progress(calls).assign(would_be=[truth.would_be(a, d) for a, d in zip(
-        calls["guard_action"], calls["guard_decision"], strict=True)])
+        calls["guard_action"], calls["guard_decision"], strict=True)],
+        latency_ms=(calls["end_ns"] - calls["start_ns"]) / 1e6)
     by_guard = bool((steps["progress_by"] == "guard").any())
     differs = truth.collector_differs(steps)
     if by_guard:
@@ -131,7 +145,7 @@ else:
                        "captured, the model's messages not stored)." if differs else ""))
     st.dataframe(
         steps, hide_index=True, key="steps_table",
-        column_order=["call", "tool", "args_text", "output_text", "status",
+        column_order=["call", "tool", "args_text", "output_text", "status", "latency_ms",
                       "shown_progress", "shown_streak",
                       *(["collector_progress", "collector_streak"] if differs else []),
                       "guard_action", "would_be",
@@ -154,6 +168,9 @@ else:
             "collector_streak": st.column_config.NumberColumn(
                 "collector: streak", help="The collector's own no-progress streak, from "
                 "what it stored."),
+            "latency_ms": st.column_config.NumberColumn(
+                "latency", format="%.1f ms", help="How long the call ran: its span's end "
+                "minus its start."),
             "guard_action": st.column_config.TextColumn("guard did"),
             "would_be": st.column_config.TextColumn("enforce would"),
             "args_text": st.column_config.TextColumn("arguments", max_chars=200),
@@ -166,7 +183,7 @@ st.subheader("How the run ended")
 kind, story = truth.stop_story(episode, diagnostic, calls)
 if kind == "stopped":
     st.warning(story)
-elif kind == "would":
+elif kind in ("would", "open"):
     st.info(story)
 else:
     st.success(story)
