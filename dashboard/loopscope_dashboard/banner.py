@@ -46,7 +46,7 @@ def message(now: queries.Connection) -> str:
     else:
         data = (f"The data shown is as of {_clock(now.last_good_at)}, the last good read; "
                 "parts never read before are missing.")
-    return (f"**The collector is not answering** (since {since}): {now.reason} {data} This "
+    return (f"**The collector is not answering** (since {since}): {now.reason.rstrip('.')}. {data} This "
             "clears by itself when the collector is back.")
 
 

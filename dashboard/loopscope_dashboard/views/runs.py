@@ -20,7 +20,7 @@ def _page_asked() -> int:
 
 
 st.title("Runs")
-search_box, verdict_box, status_box, sort_box, order_box = st.columns([4, 2, 2, 2, 1])
+search_box, verdict_box, status_box, sort_box, order_box = st.columns([4, 2, 2, 2, 1.3])
 search = search_box.text_input(
     "Search", key=state.RUN_SEARCH, bind="query-params",
     placeholder="task, agent, service, tool or episode id",
@@ -32,8 +32,9 @@ status = status_box.selectbox(
     "Status", [state.ANY, *queries.RUN_STATUSES], key=state.RUN_STATUS, bind="query-params",
     help="running: no final span yet and active in the last 5 minutes; ended without a "
          "summary: silent longer than that without its final span.")
-sort = sort_box.selectbox("Order by", list(queries.RUN_SORTS), key=state.RUN_SORT,
-                          format_func=queries.RUN_SORTS.__getitem__, bind="query-params")
+order = sort_box.selectbox("Order by", list(queries.RUN_SORTS.values()), key=state.RUN_SORT,
+                           bind="query-params")  # the URL holds the words: sort=tool+calls
+sort = next(name for name, label in queries.RUN_SORTS.items() if label == order)
 ascending = order_box.toggle("Ascending", key=state.RUN_ASCENDING, bind="query-params")
 
 wanted = {"search": search.strip() or None,
@@ -59,7 +60,7 @@ if frame.empty:
 
 first = (number - 1) * PAGE_SIZE + 1
 st.caption(f"Runs {first:,}–{first + len(frame) - 1:,} of {total:,} (page {number} of "
-           f"{pages:,}), by {queries.RUN_SORTS[sort]}, "
+           f"{pages:,}), by {order}, "
            f"{'ascending' if ascending else 'descending'}.")
 frame["open"] = frame["episode_id"].map(state.episode_link)
 st.dataframe(

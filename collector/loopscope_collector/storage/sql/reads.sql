@@ -93,7 +93,7 @@ case coalesce(r.decided, 0) when 3 then 'stop' when 2 then 'block' when 1 then '
 case when e.root_span_id is not null or e.stop_reason is not null or e.outcome is not null
           then 'ended'
      when coalesce(e.end_ns, e.start_ns)
-          >= epoch_ns(current_timestamp) - coalesce($stale_s, 300) * 1000000000
+          >= epoch_ns(current_timestamp) - coalesce($stale_s, 300)::bigint * 1000000000
           then 'running'
      else 'ended without a summary' end
 -- end fragment
