@@ -46,8 +46,9 @@ def message(now: queries.Connection) -> str:
     else:
         data = (f"The data shown is as of {_clock(now.last_good_at)}, the last good read; "
                 "parts never read before are missing.")
-    return (f"**The collector is not answering** (since {since}): {now.reason.rstrip('.')}. {data} This "
-            "clears by itself when the collector is back.")
+    reason = now.reason.rstrip(".")
+    return (f"**The collector is not answering** (since {since}): {reason}. {data} This clears "
+            "by itself when the collector is back.")
 
 
 def _clock(epoch_s: float | None) -> str:

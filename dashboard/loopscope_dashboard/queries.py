@@ -223,8 +223,9 @@ class Connection:
     reason: str = ""
 
 
-_LAST_GOOD: Final[OrderedDict[tuple[str, tuple[tuple[str, Any], ...]], list[dict[str, Any]]]] \
-    = OrderedDict()
+_LAST_GOOD: Final[OrderedDict[tuple[str, str, tuple[tuple[str, Any], ...]],
+                              list[dict[str, Any]]]] = OrderedDict()
+"""The last answer of each (source, read, parameters), newest last, at most _LAST_GOOD_SIZE."""
 _LAST_GOOD_SIZE: Final = 512
 _LOCK: Final = threading.Lock()
 _connection = Connection()
@@ -238,9 +239,11 @@ def _rows(name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         SourceError: the source refused the read.
     """
     global _connection
-    key = (name, tuple(sorted((k, v) for k, v in params.items() if v is not None)))
+    source = _source()
+    key = (source.description, name,
+           tuple(sorted((k, v) for k, v in params.items() if v is not None)))
     try:
-        rows = _source().rows(name, params)
+        rows = source.rows(name, params)
     except CollectorUnreachable as exc:
         with _LOCK:
             if _connection.down_since is None:
