@@ -18,22 +18,21 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_dashboard import render_seconds
-from bench_metrics import build_store, median_ms
+from bench_dashboard import render_seconds, timed_store
+from bench_metrics import CALLS_PER_EPISODE, median_ms
 
 CASES: dict[str, dict[str, Any]] = {
     "first page": {},
     "search by agent": {"search": "agent3"},
     "search by tool": {"search": "tool11"},
     "flagged, by cost": {"verdict": "flagged", "sort": "cost"},
-    "page 801 of 1000": {"offset": 40_000},
 }
+PAGE: Final = 50
 
 
 def main() -> None:
@@ -47,19 +46,18 @@ def main() -> None:
     from loopscope_collector.storage.queries import run_read
 
     with tempfile.TemporaryDirectory() as tmp:
-        store = Path(tmp) / "runs.duckdb"
-        start = time.perf_counter()
-        build_store(store, args.calls)
-        print(f"built a store of {args.calls:,} tool calls in {time.perf_counter() - start:.1f} s",
-              file=sys.stderr)
+        store = timed_store(Path(tmp) / "runs.duckdb", args.calls)
         con = duckdb.connect(str(store), read_only=True)
         base, _ = median_ms(lambda: con.execute(
             "select episode_id, count(*) from tool_calls group by episode_id").fetchall(),
             args.runs)
         print(f"baseline, the tool calls counted per run: {base:.0f} ms")
-        for name, params in CASES.items():
+        runs = args.calls // CALLS_PER_EPISODE
+        deep = runs * 4 // 5 // PAGE * PAGE
+        cases = {**CASES, f"page {deep // PAGE + 1:,} of {-(-runs // PAGE):,}": {"offset": deep}}
+        for name, params in cases.items():
             ms, rows = median_ms(lambda p=params: run_read(con.cursor(), "run_list",
-                                                            {"limit": 50, **p}), args.runs)
+                                                            {"limit": PAGE, **p}), args.runs)
             total = rows[0]["total"] if rows else 0
             print(f"run_list, {name}: {ms:.0f} ms for {len(rows)} of {total:,} runs "
                   f"({ms / base:.1f}x the baseline)")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-import signal
 import subprocess
 import sys
 import textwrap
@@ -23,7 +22,14 @@ from typing import Any
 import pytest
 from google.protobuf.json_format import MessageToDict
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from test_dashboard_browser import CHROMIUM_FLAGS, chromium, free_port, get_json, wait_for
+from test_dashboard_browser import (
+    CHROMIUM_FLAGS,
+    chromium,
+    free_port,
+    get_json,
+    stop,
+    wait_for,
+)
 
 __all__ = ["chromium"]  # the session fixture, shared with the other browser test
 
@@ -61,16 +67,6 @@ def _collector(db: Path, port: int) -> subprocess.Popen[str]:
     wait_for(lambda: proc.poll() is None and urllib.request.urlopen(
         f"http://127.0.0.1:{port}/healthz", timeout=5).read())
     return proc
-
-
-def _stop(proc: subprocess.Popen[Any]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
 
 
 def _two_runs() -> list[Any]:
@@ -154,7 +150,7 @@ def live(tmp_path_factory: pytest.TempPathFactory, chromium: str) -> Iterator[di
         if pw is not None:
             pw.stop()
         for proc in reversed(procs.values()):
-            _stop(proc)
+            stop(proc)
 
 
 def _rows(live: dict[str, Any], read: str, **params: Any) -> list[dict[str, Any]]:
@@ -336,7 +332,7 @@ def test_the_collector_stopped_and_restarted_under_an_open_page(live: dict[str, 
     page = live["browser"].new_page(viewport=VIEWPORT)
     _open(page, live["dashboard"] + "/", '[data-testid="stMetric"]', "overview-before-fault")
     cards = page.locator('[data-testid="stMetricValue"]').all_inner_texts()
-    _stop(live["procs"]["collector"])
+    stop(live["procs"]["collector"])
     page.wait_for_selector("text=The collector is not answering", timeout=60_000)
     page.wait_for_timeout(3000)  # the live list's own refresh runs meanwhile
     page.screenshot(path=str(ARTIFACTS / "runs-overview-collector-down.png"), full_page=True)
