@@ -328,27 +328,42 @@ def test_a_url_with_filters_reopens_the_same_view(live: dict[str, Any]) -> None:
     again.close()
 
 
-def test_the_collector_stopped_and_restarted_under_an_open_page(live: dict[str, Any]) -> None:
+def test_the_collector_stopped_and_restarted_under_open_pages(live: dict[str, Any]) -> None:
+    """The Overview and an Episode page stay open while the collector stops: each keeps what
+    it showed under a banner with the time of the last good read, no traceback; the banner
+    clears by itself once the collector is back."""
+    run = _rows(live, "run_list", verdict="stopped")[0]["episode_id"]
     page = live["browser"].new_page(viewport=VIEWPORT)
     _open(page, live["dashboard"] + "/", '[data-testid="stMetric"]', "overview-before-fault")
+    episode = live["browser"].new_page(viewport=VIEWPORT)
+    _open(episode, f"{live['dashboard']}/episode?episode={run}", ".st-key-waterfall",
+          "episode-before-fault")
     cards = page.locator('[data-testid="stMetricValue"]').all_inner_texts()
+    story = episode.locator('[data-testid="stMetricValue"]').all_inner_texts()
     stop(live["procs"]["collector"])
-    page.wait_for_selector("text=The collector is not answering", timeout=60_000)
-    page.wait_for_timeout(3000)  # the live list's own refresh runs meanwhile
-    page.screenshot(path=str(ARTIFACTS / "runs-overview-collector-down.png"), full_page=True)
-    assert page.locator('[data-testid="stException"]').count() == 0
-    text = _main_text(page)
-    assert "Traceback" not in text and "SourceError" not in text
-    assert "the last good read" in text
+    for tab, name in ((page, "overview"), (episode, "episode")):
+        tab.wait_for_selector("text=The collector is not answering", timeout=60_000)
+        tab.wait_for_timeout(3000)  # the pages' own refreshes run meanwhile
+        tab.screenshot(path=str(ARTIFACTS / f"runs-{name}-collector-down.png"), full_page=True)
+        assert tab.locator('[data-testid="stException"]').count() == 0
+        text = _main_text(tab)
+        assert "Traceback" not in text and "SourceError" not in text
+        assert "the last good read" in text
     assert page.locator('[data-testid="stMetricValue"]').all_inner_texts() == cards
+    assert episode.locator('[data-testid="stMetricValue"]').all_inner_texts() == story
+    assert episode.locator(".st-key-waterfall .js-plotly-plot").count() == 1
 
     live["procs"]["collector"] = _collector(live["db"], live["http"])
-    page.wait_for_selector("text=The collector is not answering", state="detached",
-                           timeout=60_000)
-    page.wait_for_selector('[data-testid="stMetric"]', timeout=60_000)
-    assert page.locator('[data-testid="stException"]').count() == 0
+    for tab in (page, episode):
+        tab.wait_for_selector("text=The collector is not answering", state="detached",
+                              timeout=60_000)
+        tab.wait_for_selector('[data-testid="stMetric"]', timeout=60_000)
+        assert tab.locator('[data-testid="stException"]').count() == 0
+        assert "cannot reach the collector" not in _main_text(tab)
     assert page.locator('[data-testid="stMetricValue"]').all_inner_texts() == cards
+    assert episode.locator('[data-testid="stMetricValue"]').all_inner_texts() == story
     page.close()
+    episode.close()
 
 
 def test_a_bad_file_is_refused_and_protobuf_json_is_read(live: dict[str, Any]) -> None:
