@@ -225,8 +225,9 @@ class Connection:
 
 _LAST_GOOD: Final[OrderedDict[tuple[str, str, tuple[tuple[str, Any], ...]],
                               list[dict[str, Any]]]] = OrderedDict()
-"""The last answer of each (source, read, parameters), newest last, at most _LAST_GOOD_SIZE."""
-_LAST_GOOD_SIZE: Final = 512
+"""The last answer of each (source, read, parameters), newest last, at most
+``_LAST_GOOD_ROWS`` rows in all (the oldest answers go first)."""
+_LAST_GOOD_ROWS: Final = 200_000
 _LOCK: Final = threading.Lock()
 _connection = Connection()
 
@@ -238,30 +239,45 @@ def _rows(name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         CollectorUnreachable: the collector is unreachable and this read never answered.
         SourceError: the source refused the read.
     """
-    global _connection
     source = _source()
     key = (source.description, name,
            tuple(sorted((k, v) for k, v in params.items() if v is not None)))
     try:
         rows = source.rows(name, params)
     except CollectorUnreachable as exc:
+        _went_down(exc)
         with _LOCK:
-            if _connection.down_since is None:
-                _connection = Connection(time.time(), _connection.last_good_at, str(exc))
             kept = _LAST_GOOD.get(key)
         if kept is None:
             raise
         return kept
     with _LOCK:
-        came_back = _connection.down_since is not None
-        _connection = Connection(None, time.time())
         _LAST_GOOD[key] = rows
         _LAST_GOOD.move_to_end(key)
-        while len(_LAST_GOOD) > _LAST_GOOD_SIZE:
-            _LAST_GOOD.popitem(last=False)
-    if came_back:
-        st.cache_data.clear()  # answers cached while it was down are stale
+        total = sum(len(answer) for answer in _LAST_GOOD.values())
+        while total > _LAST_GOOD_ROWS and len(_LAST_GOOD) > 1:
+            total -= len(_LAST_GOOD.popitem(last=False)[1])
+    _answered(read=True)
     return rows
+
+
+def _went_down(exc: CollectorUnreachable) -> None:
+    global _connection
+    with _LOCK:
+        if _connection.down_since is None:
+            _connection = Connection(time.time(), _connection.last_good_at, str(exc))
+
+
+def _answered(*, read: bool) -> None:
+    """The source answered (a read, or a probe); when it had been down, answers Streamlit
+    cached meanwhile are stale and dropped."""
+    global _connection
+    with _LOCK:
+        came_back = _connection.down_since is not None
+        at = time.time() if read else _connection.last_good_at or time.time()
+        _connection = Connection(None, at)
+    if came_back:
+        st.cache_data.clear()
 
 
 def connection() -> Connection:
@@ -276,19 +292,12 @@ def probe() -> Connection:
     collector that stops is noticed without a read, and one that comes back clears the
     banner (cached answers from the outage are dropped).
     """
-    global _connection
     try:
         _source().probe()
     except CollectorUnreachable as exc:
-        with _LOCK:
-            if _connection.down_since is None:
-                _connection = Connection(time.time(), _connection.last_good_at, str(exc))
-        return _connection
-    with _LOCK:
-        came_back = _connection.down_since is not None
-        _connection = Connection(None, _connection.last_good_at or time.time())
-    if came_back:
-        st.cache_data.clear()
+        _went_down(exc)
+    else:
+        _answered(read=False)
     return _connection
 
 

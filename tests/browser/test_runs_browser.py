@@ -256,7 +256,8 @@ def test_a_healthy_run_is_found_by_a_search_and_opened_on_its_trace_view(
     episode = opened.value
     episode.wait_for_selector(".st-key-waterfall .js-plotly-plot", timeout=120_000)
     episode.wait_for_timeout(1500)
-    episode.screenshot(path=str(ARTIFACTS / "runs-episode-waterfall.png"), full_page=True)
+    episode.locator(".st-key-waterfall").screenshot(
+        path=str(ARTIFACTS / "runs-episode-waterfall.png"))
     assert urllib.parse.unquote(episode.url).endswith(f"episode?episode={run}")
     assert episode.locator('[data-testid="stException"]').count() == 0
     spans = _rows(live, "episode_spans", episode_id=run)

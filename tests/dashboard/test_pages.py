@@ -90,7 +90,8 @@ def test_episode_page_opens_from_a_deep_link(store_path: Path) -> None:
     assert at.title[0].value == "shop-read_spin"  # the agent, with the task under it
     assert "**Task:** Lena Fischer" in _texts(at, "markdown")
     assert episode_id in _texts(at, "caption")
-    [timeline] = _charts(at)
+    timeline, trace = _charts(at)  # the timeline, then the trace view
+    assert {t["name"] for t in trace["data"]} >= {"tool call", "guard stopped"}
     tools = {t["name"] for t in timeline["data"] if t.get("legendgroup")}
     assert 'search_orders({"limit":5,"q":"customer:C-19545 usb-c d…)' in tools
     assert any(shape.get("fillcolor", "").startswith("rgba(214") for shape in
@@ -116,7 +117,9 @@ def test_an_observe_run_with_would_be_kills_is_not_shown_as_stopped(store_path: 
     story = _texts(at, "info")
     assert "Not stopped: this observe-mode run ended with stop reason completed" in story
     assert "Enforce mode would have stopped it at call" in story
-    [timeline] = _charts(at)
+    timeline, trace = _charts(at)  # the timeline, then the trace view
+    marked = {t["name"] for t in trace["data"]}
+    assert "enforce would stop" in marked and "guard stopped" not in marked
     names = {t["name"] for t in timeline["data"]}
     assert "would stop (enforce)" in names
     assert not {"blocked", "stopped", "warned"} & names

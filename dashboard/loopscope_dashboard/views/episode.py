@@ -65,10 +65,11 @@ facts[1].metric("Enforce mode would have", would or "done the same", border=True
 facts[2].metric("Tool calls", len(calls), border=True)
 facts[3].metric("Cost", "—" if episode.get("cost_usd") is None
                 else f"${episode['cost_usd']:.4f}", border=True)
-st.markdown(("" if episode.get("status", "ended") == "ended" else
-             f"Status **{episode['status']}** · ") +
-            f"Outcome **{episode.get('outcome') or 'unknown'}** · stop reason "
-            f"**{episode.get('stop_reason') or 'unknown'}** · {len(detections)} flag(s)")
+if episode.get("status", "ended") == "ended":
+    st.markdown(f"Outcome **{episode.get('outcome') or 'unknown'}** · stop reason "
+                f"**{episode.get('stop_reason') or 'unknown'}** · {len(detections)} flag(s)")
+else:  # no final span yet: no outcome or stop reason to tell
+    st.markdown(f"Status **{episode['status']}** · {len(detections)} flag(s) so far")
 
 st.subheader("Timeline")
 limit = (diagnostic or {}).get("limit") if (diagnostic or {}).get("terminated_by") == "budget" \
