@@ -388,6 +388,9 @@ RUN_VERDICTS: Final = ("flagged", "not flagged", "stopped", "would stop")
 """``run_list``'s ``$verdict`` values."""
 RUN_STATUSES: Final = ("running", "ended without a summary", "ended")
 """``run_list``'s ``$status`` values (the episode read's ``status``)."""
+RUN_SILENT_S: Final = 300
+"""A run without its final span is running until it has been silent this long, then ended
+without a summary (the reads' ``$stale_s``)."""
 
 
 @st.cache_data(ttl=LIVE_TTL, show_spinner=False)
@@ -399,7 +402,8 @@ def runs(*, search: str | None = None, verdict: str | None = None, status: str |
     ``status`` one of ``RUN_STATUSES``; ``filters`` as ``state.Filters.params()``. Rows carry
     ``started`` (a time), ``duration_s`` and ``would_be`` beside the read's columns."""
     frame = _read("run_list", search=search or None, verdict=verdict, status=status,
-                  sort=sort, ascending=ascending, limit=limit, offset=offset, **filters)
+                  sort=sort, ascending=ascending, limit=limit, offset=offset,
+                  stale_s=RUN_SILENT_S, **filters)
     if frame.empty:
         return frame, 0
     total = int(frame["total"].iloc[0])
@@ -533,7 +537,7 @@ def alerts(*, service: str | None = None, limit: int = 200) -> pd.DataFrame:
 @st.cache_data(ttl=LIVE_TTL, show_spinner=False)
 def episode(episode_id: str) -> dict[str, Any] | None:
     """One episode's row, or None when the store has no such episode."""
-    rows = _rows("episode", {"episode_id": episode_id})
+    rows = _rows("episode", {"episode_id": episode_id, "stale_s": RUN_SILENT_S})
     return rows[0] if rows else None
 
 

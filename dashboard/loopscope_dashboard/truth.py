@@ -204,7 +204,7 @@ def stop_story(episode: Mapping[str, Any], diagnostic: Mapping[str, Any] | None,
     stopped = episode.get("happened") == "stopped" or reason in GUARD_STOPS
     status = episode.get("status") or "ended"
     if diagnostic is None and status != "ended":
-        return _open_story(status, stopped, calls)
+        return _open_story(episode, stopped, calls)
     if diagnostic is None:
         if stopped:
             return "stopped", f"Stopped: {reason}."
@@ -246,15 +246,19 @@ OPEN_STATUSES: Final = {
     "running": "Running: the agent's final span (its outcome and stop reason) has not "
                "arrived yet; the calls so far are below.",
     "ended without a summary": "Ended without a summary: the agent's final span never "
-               "arrived and the run has been silent for over 5 minutes (the agent died, or "
-               "its exporter dropped the span), so its outcome and stop reason are unknown.",
+               "arrived and the run has been silent for over {minutes} minutes (the agent "
+               "died, or its exporter dropped the span), so its outcome and stop reason are "
+               "unknown.",
 }
 """What the Episode page says of a run whose final span has not arrived (the episode read's
-``status``)."""
+``status``; ``minutes`` from its ``silent_s``)."""
 
 
-def _open_story(status: str, stopped: bool, calls: pd.DataFrame) -> tuple[str, str]:
-    text = OPEN_STATUSES.get(status, OPEN_STATUSES["running"])
+def _open_story(episode: Mapping[str, Any], stopped: bool,
+                calls: pd.DataFrame) -> tuple[str, str]:
+    minutes = f"{float(episode.get('silent_s') or 0) / 60:g}"
+    text = OPEN_STATUSES.get(str(episode.get("status")), OPEN_STATUSES["running"]).format(
+        minutes=minutes)
     if stopped and "guard_action" in calls.columns:
         at = calls.loc[calls["guard_action"] == "stop", "call"]
         where = f" at call {int(at.iloc[0])}" if not at.empty else ""

@@ -291,7 +291,8 @@ def test_runs_in_flight_are_running_or_ended_without_a_summary_and_named(
     assert "Running: the agent's final span" in text and "Stopped" not in text
     _open(page, live["dashboard"] + "/episode?episode=silent-run", ".st-key-waterfall",
           "episode-silent")
-    assert "Ended without a summary" in _main_text(page)
+    assert ("Ended without a summary: the agent's final span never arrived and the run has "
+            "been silent for over 5 minutes") in _main_text(page)
     page.close()
 
 

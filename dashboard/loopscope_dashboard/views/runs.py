@@ -8,6 +8,7 @@ import streamlit as st
 from loopscope_dashboard import hints, queries, state
 
 PAGE_SIZE = 50
+SILENT_MIN = queries.RUN_SILENT_S / 60
 
 
 def _page_asked() -> int:
@@ -30,8 +31,8 @@ verdict = verdict_box.selectbox("Verdict", [state.ANY, *queries.RUN_VERDICTS],
                                 key=state.RUN_VERDICT, bind="query-params")
 status = status_box.selectbox(
     "Status", [state.ANY, *queries.RUN_STATUSES], key=state.RUN_STATUS, bind="query-params",
-    help="running: no final span yet and active in the last 5 minutes; ended without a "
-         "summary: silent longer than that without its final span.")
+    help=f"running: no final span yet and active in the last {SILENT_MIN:g} minutes; ended "
+         "without a summary: silent longer than that without its final span.")
 order = sort_box.selectbox("Order by", list(queries.RUN_SORTS.values()), key=state.RUN_SORT,
                            bind="query-params")  # the URL holds the words: sort=tool+calls
 sort = next(name for name, label in queries.RUN_SORTS.items() if label == order)
@@ -71,8 +72,9 @@ st.dataframe(
     column_config={
         **state.EPISODE_COLUMNS,
         "status": st.column_config.TextColumn(
-            "status", help="ended; running (no final span yet, active in the last 5 "
-            "minutes); ended without a summary (silent longer, without its final span)."),
+            "status", help=f"ended; running (no final span yet, active in the last "
+            f"{SILENT_MIN:g} minutes); ended without a summary (silent longer, without its "
+            "final span)."),
         "started": st.column_config.DatetimeColumn("started (UTC)"),
         "task": st.column_config.TextColumn("task", max_chars=120),
         "duration_s": st.column_config.NumberColumn("duration", format="%.1f s"),

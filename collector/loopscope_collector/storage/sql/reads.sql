@@ -181,11 +181,13 @@ limit coalesce($limit, 100);
 -- name: episode
 -- requires: episode_id
 -- One episode's row, with the task its root span reported (loopscope.task).
--- `status`: ended, running or ended without a summary (fragment run_status).
+-- `status`: ended, running or ended without a summary (fragment run_status), and
+-- `silent_s`, the silence that ends a run without a summary.
 select e.*,
        (select s.attributes ->> 'loopscope.task' from spans s
             where s.trace_id = e.trace_id and s.span_id = e.root_span_id) as task,
-       /*fragment run_status*/ as status
+       /*fragment run_status*/ as status,
+       coalesce($stale_s, 300) as silent_s
 from episodes e
 where e.episode_id = $episode_id;
 
