@@ -304,6 +304,10 @@ def test_a_url_with_filters_reopens_the_same_view(live: dict[str, Any]) -> None:
     link = (f"{live['dashboard']}/runs?agent={agent}&verdict=flagged&sort=tool+calls"
             "&range=Last+24+hours")
     page = live["browser"].new_page(viewport=VIEWPORT)
+    total = _rows(live, "run_list", limit=1)[0]["total"]
+    assert total > 100
+    _open(page, f"{live['dashboard']}/runs?page=2", '[data-testid="stDataFrame"]', "runs-page-2")
+    _caption_with(page, f"Runs 51–100 of {total:,} (page 2 of {-(-total // 50)})")
     _open(page, link, '[data-testid="stDataFrame"]', "runs-from-url")
     _caption_with(page, f" of {len(expected)} (page 1")
     assert "by tool calls, descending" in _main_text(page)
