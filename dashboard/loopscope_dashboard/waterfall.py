@@ -2,8 +2,8 @@
 Streamlit), as ``charts`` builds the other figures.
 
 One bar per span, in start order, from its start to its end on a time axis that starts at the
-run's first span: the agent's root span, model turns, tool calls (labelled by their call
-number: call 1 is the run's first tool call, as in every table). Each bar's hover gives its
+run's first span: the agent's root span, model turns, the conversation's messages, tool calls
+(labelled by their call number: call 1 is the run's first tool call, as in every table). Each bar's hover gives its
 duration, tokens and cost. A tool call the collector flagged, or at which a guard acted, gets a
 marker at its end: filled and red for what the guard really did (◆ warned, ✕ blocked,
 ■ stopped), hollow and grey for what enforce mode would have done where the call ran, an
@@ -19,10 +19,13 @@ import plotly.graph_objects as go
 
 from . import truth
 
-COLORS: Final = {"agent": "#9467bd", "model": "#1f77b4", "tool": "#2ca02c",
-                 "failed": "#d62728", "other": "#a0a0a0"}
-"""Bar colours by what a span is: the agent's root, a model turn, a tool call, a failed
-span (status ERROR), anything else (HTTP, database, ...)."""
+COLORS: Final = {"agent": "#9467bd", "model": "#1f77b4", "message": "#17becf",
+                 "tool": "#2ca02c", "failed": "#d62728", "other": "#a0a0a0"}
+"""Bar colours by what a span is: the agent's root, a model turn, a message of the
+conversation (loopscope's ``message {role}`` spans), a tool call, a failed span (status
+ERROR), anything else (HTTP, database, ...)."""
+_NAMES: Final = {"agent": "agent run", "model": "model turn", "message": "message",
+                 "tool": "tool call", "failed": "failed span", "other": "other span"}
 _SYMBOLS: Final = {"warn": "diamond", "block": "x", "stop": "square"}
 _ACTED: Final = "#d62728"
 _WOULD: Final = "#7f7f7f"
@@ -37,7 +40,7 @@ def span_rows(spans: pd.DataFrame, calls: pd.DataFrame,
     number, what the guard did and enforce would have done there, and the flag kinds."""
     if spans.empty:
         return spans.assign(label=[], what=[], start_ms=[], duration_ms=[])
-    rows = spans.copy()
+    rows = spans.sort_values("start_ns", kind="stable").reset_index(drop=True)
     origin = int(rows["start_ns"].min())
     rows["start_ms"] = (rows["start_ns"] - origin) / 1e6
     rows["duration_ms"] = (rows["end_ns"] - rows["start_ns"]) / 1e6
@@ -65,15 +68,15 @@ def trace_waterfall(spans: pd.DataFrame, calls: pd.DataFrame,
     """The waterfall of one run's spans; guard actions and flags marked at the calls' ends."""
     rows = span_rows(spans, calls, detections)
     labels = [f"{i + 1:>3}. {label}" for i, label in enumerate(rows["label"])]
+    shortest = max(float(rows["duration_ms"].max() or 0) / 250, 0.001)  # a visible sliver
     fig = go.Figure()
     for what, color in COLORS.items():
         part = rows[rows["what"] == what]
         if part.empty:
             continue
         fig.add_trace(go.Bar(
-            name={"agent": "agent run", "model": "model turn", "tool": "tool call",
-                  "failed": "failed span", "other": "other span"}[what],
-            y=[labels[i] for i in part.index], x=part["duration_ms"].clip(lower=0.5),
+            name=_NAMES[what],
+            y=[labels[i] for i in part.index], x=part["duration_ms"].clip(lower=shortest),
             base=part["start_ms"], orientation="h", marker_color=color,
             customdata=list(zip(part["duration_ms"], part["tokens_in"].fillna(0),
                                 part["tokens_out"].fillna(0),
@@ -87,8 +90,10 @@ def trace_waterfall(spans: pd.DataFrame, calls: pd.DataFrame,
     fig.update_layout(
         barmode="overlay", height=max(260, 22 * len(rows) + 120),
         xaxis_title="milliseconds since the run's first span",
-        yaxis={"autorange": "reversed", "type": "category"},
-        legend={"orientation": "h", "y": -0.12}, margin={"l": 10, "r": 10, "t": 10, "b": 10},
+        yaxis={"autorange": "reversed", "type": "category", "categoryorder": "array",
+               "categoryarray": labels},  # start order, whatever the trace a bar is in
+        legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
     )
     return fig
 
@@ -142,6 +147,8 @@ def _what(row: object) -> str:
     operation = getattr(row, "operation", None)
     if operation == "invoke_agent" or not getattr(row, "parent_span_id", ""):
         return "agent"
+    if operation == "message" or str(getattr(row, "name", "")).startswith("message "):
+        return "message"
     if operation in _MODEL_OPERATIONS:
         return "model"
     return "tool" if operation == "execute_tool" else "other"

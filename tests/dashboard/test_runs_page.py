@@ -112,6 +112,9 @@ def test_the_trace_view_marks_calls_guard_actions_and_flags() -> None:
         {"span_id": "m1", "parent_span_id": "root", "name": "chat gpt", "start_ns": 100_000,
          "end_ns": 1_000_000, "status_code": 0, "operation": "chat", "tool": None,
          "tokens_in": 300, "tokens_out": 30, "cost_usd": None, "is_call": False},
+        {"span_id": "u1", "parent_span_id": "root", "name": "message user", "start_ns": 50_000,
+         "end_ns": 60_000, "status_code": 0, "operation": None, "tool": None, "tokens_in": None,
+         "tokens_out": None, "cost_usd": None, "is_call": False},
         *({"span_id": f"c{i}", "parent_span_id": "root", "name": "execute_tool search",
            "start_ns": i * 2_000_000, "end_ns": i * 2_000_000 + 500_000, "status_code": 0,
            "operation": "execute_tool", "tool": "search", "tokens_in": 0, "tokens_out": 0,
@@ -123,16 +126,20 @@ def test_the_trace_view_marks_calls_guard_actions_and_flags() -> None:
     flags = pd.DataFrame({"span_id": ["c2", "c3"], "kind": ["exact_repeat", "exact_repeat"],
                           "action": ["warn", "stop"]})
     rows = waterfall.span_rows(spans, calls, flags)
-    assert list(rows["what"]) == ["agent", "model", "tool", "tool", "tool"]
-    assert list(rows["label"]) == ["invoke_agent bot", "chat gpt", "call 1 · search",
-                                   "call 2 · search", "call 3 · search"]
-    assert rows["duration_ms"].tolist() == [9.0, 0.9, 0.5, 0.5, 0.5]
+    assert list(rows["what"]) == ["agent", "message", "model", "tool", "tool", "tool"]
+    assert list(rows["label"]) == ["invoke_agent bot", "message user", "chat gpt",
+                                   "call 1 · search", "call 2 · search", "call 3 · search"]
+    assert rows["duration_ms"].tolist() == [9.0, 0.01, 0.9, 0.5, 0.5, 0.5]
     figure = waterfall.trace_waterfall(spans, calls, flags)
     names = [trace.name for trace in figure.data]
-    assert names == ["agent run", "model turn", "tool call", "guard warned",
+    assert names == ["agent run", "model turn", "message", "tool call", "guard warned",
                      "enforce would stop"]
     would = next(t for t in figure.data if t.name == "enforce would stop")
-    assert list(would.y) == ["  5. call 3 · search"]
+    assert list(would.y) == ["  6. call 3 · search"]
+    # rows in start order on the axis, whichever trace draws them
+    assert list(figure.layout.yaxis.categoryarray) == [
+        "  1. invoke_agent bot", "  2. message user", "  3. chat gpt", "  4. call 1 · search",
+        "  5. call 2 · search", "  6. call 3 · search"]
 
 
 def test_a_file_that_is_neither_format_is_named_with_its_line_and_problem() -> None:

@@ -86,8 +86,8 @@ if spans.empty:
     st.info("The store holds no spans of this run (it was imported as rows, not spans).")
 else:
     st.plotly_chart(waterfall.trace_waterfall(spans, calls, detections), key="waterfall")
-    st.caption("Every span of the run from its start to its end: the agent's run, model turns "
-               "and tool calls, with duration, tokens and cost on hover. Markers at a call's "
+    st.caption("Every span of the run from its start to its end: the agent's run, model turns, "
+               "messages and tool calls, with duration, tokens and cost on hover. Markers at a call's "
                "end: red ◆ ✕ ■ the guard warned, blocked or stopped it; hollow grey what "
                "enforce mode would have done where the call ran; orange ● a flag only.")
 
