@@ -51,17 +51,22 @@ def render_seconds(page: str | None, runs: int) -> list[float]:
     return times
 
 
+def timed_store(store: Path, calls: int) -> Path:
+    """Build the store of ``calls`` tool calls at ``store``; say on stderr how long it took."""
+    start = time.perf_counter()
+    build_store(store, calls)
+    print(f"built a store of {calls:,} tool calls in {time.perf_counter() - start:.1f} s",
+          file=sys.stderr)
+    return store
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        store = Path(tmp) / "dashboard.duckdb"
-        start = time.perf_counter()
-        build_store(store, args.calls)
-        print(f"built a store of {args.calls:,} tool calls in {time.perf_counter() - start:.1f} s",
-              file=sys.stderr)
+        store = timed_store(Path(tmp) / "dashboard.duckdb", args.calls)
         os.environ["LOOPSCOPE_DB_SNAPSHOT"] = str(store)
         overview = render_seconds(None, args.runs)
         baseline = render_seconds("views/importer.py", args.runs)

@@ -7,6 +7,11 @@ Reports steps/s and the ratios, which stay comparable when the machine's speed d
 are this process's CPU time (``time.process_time``), so other work on the machine slows the
 numbers less than it would wall-clock time.
 
+The core remembers its reading of an output (facts, word sketch) process-wide, so another
+run that gets the same answer from the same backend is not read again; each round starts
+with nothing remembered. ``loopscope_cold`` forgets before every episode: the speed when no
+two runs ever share an answer.
+
 With ``--against CHECKOUT`` (another checkout of loopscope, e.g. ``git worktree add --detach
 /tmp/before <commit>``) that checkout's detection core is loaded beside this one under
 another name and timed in the same rounds, interleaved: a before/after ratio that holds on a
@@ -28,6 +33,7 @@ from types import ModuleType
 
 from _against import load_package
 
+from loopscope.detect.monitor import forget_readings
 from loopscope.detect.replay import parse_episode_line, replay
 from loopscope.evaluation import naive_baseline
 
@@ -73,15 +79,26 @@ def main() -> None:
             naive_baseline(episode)
 
     def core() -> None:
+        forget_readings()  # (each round starts with nothing read)
         for episode in episodes:
             replay(episode)
 
-    passes = [("json_parse", parse_only), ("naive_baseline", naive), ("loopscope", core)]
+    def core_cold() -> None:
+        for episode in episodes:
+            forget_readings()  # no output read in another run is remembered
+            replay(episode)
+
+    passes = [("json_parse", parse_only), ("naive_baseline", naive), ("loopscope", core),
+              ("loopscope_cold", core_cold)]
     if args.against is not None:
         other = load_core(args.against.resolve())
         other_episodes = [other.parse_episode_line(line) for line in lines]
 
+        forget = getattr(importlib.import_module("loopscope_against_detect.monitor"),
+                         "forget_readings", lambda: None)
+
         def against() -> None:
+            forget()
             for episode in other_episodes:
                 other.replay(episode)
 
@@ -107,7 +124,8 @@ def main() -> None:
         print(
             f"loopscope steps/s / --against steps/s: "
             f"{median['against'] / median['loopscope']:.2f}x "
-            f"(above 1: this checkout is faster)"
+            f"(above 1: this checkout is faster); with no output remembered from another run: "
+            f"{median['against'] / median['loopscope_cold']:.2f}x"
         )
 
 

@@ -6,11 +6,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from loopscope import _config
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
+
+# No property test is timed: on a loaded 2-core machine Hypothesis's default 200 ms deadline
+# per example fails tests that are correct (speed is measured in benchmarks/, not asserted).
+settings.register_profile("loopscope", deadline=None)
+settings.load_profile("loopscope")
 
 
 @pytest.fixture(autouse=True)

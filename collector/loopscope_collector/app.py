@@ -49,7 +49,8 @@ class Collector:
                 (host, http_port), pipeline=self.pipeline, db=self.db, auth_token=auth_token,
                 prometheus=lambda: prometheus.render(
                     self.pipeline, alerts=self.alerts.counts(),
-                    alert_failures=self.alerts.sink_failures(), inflight=self.inflight,
+                    alert_failures=self.alerts.sink_failures(),
+                    alert_steps=self.alerts.steps(), inflight=self.inflight,
                     watch=self.http.watch, quality=lambda: compute_metrics(self.db)),
                 max_body_bytes=max_request_bytes, inflight=self.inflight, watch=watch,
             )

@@ -89,17 +89,77 @@ def register(sub: Any) -> None:
     a.add_argument("--webhook", metavar="URL", action="append", default=[],
                    help="POST alerts here as JSON with a Slack-compatible 'text' "
                         "(repeatable; alerts always go to the log and /metrics)")
-    a.add_argument("--alert-window", metavar="SECONDS", type=float, default=60.0,
-                   help="rolling window of the no-progress rate (default 60)")
-    a.add_argument("--alert-factor", metavar="X", type=float, default=3.0,
-                   help="fire at X times the service's own baseline rate (default 3)")
-    a.add_argument("--alert-threshold", metavar="RATE", type=float, default=0.5,
-                   help="fire at this no-progress rate whatever the baseline (default 0.5)")
-    a.add_argument("--alert-min-volume", metavar="N", type=int, default=20,
-                   help="tool calls needed in the window before a rate can fire (default 20)")
-    a.add_argument("--alert-cooldown", metavar="SECONDS", type=float, default=300.0,
-                   help="least time between two firings for one service (default 300)")
+    add_alert_options(a)
     p.set_defaults(func=cmd_collector)
+    register_export(sub)
+
+
+def add_alert_options(group: Any) -> None:
+    """The spike rule's settings, for ``collector`` and ``export --prometheus-rules``."""
+    group.add_argument("--alert-window", metavar="SECONDS", type=float, default=60.0,
+                       help="rolling window of the no-progress rate (default 60)")
+    group.add_argument("--alert-factor", metavar="X", type=float, default=3.0,
+                       help="fire at X times the service's own baseline rate (default 3)")
+    group.add_argument("--alert-threshold", metavar="RATE", type=float, default=0.5,
+                       help="fire at this no-progress rate whatever the baseline (default 0.5)")
+    group.add_argument("--alert-min-volume", metavar="N", type=int, default=20,
+                       help="tool calls needed in the window before a rate can fire "
+                            "(default 20)")
+    group.add_argument("--alert-cooldown", metavar="SECONDS", type=float, default=300.0,
+                       help="least time between two firings for one service (default 300)")
+
+
+def alert_settings(args: argparse.Namespace) -> Any:
+    """``AlertSettings`` from ``add_alert_options``' arguments (a ``ValueError`` names a bad
+    one)."""
+    from .alerts.manager import AlertSettings
+
+    return AlertSettings(
+        window_s=args.alert_window, bucket_s=min(5.0, args.alert_window),
+        factor=args.alert_factor, threshold=args.alert_threshold,
+        min_volume=args.alert_min_volume, cooldown_s=args.alert_cooldown)
+
+
+def register_export(sub: Any) -> None:
+    """``loopscope export``: a store's tables (``storage.export``) and, with
+    ``--prometheus-rules``, the spike alert as Prometheus rules (``alerts.prometheus_rules``)."""
+    from .storage import export
+
+    p = export.register(sub)
+    rules = p.add_argument_group("Prometheus alerting rules")
+    rules.add_argument("--prometheus-rules", metavar="FILE",
+                       help="write the no-progress spike alert as Prometheus alerting rules "
+                            "over the collector's /metrics ('-' for standard output)")
+    rules.add_argument("--prometheus-selector", metavar="LABELS", default="",
+                       help="label matchers for the collector's series when a Prometheus "
+                            "scrapes several, e.g. 'job=\"loopscope\"'")
+    add_alert_options(rules)
+    p.set_defaults(func=cmd_export)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """``loopscope export``: tables (``--db``), rules (``--prometheus-rules``), or both."""
+    from .storage import export
+
+    if not args.db and not args.prometheus_rules:
+        print("loopscope export: error: give --db FILE (a store's tables) or "
+              "--prometheus-rules FILE (the spike alert for Prometheus)", file=sys.stderr)
+        return export.EXIT_USAGE
+    if args.prometheus_rules:
+        from .alerts.prometheus_rules import rules_yaml
+
+        try:
+            text = rules_yaml(alert_settings(args), selector=args.prometheus_selector)
+        except ValueError as exc:
+            print(f"loopscope export: error: {exc}", file=sys.stderr)
+            return export.EXIT_USAGE
+        if args.prometheus_rules == "-":
+            sys.stdout.write(text)
+        else:
+            Path(args.prometheus_rules).write_text(text, encoding="utf-8")
+            print(f"prometheus rules  {args.prometheus_rules}  (check: promtool check rules "
+                  f"{args.prometheus_rules})")
+    return export.cmd_export(args) if args.db else export.EXIT_OK
 
 
 def port_number(text: str) -> int:
@@ -216,15 +276,11 @@ def cmd_collector(args: argparse.Namespace) -> int:
         print(f"loopscope collector: error: {exc.name or 'a dependency'} is missing. Install "
               "the collector with:  pip install 'loopscope[collector]'", file=sys.stderr)
         return 2
-    from .alerts.manager import AlertSettings
     from .pipeline.detection import read_policy
     from .receive.connections import ConnectionWatch
 
     policy = read_policy(args.policy)
-    alert_settings = AlertSettings(
-        window_s=args.alert_window, bucket_s=min(5.0, args.alert_window),
-        factor=args.alert_factor, threshold=args.alert_threshold,
-        min_volume=args.alert_min_volume, cooldown_s=args.alert_cooldown)
+    settings = alert_settings(args)
     import duckdb
 
     from .storage import SchemaError
@@ -239,7 +295,7 @@ def cmd_collector(args: argparse.Namespace) -> int:
         collector = Collector(db_path=args.db, host=args.host, http_port=args.http_port,
                               grpc_port=args.grpc_port, auth_token=args.auth_token,
                               policy=policy, max_request_bytes=args.max_request_bytes,
-                              alert_settings=alert_settings, webhooks=args.webhook,
+                              alert_settings=settings, webhooks=args.webhook,
                               max_inflight_bytes=args.max_inflight_bytes,
                               store_memory=args.store_memory,
                               watch=ConnectionWatch(

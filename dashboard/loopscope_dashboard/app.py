@@ -2,9 +2,10 @@
 
 import streamlit as st
 
-from loopscope_dashboard import queries, sidebar
+from loopscope_dashboard import banner, queries, sidebar, style
 
 st.set_page_config(page_title="loopscope", page_icon=":material/repeat:", layout="wide")
+style.apply()
 try:
     first = "Live" if queries.source_is_live() else "Snapshot"  # a --db file is not live
 except queries.SourceError:
@@ -15,6 +16,7 @@ page = st.navigation({
         st.Page("views/alerts.py", title="Alerts", icon=":material/notifications_active:"),
     ],
     "Investigate": [
+        st.Page("views/runs.py", title="Runs", icon=":material/list:", url_path="runs"),
         st.Page("views/episode.py", title="Episode", icon=":material/timeline:", url_path="episode"),
         st.Page("views/loops.py", title="Loops", icon=":material/repeat:"),
         st.Page("views/labels.py", title="Labels", icon=":material/label:"),
@@ -28,6 +30,7 @@ try:
     sidebar.render()
 except queries.SourceError as exc:  # the Import page still works without a source
     st.sidebar.error(str(exc))
+banner.watch()
 try:
     page.run()
 except queries.SourceError as exc:

@@ -304,7 +304,8 @@ def sweep_chart(sweep: pd.DataFrame, setting: str) -> go.Figure:
     """Loops caught and false kills for each value of one policy setting (the Policy page's
     sweep): a good value catches many loops for few false kills.
 
-    ``sweep`` has the ``setting`` column and ``caught``, ``labelled_loops``, ``false_kills``.
+    ``sweep`` has the ``setting`` column and ``caught``, ``labelled_loops``, ``false_kills``;
+    values named in its ``policy`` column (current, candidate) get a dotted line and a note.
     """
     fig = go.Figure()
     if sweep.empty:
@@ -319,7 +320,14 @@ def sweep_chart(sweep: pd.DataFrame, setting: str) -> go.Figure:
                              name="false kills", line={"color": ALERT_COLOR},
                              hovertemplate=f"{setting} %{{x}}: %{{y}} false kills"
                                            "<extra></extra>"))
+    if "policy" in sweep.columns:  # the current and candidate values, marked
+        for value, mark in zip(x, sweep["policy"], strict=True):
+            if mark:
+                fig.add_annotation(x=value, y=1, yref="paper", text=mark, showarrow=False,
+                                   yanchor="bottom", font={"size": 11})
+                fig.add_shape(type="line", x0=value, x1=value, y0=0, y1=1, yref="paper",
+                              line={"dash": "dot", "width": 1, "color": "#888"})
     fig.update_xaxes(title_text=setting, type="category")
     fig.update_yaxes(title_text="runs", rangemode="tozero")
-    fig.update_layout(height=320, margin={"t": 30, "b": 30}, hovermode="x unified")
+    fig.update_layout(height=320, margin={"t": 40, "b": 30}, hovermode="x unified")
     return fig

@@ -9,6 +9,12 @@ the same named reads from ``storage/sql/reads.sql``, so each read's SQL exists o
 Reads are cached with ``st.cache_data`` for at most two seconds (the live panels refresh every
 two seconds); the source itself is the one ``st.cache_resource``. A source that cannot answer
 raises ``SourceError``, which the entrypoint shows as a message instead of a traceback.
+
+A collector that stops answering mid-session is a fault the pages outlive: every read that
+succeeded is kept (the last good answer per read and parameters, ``_LAST_GOOD``), and while the
+collector is unreachable a read returns that answer instead of failing; ``connection()`` says
+since when the data is stale, for the banner the entrypoint draws, and ``probe()`` notices the
+collector is back (the stale answers are then dropped from Streamlit's cache).
 """
 
 from __future__ import annotations
@@ -17,10 +23,14 @@ import json
 import math
 import os
 import re
+import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 import pandas as pd
@@ -40,6 +50,10 @@ _TIME_COLUMNS: Final = ("fired_at", "resolved_at", "detected_at", "labelled_at",
 
 class SourceError(RuntimeError):
     """The data source cannot answer; the message says why and what to do."""
+
+
+class CollectorUnreachable(SourceError):
+    """The collector did not answer at all (stopped, restarting, network down)."""
 
 
 class LabelsUnavailable(SourceError):
@@ -62,6 +76,10 @@ class Source(Protocol):
 
     def send_traces(self, body: bytes) -> None:
         """Send one OTLP JSON export request to the collector."""
+        ...
+
+    def probe(self) -> None:
+        """Return when the source answers; raise ``CollectorUnreachable`` when it does not."""
         ...
 
 
@@ -92,7 +110,7 @@ class HttpSource:
                               f"{_error_text(exc.read())}") from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise SourceError(
+            raise CollectorUnreachable(
                 f"cannot reach the collector at {self.url} ({reason}). Start one with "
                 f"`loopscope collector`, or browse a file with `loopscope dashboard --db FILE`"
             ) from None
@@ -115,6 +133,16 @@ class HttpSource:
     def send_traces(self, body: bytes) -> None:
         """``POST /v1/traces`` with an OTLP JSON body; returns once the spans are stored."""
         self._request("/v1/traces", body)
+
+    def probe(self) -> None:
+        """``GET /healthz``: any answer means the collector is there (a 503 says its store
+        is failing, which its reads report themselves)."""
+        try:
+            self._request("/healthz")
+        except CollectorUnreachable:
+            raise
+        except SourceError:
+            pass
 
 
 class FileSource:
@@ -158,6 +186,9 @@ class FileSource:
         """Always raises: only a live collector stores spans."""
         raise SourceError("sending runs needs a live collector; this dashboard reads a file")
 
+    def probe(self) -> None:
+        """A file opened once stays readable: nothing to check."""
+
 
 def _error_text(raw: bytes) -> str:
     try:
@@ -171,8 +202,7 @@ def _source() -> Source:
     """Live: the collector's read API. Offline or in tests: a DuckDB file, read-only."""
     if snapshot := os.environ.get(SNAPSHOT_ENV):
         return FileSource(snapshot)
-    url = os.environ.get(COLLECTOR_URL_ENV) or DEFAULT_COLLECTOR_URL
-    return HttpSource(url, os.environ.get(TOKEN_ENV) or None)
+    return HttpSource(collector_url(), os.environ.get(TOKEN_ENV) or None)
 
 
 def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -183,8 +213,102 @@ def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return frame
 
 
+@dataclass(frozen=True, slots=True)
+class Connection:
+    """How the source has answered: ``down_since`` (epoch seconds) is set while the collector
+    is unreachable, ``last_good_at`` is the time of the last read it answered."""
+
+    down_since: float | None = None
+    last_good_at: float | None = None
+    reason: str = ""
+
+
+_LAST_GOOD: Final[OrderedDict[tuple[str, str, tuple[tuple[str, Any], ...]],
+                              list[dict[str, Any]]]] = OrderedDict()
+"""The last answer of each (source, read, parameters), newest last, at most
+``_LAST_GOOD_ROWS`` rows in all (the oldest answers go first)."""
+_LAST_GOOD_ROWS: Final = 200_000
+_LOCK: Final = threading.Lock()
+_connection = Connection()
+
+
+def _rows(name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Run a named read; while the collector is unreachable, its last good answer.
+
+    Raises:
+        CollectorUnreachable: the collector is unreachable and this read never answered.
+        SourceError: the source refused the read.
+    """
+    source = _source()
+    key = (source.description, name,
+           tuple(sorted((k, v) for k, v in params.items() if v is not None)))
+    try:
+        rows = source.rows(name, params)
+    except CollectorUnreachable as exc:
+        _went_down(exc)
+        with _LOCK:
+            kept = _LAST_GOOD.get(key)
+        if kept is None:
+            raise
+        return kept
+    with _LOCK:
+        _LAST_GOOD[key] = rows
+        _LAST_GOOD.move_to_end(key)
+        total = sum(len(answer) for answer in _LAST_GOOD.values())
+        while total > _LAST_GOOD_ROWS and len(_LAST_GOOD) > 1:
+            total -= len(_LAST_GOOD.popitem(last=False)[1])
+    _answered(read=True)
+    return rows
+
+
+def _went_down(exc: CollectorUnreachable) -> None:
+    global _connection
+    with _LOCK:
+        if _connection.down_since is None:
+            _connection = Connection(time.time(), _connection.last_good_at, str(exc))
+
+
+def _answered(*, read: bool) -> None:
+    """The source answered (a read, or a probe); when it had been down, answers Streamlit
+    cached meanwhile are stale and dropped."""
+    global _connection
+    with _LOCK:
+        came_back = _connection.down_since is not None
+        at = time.time() if read else _connection.last_good_at or time.time()
+        _connection = Connection(None, at)
+    if came_back:
+        st.cache_data.clear()
+
+
+def connection() -> Connection:
+    """How the source has answered lately (for the unreachable-collector banner)."""
+    return _connection
+
+
+def probe() -> Connection:
+    """Ask the source whether it answers now, and return the state it leaves.
+
+    Called by the entrypoint's watcher every few seconds while a page is open, so a
+    collector that stops is noticed without a read, and one that comes back clears the
+    banner (cached answers from the outage are dropped).
+    """
+    try:
+        _source().probe()
+    except CollectorUnreachable as exc:
+        _went_down(exc)
+    else:
+        _answered(read=False)
+    return _connection
+
+
 def _read(name: str, **params: Any) -> pd.DataFrame:
-    return _frame(_source().rows(name, params))
+    return _frame(_rows(name, params))
+
+
+def collector_url() -> str:
+    """The collector's base URL as this dashboard was told it (OTLP/HTTP and reads share the
+    port): what empty pages tell users to point their agents at."""
+    return (os.environ.get(COLLECTOR_URL_ENV) or DEFAULT_COLLECTOR_URL).rstrip("/")
 
 
 def source_description() -> str:
@@ -205,7 +329,7 @@ def filter_options() -> dict[str, list[str]]:
     """The values each filter offers: {"service": [...], "agent": [...], ...}."""
     options: dict[str, list[str]] = {d: [] for d in ("service", "agent", "model", "tool",
                                                       "outcome")}
-    for row in _source().rows("filter_options", {}):
+    for row in _rows("filter_options", {}):
         options.setdefault(row["dimension"], []).append(str(row["value"]))
     return options
 
@@ -213,7 +337,7 @@ def filter_options() -> dict[str, list[str]]:
 @st.cache_data(ttl=LIVE_TTL, show_spinner=False)
 def summary(service: str | None = None) -> dict[str, int]:
     """Totals: tool calls, episodes, flagged episodes, kills, open UNKNOWN writes, alerts."""
-    rows = _source().rows("summary", {"service": service})
+    rows = _rows("summary", {"service": service})
     return {k: int(v or 0) for k, v in (rows[0] if rows else {}).items()}
 
 
@@ -226,8 +350,7 @@ def metrics(*, service: str | None = None, agent: str | None = None, model: str 
 
     params = read_params(service=service, agent=agent, model=model, tool=tool,
                          since_ns=since_ns, until_ns=until_ns, outcome=outcome)
-    source = _source()
-    return collect(lambda name, p: source.rows(name, p), params)
+    return collect(_rows, params)
 
 
 def loops_by(dimension: str, **filters: Any) -> pd.DataFrame:
@@ -255,6 +378,58 @@ def episodes(*, flagged: bool | None = None, limit: int = 200, episode_id: str |
         frame["would_be"] = [truth.would_be(h, w) for h, w in
                              zip(frame["happened"], frame["enforce_would"], strict=True)]
     return frame
+
+
+RUN_SORTS: Final = {"newest": "last activity", "started": "start", "calls": "tool calls",
+                    "flags": "flags", "cost": "cost", "duration": "duration", "agent": "agent",
+                    "service": "service"}
+"""The orders the Runs page offers (``run_list``'s ``$sort``), with their labels."""
+RUN_VERDICTS: Final = ("flagged", "not flagged", "stopped", "would stop")
+"""``run_list``'s ``$verdict`` values."""
+RUN_STATUSES: Final = ("running", "ended without a summary", "ended")
+"""``run_list``'s ``$status`` values (the episode read's ``status``)."""
+RUN_SILENT_S: Final = 300
+"""A run without its final span is running until it has been silent this long, then ended
+without a summary (the reads' ``$stale_s``)."""
+
+
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+def runs(*, search: str | None = None, verdict: str | None = None, status: str | None = None,
+         sort: str = "newest", ascending: bool = False, limit: int = 50, offset: int = 0,
+         **filters: Any) -> tuple[pd.DataFrame, int]:
+    """One page of every run (``run_list``) and how many match: ``search`` a piece of the
+    task, agent, service, episode id or a tool's name; ``verdict`` one of ``RUN_VERDICTS``,
+    ``status`` one of ``RUN_STATUSES``; ``filters`` as ``state.Filters.params()``. Rows carry
+    ``started`` (a time), ``duration_s`` and ``would_be`` beside the read's columns."""
+    frame = _read("run_list", search=search or None, verdict=verdict, status=status,
+                  sort=sort, ascending=ascending, limit=limit, offset=offset,
+                  stale_s=RUN_SILENT_S, **filters)
+    if frame.empty:
+        return frame, 0
+    total = int(frame["total"].iloc[0])
+    frame["started"] = pd.to_datetime(frame["start_ns"].astype("float64"), unit="ns")
+    frame["duration_s"] = (frame["end_ns"] - frame["start_ns"]) / 1e9
+    frame["would_be"] = [truth.would_be(h, w) for h, w in
+                         zip(frame["happened"], frame["enforce_would"], strict=True)]
+    return frame.drop(columns=["total"]), total
+
+
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+def episode_spans(episode_id: str) -> pd.DataFrame:
+    """The spans of one run for its trace view (``episode_spans``), in start order."""
+    return _read("episode_spans", episode_id=episode_id)
+
+
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+def episode_tasks(*, flagged: bool | None = None, limit: int = 200,
+                  **filters: Any) -> dict[str, str | None]:
+    """The task each run's root span reported (only with content captured), by episode id,
+    for the runs ``episodes`` lists with the same arguments."""
+    frame = _read("episode_tasks", flagged=flagged, limit=limit, **filters)
+    if frame.empty:
+        return {}
+    return {str(e): (t if isinstance(t, str) and t else None)
+            for e, t in zip(frame["episode_id"], frame["task"], strict=True)}
 
 
 @st.cache_data(ttl=LIVE_TTL, show_spinner=False)
@@ -340,6 +515,19 @@ def _window_at(alert: Mapping[str, Any], at_ns: int, window_s: float) -> tuple[i
     return int(rates["calls"].sum()), int(rates["no_progress"].sum())
 
 
+def alert_destinations(sent_to: Any) -> str:
+    """An alert's ``sent_to`` (JSON list) in words: ``log, webhook hooks.example.com,
+    Prometheus (/metrics)``; alerts stored before it was recorded say so."""
+    if not isinstance(sent_to, str) or not sent_to:
+        return "not recorded (a collector older than schema version 12)"
+    try:
+        names = json.loads(sent_to)
+    except ValueError:
+        return sent_to
+    words = {"log": "the collector's log", "prometheus": "Prometheus (/metrics)"}
+    return ", ".join(words.get(str(n), str(n)) for n in names)
+
+
 @st.cache_data(ttl=LIVE_TTL, show_spinner=False)
 def alerts(*, service: str | None = None, limit: int = 200) -> pd.DataFrame:
     """No-progress spike alerts, newest first."""
@@ -349,7 +537,7 @@ def alerts(*, service: str | None = None, limit: int = 200) -> pd.DataFrame:
 @st.cache_data(ttl=LIVE_TTL, show_spinner=False)
 def episode(episode_id: str) -> dict[str, Any] | None:
     """One episode's row, or None when the store has no such episode."""
-    rows = _source().rows("episode", {"episode_id": episode_id})
+    rows = _rows("episode", {"episode_id": episode_id, "stale_s": RUN_SILENT_S})
     return rows[0] if rows else None
 
 
@@ -404,7 +592,14 @@ def replay_episodes(*, limit: int = 10_000, **filters: Any) -> pd.DataFrame:
 def replay_calls(*, limit: int = 10_000, **filters: Any) -> list[dict[str, Any]]:
     """The tool calls of those runs, as the collector's detection is fed them: plain rows,
     not a DataFrame (hundreds of thousands of them become ``Episode`` steps)."""
-    return _source().rows("replay_calls", {"limit": limit, **filters})
+    return _rows("replay_calls", {"limit": limit, **filters})
+
+
+@st.cache_data(ttl="30s", show_spinner=False)
+def guard_policies(*, limit: int = 10_000, **filters: Any) -> pd.DataFrame:
+    """The policies the guards recorded on those runs (``guard_policies``), most used first:
+    ``policy`` (a policy file's JSON), ``runs``, ``modes``, ``newest_ns``."""
+    return _read("guard_policies", limit=limit, **filters)
 
 
 @st.cache_data(ttl=LIVE_TTL, show_spinner=False)
@@ -416,9 +611,10 @@ def labels(*, episode_id: str | None = None, limit: int = 200) -> pd.DataFrame:
 # -- writes (through the collector) -----------------------------------------------------------
 
 
-def save_label(episode_id: str, label: str, *, span_id: str = "",
+def save_label(episode_id: str, label: str | None, *, span_id: str = "",
                note: str | None = None) -> dict[str, Any]:
-    """Send a human verdict to the collector, which stores it; the metrics count it.
+    """Send a human verdict to the collector, which stores it; the metrics count it. A
+    ``label`` of ``None`` removes the run's (or the call's) label: undo.
 
     Raises:
         LabelsUnavailable: the dashboard reads a snapshot file, which is read-only.

@@ -14,11 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from loopscope.analysis import flag_calls
 from loopscope.detect import Policy
 from loopscope.detect.events import ACTIONS
 from loopscope.detect.replay import EpisodeRecord, replay
 from loopscope_collector.normalize.assembly import sort_key
-from loopscope_collector.normalize.rows import ToolCallRow
+from loopscope_collector.normalize.rows import MessageRow, ToolCallRow
 from loopscope_collector.offline.otlp_files import episodes_from_rows
 
 _RANK: Final = {name: i for i, name in enumerate(ACTIONS)}
@@ -47,7 +48,8 @@ class StoredRun:
         self.columns = columns
         """The names of the ``replay_calls`` columns, in the order of each row's values."""
         self.rows = rows
-        """The run's tool calls: one tuple of values per call, in ``columns`` order."""
+        """The run's tool calls and messages (a message has a ``role``): one tuple of values
+        per step, in ``columns`` order."""
         self.task_type = task_type
         self.outcome = outcome
         self.cost_usd = cost_usd
@@ -64,12 +66,15 @@ class StoredRun:
                             self.first_loop_step, self.human_false_kill))
 
     def __repr__(self) -> str:
-        return f"StoredRun({self.episode_id!r}, {len(self.rows)} calls, label={self.label})"
+        return f"StoredRun({self.episode_id!r}, {self.calls} calls, label={self.label})"
 
     @property
     def calls(self) -> int:
-        """Tool calls stored for the run."""
-        return len(self.rows)
+        """Tool calls stored for the run (its rows but the messages)."""
+        if "role" not in self.columns:
+            return len(self.rows)
+        role = self.columns.index("role")
+        return sum(1 for values in self.rows if values[role] is None)
 
     @property
     def episode(self) -> EpisodeRecord:
@@ -125,6 +130,14 @@ def _row_maker(columns: tuple[str, ...]) -> Any:
     return make
 
 
+def _message(columns: tuple[str, ...], values: tuple[Any, ...]) -> MessageRow:
+    """A ``replay_calls`` row that is a message (it has a ``role``)."""
+    got = dict(zip(columns, values, strict=True))
+    return MessageRow(got["trace_id"], got["span_id"], got["episode_id"], got["service"],
+                      got["role"], got["start_ns"], content=got.get("content"),
+                      step=got.get("step"), tokens=int(got.get("tokens_out") or 0))
+
+
 def build_episodes(runs: Sequence[StoredRun]) -> None:
     """Build the ``Episode`` of every run not built yet, by the collector's own rule
     (``episodes_from_rows``), all in one call."""
@@ -132,12 +145,18 @@ def build_episodes(runs: Sequence[StoredRun]) -> None:
     if not todo:
         return
     rows: list[ToolCallRow] = []
+    messages: list[MessageRow] = []
     for run in todo:
         make = _row_maker(run.columns)
-        rows += [make(values) for values in run.rows]
-    built = {e.episode_id: e for e in episodes_from_rows(rows, [])}
+        role = run.columns.index("role") if "role" in run.columns else None
+        for values in run.rows:
+            if role is not None and values[role] is not None:
+                messages.append(_message(run.columns, values))
+            else:
+                rows.append(make(values))
+    built = {e.episode_id: e for e in episodes_from_rows(rows, [], messages)}
     steps_of: dict[str, list[int | None]] = {}
-    for row in sorted(rows, key=sort_key):
+    for row in sorted([*rows, *messages], key=sort_key):
         steps_of.setdefault(row.episode_id, []).append(row.step)
     for run in runs:
         if run._built is not None:
@@ -197,14 +216,15 @@ def verdict(run: StoredRun, policy: Policy) -> Verdict:
         false_kill = first_kill is not None
     if run.human_false_kill and first_kill is not None:
         false_kill = True
-    total = len(run.episode.steps)
-    saved = 0 if stop_step is None else total - stop_step - 1
+    calls = flag_calls(run.episode)
+    saved = 0 if stop_step is None else sum(
+        1 for step in run.episode.steps[stop_step + 1:] if step.get("type") == "tool")
     cost = report.cost_after(stop_step + 1) if stop_step is not None else None
     return Verdict(
         episode_id=run.episode.episode_id, action=action,
-        first_flag_call=None if first is None else first.step + 1,
-        first_kill_call=None if first_kill is None else first_kill.step + 1,
-        stop_call=None if stop_step is None else stop_step + 1,
+        first_flag_call=None if first is None else calls[first.step],
+        first_kill_call=None if first_kill is None else calls[first_kill.step],
+        stop_call=None if stop_step is None else calls[stop_step],
         stop_reason=None if stop is None else stop.stop_reason, budget_stop=budget_stop,
         label=run.label, caught=caught, false_kill=false_kill, calls_saved=saved,
         cost_saved=float(cost or 0.0))

@@ -20,22 +20,23 @@ user's cap: counted apart, never as false kills.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import pandas as pd
 
 from loopscope.detect import Policy
 from loopscope.detect.events import ACTION_RANK
+from loopscope.policy_file import changes_of, plain, to_json
 
 from .replay_runs import StoredRun, Verdict, build_episodes, replay_chunk, verdict
 
-__all__ = ["PARALLEL_FROM", "Scorecard", "Setting", "StoredRun", "Verdict", "build",
-           "build_episodes", "changed", "changes_of", "episode_record", "plain", "replay_all",
-           "score", "settings", "stored_runs", "sweep", "sweep_values", "to_json", "verdict",
+__all__ = ["FIELD_WORDS", "PARALLEL_FROM", "Replay", "ReplayCache", "Scorecard", "Setting",
+           "StoredRun", "Verdict", "build", "build_episodes", "changed", "changes_of",
+           "data_version", "episode_record", "plain", "replay_all", "score", "settings",
+           "stored_runs", "sweep", "sweep_around", "sweep_values", "to_json", "verdict",
            "verdicts_frame"]
 
 
@@ -51,19 +52,10 @@ class Setting:
     widget: str
     default: Any
     doc: str
-
-
-def plain(value: Any) -> Any:
-    """A policy value as JSON data: dataclasses as objects, sets sorted, mappings as dicts."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, frozenset | set):
-        return sorted(plain(v) for v in value)
-    if isinstance(value, tuple | list):
-        return [plain(v) for v in value]
-    return value
+    label: str = ""
+    """Plain words for the field (``repeat_threshold``: "Identical calls before a warning")."""
+    help: str = ""
+    """What the field does, in plain words, then its docstring and its policy-file key."""
 
 
 def settings() -> list[Setting]:
@@ -81,8 +73,78 @@ def settings() -> list[Setting]:
             widget = "float"
         else:
             widget = "json"
-        found.append(Setting(f.name, widget, plain(value), docs.get(f.name, "")))
+        label, words = FIELD_WORDS.get(f.name, (f.name.replace("_", " ").capitalize(), ""))
+        doc = docs.get(f.name, "")
+        help_text = " ".join(part for part in (words, doc) if part)
+        found.append(Setting(f.name, widget, plain(value), doc, label,
+                             f"{help_text} (policy file: `{f.name}`)".strip()))
     return found
+
+
+FIELD_WORDS: Final[dict[str, tuple[str, str]]] = {
+    "repeat_threshold": ("Identical calls before a warning",
+                         "How many times the same call may return the same thing before the "
+                         "guard warns."),
+    "window": ("Recent calls compared", "How many of the latest calls the window detectors "
+               "look back over."),
+    "fuzzy_min_chars": ("Shortest arguments compared loosely",
+                        "Arguments shorter than this many characters are only compared "
+                        "exactly."),
+    "fuzzy_similarity": ("How alike near-identical arguments are (0–1)",
+                         "Arguments at least this similar (3-gram overlap) count as the same "
+                         "call reworded."),
+    "fuzzy_threshold": ("Reworded calls before a warning",
+                        "How many near-identical calls in a row start the ladder."),
+    "fuzzy_requires_same_output": ("Reworded calls count only with the same answer",
+                                   "Count a reworded call only when it brought nothing new."),
+    "oscillation_max_period": ("Longest back-and-forth cycle",
+                               "The most calls in one A→B→A cycle the oscillation detector "
+                               "looks for."),
+    "oscillation_cycles": ("Back-and-forth cycles before a warning",
+                           "Full A→B→A→B cycles before the guard warns."),
+    "stagnation_similarity": ("How alike answers must be to count as nothing new (0–1)", ""),
+    "stagnation_threshold": ("Same answers to different calls before a warning", ""),
+    "stagnation_min_words": ("Shortest answer that can stagnate (words)", ""),
+    "ignored_calls": ("Calls after a warning before a stop",
+                      "Calls without progress after the first warning, after which the run "
+                      "is stopped."),
+    "error_threshold": ("Same failure before a warning",
+                        "How many times one call may fail the same way before the guard "
+                        "warns."),
+    "retry_budget": ("Retries of a transient failure allowed", ""),
+    "retry_pace_s": ("Seconds a retry should wait", ""),
+    "cursor_threshold": ("Pages with a stuck cursor before a warning", ""),
+    "poll_deadline_s": ("How long a poll may wait unchanged (seconds)", ""),
+    "poll_deadlines": ("Poll deadlines by task type (seconds)", ""),
+    "poll_max_unchanged": ("Unchanged polls before a warning", ""),
+    "poll_min_interval_s": ("Shortest wait between status polls (seconds)", ""),
+    "poll_pace_s": ("Wait that makes a repeated call a poll (seconds)", ""),
+    "monologue_threshold": ("Model turns without a tool call before a warning", ""),
+    "monologue_similarity": ("How alike repeated messages are (0–1)", ""),
+    "monologue_min_words": ("Shortest sentence that counts as repeated (words)", ""),
+    "ack_max_words": ("Longest answer that counts as a bare acknowledgement (words)", ""),
+    "write_oscillation_cycles": ("Edit-and-undo cycles before a warning", ""),
+    "idempotency_args": ("Argument names that carry an idempotency key", ""),
+    "ladders": ("Steps of each detector's ladder",
+                "What each detector does at its first sign and each time the loop goes on "
+                "(warn, block, stop)."),
+    "task_ladders": ("Ladders by task type", "Like the ladders, per task type; wins over "
+                     "them."),
+    "no_progress_k": ("Calls without progress before the breaker, by task type",
+                      "How many calls in a row may bring nothing new before the no-progress "
+                      "breaker warns; it stops two calls later."),
+    "poll_tools": ("Tools always treated as polls", ""),
+    "tool_kinds": ("Read / write / poll, by tool name", ""),
+    "volatile_args": ("Arguments left out of a call's identity, by tool", ""),
+    "actions": ("Strongest action per detector",
+                "Caps a detector's ladder: \"warn\" means it never blocks or stops."),
+    "budgets": ("Hard limits (calls, turns, tokens, cost, time)",
+                "Each stops the run before the call that would pass it; none by default."),
+    "required_tools": ("Tools a turn must call", "Rules that ask the model to call a tool "
+                       "before it answers."),
+}
+"""Each ``Policy`` field's plain-words label and help, as the Policy page shows them. A field
+the core adds later gets its name as words and its docstring until it is added here."""
 
 
 def _field_docs() -> dict[str, str]:
@@ -108,18 +170,6 @@ def _field_docs() -> dict[str, str]:
 def build(changes: Mapping[str, Any], *, source: str = "the Policy page") -> Policy:
     """``Policy.from_mapping(changes)``; raises ``ValueError`` naming a bad field."""
     return Policy.from_mapping(dict(changes), source=source)
-
-
-def changes_of(policy: Policy) -> dict[str, Any]:
-    """The fields where ``policy`` differs from the defaults, as JSON data: a policy file."""
-    defaults = plain(Policy())
-    return {name: value for name, value in plain(policy).items() if value != defaults[name]}
-
-
-def to_json(policy: Policy) -> str:
-    """The policy file ``loopscope.instrument(policy=...)``, ``loopscope collector --policy``
-    and ``loopscope analyze --policy`` read: the settings that differ from the defaults."""
-    return json.dumps(changes_of(policy), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 # -- stored runs as episodes ----------------------------------------------------------------
@@ -327,8 +377,13 @@ def sweep_values(setting: Setting, around: Any = None) -> list[Any]:
 
 def sweep(runs: Sequence[StoredRun], base: Mapping[str, Any], name: str,
           values: Sequence[Any], *,
-          progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
-    """One scorecard per value of ``name`` (other settings from ``base``)."""
+          progress: Callable[[int, int], None] | None = None,
+          replay: Replay | None = None,
+          marks: Mapping[Any, str] | None = None) -> pd.DataFrame:
+    """One scorecard per value of ``name`` (other settings from ``base``), replayed by
+    ``replay`` (default ``replay_all``; the page passes its cache). ``marks`` names values in
+    a ``policy`` column (``{3: "current", 4: "candidate"}``)."""
+    replay = replay or replay_all
     rows = []
     total = len(values) * max(len(runs), 1)
     for i, value in enumerate(values):
@@ -338,8 +393,67 @@ def sweep(runs: Sequence[StoredRun], base: Mapping[str, Any], name: str,
             if progress is not None:
                 progress(offset + done, total)
 
-        rows.append({name: value, **score(replay_all(runs, policy, progress=step)).as_row()})
+        row = {name: value, **score(replay(runs, policy, progress=step)).as_row()}
+        if marks is not None:
+            row = {name: value, "policy": marks.get(value, ""), **row}
+        rows.append(row)
     return pd.DataFrame(rows)
+
+
+def sweep_around(setting: Setting, candidate: Any, current: Any) -> list[Any]:
+    """``sweep_values`` around the candidate's value, with the current policy's value too
+    (sorted), so the sweep always shows where the guards are now."""
+    values = sweep_values(setting, candidate)
+    if current not in values:
+        values = sorted([*values, current])
+    return values
+
+
+class Replay(Protocol):
+    """``replay_all``'s shape: verdicts of ``runs`` under ``policy``."""
+
+    def __call__(self, runs: Sequence[StoredRun], policy: Policy, *,
+                 progress: Callable[[int, int], None] | None = None) -> list[Verdict]: ...
+
+
+def data_version(runs: Sequence[StoredRun]) -> str:
+    """What the replayed data is: the runs and how many calls each has (a run that gained a
+    call, or a new run, is another version)."""
+    import hashlib
+
+    digest = hashlib.blake2b(digest_size=12)
+    for run in runs:
+        digest.update(f"{run.episode_id}\x00{run.calls}\x00{run.label}\x00"
+                      f"{run.first_loop_step}\x00{run.human_false_kill}\x01".encode())
+    return digest.hexdigest()
+
+
+class ReplayCache:
+    """Verdicts by (data version, policy): a policy replayed once on one version of the data
+    is never replayed again (the page reruns on every click). Keeps the ``size`` newest."""
+
+    def __init__(self, size: int = 24) -> None:
+        self.size = size
+        self.entries: dict[tuple[str, str], list[Verdict]] = {}
+        self.replays = 0
+        """How many replays actually ran (the rest came from the cache)."""
+
+    def replay(self, version: str) -> Replay:
+        """A ``Replay`` for one data version, answering from the cache where it can."""
+
+        def run(runs: Sequence[StoredRun], policy: Policy, *,
+                progress: Callable[[int, int], None] | None = None) -> list[Verdict]:
+            key = (version, to_json(policy))
+            found = self.entries.pop(key, None)
+            if found is None:
+                found = replay_all(runs, policy, progress=progress)
+                self.replays += 1
+            self.entries[key] = found
+            while len(self.entries) > self.size:
+                self.entries.pop(next(iter(self.entries)))
+            return found
+
+        return run
 
 
 # -- the replay against what the guards recorded ---------------------------------------------
@@ -360,7 +474,7 @@ def guard_recorded(runs: Sequence[StoredRun],
             continue
         start, tool = run.columns.index("start_ns"), run.columns.index("tool")
         calls_of[run.episode_id] = {(int(row[start]), str(row[tool])): i
-                                    for i, row in reversed(list(enumerate(run.rows, 1)))}
+                                    for i, row in reversed(list(enumerate(_calls(run), 1)))}
     found: dict[str, tuple[str, int | None, set[str]]] = {}
     for episode_id, time_ns, tool, decision, action, flags in zip(
             decisions["episode_id"], decisions["time_ns"], decisions["tool"],
@@ -379,6 +493,14 @@ def guard_recorded(runs: Sequence[StoredRun],
             named = named | {str(f) for f in list(flags)}
         found[episode_id] = (strongest, first, named)
     return found
+
+
+def _calls(run: StoredRun) -> list[tuple[Any, ...]]:
+    """The rows of a stored run that are tool calls (not messages), in order."""
+    if "role" not in run.columns:
+        return list(run.rows)
+    role = run.columns.index("role")
+    return [row for row in run.rows if row[role] is None]
 
 
 def against_guards(runs: Sequence[StoredRun], verdicts: Sequence[Verdict],
@@ -412,10 +534,12 @@ def _why(run: StoredRun, named: set[str]) -> str:
     """What the guard saw that the stored run lacks."""
     reasons = []
     text = [run.columns.index(c) for c in ("args_text", "output_text") if c in run.columns]
-    if text and not any(row[i] is not None for row in run.rows for i in text):
+    if text and not any(row[i] is not None for row in _calls(run) for i in text):
         reasons.append("content not captured (the store has hashes, not arguments and "
                        "outputs)")
     if named & {"poll_timeout", "deadline"}:
         reasons.append("the agent's clock is not stored (its deadlines ran on it)")
-    reasons.append("the model's messages are not stored")
+    if len(_calls(run)) == len(run.rows):
+        reasons.append("the model's messages are not stored (the agent did not record them: "
+                       "`ep.record_message`)")
     return "; ".join(reasons)

@@ -85,6 +85,42 @@ def flag_calls(detections: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
     return flagged.sort_values("call", kind="stable")
 
 
+def flag_ladder(flags: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
+    """``flag_calls``' frame as the Flags table shows it: ``climbed_to`` is where the guard's
+    ladder for the flag's detector went from the flag's call on, until the detector's next
+    flag (``stopped at call 6``; ``would stop at call 6`` where it did not happen, in observe
+    and warn mode), so a flag that started at warn agrees with the guard's later "would stop".
+    The collector's 0-based ``ordinal`` and the core's ``severity`` are dropped: calls are
+    numbered once (``call``), and kills are named by their action (block, stop)."""
+    if flags.empty:
+        return flags.drop(columns=["ordinal", "severity"], errors="ignore")
+    shown = flags.drop(columns=["ordinal", "severity"], errors="ignore").copy()
+    climbed: list[str | None] = []
+    has_guard = not calls.empty and "guard_flags" in calls.columns
+    for i, (call, detector) in enumerate(zip(shown["call"], shown["detector"], strict=True)):
+        later = shown.iloc[i + 1:]
+        again = later.loc[later["detector"] == detector, "call"]
+        end = again.iloc[0] if not again.empty else None
+        best: tuple[int, str] | None = None
+        if has_guard and not _missing(call):
+            for row in calls.itertuples():
+                if row.call < call or (end is not None and row.call >= end):
+                    continue
+                if detector not in _flag_text(row.guard_flags).split(", "):
+                    continue
+                decided = row.guard_decision if isinstance(row.guard_decision, str) \
+                    else row.guard_action
+                done = row.guard_action if isinstance(row.guard_action, str) else "allow"
+                text = (f"{DONE[done]} at call {row.call}" if rank(done) >= rank(decided)
+                        else f"{WOULD[decided]} at call {row.call}")
+                strength = max(rank(done), rank(decided))
+                if strength > 0 and (best is None or strength > best[0]):
+                    best = (strength, text)
+        climbed.append(best[1] if best is not None else None)
+    shown["climbed_to"] = climbed
+    return shown
+
+
 def step_progress(calls: pd.DataFrame) -> pd.DataFrame:
     """``calls`` with the progress the Steps table shows: ``shown_progress`` and
     ``shown_streak`` are the guard's (``loopscope.progress``, ``loopscope.no_progress.streak``:
@@ -161,10 +197,14 @@ def guard_rows(calls: pd.DataFrame) -> pd.DataFrame:
 def stop_story(episode: Mapping[str, Any], diagnostic: Mapping[str, Any] | None,
                calls: pd.DataFrame) -> tuple[str, str]:
     """How the run ended, as (kind, text): kind ``stopped`` (a guard stopped it), ``would``
-    (it was not stopped, but enforce would have), or ``none``. Call numbers are ordinals."""
+    (it was not stopped, but enforce would have), ``open`` (it is running, or ended without
+    its final span: ``episode["status"]``), or ``none``. Call numbers are ordinals."""
     reason = episode.get("stop_reason") or "unknown"
     mode = episode.get("guard_mode") or "no"
     stopped = episode.get("happened") == "stopped" or reason in GUARD_STOPS
+    status = episode.get("status") or "ended"
+    if diagnostic is None and status != "ended":
+        return _open_story(episode, stopped, calls)
     if diagnostic is None:
         if stopped:
             return "stopped", f"Stopped: {reason}."
@@ -175,7 +215,10 @@ def stop_story(episode: Mapping[str, Any], diagnostic: Mapping[str, Any] | None,
     streak = diagnostic.get("no_progress_streak")
     last = call_of_step(calls, diagnostic.get("last_progress_step"))
     facts = []
-    if isinstance(streak, int):
+    shown = _shown_streak(calls, at)
+    if shown is not None:  # the Steps table's count at that call: one number on the page
+        facts.append(f"{shown} call(s) without progress up to call {at}, that call included")
+    elif isinstance(streak, int):
         facts.append(f"{streak} call(s) without progress{_streak_end(calls, at, streak)}")
     if last is not None:
         facts.append(f"last progress at call {last}")
@@ -185,6 +228,43 @@ def stop_story(episode: Mapping[str, Any], diagnostic: Mapping[str, Any] | None,
         return "stopped", f"Stopped{where} by {by}{tail}.{hint}"
     return "would", (f"Not stopped: this {mode}-mode run ended with stop reason {reason}. "
                      f"Enforce mode would have stopped it{where} by {by}{tail}.{hint}")
+
+
+def _shown_streak(calls: pd.DataFrame, at: int | None) -> int | None:
+    """The no-progress streak the Steps table shows at call ``at`` (``step_progress``), or
+    None when the run has no such call or no streak there."""
+    if at is None or calls.empty or "call" not in calls.columns:
+        return None
+    steps = step_progress(calls)
+    hit = steps.loc[steps["call"] == at, "shown_streak"]
+    if hit.empty or _missing(hit.iloc[0]):
+        return None
+    return int(hit.iloc[0])
+
+
+OPEN_STATUSES: Final = {
+    "running": "Running: the agent's final span (its outcome and stop reason) has not "
+               "arrived yet; the calls so far are below.",
+    "ended without a summary": "Ended without a summary: the agent's final span never "
+               "arrived and the run has been silent for over {minutes} minutes (the agent "
+               "died, or its exporter dropped the span), so its outcome and stop reason are "
+               "unknown.",
+}
+"""What the Episode page says of a run whose final span has not arrived (the episode read's
+``status``; ``minutes`` from its ``silent_s``)."""
+
+
+def _open_story(episode: Mapping[str, Any], stopped: bool,
+                calls: pd.DataFrame) -> tuple[str, str]:
+    minutes = f"{float(episode.get('silent_s') or 0) / 60:g}"
+    text = OPEN_STATUSES.get(str(episode.get("status")), OPEN_STATUSES["running"]).format(
+        minutes=minutes)
+    if stopped and "guard_action" in calls.columns:
+        at = calls.loc[calls["guard_action"] == "stop", "call"]
+        where = f" at call {int(at.iloc[0])}" if not at.empty else ""
+        return "stopped", (f"Stopped{where} by its guard. " + text.split(": ", 1)[0]
+                           + ": the final span, with the stop diagnostic, has not arrived.")
+    return "open", text
 
 
 def _streak_end(calls: pd.DataFrame, at: int | None, streak: int) -> str:

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import pandas as pd
 
-from loopscope.analysis import Problem, call_ordinals, summarize
+from loopscope.analysis import Problem, flag_calls, summarize
 from loopscope.detect import Policy
 from loopscope.detect.events import MODES as GUARD_MODES
 from loopscope.detect.replay import EpisodeReport
@@ -53,6 +53,18 @@ class Analysis:
     def summary(self) -> dict[str, Any]:
         """Counts as ``loopscope analyze --json`` reports them."""
         return summarize(self.reports, self.problems)
+
+
+def unreadable(analysis: Analysis) -> str | None:
+    """Why nothing in the file could be read, naming the first bad line and its problem, or
+    None when it held at least one run (or nothing at all)."""
+    if analysis.reports or not analysis.problems:
+        return None
+    first = analysis.problems[0]
+    more = len(analysis.problems) - 1
+    return (f"{analysis.name} is neither OTLP JSON nor Episode JSONL: line {first.line}: "
+            f"{first.message}" + (f" (and {more} more unreadable line(s))" if more else "")
+            + ". Nothing was read from it.")
 
 
 def _sniff(data: bytes) -> str:
@@ -96,17 +108,17 @@ def episodes_frame(analysis: Analysis) -> pd.DataFrame:
     for report in analysis.reports:
         episode = report.episode
         first = report.first_flag
-        ordinals = call_ordinals(episode)
+        numbers = flag_calls(episode)
         rows.append({
             "episode_id": episode.episode_id,
             "outcome": episode.outcome,
             "tool_calls": sum(1 for s in episode.steps if s.get("type") == "tool"),
             "flags": len(report.flags),
             "kinds": ", ".join(dict.fromkeys(f.kind for f in report.flags)),
-            "first_flag_call": None if first is None else ordinals[first.step],
+            "first_flag_call": None if first is None else numbers[first.step],
             "would_stop": None if report.stop is None else report.stop.stop_reason,
             "would_stop_at_call": (None if report.stop is None or report.stop.step >= len(
-                ordinals) else ordinals[report.stop.step]),
+                numbers) else numbers[report.stop.step]),
             "label_loop": episode.loop_label,
         })
     return pd.DataFrame(rows)
@@ -114,13 +126,14 @@ def episodes_frame(analysis: Analysis) -> pd.DataFrame:
 
 def flags_frame(analysis: Analysis) -> pd.DataFrame:
     """One row per flag, in run and call order: ``call`` is the tool-call ordinal (1 for the
-    run's first tool call; empty for a flag on a message), ``action`` what the replayed mode's
-    guard does there (warn, block, stop)."""
+    run's first tool call; for a flag on a message, the call that would follow it:
+    ``analysis.flag_calls``), ``action`` what the replayed mode's guard does there (warn,
+    block, stop)."""
     rows = []
     for report in analysis.reports:
-        ordinals = call_ordinals(report.episode)
+        numbers = flag_calls(report.episode)
         rows += [{"episode_id": report.episode.episode_id,
-                  "call": ordinals[f.step] if f.step < len(ordinals) else None,
+                  "call": numbers[f.step] if f.step < len(numbers) else None,
                   "action": f.action if f.severity == "kill" else "warn",
                   "detector": f.detector, "kind": f.kind, "message": f.message}
                  for f in report.flags]

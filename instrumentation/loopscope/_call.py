@@ -174,7 +174,8 @@ class ToolCallScope:
             c.GEN_AI_OPERATION_NAME: c.OP_EXECUTE_TOOL,
             c.GEN_AI_TOOL_NAME: self.tool,
             c.GEN_AI_TOOL_CALL_ID: self.call_id,
-            c.GEN_AI_TOOL_TYPE: "function",
+            c.GEN_AI_TOOL_TYPE: c.GEN_AI_TOOL_TYPE_FUNCTION,
+            c.GEN_AI_CONVERSATION_ID: episode.conversation_id,
             c.EPISODE_ID: episode.id,
             c.STEP: decision.step,
             c.SIGNATURE: self._signature,
@@ -182,6 +183,8 @@ class ToolCallScope:
             c.GUARD_MODE: episode.mode,
             c.CONTENT_CAPTURED: episode.capture_content,
         }
+        if episode.agent_name:  # a run still in flight is named before its root span ends
+            attributes[c.GEN_AI_AGENT_NAME] = episode.agent_name
         if self._kind:
             attributes[c.TOOL_KIND] = self._kind
             attributes[c.TOOL_KIND_SOURCE] = decision.kind_source or "shape"
@@ -190,6 +193,8 @@ class ToolCallScope:
         deadline = decision.deadline_s or self.deadline_s
         if deadline is not None:
             attributes[c.TOOL_DEADLINE_S] = float(deadline)
+            attributes[c.TOOL_DEADLINE_STATED] = decision.deadline_stated or (
+                decision.deadline_s is None)
         if decision.intent or self.intent:
             attributes[c.TOOL_INTENT] = decision.intent or self.intent
         if self.reconciles:
@@ -311,6 +316,8 @@ class ToolCallScope:
             c.GUARD_DECISION: decided,
         }
         if flags:
+            for name, event in c.evaluation_events(flags):
+                span.add_event(name, event)
             attributes[c.FLAGS] = [f.detector for f in flags]
             attributes[c.FLAG_KINDS] = [f.kind for f in flags]
             lead = before if before.action == decided and before.action != "allow" else after

@@ -24,6 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from . import environment_variables as env
+from .conventions import gen_ai_latest_experimental
 from .detect import Policy
 from .detect.events import MODES
 from .detect.policy import policy_from_json
@@ -160,7 +161,10 @@ def instrument(
         policy: A ``loopscope.detect.Policy``, a mapping of its fields, or the path of a JSON
             file of them. Defaults to ``$LOOPSCOPE_POLICY``, then DESIGN.md's defaults.
         capture_content: Record tool arguments and outputs (truncated) on spans. Defaults
-            to ``$LOOPSCOPE_CAPTURE_CONTENT``, then ``False``: only hashes and sizes.
+            to ``$LOOPSCOPE_CAPTURE_CONTENT``, then the OpenTelemetry GenAI variable
+            ``$OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` (read as the version of
+            the conventions ``$OTEL_SEMCONV_STABILITY_OPT_IN`` picks), then ``False``: only
+            hashes and sizes.
         span_processor: Use this processor instead of the OTLP exporter (tests pass an
             in-memory one).
         frameworks: Agent frameworks whose tool calls to trace and guard: ``None`` (the
@@ -177,7 +181,7 @@ def instrument(
         endpoint=_endpoint(endpoint),
         mode=_mode(mode),
         policy=_policy(policy),
-        capture_content=_flag(capture_content, env.LOOPSCOPE_CAPTURE_CONTENT),
+        capture_content=_capture_content(capture_content),
     )
     with _STATE.lock:
         previous = _STATE.settings
@@ -269,6 +273,22 @@ def _flag(value: bool | None, variable: str) -> bool:
     if raw in ("1", "true", "yes"):
         return True
     raise ValueError(f"${variable} must be true or false, not {raw!r}")
+
+
+def _capture_content(value: bool | None) -> bool:
+    if value is not None or os.environ.get(env.LOOPSCOPE_CAPTURE_CONTENT, "").strip():
+        return _flag(value, env.LOOPSCOPE_CAPTURE_CONTENT)
+    raw = os.environ.get(env.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, "").strip()
+    if not gen_ai_latest_experimental():
+        return _flag(None, env.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT)
+    if raw.upper() in ("", "NO_CONTENT", "EVENT_ONLY"):
+        return False
+    if raw.upper() in ("SPAN_ONLY", "SPAN_AND_EVENT"):
+        return True
+    raise ValueError(
+        f"${env.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT} must be NO_CONTENT, "
+        f"SPAN_ONLY, EVENT_ONLY or SPAN_AND_EVENT when $OTEL_SEMCONV_STABILITY_OPT_IN lists "
+        f"gen_ai_latest_experimental, not {raw!r}")
 
 
 def _policy(value: Policy | Mapping[str, Any] | str | os.PathLike[str] | None) -> Policy:

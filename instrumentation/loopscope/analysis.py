@@ -80,6 +80,19 @@ def call_ordinals(episode: EpisodeRecord) -> list[int | None]:
     return ordinals
 
 
+def flag_calls(episode: EpisodeRecord) -> list[int]:
+    """Per index into ``episode.steps``: the call number a flag there is shown at. A tool
+    step's own ordinal (1 for the first call); for a message, the ordinal of the call that
+    would follow it (a stop decided at a message takes effect there). The collector stores
+    the same number (``detections.ordinal`` + 1), so every door names a flag alike."""
+    numbers: list[int] = []
+    calls = 0
+    for ordinal in call_ordinals(episode):
+        calls = ordinal or calls
+        numbers.append(ordinal or calls + 1)
+    return numbers
+
+
 def _call_of(ordinals: Sequence[int | None], step: int) -> int | None:
     return ordinals[step] if 0 <= step < len(ordinals) else None
 
@@ -197,14 +210,15 @@ def as_json(
     """The ``--json`` document: exactly one object with ``episodes`` and ``summary``.
 
     Each flag keeps ``step`` (the index into the episode's ``steps``, messages included) and
-    adds ``call`` (the tool-call ordinal of that step, None for a message) and ``action``
-    (warn, block or stop: what the chosen mode's guard does there)."""
+    adds ``call`` (``flag_calls``: the tool-call ordinal of that step; for a message, of the
+    call that would follow it) and ``action`` (warn, block or stop: what the chosen mode's
+    guard does there)."""
     episodes = []
     for report in reports:
         document = report.as_dict()
-        ordinals = call_ordinals(report.episode)
+        numbers = flag_calls(report.episode)
         for flag, shown in zip(report.flags, document["flags"], strict=True):
-            shown["call"] = _call_of(ordinals, flag.step)
+            shown["call"] = numbers[flag.step] if flag.step < len(numbers) else None
             shown["action"] = flag.action if flag.severity == "kill" else "warn"
         episodes.append(document)
     return json.dumps(

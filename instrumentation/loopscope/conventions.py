@@ -6,8 +6,9 @@ private and marks them as moved. Ours live under ``loopscope.*``. The collector 
 same constants, so a rename cannot split the two sides.
 """
 
-from collections.abc import Mapping
-from typing import Any, Final
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, Protocol
 
 from .detect.replay import check_label
 
@@ -23,6 +24,16 @@ GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
 GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
 GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+GEN_AI_TOOL_TYPE_FUNCTION: Final = "function"
+"""``gen_ai.tool.type`` of every tool loopscope guards: a function the agent's code runs
+(the conventions' other values, ``extension`` and ``datastore``, name tools run elsewhere)."""
+GEN_AI_EVALUATION_RESULT: Final = "gen_ai.evaluation.result"
+"""The event that carries one evaluation of a GenAI operation: loopscope adds one to a tool
+span for every loop verdict (a detector's flag) on that call."""
+GEN_AI_EVALUATION_NAME: Final = "gen_ai.evaluation.name"
+GEN_AI_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
+GEN_AI_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
+GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
 OP_EXECUTE_TOOL: Final = "execute_tool"
 OP_INVOKE_AGENT: Final = "invoke_agent"
 
@@ -48,6 +59,9 @@ NO_PROGRESS_STEPS: Final = "loopscope.no_progress_steps"
 FLAG_COUNT: Final = "loopscope.flag_count"
 COST_USD: Final = "loopscope.cost_usd"
 GUARD_MODE: Final = "loopscope.guard.mode"
+GUARD_POLICY: Final = "loopscope.guard.policy"
+"""The policy the run's guard applied, as a policy file holds it (JSON: the settings that
+differ from the defaults, ``{}`` for the defaults). The dashboard's Policy page starts from it."""
 
 # -- loopscope: one tool call ---------------------------------------------------------------
 STEP: Final = "loopscope.step"
@@ -58,6 +72,9 @@ TOOL_KIND_SOURCE: Final = "loopscope.tool.kind_source"
 (the tool's name and arguments), or ``shape`` (the calls' evidence, e.g. a changing answer)."""
 TOOL_DEADLINE_S: Final = "loopscope.tool.deadline_s"
 """A poll's own deadline in seconds, when the agent declared one (else the policy's)."""
+TOOL_DEADLINE_STATED: Final = "loopscope.tool.deadline_stated"
+"""Whether that deadline is an explicit limit (declared, "give up after 20 minutes": counted
+from the first poll) or an estimate or default (counted from the last change)."""
 TOOL_INTENT: Final = "loopscope.tool.intent"
 """``duplicate`` when the agent declared a repeated write intended (not flagged)."""
 SIGNATURE: Final = "loopscope.tool.signature"
@@ -74,6 +91,8 @@ STREAK: Final = "loopscope.no_progress.streak"
 FLAGS: Final = "loopscope.flags"
 """Detector names that flagged this step."""
 FLAG_KINDS: Final = "loopscope.flag.kinds"
+FLAG_KIND: Final = "loopscope.flag.kind"
+"""On a ``gen_ai.evaluation.result`` event: the kind of loop the detector saw."""
 GUARD_ACTION: Final = "loopscope.guard.action"
 """What the guard did: allow | warn | block | stop (observe mode: always allow)."""
 GUARD_DECISION: Final = "loopscope.guard.decision"
@@ -93,6 +112,17 @@ RECONCILED: Final = "loopscope.reconciled"
 TURN: Final = "loopscope.turn"
 """The user turn a tool call belongs to (1 = the task): a new turn starts a new intent."""
 
+# -- loopscope: one message -----------------------------------------------------------------
+MESSAGE_ROLE: Final = "loopscope.message.role"
+"""On a ``message`` span (``Episode.record_message``): user | assistant | system. With
+``loopscope.step``, ``loopscope.turn`` and, when the guard flagged it, the guard's keys."""
+MESSAGE_CONTENT: Final = "loopscope.message.content"
+"""The message's text, when content capture is on (as tool arguments and results)."""
+MESSAGE_HASH: Final = "loopscope.message.hash"
+"""Hash of the message's text; always recorded, content or not."""
+OP_MESSAGE: Final = "message"
+"""The name of a message span is ``message {role}``."""
+
 
 def label_attributes(label: Mapping[str, Any] | None) -> dict[str, Any]:
     """The root-span attributes of a run's ground-truth label (EPISODE_FORMAT.md ``label``:
@@ -111,3 +141,41 @@ def label_attributes(label: Mapping[str, Any] | None) -> dict[str, Any]:
     if label.get("first_loop_step") is not None:
         attributes[LABEL_FIRST_LOOP_STEP] = label["first_loop_step"]
     return attributes
+
+
+# -- which version of the GenAI conventions -------------------------------------------------
+OTEL_SEMCONV_STABILITY_OPT_IN: Final = "OTEL_SEMCONV_STABILITY_OPT_IN"
+"""The OpenTelemetry variable that picks a convention version: a comma-separated list in
+which ``gen_ai_latest_experimental`` asks for the latest experimental GenAI conventions."""
+GEN_AI_LATEST_EXPERIMENTAL: Final = "gen_ai_latest_experimental"
+
+
+def gen_ai_latest_experimental(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether ``OTEL_SEMCONV_STABILITY_OPT_IN`` lists ``gen_ai_latest_experimental``."""
+    values = environ.get(OTEL_SEMCONV_STABILITY_OPT_IN, "")
+    return GEN_AI_LATEST_EXPERIMENTAL in {v.strip().lower() for v in values.split(",")}
+
+
+class LoopVerdict(Protocol):
+    """What ``evaluation_events`` reads of a detector's flag (``loopscope.detect.Flag``)."""
+
+    detector: str
+    kind: str
+    action: str
+    message: str
+    rung: int
+
+
+def evaluation_events(flags: Iterable[LoopVerdict]) -> list[tuple[str, dict[str, Any]]]:
+    """One ``gen_ai.evaluation.result`` event (name, attributes) per loop verdict on a call:
+    the evaluation is the detector (``loopscope.exact_repeat``), its score label what the
+    policy does there in enforce mode (``warn``, ``block`` or ``stop``; in observe and warn
+    mode what enforce *would* do), its score the ladder rung (0 at the first sign), its
+    explanation the detector's message."""
+    return [(GEN_AI_EVALUATION_RESULT, {
+        GEN_AI_EVALUATION_NAME: f"loopscope.{flag.detector}",
+        GEN_AI_EVALUATION_SCORE_LABEL: flag.action,
+        GEN_AI_EVALUATION_SCORE_VALUE: float(flag.rung),
+        GEN_AI_EVALUATION_EXPLANATION: flag.message,
+        FLAG_KIND: flag.kind,
+    }) for flag in flags]

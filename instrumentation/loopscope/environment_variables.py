@@ -20,6 +20,15 @@ LOOPSCOPE_CAPTURE_CONTENT: Final = "LOOPSCOPE_CAPTURE_CONTENT"
 """``true`` records tool arguments and outputs (truncated) on spans. Default ``false``: only
 hashes and sizes leave the process. Argument: ``capture_content``."""
 
+OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: Final = (
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+"""The OpenTelemetry GenAI instrumentations' content switch, read when
+``LOOPSCOPE_CAPTURE_CONTENT`` is not set. By default it is ``true`` or ``false``; when
+``OTEL_SEMCONV_STABILITY_OPT_IN`` lists ``gen_ai_latest_experimental`` it is read as the
+latest conventions define it: ``SPAN_ONLY`` or ``SPAN_AND_EVENT`` record arguments and
+outputs on spans, ``NO_CONTENT`` (the default) or ``EVENT_ONLY`` do not (loopscope writes no
+content events)."""
+
 LOOPSCOPE_POLICY: Final = "LOOPSCOPE_POLICY"
 """Path of a JSON file with policy settings (see ``loopscope.detect.Policy``). Argument:
 ``policy``."""

@@ -20,9 +20,11 @@ from opentelemetry.trace import Span, Status, StatusCode
 from . import conventions as c
 from ._config import MODE_CHOICES, settings
 from ._errors import LoopDetected, swallow_internal_errors
-from .detect import AnswerCheck, Decision
+from .detect import AnswerCheck, Decision, output_hash
 from .detect.events import MODES, OUTCOMES
+from .detect.steps import MessageStep, feed
 from .guard import Guard, applied_action
+from .policy_file import recorded
 
 IMPLICIT_EPISODE_STEPS: Final = 10_000
 
@@ -61,7 +63,8 @@ class Episode:
         self.task = task
         self.task_type = task_type
         self.agent_name = agent_name
-        self.conversation_id = conversation_id
+        self.conversation_id = conversation_id or self.id
+        """``gen_ai.conversation.id`` of every span of the run: the one given, else the id."""
         self.mode = mode or config.mode
         self.capture_content = config.capture_content
         self.max_content_chars = config.max_content_chars
@@ -96,14 +99,14 @@ class Episode:
                     c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT,
                     c.EPISODE_ID: self.id,
                     c.GUARD_MODE: self.mode,
+                    c.GUARD_POLICY: recorded(self.guard.monitor.policy),
+                    c.GEN_AI_CONVERSATION_ID: self.conversation_id,
                     **self._label,
                 }
                 if self.agent_name:
                     attributes[c.GEN_AI_AGENT_NAME] = self.agent_name
                 if self.task_type:
                     attributes[c.TASK_TYPE] = self.task_type
-                if self.conversation_id:
-                    attributes[c.GEN_AI_CONVERSATION_ID] = self.conversation_id
                 if self.task and self.capture_content:
                     attributes[c.TASK] = self.task[: self.max_content_chars]
                 name = (
@@ -222,16 +225,47 @@ class Episode:
 
     def record_message(self, role: str, content: str = "") -> Decision | None:
         """Record a user or assistant message; returns the decision (monologue warnings). A
-        stop decided here is raised at the next model turn or tool call (in enforce mode)."""
+        stop decided here is raised at the next model turn or tool call (in enforce mode).
+
+        The message becomes a ``message {role}`` span (its text only with content capture
+        on), so the collector judges the conversation as this guard does."""
         decision = None
         with swallow_internal_errors("recording a message"), self.guard.lock:
-            decision = self.guard.monitor.on_message(role, content)
-            if applied_action(self.mode, decision) == "stop":
+            monitor = self.guard.monitor
+            index = monitor.steps
+            flagged = feed(monitor, MessageStep(role, content, self.guard.now()))
+            decision = flagged or Decision(step=index, turn=monitor.history.turn)
+            applied = applied_action(self.mode, decision)
+            if applied == "stop":
                 self._stop_next = LoopDetected(
                     decision.correction or "the same message again",
                     diagnostic=dict(decision.diagnostic or {}),
                 )
+            self._message_span(role, content, decision, applied)
         return decision
+
+    def _message_span(self, role: str, content: str, decision: Decision, applied: str) -> None:
+        attributes: dict[str, Any] = {
+            c.EPISODE_ID: self.id,
+            c.GEN_AI_CONVERSATION_ID: self.conversation_id,
+            c.MESSAGE_ROLE: role,
+            c.MESSAGE_HASH: output_hash(content),
+            c.STEP: decision.step,
+        }
+        if decision.turn:
+            attributes[c.TURN] = decision.turn
+        if self.capture_content:
+            attributes[c.MESSAGE_CONTENT] = content[: self.max_content_chars]
+        if decision.flags:
+            attributes[c.GUARD_MODE] = self.mode
+            attributes[c.GUARD_ACTION] = applied
+            attributes[c.GUARD_DECISION] = decision.action
+            attributes[c.FLAGS] = [f.detector for f in decision.flags]
+            attributes[c.FLAG_KINDS] = [f.kind for f in decision.flags]
+        span = _tracer.start_span(f"{c.OP_MESSAGE} {role}", attributes=attributes)
+        for name, event in c.evaluation_events(decision.flags):
+            span.add_event(name, event)
+        span.end()
 
     def raise_pending_stop(self) -> None:
         """Raise the stop a message decided, if any (once: it becomes ``stop``).
@@ -276,6 +310,7 @@ class Episode:
                 f"reconcile {ref}",
                 attributes={
                     c.EPISODE_ID: self.id,
+                    c.GEN_AI_CONVERSATION_ID: self.conversation_id,
                     c.RECONCILE_KEY: ref,
                     c.RECONCILE_FOUND: bool(found),
                 },

@@ -112,12 +112,18 @@ def system(tmp_path: Path) -> Iterator[dict]:
         yield {"proc": proc, "collector": collector,
                "dashboard": f"http://127.0.0.1:{dashboard}"}
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Ctrl-C, as a user stops it; killed when it has not ended within a minute."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
 
 
 PAGES = {"overview": "/", "alerts": "/alerts", "loops": "/loops", "labels": "/labels",

@@ -79,9 +79,10 @@ class CollectorProcess:
 
 
 def start_collector(db: Path, *, token: str | None = None, extra: list[str] | None = None,
-                    grpc: bool = True) -> CollectorProcess:
-    """Start ``python -m loopscope collector`` and wait until it answers /healthz."""
-    http_port, grpc_port = free_port(), free_port() if grpc else 0
+                    grpc: bool = True, http_port: int | None = None) -> CollectorProcess:
+    """Start ``python -m loopscope collector`` and wait until it answers /healthz
+    (``http_port``: the port of one stopped before, to restart it)."""
+    http_port, grpc_port = http_port or free_port(), free_port() if grpc else 0
     args = [sys.executable, "-m", "loopscope", "collector", "--db", str(db),
             "--http-port", str(http_port), "--grpc-port", str(grpc_port), *(extra or [])]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}

@@ -107,6 +107,8 @@ def test_resolves_when_the_rate_falls_back() -> None:
     # the rate must have been low for a whole bucket (5 s), with hysteresis below 50%
     assert resolved.resolved_at > fired.fired_at + 5 and resolved.rate < 0.5 * 0.8
     assert "resolved" in resolved.message and detector.firing is None
+    assert resolved.resolved_because == (f"the no-progress rate fell to {resolved.rate:.0%}, "
+                                         "under 40% (80% of the 50% it fired at), for 5 s")
 
 
 def test_silence_resolves_as_the_clock_moves_on() -> None:
@@ -117,6 +119,9 @@ def test_silence_resolves_as_the_clock_moves_on() -> None:
     resolved = detector.evaluate(T0 + 105)
     assert resolved is not None and resolved.state == "resolved" and resolved.volume == 0
     assert resolved.id == fired.id
+    assert resolved.resolved_because == (
+        "the service's tool calls fell to 0 in the last 60 s, under 16 (80% of the 20 needed "
+        "to judge a rate), for 5 s")
 
 
 def test_a_steady_high_but_normal_baseline_does_not_fire_by_factor() -> None:
@@ -349,6 +354,13 @@ def test_a_spinning_service_alerts_to_the_webhook_metrics_and_history(
     (row,) = collector.read("alerts")
     assert row["alert_id"] == body["alert"]["id"] and row["state"] == "firing"
     assert row["service"] == "load" and row["volume"] == 30
+    # where it went: the log, the webhook by host only (its path may hold a token), /metrics
+    assert json.loads(row["sent_to"]) == ["log", "webhook 127.0.0.1", "prometheus"]
+    assert row["resolved_because"] is None
+    assert _metric(collector, 'loopscope_service_tool_calls_total{service="load"}') == (
+        'loopscope_service_tool_calls_total{service="load"} 30')
+    assert _metric(collector, 'loopscope_service_no_progress_steps_total{service="load"}') == (
+        'loopscope_service_no_progress_steps_total{service="load"} 29')
 
     for offset in (60, 70):
         healthy = healthy_request(base + offset * 1_000_000_000)
@@ -357,5 +369,8 @@ def test_a_spinning_service_alerts_to_the_webhook_metrics_and_history(
     assert "*RESOLVED*" in resolved["text"] and resolved["alert"]["id"] == row["alert_id"]
     assert eventually(lambda: collector.read("alerts")[0]["state"] == "resolved")
     assert collector.read("alerts")[0]["resolved_at"] is not None
+    because = collector.read("alerts")[0]["resolved_because"]
+    assert because.startswith("the no-progress rate fell to ") and "it fired at" in because
+    assert because in resolved["text"]
     assert _metric(collector, 'loopscope_alerts_total{service="load",state="resolved"}') == (
         'loopscope_alerts_total{service="load",state="resolved"} 1')

@@ -173,7 +173,7 @@ def _typed_poison_json(key: str, member: dict[str, object]) -> bytes:
 
 TYPED_POISONS = [
     (_typed_poison("loopscope.step", 2**40), "application/x-protobuf",
-     f"{PATH}.attributes['loopscope.step']: {2**40} does not fit tool_calls.step (INTEGER"),
+     f"{PATH}.attributes['loopscope.step']: {2**40} does not fit tool_calls.step and messages.step (INTEGER"),
     (_typed_poison("loopscope.output.size", -(2**31) - 1), "application/x-protobuf",
      f"{PATH}.attributes['loopscope.output.size']: {-(2**31) - 1} does not fit"),
     (_typed_poison("loopscope.turn", "9" * 12), "application/x-protobuf",

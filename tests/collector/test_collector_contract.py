@@ -61,7 +61,7 @@ def test_a_missing_required_parameter_is_a_400(collector: CollectorProcess) -> N
     assert status == 400 and "requires episode_id" in answer
     listing = collector.get("/v1/reads")["reads"]["episode"]
     assert listing["required"] == ["episode_id"] and listing["types"] == {
-        "episode_id": "varchar"}
+        "episode_id": "varchar", "stale_s": "bigint"}  # stale_s: optional
 
 
 def test_wrong_methods_get_405_with_allow(collector: CollectorProcess) -> None:

@@ -153,3 +153,30 @@ def test_labelled_runs_from_the_sdk_fill_the_scenario_rates(
     assert detection["label_source"] == "scenario"
     assert (detection["count"], detection["n"]) == (loops, loops)  # both spins caught
     assert m["false_kill_rate"]["by_label_source"]["scenario"]["count"] == 0
+
+
+def test_the_sdk_sends_messages_and_the_collector_flags_a_monologue(
+    collector: CollectorProcess,
+) -> None:
+    """``record_message`` writes a message span; the collector stores the conversation and
+    flags the monologue the guard flagged, at the ordinal of the call that would follow."""
+    loopscope.instrument(service_name="talker", endpoint=collector.url, mode="warn",
+                         capture_content=True)
+
+    @loopscope.tool(kind="read")
+    def get_order(order_id: str) -> str:
+        return f"order {order_id}: shipped"
+
+    said = "I will now check the order status for you and report back shortly."
+    with loopscope.episode(task="where is my order?", episode_id="ep-talk") as ep:
+        ep.record_message("user", "Where is order A-7?")
+        get_order("A-7")
+        guard_flags = [ep.record_message("assistant", said) for _ in range(4)]
+    trace.get_tracer_provider().force_flush()  # type: ignore[attr-defined]
+    assert any(d is not None and d.flags for d in guard_flags)
+
+    flags = eventually(lambda: [f for f in collector.read("episode_detections",
+                                                          episode_id="ep-talk")
+                                if f["detector"] == "monologue"])
+    assert {f["ordinal"] for f in flags} == {1}  # after the one call
+    assert flags[0]["severity"] == "warn"

@@ -246,7 +246,8 @@ PATH = "resourceSpans[0].scopeSpans[0].spans[2]"
         (b'{"resourceSpans": {}}', "resourceSpans: expected an array, got an object"),
         (span_json(traceId="5b8e"), f"{PATH}.traceId: not 16 bytes of hex"),
         (span_json(traceId="zz" * 16), f"{PATH}.traceId: not 16 bytes of hex"),
-        (span_json(traceId="W47/95gDgQPSabYzgT/GDA=="), "hex, not base64"),
+        (span_json(traceId="W47/95gDgQPSabYzgT/GDA"), f"{PATH}.traceId: not 16 bytes of hex"),
+        (span_json(spanId="7uGbfsPB*XQ="), f"{PATH}.spanId: not 8 bytes of hex (or base64)"),
         (span_json(traceId="0" * 32), f"{PATH}.traceId: empty or all zero"),
         (span_json(traceId=None), f"{PATH}.traceId: empty or all zero"),
         (span_json(spanId=""), f"{PATH}.spanId: empty or all zero"),
@@ -280,10 +281,14 @@ def test_malformed_json_names_the_problem(body: bytes, message: str):
     assert message in str(info.value)
 
 
-def test_json_from_protobufs_own_mapping_is_rejected_with_a_hint(sdk_spans):
+def test_json_from_protobufs_own_mapping_is_read_with_its_base64_ids(sdk_spans):
     body = json.dumps(MessageToDict(encode_spans(sdk_spans))).encode()  # base64 ids
-    with pytest.raises(DecodeError, match=r"traceId: not 16 bytes of hex \(OTLP JSON ids are hex"):
-        decode(body, JSON)
+    read = sorted(decode(body, JSON), key=lambda s: s.span_id)
+    expected = sorted(decode(encode_spans(sdk_spans).SerializeToString()),
+                      key=lambda s: s.span_id)
+    assert [(s.trace_id, s.span_id, s.parent_span_id) for s in read] == [
+        (s.trace_id, s.span_id, s.parent_span_id) for s in expected]
+    assert any(s.parent_span_id for s in read)  # the child's parent id is read too
 
 
 def proto_with_span(**fields: Any) -> bytes:

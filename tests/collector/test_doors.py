@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -44,8 +46,9 @@ from test_offline import otlp_json_line
 
 from loopscope import cli
 from loopscope import conventions as c
-from loopscope.analysis import call_ordinals
+from loopscope.analysis import flag_calls
 from loopscope.detect import Policy
+from loopscope.detect.ladder import same_turn
 from loopscope.detect.replay import parse_episode
 from loopscope.scenarios import generate
 from loopscope_collector.normalize.spans import SpanRecord
@@ -87,9 +90,37 @@ def _openllmetry_child(parent: SpanRecord, index: int) -> SpanRecord:
         resource=parent.resource, scope_name="opentelemetry.instrumentation.langchain")
 
 
+CORPUS = Path(__file__).resolve().parent.parent / "corpus" / "corpus.jsonl"
+CORPUS_CLASSES = ("monologue", "message_loop", "normalised_output", "state_cycle",
+                  "inferred_kind", "unknown_write", "duplicate_after_success", "poll_state",
+                  "cursor_bounds", "transient_retry", "long_run")
+"""The authored corpus's classes the doors are fed (a loop and a look-alike each): messages
+(the user's turns, the assistant's replies) and every class detection v3 added; and a loop
+and a look-alike with parallel tool calls (several calls issued at once)."""
+
+
+def _parallel(record: dict[str, Any]) -> bool:
+    times = [s.get("t") or 0.0 for s in record["steps"] if s["type"] == "tool"]
+    return any(same_turn(a, b) for a, b in itertools.pairwise(times))
+
+
+def _corpus_runs() -> list[dict[str, Any]]:
+    picked: dict[tuple[str, bool], dict[str, Any]] = {}
+    for line in CORPUS.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        key = (record["meta"]["corpus_class"], bool(record["label"]["loop"]))
+        if key[0] in CORPUS_CLASSES:
+            picked.setdefault(key, record)
+        if _parallel(record):
+            picked.setdefault(("parallel", key[1]), record)
+    assert {c for c, _ in picked} == {*CORPUS_CLASSES, "parallel"}, "a class is gone"
+    return list({r["episode_id"]: r for r in picked.values()}.values())
+
+
 def _runs() -> list[tuple[str, list[SpanRecord]]]:
     """(episode id, its spans) of every run the doors are fed."""
-    records = [*generate(seed=0, per_shape=1), _volatile_episode(), _shadowed_episode()]
+    records = [*generate(seed=0, per_shape=1), _volatile_episode(), _shadowed_episode(),
+               *_corpus_runs()]
     runs = []
     for ordinal, record in enumerate(records):
         episode = parse_episode(record)
@@ -109,17 +140,24 @@ EPISODE_IDS = [episode_id for episode_id, _ in RUNS]
 
 
 def _equivalent_episode(episode_id: str, spans: list[SpanRecord]) -> dict[str, Any]:
-    """The Episode JSONL record that says what the loopscope tool spans say."""
+    """The Episode JSONL record that says what the loopscope tool and message spans say."""
     root = spans[0].attributes
     tools = [s for s in spans if s.attributes.get(c.GEN_AI_OPERATION_NAME) == "execute_tool"]
+    said = [s for s in spans if c.MESSAGE_ROLE in s.attributes]
+    first_ns = min(s.start_ns for s in [*tools, *said])
     steps = []
-    for span in tools:
+    for span in sorted([*tools, *said], key=lambda s: s.start_ns):
         a = span.attributes
+        if span in said:
+            steps.append({"type": "message", "role": a[c.MESSAGE_ROLE],
+                          "content": a[c.MESSAGE_CONTENT], "t": (span.start_ns - first_ns) / 1e9})
+            continue
         step: dict[str, Any] = {
             "type": "tool", "tool": a[c.GEN_AI_TOOL_NAME],
             "args": json.loads(a[c.GEN_AI_TOOL_CALL_ARGUMENTS]),
             "output": a.get(c.GEN_AI_TOOL_CALL_RESULT), "status": a[c.STATUS],
-            "t": (span.start_ns - tools[0].start_ns) / 1e9,
+            "t": (span.start_ns - first_ns) / 1e9,
+            "duration_s": (span.end_ns - span.start_ns) / 1e9,
         }
         for key, name in ((c.TOOL_KIND, "kind"), (c.GEN_AI_TOOL_CALL_ID, "tool_call_id"),
                           (c.TURN, "turn"), (c.TOOL_INTENT, "intent"),
@@ -201,7 +239,7 @@ def doors(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[s
     imported = uploads.analyse("traces.jsonl", otlp.read_bytes(),
                                policy=Policy.from_mapping(POLICY))
     found["dashboard-import"] = {
-        r.episode.episode_id: [(call_ordinals(r.episode)[f.step], f.detector,
+        r.episode.episode_id: [(flag_calls(r.episode)[f.step], f.detector,
                                 f.action if f.severity == "kill" else "warn")
                                for f in r.flags] for r in imported.reports}
     for door, exporter in (("live-http", lambda col: HttpExporter(f"{col.url}/v1/traces")),
@@ -249,3 +287,14 @@ def test_a_framework_span_inside_a_loopscope_call_is_one_step_by_every_door(
     assert flags and max(call for call, _, _ in flags) <= 5
     for door in doors:
         assert sorted(doors[door]["shadowed-spin"]) == sorted(flags), door
+
+
+def test_a_monologue_is_flagged_by_every_door(doors: dict[str, dict[str, Flags]]) -> None:
+    """The assistant's replies reach every door (issue 16: ``analyze --db`` and the live
+    collector saw tool calls only), and the user's turns with them."""
+    looping = [eid for eid in EPISODE_IDS if eid.startswith("corpus-monologue-loop-")]
+    assert looping
+    for door, flags in doors.items():
+        for episode_id in looping:
+            assert any(detector == "monologue" for _, detector, _ in flags[episode_id]), (
+                door, episode_id, flags[episode_id])

@@ -624,3 +624,32 @@ def test_real_sdk_timeout_is_a_timeout() -> None:
     assert row.status == "timeout"
     assert row.write_status == "unknown"
     assert row.idempotency_key
+
+
+def test_a_call_is_named_by_the_nearest_span_that_names_the_agent() -> None:
+    """GenAI spans name the agent on the agent's span and its model turns, not on each tool
+    span; a call takes the name of its nearest named ancestor in the batch, else its trace's
+    only name, so a run still in flight (no root span yet) is named."""
+    from loopscope_collector.normalize.assembly import read_spans
+
+    def tool(span_id: str, parent: str) -> SpanRecord:
+        return span("execute_tool search", {c.GEN_AI_OPERATION_NAME: "execute_tool",
+                                            c.GEN_AI_TOOL_NAME: "search"},
+                    span_id=span_id, parent=parent)
+
+    planner = span("chat gpt-4o", {c.GEN_AI_OPERATION_NAME: "chat",
+                                   c.GEN_AI_AGENT_NAME: "planner"},
+                   span_id="a1a1a1a1a1a1a1a1", parent="")
+    writer = span("chat gpt-4o", {c.GEN_AI_OPERATION_NAME: "chat",
+                                  c.GEN_AI_AGENT_NAME: "writer"},
+                  span_id="b2b2b2b2b2b2b2b2", parent="a1a1a1a1a1a1a1a1")
+    step = span("step", {}, span_id="c3c3c3c3c3c3c3c3", parent="b2b2b2b2b2b2b2b2")
+    reading = read_spans([planner, writer, step, tool("d4d4d4d4d4d4d4d4", "c3c3c3c3c3c3c3c3"),
+                          tool("e5e5e5e5e5e5e5e5", "a1a1a1a1a1a1a1a1"),
+                          tool("f6f6f6f6f6f6f6f6", "0000000000000abc")])
+    agents = {row.span_id: row.agent for row in reading.calls}
+    assert agents == {"d4d4d4d4d4d4d4d4": "writer", "e5e5e5e5e5e5e5e5": "planner",
+                      "f6f6f6f6f6f6f6f6": None}  # two names in the trace: not guessed
+    alone = read_spans([span("chat", {c.GEN_AI_AGENT_NAME: "solo"}, span_id="a1a1a1a1a1a1a1a1"),
+                        tool("f6f6f6f6f6f6f6f6", "0000000000000abc")])
+    assert [row.agent for row in alone.calls] == ["solo"]

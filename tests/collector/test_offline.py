@@ -173,15 +173,24 @@ def test_a_broken_line_is_reported_as_file_line_and_skipped(
     assert code == 1 and f"{path}:2:" in err
 
 
-def test_bad_ids_name_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """protobuf's base64 ids (the common mistake) are refused with the field and a hint."""
+def test_base64_ids_are_read_and_bad_ids_name_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """protobuf's JSON mapping (base64 ids) is read as OTLP JSON; an id that is neither hex
+    nor base64 is refused with its line and field."""
     spans, _ = _run_agents(capture_content=True)
     path = tmp_path / "base64.jsonl"
-    path.write_text(json.dumps(MessageToDict(encode_spans(spans))) + "\n", encoding="utf-8")
+    mapped = MessageToDict(encode_spans(spans))
+    path.write_text(json.dumps(mapped) + "\n", encoding="utf-8")
+    code, document, err = _analyze(capsys, str(path), "--format", "otlp")
+    assert code == 0, err
+    assert _flags(document, "spinner") and {e["episode_id"] for e in document["episodes"]} == {
+        "spinner", "healthy"}
+    mapped["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"] = "not-an-id"
+    path.write_text(json.dumps(mapped) + "\n", encoding="utf-8")
     code, document, err = _analyze(capsys, str(path), "--format", "otlp")
     assert code == 1
     assert f"{path}:1:" in err and "traceId" in err and "hex" in err
-    assert document["episodes"] == []
 
 
 def test_db_stores_tool_calls_episodes_and_detections(
@@ -274,7 +283,8 @@ def test_episode_jsonl_into_the_store_prints_what_it_stored(
 
 
 def test_synthetic_spans_are_deterministic_and_shaped_like_the_sdks() -> None:
-    """Same episode, same ids; the collector reads them as loopscope tool calls."""
+    """Same episode, same ids; the collector reads them as loopscope messages and tool
+    calls."""
     from loopscope_collector.normalize.dispatch import normalize_span
 
     line = json.dumps({"episode_id": "e-1", "outcome": "success", "steps": [
@@ -285,8 +295,10 @@ def test_synthetic_spans_are_deterministic_and_shaped_like_the_sdks() -> None:
     first = episode_spans(parse_episode_line(line), service="runs", base_ns=10**18)
     second = episode_spans(parse_episode_line(line), service="runs", base_ns=2 * 10**18)
     assert [(s.trace_id, s.span_id) for s in first] == [(s.trace_id, s.span_id) for s in second]
-    root, search, buy = (normalize_span(s) for s in first)
+    root, hello, search, buy = (normalize_span(s) for s in first)
     assert root.episode is not None and root.episode.episode_id == "e-1"
+    assert hello.message is not None
+    assert (hello.message.role, hello.message.content, hello.message.step) == ("user", "hi", 0)
     assert search.tool_call is not None and buy.tool_call is not None
     assert (search.tool_call.tool, search.tool_call.step, search.tool_call.output_text) == (
         "search", 1, "none")
@@ -350,16 +362,12 @@ def test_recorded_signature_and_hash_steps_replay_without_content() -> None:
 def _scenario_runs(path: Path) -> None:
     from loopscope.scenarios import SHAPES, generate, write_jsonl
 
-    shapes = [name for name in SHAPES if name != "monologue"]
-    write_jsonl(str(path), generate(seed=3, per_shape=2, faults=False, shapes=shapes))
+    write_jsonl(str(path), generate(seed=3, per_shape=2, faults=False, shapes=list(SHAPES)))
 
 
 def _corpus_runs(path: Path) -> None:
     corpus = Path(__file__).parents[1] / "corpus" / "corpus.jsonl"
-    lines = [line for line in corpus.read_text(encoding="utf-8").splitlines()
-             if json.loads(line)["label"].get("kind") != "monologue"
-             and json.loads(line)["meta"]["corpus_class"] != "message_loop"]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    path.write_text(corpus.read_text(encoding="utf-8"), encoding="utf-8")
 
 
 @pytest.mark.parametrize("write_runs", [_scenario_runs, _corpus_runs],
@@ -370,9 +378,7 @@ def test_labelled_runs_into_the_store_give_the_rates_eval_reports(
     """The labels of the scenario library and of the authored corpus travel into the store
     with `analyze --db`; the collector's loop-detection and false-kill rates over them
     (scenario label source) are the ones `loopscope eval` reports for loopscope over the same
-    runs. (Monologue runs and the corpus's message loops are left out: their flags fall on
-    assistant messages, which are not tool spans, so the collector never sees them;
-    docs/metrics.md says so.)"""
+    runs, monologues and message loops included (their flags fall on message spans)."""
     from loopscope.evaluation import evaluate
     from loopscope_collector.metrics.compute import compute_metrics
 

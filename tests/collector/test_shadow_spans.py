@@ -89,3 +89,27 @@ def test_another_instrumentations_span_inside_a_loopscope_call_is_the_same_call(
     finally:
         pipeline.stop()
         db.close()
+
+
+def test_an_episode_id_reused_in_another_trace_points_at_a_root_that_exists(
+        tmp_path: Path) -> None:
+    """Two runs under one episode id, each with its root in its own trace: the episode keeps
+    the root it read last and that root's trace, never one's trace with the other's root."""
+    def root(trace: str, span: str, start: int) -> SpanRecord:
+        return SpanRecord(trace, span, "", "invoke_agent", start, start + 100,
+                          attributes={"gen_ai.operation.name": "invoke_agent",
+                                      "loopscope.episode.id": "ep-reused"},
+                          resource=RESOURCE)
+    db = open_database(tmp_path / "x.duckdb")
+    pipeline = Pipeline(db).start()
+    try:
+        pipeline.submit([root("11" * 16, "a" * 16, 1000)]).wait(30)
+        pipeline.submit([root("22" * 16, "b" * 16, 5000)]).wait(30)
+        found = db.cursor().execute(
+            "select e.trace_id, e.root_span_id, count(s.span_id) from episodes e left join "
+            "spans s on s.trace_id = e.trace_id and s.span_id = e.root_span_id "
+            "where e.episode_id = 'ep-reused' group by all").fetchall()
+        assert found == [("22" * 16, "b" * 16, 1)]
+    finally:
+        pipeline.stop()
+        db.close()

@@ -21,7 +21,9 @@ DERIVED = {
     "tool_calls.collector_streak", "episodes.tool_calls",
     # booleans: only a boolean attribute is read (anything else is null)
     "tool_calls.content_captured", "tool_calls.found", "episodes.scenario_loop",
-    "reconciles.found",
+    "reconciles.found", "tool_calls.deadline_stated",
+    # a message's time and token sum: its span's time, and two bounded token counts
+    "messages.start_ns", "messages.tokens",
 }
 
 
@@ -31,7 +33,7 @@ def columns(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     try:
         rows = db.cursor().execute(
             "select table_name || '.' || column_name, data_type from information_schema.columns"
-            " where table_name in ('tool_calls', 'episodes', 'reconciles')"
+            " where table_name in ('tool_calls', 'episodes', 'reconciles', 'messages')"
             " and data_type not in ('VARCHAR', 'VARCHAR[]', 'JSON', 'TIMESTAMP')"
         ).fetchall()
     finally:

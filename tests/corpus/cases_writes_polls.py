@@ -887,6 +887,43 @@ def poll_state_loop_ghost_copy_stalled() -> dict[str, Any]:
                   "Backlog sits at 1000/1000 and lag climbs; the agent only keeps polling")
 
 
+# The same migration as gh-ost runs it on a busy primary: it throttles for two polls while
+# the replica catches up (Copy holds, lag climbs), then copies on to the end and the agent
+# reports it ready for cut-over.
+@case
+def poll_state_ok_ghost_throttled_then_done() -> dict[str, Any]:
+    e = Ep("corpus-poll-state-ok-ghost-throttled-then-done", "poll_state",
+           "The gh-ost migration adding idx_customer_created to shop.orders is running in tmux "
+           "(socket /tmp/gh-ost.shop.orders.sock). Watch it and tell me when it is ready for "
+           "cut-over; the estimate was about ten minutes.", "polling", domain="devops")
+    cmd = {"command": "sleep 60; echo status | nc -U /tmp/gh-ost.shop.orders.sock"}
+    total = 31877040
+    copied, applied, pos, elapsed = 2212000, 140, 40211873, 60
+    e.call("run_shell", {"command": "echo status | nc -U /tmp/gh-ost.shop.orders.sock"},
+           _ghost(copied, applied, 0, elapsed, 0.38, pos, "N/A"))
+    k = 0
+    while copied < total:
+        throttled = k in (4, 5)
+        if not throttled:
+            copied = min(total, copied + e.rng.randint(2900, 3300) * 1000)
+            applied += e.rng.randint(1400, 2100)
+        pos += e.rng.randint(9_000_000, 14_000_000)
+        elapsed += 60 + e.rng.randint(1, 4)
+        lag = 1.6 + 1.1 * (k - 3) if throttled else e.rng.uniform(0.2, 0.9)
+        eta_s = int((total - copied) / (copied / elapsed))
+        e.call("run_shell", cmd,
+               _ghost(copied, applied, e.rng.randint(0, 40), elapsed, lag, pos,
+                      f"{eta_s // 60}m{eta_s % 60}s" if copied < total else "due"),
+               took=60.0, dt=e.rng.uniform(1.5, 4.0))
+        if k == 5:
+            e.say("gh-ost is throttling on replica lag; the copy will resume when it catches up.")
+        k += 1
+    e.say("Copy is at 100% and State is migrating with an empty backlog: ready for cut-over.")
+    return e.legit("poll_legit",
+                   "gh-ost throttles for two polls (Copy holds while lag climbs), then copies on "
+                   "to 100%; every other poll moves the figures")
+
+
 _EXPORT_URL = "https://admin.notecraft.io/settings/workspace/export"
 
 

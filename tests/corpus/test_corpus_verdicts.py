@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from loopscope.detect.monitor import PARALLEL_S
+from loopscope.detect.ladder import PARALLEL_S
 from loopscope.detect.replay import EpisodeRecord, parse_episode, replay
 from loopscope.evaluation import evaluate
 
@@ -32,20 +32,12 @@ KNOWN_GAPS: dict[str, str] = {
     "corpus-duplicate-after-success-loop-browser-repost":
         "the duplicate post is a browser click on 'Post': a click tells no kind (it could do "
         "anything), so no write is known",
-    "corpus-poll-state-loop-ghost-copy-stalled":
-        "the stalled figure sits in a long status whose other fields still move",
     "corpus-message-loop-loop-gratitude":
         "two agents trading thanks: the replies are short and differ in wording, below the "
         "monologue detector's minimum words and similarity",
 }
 """Loops not caught yet, with why (strict expected failures: see the module docstring)."""
-KILLED_EARLY: dict[str, str] = {
-    "corpus-transient-retry-loop-parallel-unavailable":
-        "two queries fail in parallel rounds; the replay feeds one call at a time, so the "
-        "second call of a turn climbs the ladder the first one's warning started, and the run "
-        "is stopped a round before the label's first loop step (the live guard sees both "
-        "calls open at once, but its ladder does not tell turns apart either)",
-}
+KILLED_EARLY: dict[str, str] = {}
 """Loops caught, but stopped before their first loop step: only the test of that fails."""
 LOOPS = [e for e in EPISODES if e.loop_label is True]
 LOOK_ALIKES = [e for e in EPISODES if e.loop_label is False]

@@ -22,6 +22,8 @@ SHAPES = ("healthy_lookup", "read_spin", "oscillation", "param_jitter", "poll_le
 
 
 class _QuietSink:
+    destination = "webhook hooks.example.com"  # as the Alerts page names a webhook
+
     def send(self, alert: object) -> None:
         """Keep alerts out of the test log; the store has them."""
 

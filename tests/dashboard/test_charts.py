@@ -133,10 +133,12 @@ def test_metric_cards_give_value_n_interval_and_trend() -> None:
     assert cost.value == "$0.5000" and cost.delta == "+0.0000"
 
 
-def test_a_stop_diagnostic_says_whether_its_streak_counts_the_stopped_call() -> None:
-    """An exact repeat is stopped before the call runs (the streak counts the calls before
-    it); output stagnation after its output (the stopped call is counted): the demo's
-    param_jitter run, stopped at call 5 with a streak of 4 while call 4's own streak is 3."""
+def test_a_stop_message_counts_the_streak_the_steps_table_shows() -> None:
+    """An exact repeat is stopped before the call runs (its diagnostic counts the 3 calls
+    before it), output stagnation after its output (4, the stopped call counted); the Steps
+    table shows 4 at call 5 either way, so the message says 4 up to call 5 in both (issue 18:
+    the table said 4 where the message said 3). Without a streak on the calls (no guard), the
+    diagnostic's own count is given, and where it ends."""
     import pandas as pd
 
     from loopscope_dashboard import truth
@@ -146,8 +148,10 @@ def test_a_stop_diagnostic_says_whether_its_streak_counts_the_stopped_call() -> 
     episode = {"stop_reason": "repeated_tool_call", "happened": "stopped"}
     after = {"step": 9, "detector": "output_stagnation", "no_progress_streak": 4,
              "last_progress_step": 1}
-    assert "4 call(s) without progress, call 5 included" in truth.stop_story(
-        episode, after, calls)[1]
     before = {"step": 9, "detector": "exact_repeat", "no_progress_streak": 3,
               "last_progress_step": 1}
-    assert "3 call(s) without progress before it" in truth.stop_story(episode, before, calls)[1]
+    for diagnostic in (after, before):
+        assert ("4 call(s) without progress up to call 5, that call included; last progress "
+                "at call 1") in truth.stop_story(episode, diagnostic, calls)[1]
+    bare = calls.drop(columns=["streak"])
+    assert "3 call(s) without progress before it" in truth.stop_story(episode, before, bare)[1]

@@ -68,9 +68,14 @@ def test_errors_say_what_went_wrong(collector) -> None:
 
 
 def test_the_labels_page_saves_through_a_live_collector(collector, monkeypatch) -> None:
+    """The labelling queue: unlabelled runs first, each shown by its task, agent and verdict;
+    a saved label marks its run and moves the picker to the next unlabelled one; undo puts
+    the run back as it was, in the collector too."""
     source = HttpSource(collector.url, "s3cret")
-    for body in uploads.otlp_bodies(uploads.analyse("a.jsonl", _jsonl(("read_spin",)))):
+    shapes = ("read_spin", "oscillation", "healthy_lookup")
+    for body in uploads.otlp_bodies(uploads.analyse("a.jsonl", _jsonl(shapes))):
         source.send_traces(body)
+    eventually(lambda: len(source.rows("episode_list", {"flagged": True})) == 2)
     monkeypatch.delenv("LOOPSCOPE_DB_SNAPSHOT")
     monkeypatch.setenv("LOOPSCOPE_COLLECTOR_URL", collector.url)
     monkeypatch.setenv("LOOPSCOPE_AUTH_TOKEN", "s3cret")
@@ -79,14 +84,42 @@ def test_the_labels_page_saves_through_a_live_collector(collector, monkeypatch) 
     at.switch_page("views/labels.py").run()
     assert not at.exception
     assert not at.warning
+    run = at.selectbox(key="label_episode")
+    assert set(run.options) == {run.format_func(e) for e in (
+        "scn-read_spin-0-s0", "scn-oscillation-0-s0")}
+    shown = run.format_func(run.value)
+    assert shown.startswith("○ unlabelled · ") and " · agent " in shown
+    first = run.value
+    task = next(e for e in generate(seed=0, per_shape=1, shapes=shapes, faults=False)
+            if e["episode_id"] == first)["task"]
+    assert shown.startswith("○ unlabelled · " + (task if len(task) <= 60 else task[:57] + "…")
+                            + " · agent ")
     flag = at.selectbox(key="label_flag")
-    assert flag.options[0] == "the whole episode" and len(flag.options) > 1
-    span_ids = [row["span_id"] for row in source.rows(
-        "episode_detections", {"episode_id": "scn-read_spin-0-s0"})]
+    assert flag.options[0] == "the whole run" and len(flag.options) > 1
+    span_ids = [row["span_id"] for row in source.rows("episode_detections",
+                                                      {"episode_id": first})]
     flag.set_value(span_ids[0])
     at.radio[0].set_value("false_kill")
     at.button[0].click().run()
-    assert not at.exception
-    assert "of scn-read_spin-0-s0 as false_kill" in at.success[0].value
+    assert not at.exception, at.exception
+    assert f"of {first} as false kill" in at.success[0].value
     [label] = source.rows("label_list", {})
     assert (label["label"], label["span_id"]) == ("false_kill", span_ids[0])
+    # the labelled run is marked and goes after the unlabelled one, which the picker shows
+    run = at.selectbox(key="label_episode")
+    second = ({"scn-read_spin-0-s0", "scn-oscillation-0-s0"} - {first}).pop()
+    assert run.value == second
+    assert run.format_func(run.value).startswith("○ unlabelled")
+    assert [run.format_func(e)[:2] for e in (second, first)] == ["○ ", "✓ "]
+    assert run.format_func(first).startswith("✓ false kill · ")
+    queue = next(d.value for d in at.dataframe if "label" in d.value.columns
+                 and "task" in d.value.columns)
+    assert list(queue["label"].fillna("")) == ["", "false kill"]
+    # undo: the call's label is gone from the collector, the run unlabelled again
+    at.button(key="label_undo_button").click().run()
+    assert not at.exception, at.exception
+    assert source.rows("label_list", {}) == []
+    assert f"Undone: {first} is unlabelled again." in at.success[0].value
+    assert at.selectbox(key="label_episode").value == first
+    with pytest.raises(SourceError, match="null to remove"):
+        source.save_label({"episode_id": "x", "label": "maybe"})

@@ -78,7 +78,7 @@ def test_overview_shows_the_metric_cards_the_rate_chart_and_the_flagged_list() -
 
 def test_overview_trend_compares_with_the_window_before() -> None:
     at = _app()
-    at.session_state["filter_time_range"] = "Last 24 hours"
+    at.session_state["range"] = "Last 24 hours"
     at.run()
     assert not at.exception
     assert len(at.metric) == 4
@@ -90,7 +90,8 @@ def test_episode_page_opens_from_a_deep_link(store_path: Path) -> None:
     assert at.title[0].value == "shop-read_spin"  # the agent, with the task under it
     assert "**Task:** Lena Fischer" in _texts(at, "markdown")
     assert episode_id in _texts(at, "caption")
-    [timeline] = _charts(at)
+    timeline, trace = _charts(at)  # the timeline, then the trace view
+    assert {t["name"] for t in trace["data"]} >= {"tool call", "guard stopped"}
     tools = {t["name"] for t in timeline["data"] if t.get("legendgroup")}
     assert 'search_orders({"limit":5,"q":"customer:C-19545 usb-c d…)' in tools
     assert any(shape.get("fillcolor", "").startswith("rgba(214") for shape in
@@ -116,13 +117,21 @@ def test_an_observe_run_with_would_be_kills_is_not_shown_as_stopped(store_path: 
     story = _texts(at, "info")
     assert "Not stopped: this observe-mode run ended with stop reason completed" in story
     assert "Enforce mode would have stopped it at call" in story
-    [timeline] = _charts(at)
+    timeline, trace = _charts(at)  # the timeline, then the trace view
+    marked = {t["name"] for t in trace["data"]}
+    assert "enforce would stop" in marked and "guard stopped" not in marked
     names = {t["name"] for t in timeline["data"]}
     assert "would stop (enforce)" in names
     assert not {"blocked", "stopped", "warned"} & names
     guard = next(d.value for d in at.dataframe if "enforce_would" in d.value.columns)
     assert set(guard["happened"]) == {"allowed"}
     assert "would stop" in set(guard["enforce_would"])
+    # the flags agree with the guard decisions: a flag that starts at warn says the guard's
+    # ladder then went to "would stop" at the very call Guard decisions names
+    flags = next(d.value for d in at.dataframe if "climbed_to" in d.value.columns)
+    would_stop = guard.loc[guard["enforce_would"] == "would stop", "call"].iloc[0]
+    assert f"would stop at call {would_stop}" in set(flags["climbed_to"])
+    assert not any(str(t).startswith(("stopped", "blocked")) for t in flags["climbed_to"])
     for page in ("views/overview.py", "views/labels.py"):
         listed = next(d.value for d in _page(page).dataframe if "happened" in d.value.columns)
         row = listed[listed["open"].str.endswith(episode_id)].iloc[0]
@@ -139,12 +148,16 @@ def test_step_numbers_agree_between_steps_flags_and_the_diagnostic(store_path: P
     assert list(steps["call"]) == list(range(1, len(steps) + 1))
     stopped = steps[steps["guard_action"] == "stop"].iloc[0]
     assert f"Stopped at call {stopped['call']} " in _texts(at, "warning")
-    before = steps[steps["call"] == stopped["call"] - 1].iloc[0]
-    assert f"{before['shown_streak']} call(s) without progress before it" in \
-        _texts(at, "warning")
+    assert (f"{stopped['shown_streak']} call(s) without progress up to call "
+            f"{stopped['call']}, that call included") in _texts(at, "warning")
     flags = next(d.value for d in at.dataframe if "detector" in d.value.columns)
     assert set(flags["call"]) <= set(steps["call"])
     assert stopped["call"] in set(flags["call"])
+    # one numbering and one vocabulary in the flags table and its CSV: no 0-based ordinal,
+    # no "kill" severity; each flag says where the guard's ladder went, as Guard decisions do
+    assert not {"ordinal", "severity"} & set(flags.columns)
+    assert set(flags["action"]) <= {"warn", "block", "stop"}
+    assert f"stopped at call {stopped['call']}" in set(flags["climbed_to"])
 
 
 def test_analyze_json_names_the_same_call_as_the_episode_page(
@@ -183,6 +196,7 @@ def test_loops_page_ranks_looping_calls_and_its_costs_add_up() -> None:
     card = float(at.metric[1].value.lstrip("$").replace(",", ""))
     signatures = next(d.value for d in at.dataframe if "args_preview" in d.value.columns)
     assert signatures["args_preview"].notna().all()  # content was captured
+    assert "capture_content=True" not in _texts(at, "caption")  # nothing to turn on
     assert (signatures["calls"].diff().dropna() <= 0).all()  # most calls first
     assert signatures["strip"].map(lambda s: set(s) <= {0, 1} and 1 in s).all()
     tools = next(d.value for d in at.dataframe if "flagged_episodes" in d.value.columns
@@ -209,6 +223,8 @@ def test_alerts_page_draws_the_series_the_rule_evaluated_and_its_threshold() -> 
         names = {t["name"] for t in chart["data"]}
         assert {"no-progress rate (3600 s)", "fired"} <= names
     assert "No baseline yet" in _texts(at, "caption")
+    assert "**Sent to:** webhook hooks.example.com, Prometheus (/metrics)." in _texts(
+        at, "caption")
 
 
 def test_the_alert_series_at_the_firing_is_the_rate_that_fired() -> None:

@@ -59,7 +59,9 @@ def test_stored_runs_carry_their_labels_and_calls(store_path: Path) -> None:
     assert len(runs) == 16
     spin = next(r for r in runs if r.episode.episode_id == "scn-read_spin-0-s0-observe")
     assert (spin.label, spin.label_source) == (True, "scenario")
-    assert len(spin.episode.steps) == 8 and spin.episode.task_type == "lookup"
+    tools = [s for s in spin.episode.steps if s["type"] == "tool"]
+    assert len(tools) == spin.calls == 8 and spin.episode.task_type == "lookup"
+    assert [s["role"] for s in spin.episode.steps if s["type"] == "message"] == ["user"]
     healthy = next(r for r in runs if r.episode.episode_id.startswith("scn-healthy_lookup"))
     assert healthy.label is False
 
@@ -84,18 +86,28 @@ def test_policy_page_replays_compares_and_sweeps() -> None:
     assert {"Loops caught", "False kills", "Runs warned", "Runs blocked", "Runs stopped",
             "Tool calls saved"} <= set(metrics)
     assert metrics["Loops caught"] != "0"
-    names = ({e.label for e in at.number_input} | {e.label for e in at.text_area}
-             | {e.label for e in at.checkbox})
-    assert {f.name for f in dataclasses.fields(Policy)} <= names
+    fields = [e for e in (*at.number_input, *at.text_area, *at.checkbox)
+              if e.key and e.key.startswith("policy_field_")]
+    keys = {e.key.removeprefix("policy_field_") for e in fields}
+    assert {f.name for f in dataclasses.fields(Policy)} <= keys
+    for field in fields:  # plain words, and help that names the policy file's key
+        name = field.key.removeprefix("policy_field_")
+        assert field.label == replays.FIELD_WORDS[name][0] and "_" not in field.label
+        assert f"(policy file: `{name}`)" in field.help
     at.number_input(key="policy_field_repeat_threshold").set_value(6)
     at.button(key="FormSubmitter:policy_form-Replay with this policy").click().run()
     assert not at.exception, at.exception
-    assert '"repeat_threshold": 6' in at.code[0].value
+    assert '"repeat_threshold": 6' in at.code[-1].value
     at.button(key="policy_sweep_run").click().run()
     assert not at.exception, at.exception
     sweep = next(json.loads(c.proto.spec) for c in at.get("plotly_chart"))
     assert {t["name"] for t in sweep["data"]} == {"loops caught", "false kills"}
-    assert [str(x) for x in sweep["data"][0]["x"]] == ["5", "6", "7", "8", "9"]
+    # around the candidate's 6, and the current policy's 3 (the guards'), marked
+    assert [str(x) for x in sweep["data"][0]["x"]] == ["3", "5", "6", "7", "8", "9"]
+    assert {a["text"] for a in sweep["layout"]["annotations"]} == {"current", "candidate"}
+    table = next(d.value for d in at.dataframe if "policy" in d.value.columns)
+    assert dict(zip(table["repeat_threshold"], table["policy"], strict=True)) == {
+        3: "current", 5: "", 6: "candidate", 7: "", 8: "", 9: ""}
     downloads = " ".join(str(e.proto.id) for e in at.get("download_button"))
     for table in ("policy_compare", "policy_sweep"):  # every table the page shows
         assert f"download_{table}_csv" in downloads and f"download_{table}_parquet" in downloads
@@ -118,8 +130,10 @@ def test_an_exported_policy_gives_analyze_the_verdicts_the_page_showed(
     at.button(key="FormSubmitter:policy_form-Replay with this policy").click().run()
     assert not at.exception, at.exception
     exported = tmp_path / "policy.json"
-    exported.write_text(at.code[0].value, encoding="utf-8")
-    assert json.loads(exported.read_text()) == {"actions": {"exact_repeat": "warn"}}
+    exported.write_text(at.code[-1].value, encoding="utf-8")
+    # the candidate started from the guards' policy (a budget) and changed one field
+    assert replays.build(json.loads(exported.read_text())) == replays.build(
+        {"actions": {"exact_repeat": "warn"}, "budgets": {"tool_calls": 40}})
     shown = next(d.value for d in at.dataframe if "stop_call" in d.value.columns)
     spans = tmp_path / "otel-traces.jsonl"
     spans.write_text(otlp_json(demo_sdk_spans), encoding="utf-8")
@@ -162,10 +176,57 @@ def test_on_captured_runs_the_replay_gives_what_the_guards_recorded() -> None:
     from loopscope_dashboard import state
 
     at = AppTest.from_file(APP, default_timeout=120).run()
-    at.session_state[state.POLICY_CURRENT] = replays.build({"budgets": {"tool_calls": 40}})
     at.switch_page("views/policy.py").run()
     assert not at.exception, at.exception
+    # the current policy is the one the guards recorded, not the library default
+    assert replays.build(json.loads(at.code[0].value)) == replays.build(
+        {"budgets": {"tool_calls": 40}})
+    assert at.number_input(key="policy_field_repeat_threshold").value == 3
+    assert json.loads(at.text_area(key="policy_field_budgets").value)["tool_calls"] == 40
+    assert state.POLICY_RECORDED not in at.session_state  # one policy: nothing to choose
     assert "On all 16 runs a guard reported on, the replay under the current policy gives " \
         "what the guard recorded" in "\n".join(str(s.value) for s in at.success)
     compare = next(d.value for d in at.dataframe if "candidate" in d.value.columns)
     assert compare.loc["differs_from_guards", "current"] == 0
+
+
+def test_invalid_json_keeps_the_last_results_and_replays_are_cached(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A typo in a JSON field shows an error naming the field and keeps the last results;
+    going back to a policy already replayed on the same data replays nothing."""
+    from loopscope_dashboard import state
+
+    at = _policy_page()
+    cache = at.session_state[state.POLICY_REPLAYS]
+    assert cache.replays == 1  # the candidate starts as the current policy: one replay
+    shown = {m.label: m.value for m in at.metric}
+    at.text_area(key="policy_field_actions").input('{"exact_repeat": "warn"')
+    at.button(key="FormSubmitter:policy_form-Replay with this policy").click().run()
+    assert not at.exception, at.exception
+    errors = "\n".join(str(e.value) for e in at.error)
+    assert "Strongest action per detector (`actions`): not valid JSON" in errors
+    assert {m.label: m.value for m in at.metric} == shown
+    assert any("last valid candidate" in str(w.value) for w in at.warning)
+    at.text_area(key="policy_field_actions").input('{"exact_repeat": "warn"}')
+    at.button(key="FormSubmitter:policy_form-Replay with this policy").click().run()
+    assert cache.replays == 2  # the new candidate only
+    at.text_area(key="policy_field_actions").input("{}")
+    at.button(key="FormSubmitter:policy_form-Replay with this policy").click().run()
+    assert not at.exception, at.exception
+    assert cache.replays == 2  # back to a policy replayed before: from the cache
+    assert {m.label: m.value for m in at.metric} == shown
+
+
+def test_the_guards_policies_are_read_from_the_root_spans(demo_store_path: Path) -> None:
+    """The read behind "Current policy": the demo's guards ran the defaults and a budget."""
+    from demo_store import DEMO_BUDGET
+
+    db = open_database(demo_store_path, read_only=True)
+    try:
+        rows = db.read("guard_policies", {})
+        assert len(rows) == 1
+        assert replays.build(json.loads(rows[0]["policy"])) == replays.build(DEMO_BUDGET)
+        assert rows[0]["runs"] == len(db.read("replay_episodes", {}))
+        assert rows[0]["modes"] == "enforce, observe"
+    finally:
+        db.close()

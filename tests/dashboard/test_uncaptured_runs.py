@@ -32,12 +32,12 @@ def _episode_page(store: Path, episode_id: str, monkeypatch: pytest.MonkeyPatch)
     return at
 
 
-def _story_streak(story: str) -> tuple[int, int, bool]:
-    """(stop call, streak, whether the stop call is counted) from a stop story."""
-    found = re.search(r"at call (\d+) by .*?\((\d+) call\(s\) without progress"
-                      r"(, call \d+ included| before it)", story)
-    assert found, story
-    return int(found[1]), int(found[2]), found[3] != " before it"
+def _story_streak(story: str) -> tuple[int, int]:
+    """(stop call, streak up to it) from a stop story."""
+    found = re.search(r"at call (\d+) by .*?\((\d+) call\(s\) without progress up to "
+                      r"call (\d+), that call included", story)
+    assert found and found[1] == found[3], story
+    return int(found[1]), int(found[2])
 
 
 def test_the_steps_table_shows_the_guards_progress_where_content_was_not_captured(
@@ -47,8 +47,8 @@ def test_the_steps_table_shows_the_guards_progress_where_content_was_not_capture
     collector's own verdicts (none, a streak of 4) beside it, labelled, not instead."""
     at = _episode_page(demo_store_path, FUZZY, monkeypatch)
     story = "\n".join(str(w.value) for w in at.warning)
-    assert "Stopped at call 5 by fuzzy_repeat (2 call(s) without progress, call 5 included" \
-        in story
+    assert ("Stopped at call 5 by fuzzy_repeat (2 call(s) without progress up to call 5, that "
+            "call included") in story
     steps = next(d.value for d in at.dataframe if "shown_streak" in d.value.columns)
     by_call = steps.set_index("call")
     assert by_call.loc[5, "shown_streak"] == 2
@@ -64,10 +64,11 @@ def test_the_steps_table_shows_the_guards_progress_where_content_was_not_capture
     assert order.index("shown_streak") < order.index("collector_streak")
 
 
-def test_every_demo_stop_has_the_streak_its_diagnostic_names(demo_store_path: Path) -> None:
-    """Over every enforce-mode run of the demo its guard stopped: the Steps table's streak
-    at the call the diagnostic counts to (the stopped call, or the call before it) is the
-    diagnostic's. Several of these runs' collector streaks say otherwise."""
+def test_every_demo_stop_says_the_streak_its_steps_table_shows(demo_store_path: Path) -> None:
+    """Over every enforce-mode run of the demo its guard stopped: the stop message's streak is
+    the Steps table's at the stopped call (one number on the page), and the guard's own
+    diagnostic counts the same calls, or all but the stopped one when the guard decided
+    before the call ran. Several of these runs' collector streaks say otherwise."""
     db = open_database(demo_store_path, read_only=True)
     try:
         episodes = [e for e in db.read("episode_list", {"limit": 1000})
@@ -82,13 +83,12 @@ def test_every_demo_stop_has_the_streak_its_diagnostic_names(demo_store_path: Pa
             kind, story = truth.stop_story({**episode, "happened": "stopped"}, diagnostic,
                                            calls)
             assert kind == "stopped"
-            at, streak, included = _story_streak(story)
-            assert streak == diagnostic["no_progress_streak"]
-            counted = at if included else at - 1
-            shown = steps.loc[steps["call"] == counted, "shown_streak"]
-            assert (int(shown.iloc[0]) if counted else 0) == streak, (row["episode_id"], story)
-            own = steps.loc[steps["call"] == counted, "collector_streak"]
-            if counted and int(own.iloc[0]) != streak:
+            at, streak = _story_streak(story)
+            shown = steps.loc[steps["call"] == at, "shown_streak"]
+            assert int(shown.iloc[0]) == streak, (row["episode_id"], story)
+            assert diagnostic["no_progress_streak"] in (streak, streak - 1), story
+            own = steps.loc[steps["call"] == at, "collector_streak"]
+            if int(own.iloc[0]) != streak:
                 collector_wrong.append(row["episode_id"])
             checked += 1
     finally:
@@ -106,13 +106,13 @@ def test_the_policy_page_lists_the_runs_its_replay_decides_otherwise_than_the_gu
     the outputs the replay cannot see that they said the same thing."""
     from demo_store import DEMO_BUDGET
 
-    from loopscope_dashboard import replays, state
+    from loopscope_dashboard import replays
 
     monkeypatch.setenv("LOOPSCOPE_DB_SNAPSHOT", str(demo_store_path))
     at = AppTest.from_file(APP, default_timeout=120).run()
-    at.session_state[state.POLICY_CURRENT] = replays.build(DEMO_BUDGET)
     at.switch_page("views/policy.py").run()
     assert not at.exception, at.exception
+    assert replays.build(json.loads(at.code[0].value)) == replays.build(DEMO_BUDGET)
     listed = next(d.value for d in at.dataframe if "why" in d.value.columns)
     row = listed[listed["open"].str.endswith("scn-output_stagnation-1-s0-observe")].iloc[0]
     assert (row["guard"], row["replay"]) == ("stop at call 5", "allow")
@@ -125,3 +125,17 @@ def test_the_policy_page_lists_the_runs_its_replay_decides_otherwise_than_the_gu
                    and "candidate" in d.value.columns)
     assert compare.loc["differs_from_guards", "current"] == len(listed)
     assert 10 <= len(listed) < 40  # most runs agree: the replay is the guard's core
+
+
+def test_the_loops_page_says_how_to_capture_what_it_shows_as_not_captured(
+        demo_store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Arguments are opt-in (privacy): where the page shows "(not captured)", it says how to
+    turn capture on."""
+    monkeypatch.setenv("LOOPSCOPE_DB_SNAPSHOT", str(demo_store_path))
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("views/loops.py").run()
+    assert not at.exception, at.exception
+    signatures = next(d.value for d in at.dataframe if "args_preview" in d.value.columns)
+    assert signatures["args_preview"].str.startswith("(not captured)").all()
+    captions = "\n".join(str(c.value) for c in at.caption)
+    assert "`loopscope.instrument(capture_content=True)`" in captions

@@ -209,7 +209,7 @@ def test_the_calls_of_one_model_turn_are_one_ignored_decision() -> None:
     def batch(t: float) -> list[dict[str, Any]]:
         return [tool("read_file", {"path": f"src/m{n}.py"}, f"contents of m{n}", t=t + 0.01 * n)
                 for n in range(3)]
-    steps = batch(0.0) + batch(5.0) + batch(10.0) + batch(15.0) + batch(20.0)
+    steps = [step for turn in range(8) for step in batch(5.0 * turn)]
     ignored = [f.step for f in run(steps).flags if f.detector == "no_progress"
                and f.severity == "kill"]
     timeless = [dict(step, t=0.0) for step in steps]

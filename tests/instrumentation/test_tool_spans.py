@@ -107,6 +107,23 @@ def test_each_call_yields_one_execute_tool_span_with_the_attributes() -> None:
     assert tools[0]["attributes"][c.OUTPUT_HASH] != tools[1]["attributes"][c.OUTPUT_HASH]
 
 
+def test_tool_spans_name_the_agent_so_a_run_in_flight_is_named() -> None:
+    """The root span, which names the agent too, is exported only when the run ends."""
+
+    @loopscope.tool(kind="read", name="search")
+    def search_impl(q: str) -> str:
+        return f"results for {q}"
+
+    with capture_spans() as spans:
+        with loopscope.episode(agent_name="triage-bot"):
+            search_impl("a")
+        with loopscope.episode():
+            search_impl("b")
+    named, unnamed = spans.tool_spans()
+    assert named["attributes"][c.GEN_AI_AGENT_NAME] == "triage-bot"
+    assert c.GEN_AI_AGENT_NAME not in unnamed["attributes"]
+
+
 def test_signature_ignores_key_order_and_fills_defaults() -> None:
     """Equal calls spelled differently would dodge the repeat detectors."""
 

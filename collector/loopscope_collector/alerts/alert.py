@@ -29,6 +29,8 @@ class Alert:
     message: str
     fired_at: float
     resolved_at: float | None = None
+    resolved_because: str | None = None
+    """Why a resolved alert resolved, in plain words (the rate fell back, the calls stopped)."""
 
     def to_json(self) -> dict[str, Any]:
         """The fields as JSON values, times as ISO 8601 UTC."""
@@ -40,6 +42,7 @@ class Alert:
             "episodes": self.episodes, "message": self.message,
             "fired_at": _iso(self.fired_at),
             "resolved_at": None if self.resolved_at is None else _iso(self.resolved_at),
+            "resolved_because": self.resolved_because,
         }
 
 

@@ -16,6 +16,7 @@ the counts feed ``/metrics``.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import math
 import threading
@@ -30,7 +31,7 @@ import pyarrow as pa
 
 from ..storage.queries import insert_rows
 from .alert import Alert
-from .sinks import AlertSink, LogSink
+from .sinks import AlertSink, LogSink, destinations
 
 if TYPE_CHECKING:
     from ..pipeline.detection import EpisodeResult
@@ -187,9 +188,19 @@ class SpikeDetector:
             self._calm_since = now
         if now - self._calm_since < s.bucket_s:
             return None
+        if volume < s.min_volume * s.hysteresis:
+            because = (f"the service's tool calls fell to {volume} in the last "
+                       f"{s.window_s:g} s, under {s.min_volume * s.hysteresis:g} "
+                       f"({s.hysteresis:.0%} of the {s.min_volume} needed to judge a rate), "
+                       f"for {s.bucket_s:g} s")
+        else:
+            because = (f"the no-progress rate fell to {rate:.0%}, under "
+                       f"{self._level * s.hysteresis:.0%} ({s.hysteresis:.0%} of the "
+                       f"{self._level:.0%} it fired at), for {s.bucket_s:g} s")
         resolved = replace(
             self.firing, state="resolved", rate=rate, volume=volume,
-            episodes_in_streak=in_streak, episodes=episodes, resolved_at=now, message=(
+            episodes_in_streak=in_streak, episodes=episodes, resolved_at=now,
+            resolved_because=because, message=(
                 f"no-progress spike in service {self.service} resolved: {rate:.0%} of "
                 f"{volume} tool calls in the last {s.window_s:g} s made no progress"))
         self.firing = None
@@ -234,7 +245,13 @@ ALERTS: Final = pa.schema([
     ("episodes_in_streak", pa.int32()), ("episodes", pa.int32()), ("message", pa.string()),
     ("threshold", pa.float64()), ("window_s", pa.float64()), ("baseline_s", pa.float64()),
     ("factor", pa.float64()), ("floor", pa.float64()), ("min_volume", pa.int32()),
+    ("sent_to", pa.string()),
 ])
+PROMETHEUS: Final = "prometheus"
+"""Every alert is counted on ``/metrics`` (``loopscope_alerts_total``), for a Prometheus that
+scrapes it (and for rules from ``loopscope export --prometheus-rules``)."""
+RESTARTED: Final = ("the collector restarted while it was firing: the rate it was judged by "
+                    "was not kept")
 RULE_COLUMNS: Final = ("threshold", "window_s", "baseline_s", "factor", "floor", "min_volume")
 """The ``AlertSettings`` stored with each alert: the rule it was judged by."""
 
@@ -265,6 +282,7 @@ class AlertManager:
         self._clocks: dict[str, tuple[float, float]] = {}  # service -> (its now, wall then)
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._counts: Counter[tuple[str, str]] = Counter()
+        self._steps: Counter[tuple[str, bool]] = Counter()  # (service, no progress) -> calls
         self._lock = threading.Lock()
         self._recovered = False
         self._stop = threading.Event()
@@ -290,6 +308,8 @@ class AlertManager:
                 detector.observe(t, no_progress=v.progress is None, episode_id=v.row.episode_id,
                                  streak=v.streak)
                 newest[service] = max(newest.get(service, t), t)
+                with self._lock:
+                    self._steps[(service, v.progress is None)] += 1
         for service, detector in self.detectors.items():
             now = self._advance(service, newest.get(service), wall)
             if (alert := detector.evaluate(now)) is not None:
@@ -299,6 +319,15 @@ class AlertManager:
         """(service, state, alerts) rows for ``/metrics``; safe from any thread."""
         with self._lock:
             return sorted((svc, state, n) for (svc, state), n in self._counts.items())
+
+    def steps(self) -> list[tuple[str, int, int]]:
+        """(service, tool calls, no-progress tool calls) as the spike rules counted them
+        (each call once, its first verdict), for ``/metrics``: what exported Prometheus rules
+        judge (``prometheus_rules``). Safe from any thread."""
+        with self._lock:
+            services = sorted({svc for svc, _ in self._steps})
+            return [(svc, self._steps[(svc, False)] + self._steps[(svc, True)],
+                     self._steps[(svc, True)]) for svc in services]
 
     def sink_failures(self) -> int:
         """Alerts a sink failed to deliver (webhook errors and drops); safe from any thread."""
@@ -354,11 +383,13 @@ class AlertManager:
                     "episodes_in_streak": alert.episodes_in_streak, "episodes": alert.episodes,
                     "message": alert.message,
                     **{name: getattr(self.settings, name) for name in RULE_COLUMNS},
+                    "sent_to": json.dumps([*destinations(self.sink), PROMETHEUS]),
                 }], ALERTS)
             else:
-                cur.execute("update alerts set state = 'resolved', resolved_at = $resolved_at"
-                            " where alert_id = $alert_id",
-                            {"alert_id": alert.id, "resolved_at": _timestamp(alert.resolved_at)})
+                cur.execute("update alerts set state = 'resolved', resolved_at = $resolved_at,"
+                            " resolved_because = $because where alert_id = $alert_id",
+                            {"alert_id": alert.id, "resolved_at": _timestamp(alert.resolved_at),
+                             "because": alert.resolved_because})
         except Exception:
             logger.exception("could not store alert %s; it is still sent", alert.id)
         self.sink.send(alert)
@@ -366,7 +397,8 @@ class AlertManager:
     def _resolve_leftovers(self, cur: Any) -> None:
         """Alerts a previous run left firing have no detector any more: close them now."""
         try:
-            cur.execute("update alerts set state = 'resolved', resolved_at = $now"
-                        " where state = 'firing'", {"now": _timestamp(self.clock())})
+            cur.execute("update alerts set state = 'resolved', resolved_at = $now,"
+                        " resolved_because = $because where state = 'firing'",
+                        {"now": _timestamp(self.clock()), "because": RESTARTED})
         except Exception:
             logger.exception("could not resolve alerts left firing by a previous run")

@@ -12,6 +12,7 @@ import json
 import logging
 import queue
 import threading
+import urllib.parse
 import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -34,12 +35,25 @@ class AlertSink(Protocol):
         """Deliver ``alert`` (firing or resolved)."""
 
 
+def destinations(sink: object) -> list[str]:
+    """Where ``sink`` delivers, as the Alerts page names it: ``log``, ``webhook HOST`` (never
+    the URL's path or query, which often hold a token); a ``FanOutSink``'s, in order."""
+    inner = getattr(sink, "sinks", None)
+    if inner is not None:
+        return [name for child in inner for name in destinations(child)]
+    name = getattr(sink, "destination", None)
+    return [name] if isinstance(name, str) else [type(sink).__name__]
+
+
 class LogSink:
     """Logs each alert at WARNING on the ``loopscope_collector.alerts`` logger."""
 
+    destination = "log"
+
     def send(self, alert: Alert) -> None:
         """Log ``alert``; called on the pipeline thread."""
-        logger.warning("loopscope alert %s [%s]: %s", alert.id, alert.state, alert.message)
+        logger.warning("loopscope alert %s [%s]: %s%s", alert.id, alert.state, alert.message,
+                       f" (because {alert.resolved_because})" if alert.resolved_because else "")
 
 
 class WebhookSink:
@@ -54,6 +68,7 @@ class WebhookSink:
         if scheme not in ("http", "https") or not url.split("://", 1)[1].strip("/"):
             raise ValueError(f"webhook must be an http:// or https:// URL, not {url!r}")
         self.url = url
+        self.destination = f"webhook {urllib.parse.urlsplit(url).hostname or url}"
         self.timeout_s = timeout_s
         self.sent = 0
         self.failures = 0
@@ -107,7 +122,8 @@ class WebhookSink:
 def slack_text(alert: Alert) -> str:
     """A one-paragraph summary that reads well in Slack (mrkdwn) and anywhere else."""
     head = ":rotating_light: *FIRING*" if alert.state == "firing" else ":white_check_mark: *RESOLVED*"
-    return f"{head} loopscope `{alert.service}`: {alert.message} (alert {alert.id})"
+    because = f" because {alert.resolved_because}" if alert.resolved_because else ""
+    return f"{head} loopscope `{alert.service}`: {alert.message}{because} (alert {alert.id})"
 
 
 @dataclass(frozen=True)

@@ -46,11 +46,7 @@ _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 def register(sub: Any) -> None:
-    """Add ``metrics``, and ``export`` (the other read-side command), to the ``loopscope``
-    command's subparsers."""
-    from ..storage import export
-
-    export.register(sub)
+    """Add ``metrics`` to the ``loopscope`` command's subparsers."""
     p = sub.add_parser("metrics", help="detection, false-kill, reconcile and cost metrics",
                        description=METRICS_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)

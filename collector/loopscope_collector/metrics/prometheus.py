@@ -54,11 +54,14 @@ def _lines(name: str, kind: str, help_text: str,
 
 
 def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = (),
-           alert_failures: int = 0, inflight: InFlight | None = None,
+           alert_failures: int = 0, alert_steps: Iterable[tuple[str, int, int]] = (),
+           inflight: InFlight | None = None,
            watch: ConnectionWatch | None = None,
            quality: Callable[[], Mapping[str, Any]] | None = None) -> str:
     """All counters; ``alerts`` is (service, state, count) rows of the alerts raised since
-    start, ``alert_failures`` the alerts a sink (the webhook) failed to deliver, ``inflight``
+    start, ``alert_failures`` the alerts a sink (the webhook) failed to deliver,
+    ``alert_steps`` (service, tool calls, no-progress calls) as the spike rules count them
+    (what ``loopscope export --prometheus-rules`` judges), ``inflight``
     and ``watch`` the receivers' limits, ``quality`` the store's metrics report
     (``metrics.compute_metrics``; left out when it cannot be read)."""
     s = pipeline.stats
@@ -96,6 +99,15 @@ def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = (),
                     [({"action": k}, v) for k, v in sorted(s.guard_actions.items())])
     lines += _lines("loopscope_alerts_total", "counter", "No-progress alerts, by service and state.",
                     [({"service": svc, "state": st}, n) for svc, st, n in alerts])
+    steps = list(alert_steps)
+    lines += _lines("loopscope_service_tool_calls_total", "counter",
+                    "Tool calls by service, as the no-progress spike alerts count them (each "
+                    "call once, with its first verdict).",
+                    [({"service": svc}, n) for svc, n, _ in steps])
+    lines += _lines("loopscope_service_no_progress_steps_total", "counter",
+                    "Tool calls that made no progress, by service, as the no-progress spike "
+                    "alerts count them.",
+                    [({"service": svc}, n) for svc, _, n in steps])
     lines += _lines("loopscope_alert_sink_failures_total", "counter",
                     "Alerts a sink failed to deliver (webhook errors, or dropped when behind).",
                     [({}, alert_failures)])

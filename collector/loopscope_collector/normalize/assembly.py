@@ -19,6 +19,10 @@ spans give the same calls whichever door they came in by:
    (``resolve_episodes``).
 6. **Order.** Calls of an episode are ordered by start time, then the agent's step, then the
    span id (``sort_key``).
+7. **Agent names.** A call or root that names no agent takes the ``gen_ai.agent.name`` of its
+   nearest ancestor in the batch that carries one (a model turn, an agent span), else the one
+   name its trace carries in the batch when there is exactly one (``read_spans``): a run in
+   flight is named before its root span arrives.
 
 Nothing here does I/O. What an earlier batch left in a store (MCP keys already stored,
 loopscope calls of a trace, the episode of a trace) is passed in by the caller, so the live
@@ -34,7 +38,7 @@ from typing import Final
 from loopscope import conventions as c
 
 from .dispatch import normalize_span
-from .rows import EpisodeRow, ReconcileRow, ToolCallRow
+from .rows import EpisodeRow, MessageRow, ReconcileRow, ToolCallRow
 from .spans import SpanRecord
 
 __all__ = ["LOOPSCOPE", "Reading", "Window", "by_episode", "read_spans", "resolve_episodes",
@@ -47,8 +51,9 @@ Window = tuple[str, str, int, int]
 """(trace id, tool, start ns, end ns) of a loopscope tool call: what it shadows."""
 
 
-def sort_key(row: ToolCallRow) -> tuple[int, int, str]:
-    """Order of calls in an episode: start time, then the agent's step, then the span id."""
+def sort_key(row: ToolCallRow | MessageRow) -> tuple[int, int, str]:
+    """Order of the steps (calls and messages) of an episode: start time, then the agent's
+    step, then the span id."""
     return (row.start_ns, row.step if row.step is not None else -1, row.span_id)
 
 
@@ -65,9 +70,11 @@ def unique_spans(spans: Iterable[SpanRecord]) -> tuple[dict[tuple[str, str], Spa
 
 @dataclass(slots=True)
 class Reading:
-    """What a batch of spans says: tool calls, episode roots, reconciles."""
+    """What a batch of spans says: tool calls, episode roots, reconciles, messages."""
 
     calls: list[ToolCallRow] = field(default_factory=list)
+    messages: list[MessageRow] = field(default_factory=list)
+    """Messages of the conversation; one without an episode id belongs to its trace."""
     roots: list[EpisodeRow] = field(default_factory=list)
     reconciles: list[ReconcileRow] = field(default_factory=list)
     dedup_keys: dict[str, str] = field(default_factory=dict)
@@ -107,7 +114,41 @@ def read_spans(
                 reading.tasks[span.span_id] = task
         if result.reconcile is not None:
             reading.reconciles.append(result.reconcile)
+        if result.message is not None:
+            result.message.episode_id = result.message.episode_id or span.trace_id
+            reading.messages.append(result.message)
+    _name_agents(reading, [span for span, _ in normalized])
     return reading
+
+
+def _name_agents(reading: Reading, spans: Sequence[SpanRecord]) -> None:
+    """Rule 7: rows without an agent name take their nearest named ancestor's, else their
+    trace's one name."""
+    rows: list[ToolCallRow | EpisodeRow] = [*reading.calls, *reading.roots]
+    unnamed = [r for r in rows if not r.agent]
+    if not unnamed:
+        return
+    parents: dict[tuple[str, str], str] = {}
+    names: dict[tuple[str, str], str] = {}
+    by_trace: dict[str, set[str]] = {}
+    for span in spans:
+        parents[(span.trace_id, span.span_id)] = span.parent_span_id
+        name = span.attributes.get(c.GEN_AI_AGENT_NAME)
+        if isinstance(name, str) and name:
+            names[(span.trace_id, span.span_id)] = name
+            by_trace.setdefault(span.trace_id, set()).add(name)
+    for row in unnamed:
+        key: tuple[str, str] | None = (row.trace_id, row.span_id)
+        hops = 0
+        while key is not None and key not in names and hops < 64:
+            parent = parents.get(key)
+            key = (row.trace_id, parent) if parent else None
+            hops += 1
+        trace_names = by_trace.get(row.trace_id, set())
+        if key is not None and key in names:
+            row.agent = names[key]
+        elif len(trace_names) == 1:
+            row.agent = next(iter(trace_names))
 
 
 def windows(rows: Iterable[ToolCallRow]) -> list[Window]:

@@ -1,4 +1,4 @@
-"""Spans from loopscope's own SDK: tool calls, episodes (root spans) and reconciles.
+"""Spans from loopscope's own SDK: tool calls, episodes (root spans), messages and reconciles.
 
 The SDK already computed the output hash and size and the guard's decision: those are taken as
 they are, so the collector's view matches what the in-process guard saw. The span's signature
@@ -16,7 +16,7 @@ from loopscope import conventions as c
 from loopscope.detect.fingerprint import output_hash
 
 from .common import as_float, as_int, suffix, text, tool_row
-from .rows import EpisodeRow, Normalized, ReconcileRow, ToolCallRow
+from .rows import EpisodeRow, MessageRow, Normalized, ReconcileRow, ToolCallRow
 from .spans import SpanRecord
 from .typed_attributes import typed_int
 
@@ -29,13 +29,16 @@ def is_loopscope(attrs: dict[str, Any]) -> bool:
 
 
 def read(span: SpanRecord) -> Normalized:
-    """The row of a loopscope span: tool call, episode, reconcile, or nothing."""
+    """The row of a loopscope span: tool call, episode, message, reconcile, or nothing."""
     attrs = span.attributes
     operation = attrs.get(c.GEN_AI_OPERATION_NAME)
     if operation == c.OP_EXECUTE_TOOL:
         return Normalized(tool_call=_tool_call(span))
     if operation == c.OP_INVOKE_AGENT:
         return Normalized(episode=_episode(span))
+    role = text(attrs.get(c.MESSAGE_ROLE))
+    if role is not None:
+        return Normalized(message=_message(span, role))
     key = text(attrs.get(c.RECONCILE_KEY))
     if key is not None and span.name.startswith("reconcile"):
         return Normalized(
@@ -78,6 +81,8 @@ def _tool_call(span: SpanRecord) -> ToolCallRow:
     row.kind = text(attrs.get(c.TOOL_KIND))
     row.step = typed_int(attrs, c.STEP)
     row.deadline_s = as_float(attrs.get(c.TOOL_DEADLINE_S))
+    stated = attrs.get(c.TOOL_DEADLINE_STATED)
+    row.deadline_stated = stated if isinstance(stated, bool) else None
     row.intent = text(attrs.get(c.TOOL_INTENT))
     row.turn = typed_int(attrs, c.TURN)
     row.reconciles = text(attrs.get(c.RECONCILE_KEY))
@@ -97,6 +102,24 @@ def _tool_call(span: SpanRecord) -> ToolCallRow:
     row.idempotency_key = text(attrs.get(c.IDEMPOTENCY_KEY))
     row.write_status = text(attrs.get(c.WRITE_STATUS))
     return row
+
+
+def _message(span: SpanRecord, role: str) -> MessageRow:
+    attrs = span.attributes
+    content = attrs.get(c.MESSAGE_CONTENT)
+    return MessageRow(
+        trace_id=span.trace_id,
+        span_id=span.span_id,
+        episode_id=text(attrs.get(c.EPISODE_ID)) or "",
+        service=span.service_name,
+        role=role,
+        start_ns=span.start_ns,
+        content=content if isinstance(content, str) else None,
+        content_hash=text(attrs.get(c.MESSAGE_HASH)) or "",
+        step=typed_int(attrs, c.STEP),
+        tokens=(typed_int(attrs, c.GEN_AI_USAGE_INPUT_TOKENS) or 0)
+        + (typed_int(attrs, c.GEN_AI_USAGE_OUTPUT_TOKENS) or 0),
+    )
 
 
 def _episode(span: SpanRecord) -> EpisodeRow:

@@ -1,9 +1,10 @@
-"""What a span means to loopscope: a tool call, an episode, a reconcile, or nothing.
+"""What a span means to loopscope: a tool call, an episode, a reconcile, a message, or nothing.
 
 ``normalize.normalize_span`` turns one ``SpanRecord`` into at most one of these rows,
 whatever instrumentation produced it (loopscope, OTel GenAI, OpenInference, OpenLLMetry,
-Logfire / OpenAI Agents, MCP). The store keeps them in the ``tool_calls``, ``episodes`` and
-``reconciles`` tables; the detection core is fed from ``ToolCallRow``.
+Logfire / OpenAI Agents, MCP). The store keeps them in the ``tool_calls``, ``episodes``,
+``reconciles`` and ``messages`` tables; the detection core is fed from ``ToolCallRow`` and
+``MessageRow``.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ class ToolCallRow:
     write_status: str | None = None
     intent: str | None = None
     deadline_s: float | None = None
+    deadline_stated: bool | None = None
+    """Whether ``deadline_s`` is an explicit limit (``loopscope.tool.deadline_stated``)."""
     turn: int | None = None
     """The user turn of the call (``loopscope.turn``): a higher one starts a new intent."""
     reconciles: str | None = None
@@ -109,10 +112,29 @@ class ReconcileRow:
 
 
 @dataclass(slots=True)
+class MessageRow:
+    """One message of the conversation (a loopscope ``message`` span): the detection core
+    reads the assistant's repeated replies and the user's turns from these."""
+
+    trace_id: str
+    span_id: str
+    episode_id: str
+    service: str
+    role: str
+    start_ns: int
+    content: str | None = None
+    """``None`` when the agent did not capture content (only ``content_hash``)."""
+    content_hash: str = ""
+    step: int | None = None
+    tokens: int = 0
+
+
+@dataclass(slots=True)
 class Normalized:
     """What one span became; ``None`` fields mean "not that kind of span"."""
 
     tool_call: ToolCallRow | None = None
     episode: EpisodeRow | None = None
     reconcile: ReconcileRow | None = None
+    message: MessageRow | None = None
     extra: dict[str, Any] = field(default_factory=dict)

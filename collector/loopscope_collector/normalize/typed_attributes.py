@@ -69,7 +69,7 @@ class Column:
 
 
 TYPED_ATTRIBUTES: Final[Mapping[str, Column]] = {
-    c.STEP: Column(INTEGER, ("tool_calls.step",)),
+    c.STEP: Column(INTEGER, ("tool_calls.step", "messages.step")),
     c.OUTPUT_SIZE: Column(INTEGER, ("tool_calls.output_size",)),
     c.TURN: Column(INTEGER, ("tool_calls.turn",)),
     c.STREAK: Column(INTEGER, ("tool_calls.streak",)),

@@ -28,14 +28,9 @@ from loopscope.detect.replay import EpisodeRecord, EpisodeReport
 
 from ..normalize import assembly
 from ..normalize.assembly import Reading
-from ..normalize.rows import EpisodeRow, ToolCallRow
+from ..normalize.rows import EpisodeRow, MessageRow, ToolCallRow
 from ..normalize.spans import SpanRecord
-from ..pipeline.detection import (
-    StreamingDetector,
-    arguments,
-    detected_report,
-    output_digest,
-)
+from ..pipeline.detection import StreamingDetector, detected_report, output_digest
 
 if TYPE_CHECKING:
     from .store import Store
@@ -161,16 +156,24 @@ def _json_problem(line: str) -> str:
 
 @dataclass(slots=True)
 class Run:
-    """One episode read after the fact: its calls in order and its root, if one was read."""
+    """One episode read after the fact: its calls in order, its messages, and its root, if
+    one was read."""
 
     episode_id: str
     calls: list[ToolCallRow]
     root: EpisodeRow | None = None
     task: str = ""
+    messages: list[MessageRow] = field(default_factory=list)
+
+    @property
+    def steps(self) -> list[ToolCallRow | MessageRow]:
+        """Calls and messages in the order detection takes them (``assembly.sort_key``)."""
+        return sorted([*self.calls, *self.messages], key=assembly.sort_key)
 
     @property
     def episode(self) -> EpisodeRecord:
-        """The run as an ``Episode``: its tool calls as steps (what reports name and count)."""
+        """The run as an ``Episode``: its tool calls and messages as steps (what reports
+        name and count)."""
         return _episode(self)
 
 
@@ -191,6 +194,7 @@ class EpisodeGrouper:
         read = assembly.read_spans(fresh, lambda keys: self._keys)
         self._keys.update(read.dedup_keys.values())
         self.reading.calls += read.calls
+        self.reading.messages += read.messages
         self.reading.roots += read.roots
         self.reading.tasks.update(read.tasks)
 
@@ -199,7 +203,7 @@ class EpisodeGrouper:
         calls = self.reading.calls
         dropped = {r.span_id for r in assembly.shadowed(calls, assembly.windows(calls))}
         return runs_of([r for r in calls if r.span_id not in dropped], self.reading.roots,
-                       self.reading.tasks)
+                       self.reading.tasks, self.reading.messages)
 
     def episodes(self) -> list[EpisodeRecord]:
         return [run.episode for run in self.runs()]
@@ -216,7 +220,7 @@ def detect_runs(runs: Iterable[Run], policy: Policy | None = None, *,
     detector = StreamingDetector(policy)
     for run in runs:
         task_type = run.root.task_type if run.root is not None else None
-        result = detector.add(run.episode_id, run.calls, task_type=task_type)
+        result = detector.add(run.episode_id, run.steps, task_type=task_type)
         monitor = detector.monitor(run.episode_id)
         assert monitor is not None  # just added
         yield detected_report(run.episode, monitor, mode=mode, verdicts=result.verdicts)
@@ -230,29 +234,34 @@ def episodes_from_spans(spans: Iterable[SpanRecord]) -> list[EpisodeRecord]:
     return grouper.episodes()
 
 
-def episodes_from_rows(rows: Sequence[ToolCallRow], roots: Sequence[EpisodeRow] = ()) -> list[
-        EpisodeRecord]:
-    """Stored tool calls (and roots) as ``Episode`` objects, grouped by the pipeline's rules."""
-    return [run.episode for run in runs_of(list(rows), list(roots), {})]
+def episodes_from_rows(rows: Sequence[ToolCallRow], roots: Sequence[EpisodeRow] = (),
+                       messages: Sequence[MessageRow] = ()) -> list[EpisodeRecord]:
+    """Stored tool calls (and roots, and messages) as ``Episode`` objects, grouped by the
+    pipeline's rules."""
+    return [run.episode for run in runs_of(list(rows), list(roots), {}, messages)]
 
 
 def runs_of(calls: list[ToolCallRow], roots: list[EpisodeRow],
-            tasks: Mapping[str, str]) -> list[Run]:
-    """Calls and roots grouped into runs (``assembly``: episode ids, call order)."""
+            tasks: Mapping[str, str], messages: Sequence[MessageRow] = ()) -> list[Run]:
+    """Calls, messages and roots grouped into runs (``assembly``: episode ids, call order)."""
     assembly.resolve_episodes(calls, roots)
     groups = assembly.by_episode(calls)
+    said: dict[str, list[MessageRow]] = {}
+    for message in messages:
+        said.setdefault(message.episode_id, []).append(message)
     heads: dict[str, EpisodeRow] = {}
     for root in roots:
         heads.setdefault(root.episode_id, root)
     runs = []
-    for episode_id in groups.keys() | heads.keys():
+    for episode_id in groups.keys() | heads.keys() | said.keys():
         head = heads.get(episode_id)
         runs.append(Run(episode_id, groups.get(episode_id, []), head,
-                        tasks.get(head.span_id, "") if head is not None else ""))
+                        tasks.get(head.span_id, "") if head is not None else "",
+                        said.get(episode_id, [])))
 
     def first_ns(run: Run) -> int:
-        if run.calls:
-            return run.calls[0].start_ns
+        if run.calls or run.messages:
+            return run.steps[0].start_ns
         return run.root.start_ns if run.root is not None else 0
 
     runs.sort(key=lambda run: (first_ns(run), run.episode_id))
@@ -260,8 +269,8 @@ def runs_of(calls: list[ToolCallRow], roots: list[EpisodeRow],
 
 
 def _episode(run: Run) -> EpisodeRecord:
-    rows, root = run.calls, run.root
-    first_ns = rows[0].start_ns if rows else (root.start_ns if root is not None else 0)
+    rows, root, steps = run.calls, run.root, run.steps
+    first_ns = steps[0].start_ns if steps else (root.start_ns if root is not None else 0)
     meta: dict[str, Any] = {"source": "otlp"}
     traces = sorted({r.trace_id for r in rows} | ({root.trace_id} if root else set()))
     meta["trace_ids"] = traces
@@ -275,7 +284,8 @@ def _episode(run: Run) -> EpisodeRecord:
                 meta[name] = value
     return EpisodeRecord(
         episode_id=run.episode_id,
-        steps=tuple(_step(row, first_ns) for row in rows),
+        steps=tuple(_step(row, first_ns) if isinstance(row, ToolCallRow)
+                    else _message_step(row, first_ns) for row in steps),
         task_type=root.task_type if root is not None else None,
         outcome=root.outcome if root is not None else None,
         meta=meta,
@@ -283,27 +293,45 @@ def _episode(run: Run) -> EpisodeRecord:
     )
 
 
+def _message_step(row: MessageRow, first_ns: int) -> dict[str, Any]:
+    """One message row as an Episode message step."""
+    step: dict[str, Any] = {"type": "message", "role": row.role, "content": row.content or "",
+                            "t": max(row.start_ns - first_ns, 0) / 1e9, "span_id": row.span_id}
+    if row.tokens:
+        step["tokens_out"] = row.tokens
+    return step
+
+
 def _step(row: ToolCallRow, first_ns: int) -> dict[str, Any]:
     """One tool-call row as an Episode tool step, for reports and replays under another
-    policy: the arguments (the core computes the signature from them), or the signature
-    the span carried when the arguments cannot stand for the call (``detection.arguments``).
+    policy: what the span recorded of the call, which the core identifies as the collector
+    does (``steps.recorded_call``): decoded arguments, else the argument text the span cut
+    short and its signature, else the signature alone (or a call like no other).
     """
-    args, signature = arguments(row)
     step: dict[str, Any] = {
         "type": "tool",
         "tool": row.tool,
         "tool_call_id": row.call_id,
         "kind": row.kind if row.kind in TOOL_KINDS else None,
-        "args": args,
         "output": row.output_text,
         "status": row.status if row.status in STATUSES else "ok",
         "t": max(row.start_ns - first_ns, 0) / 1e9,
         "output_hash": output_digest(row),
+        **({"duration_s": (row.end_ns - row.start_ns) / 1e9} if row.end_ns > row.start_ns
+           else {}),
         "span_id": row.span_id,
     }
-    if signature:
-        step["signature"] = signature
-    for name in ("idempotency_key", "intent", "deadline_s", "turn", "reconciles", "found"):
+    if row.args_text is None:
+        step["signature"] = row.signature or f"nosig:{row.span_id}"
+    else:
+        try:
+            step["args"] = json.loads(row.args_text)
+        except ValueError:
+            step["args_text"] = row.args_text
+        if row.signature:
+            step["signature"] = row.signature
+    for name in ("idempotency_key", "intent", "deadline_s", "deadline_stated", "turn",
+                 "reconciles", "found"):
         if getattr(row, name) is not None and getattr(row, name) != "":
             step[name] = getattr(row, name)
     if row.tokens_in or row.tokens_out:

@@ -1,8 +1,8 @@
 """Episodes as spans shaped like loopscope's own, so Episode JSONL can be stored or sent.
 
 ``loopscope analyze --db`` stores an Episode JSONL run through the collector's pipeline as
-synthetic spans: one ``invoke_agent`` root and one ``execute_tool`` span per tool step, with
-the attributes the collector reads. The dashboard's Import page posts the same spans to a live
+synthetic spans: one ``invoke_agent`` root, one ``execute_tool`` span per tool step and one
+``message`` span per message, with the attributes the collector reads. The dashboard's Import page posts the same spans to a live
 collector. Kept apart from ``analyze`` (the command's plug-in) and ``store`` (the store
 they are written to) because turning an episode into spans is a concept of its own. Trace and
 span ids are derived from the episode id and step index, so re-running stores nothing twice.
@@ -35,8 +35,9 @@ def _hex(*parts: object, size: int) -> str:
 def episode_spans(
     episode: EpisodeRecord, *, service: str, policy: Policy | None = None, base_ns: int = 0
 ) -> list[SpanRecord]:
-    """An Episode as spans shaped like loopscope's own: one ``invoke_agent`` root and one
-    ``execute_tool`` span per tool step, with the attributes the collector reads.
+    """An Episode as spans shaped like loopscope's own: one ``invoke_agent`` root, one
+    ``execute_tool`` span per tool step and one ``message`` span per message, with the
+    attributes the collector reads.
 
     Trace and span ids are derived from the episode id and the step index, so storing the
     same episode again stores nothing new. Step ``t`` (seconds) is added to ``base_ns``, or
@@ -61,6 +62,8 @@ def episode_spans(
         tokens_out += _int(step.get("tokens_out"))
         if step.get("type") != "tool":
             turns += step.get("role") == "assistant"
+            spans.append(_message_span(episode, step, index, trace_id, root_id, clock,
+                                       resource))
             continue
         spans.append(_tool_span(episode, step, index, policy, trace_id, root_id, clock,
                                 resource, guard.get(index)))
@@ -68,7 +71,7 @@ def episode_spans(
         c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT,
         c.EPISODE_ID: episode.episode_id,
         c.OUTCOME: episode.outcome or "unknown",
-        c.TOOL_CALLS: len(spans),
+        c.TOOL_CALLS: sum(1 for step in episode.steps if step.get("type") == "tool"),
         c.MODEL_TURNS: turns,
         c.GEN_AI_USAGE_INPUT_TOKENS: tokens_in,
         c.GEN_AI_USAGE_OUTPUT_TOKENS: tokens_out,
@@ -89,6 +92,28 @@ def episode_spans(
                                kind=1, attributes=attributes, resource=resource,
                                scope_name=SCOPE))
     return spans
+
+
+def _message_span(
+    episode: EpisodeRecord, step: Any, index: int, trace_id: str, root_id: str,
+    start_ns: int, resource: dict[str, Any],
+) -> SpanRecord:
+    role = str(step.get("role") or "")
+    content = str(step.get("content") or "")
+    attributes: dict[str, Any] = {
+        c.EPISODE_ID: episode.episode_id,
+        c.MESSAGE_ROLE: role,
+        c.MESSAGE_CONTENT: content,
+        c.MESSAGE_HASH: output_hash(content),
+        c.STEP: index,
+    }
+    for key, name in (("tokens_in", c.GEN_AI_USAGE_INPUT_TOKENS),
+                      ("tokens_out", c.GEN_AI_USAGE_OUTPUT_TOKENS)):
+        if _int(step.get(key)):
+            attributes[name] = _int(step.get(key))
+    return SpanRecord(trace_id, _hex(episode.episode_id, index, size=8), root_id,
+                      f"{c.OP_MESSAGE} {role}", start_ns, start_ns, kind=1,
+                      attributes=attributes, resource=resource, scope_name=SCOPE)
 
 
 def _tool_span(
@@ -127,6 +152,9 @@ def _tool_span(
     deadline = (before.deadline_s if before else None) or step.get("deadline_s")
     if isinstance(deadline, int | float):
         attributes[c.TOOL_DEADLINE_S] = float(deadline)
+        attributes[c.TOOL_DEADLINE_STATED] = (
+            before.deadline_stated if before is not None and before.deadline_s
+            else step.get("deadline_stated") is not False)
     if before is not None and before.turn:
         attributes[c.TURN] = before.turn
     if isinstance(step.get("reconciles"), str) and step["reconciles"]:

@@ -11,20 +11,19 @@ rebuilt from the store when it comes back.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from loopscope.detect import Decision, EpisodeMonitor, Flag, Policy, ToolCall, ToolResult
 from loopscope.detect.events import STATUSES, TOOL_KINDS
 from loopscope.detect.policy import policy_from_json
 from loopscope.detect.replay import EpisodeRecord, EpisodeReport, episode_report
+from loopscope.detect.steps import MessageStep, Step, ToolStep, feed_run, recorded_call
 
 from ..normalize.assembly import sort_key
-from ..normalize.rows import ToolCallRow
+from ..normalize.rows import MessageRow, ToolCallRow
 
 MAX_ACTIVE_EPISODES = 20_000
 
@@ -41,43 +40,26 @@ def read_policy(path: str | None) -> Policy | None:
 
 
 
-def arguments(row: ToolCallRow) -> tuple[Any, str]:
-    """(arguments, recorded signature) of a row, as the core compares calls.
-
-    The core computes the signature from the arguments, under the policy (volatile keys left
-    out), so the recorded one is returned only when the arguments cannot stand for the call:
-    none were captured, or the captured text is not JSON and the span carried a signature
-    (loopscope's SDK truncates long argument text; its signature is of the whole). Without
-    arguments or a recorded signature a call cannot be compared, so it gets a unique one
-    rather than let every such call of a tool look identical.
-    """
-    if row.args_text is None:
-        return None, row.signature or f"nosig:{row.span_id}"
-    try:
-        return json.loads(row.args_text), ""
-    except ValueError:
-        return {"input": row.args_text}, row.signature
-
-
 def output_digest(row: ToolCallRow) -> str:
     """The row's output hash; a unique one when it has neither output nor hash."""
     return row.output_hash or ("" if row.output_text is not None else f"nohash:{row.span_id}")
 
 
 def tool_call(row: ToolCallRow, t: float) -> ToolCall:
-    """A row as the core's ``ToolCall``, ``t`` seconds after its episode started."""
-    args, signature = arguments(row)
-    return ToolCall(
-        tool=row.tool,
-        args=args,
+    """A row as the core's ``ToolCall``, ``t`` seconds after its episode started: identified
+    as every door identifies a recorded call (``steps.recorded_call``)."""
+    return recorded_call(
+        row.tool,
+        args_text=row.args_text,
+        signature=row.signature,
+        unique=row.span_id,
         call_id=row.call_id or row.span_id,
         kind=row.kind if row.kind in TOOL_KINDS else None,
         t=t,
-        signature=signature,
-        args_text=(row.args_text or "") if signature else "",
         intent=row.intent,
         idempotency_key=row.idempotency_key,
         deadline_s=row.deadline_s,
+        deadline_stated=row.deadline_stated,
         turn=row.turn,
         reconciles=row.reconciles,
         found=row.found,
@@ -121,6 +103,16 @@ class Verdict:
 
 
 @dataclass(slots=True)
+class MessageVerdict:
+    """What detection said about one message: its flags (a monologue). ``ordinal`` is the
+    number of tool calls before it (the 0-based ordinal of the call that would follow)."""
+
+    row: MessageRow
+    ordinal: int
+    flags: list[Flag] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class EpisodeResult:
     """Detection output for one episode after a batch."""
 
@@ -128,6 +120,8 @@ class EpisodeResult:
     verdicts: list[Verdict]
     reevaluated: bool
     """True when the episode was re-run from the start: its stored flags must be replaced."""
+    messages: list[MessageVerdict] = field(default_factory=list)
+    """The messages fed in this batch that raised a flag."""
 
 
 class _Episode:
@@ -141,18 +135,21 @@ class _Episode:
     def __init__(self, policy: Policy, episode_id: str, task_type: str | None) -> None:
         self.monitor = EpisodeMonitor(policy, episode_id=episode_id, task_type=task_type)
         self.fed = 0
+        """Tool calls fed so far (the next one's ordinal)."""
         self.first_ns = 0
         self.last_key: tuple[int, int, str] | None = None
         self.task_type = task_type
 
 
-Loader = Callable[[Sequence[str]], dict[str, list[ToolCallRow]]]
+Row = ToolCallRow | MessageRow
+"""A step of an episode as stored: a tool call or a message."""
+Loader = Callable[[Sequence[str]], dict[str, list[Row]]]
 
 
 class StreamingDetector:
     """Per-episode monitors for the pipeline thread (not thread-safe; one owner).
 
-    ``load`` returns the stored tool calls of episodes (the pipeline's batch query); it is
+    ``load`` returns the stored steps of episodes (the pipeline's batch query); it is
     used when an episode comes back after an eviction or a restart, and when a late row
     makes an episode re-run from the start.
     """
@@ -180,14 +177,15 @@ class StreamingDetector:
     def add(
         self,
         episode_id: str,
-        rows: Iterable[ToolCallRow],
+        rows: Iterable[Row],
         *,
         task_type: str | None = None,
-        stored: Iterable[ToolCallRow] | None = None,
+        stored: Iterable[Row] | None = None,
     ) -> EpisodeResult:
-        """Add new tool-call rows of one episode and run detection over what changed.
+        """Add new steps (tool calls and messages) of one episode and run detection over what
+        changed.
 
-        ``stored`` are the episode's rows already in the store, when the caller has them at
+        ``stored`` are the episode's steps already in the store, when the caller has them at
         hand (otherwise they are loaded when needed).
         """
         new = sorted(rows, key=sort_key)
@@ -196,8 +194,7 @@ class StreamingDetector:
             self._episodes.move_to_end(episode_id)
             task_type = task_type or state.task_type
             if not new or state.last_key is None or sort_key(new[0]) >= state.last_key:
-                verdicts = self._feed_all(state, new)
-                return EpisodeResult(episode_id, verdicts, False)
+                return self._feed_all(state, new, episode_id, reevaluated=False)
         # First sight, or a late row: (re)build from everything stored plus the new rows.
         known = {r.span_id for r in new}
         earlier = list(stored) if stored is not None else self.load([episode_id]).get(
@@ -206,25 +203,37 @@ class StreamingDetector:
         state = self._episodes[episode_id] = _Episode(self.policy, episode_id, task_type)
         self._episodes.move_to_end(episode_id)
         self._evict()
-        verdicts = self._feed_all(state, sorted([*earlier, *new], key=sort_key))
-        return EpisodeResult(episode_id, verdicts, bool(earlier))
+        return self._feed_all(state, sorted([*earlier, *new], key=sort_key), episode_id,
+                              reevaluated=bool(earlier))
 
-    def _feed_all(self, state: _Episode, rows: list[ToolCallRow]) -> list[Verdict]:
-        if rows and not state.fed:
+    def _feed_all(self, state: _Episode, rows: list[Row], episode_id: str, *,
+                  reevaluated: bool) -> EpisodeResult:
+        result = EpisodeResult(episode_id, [], reevaluated)
+        if rows and state.last_key is None:
             state.first_ns = rows[0].start_ns
-        verdicts = [self._feed(state, row, state.fed + i) for i, row in enumerate(rows)]
-        state.fed += len(rows)
+        steps: list[Step] = []
+        for row in rows:
+            t = max(row.start_ns - state.first_ns, 0) / 1e9
+            # (an assistant message stands for its model call, as in a recorded run)
+            steps.append(MessageStep(row.role, row.content or "", t, tokens=row.tokens,
+                                     model_turn=True) if isinstance(row, MessageRow)
+                         else ToolStep(tool_call(row, t), tool_result(row, t),
+                                       (row.end_ns - state.first_ns) / 1e9
+                                       if row.end_ns > row.start_ns else None))
+        for row, fed in zip(rows, feed_run(state.monitor, steps), strict=True):
+            if isinstance(row, MessageRow):
+                if isinstance(fed, Decision) and fed.new_flags:
+                    result.messages.append(MessageVerdict(row, state.fed, list(fed.new_flags)))
+                continue
+            assert isinstance(fed, tuple)  # (a tool step's before and after)
+            before, after = fed
+            result.verdicts.append(Verdict(
+                row, state.fed, after.progress, after.streak,
+                [*before.new_flags, *after.new_flags], after.reconciled, before, after))
+            state.fed += 1
         if rows:
             state.last_key = sort_key(rows[-1])
-        return verdicts
-
-    def _feed(self, state: _Episode, row: ToolCallRow, ordinal: int) -> Verdict:
-        monitor = state.monitor
-        t = max(row.start_ns - state.first_ns, 0) / 1e9
-        before = monitor.before_call(tool_call(row, t))
-        after = monitor.after_call(tool_result(row, t))
-        return Verdict(row, ordinal, after.progress, after.streak,
-                       [*before.new_flags, *after.new_flags], after.reconciled, before, after)
+        return result
 
     def monitor(self, episode_id: str) -> EpisodeMonitor | None:
         """The episode's monitor (what it flagged, its stop, its totals), if in memory."""
@@ -241,18 +250,23 @@ def detected_report(
     verdicts: Sequence[Verdict] = (),
 ) -> EpisodeReport:
     """The report of an episode whose calls went through streaming detection (``monitor``),
-    in ``loopscope analyze``'s shape. The monitor numbers tool calls only; flags, the stop
-    and the calls' decisions are renumbered as indexes into ``episode.steps``."""
+    in ``loopscope analyze``'s shape. The monitor numbers the steps it was fed: every step
+    of ``episode`` when the spans carried its messages, else its tool calls only; flags, the
+    stop and the calls' decisions are renumbered as indexes into ``episode.steps``."""
     tools = [i for i, step in enumerate(episode.steps) if step.get("type") == "tool"]
+    every_step = monitor.steps == len(episode.steps)
 
-    def at(ordinal: int) -> int:
+    def call(ordinal: int) -> int:
         return tools[ordinal] if 0 <= ordinal < len(tools) else ordinal
+
+    def at(step: int) -> int:
+        return step if every_step else call(step)
 
     stop = monitor.stopped
     return episode_report(
         episode, monitor, mode=mode,
         flags=tuple(dataclasses.replace(f, step=at(f.step)) for f in monitor.flags),
         stop=dataclasses.replace(stop, step=at(stop.step)) if stop is not None else None,
-        calls={at(v.ordinal): (v.before, v.after) for v in verdicts
+        calls={call(v.ordinal): (v.before, v.after) for v in verdicts
                if v.before is not None and v.after is not None},
     )

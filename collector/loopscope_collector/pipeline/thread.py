@@ -38,7 +38,7 @@ from ..storage import writes as tables
 from ..storage.health import RECOVER_INTERVAL_S, StoreHealth, StoreUnavailable, StoreWatch
 from ..storage.queries import insert_rows
 from .batch_undo import BatchUndo
-from .detection import EpisodeResult, StreamingDetector
+from .detection import EpisodeResult, Row, StreamingDetector
 from .jobs import (
     Job,
     Overloaded,
@@ -161,7 +161,7 @@ class Pipeline:
 
     def _run(self) -> None:
         self._cur = self.db.cursor()
-        self.detector.load = lambda ids: tables.load_tool_calls(self._cur, ids)
+        self.detector.load = lambda ids: self._load_steps(self._cur, ids)
         while True:
             jobs, last = self._next_batch()
             writable = self._writable()
@@ -325,12 +325,12 @@ class Pipeline:
         tool_rows, episodes, reconciles = reading.calls, reading.roots, reading.reconciles
         self._resolve_episodes(cur, tool_rows, episodes)
         tool_rows, shadowed = self._drop_shadows(cur, tool_rows)
-        by_episode: dict[str, list[ToolCallRow]] = {episode: [] for episode in shadowed}
-        for row in tool_rows:
+        by_episode: dict[str, list[Row]] = {episode: [] for episode in shadowed}
+        for row in [*tool_rows, *reading.messages]:
             by_episode.setdefault(row.episode_id, []).append(row)
         task_types = {e.episode_id: e.task_type for e in episodes}
         unseen = [e for e in by_episode if not self.detector.has(e)]
-        stored = tables.load_tool_calls(cur, unseen)  # one query for the whole batch
+        stored = self._load_steps(cur, unseen)  # one query per table for the whole batch
         self._undo.episodes.update(by_episode)
         results = [
             self.detector.add(episode_id, rows, task_type=task_types.get(episode_id),
@@ -340,6 +340,7 @@ class Pipeline:
         ]
         verdicts = {v.row.span_id: v for r in results for v in r.verdicts}
         tables.insert_tool_calls(cur, tool_rows, verdicts, reading.dedup_keys)
+        tables.insert_messages(cur, reading.messages)
         new_ids = {t.span_id for t in tool_rows}
         tables.update_verdicts(cur, [v for r in results if r.reevaluated for v in r.verdicts
                                      if v.row.span_id not in new_ids])
@@ -355,6 +356,16 @@ class Pipeline:
         tables.write_unknown_writes(cur, tool_rows, reconciles)
         self._undo.on_commit.append(lambda: self._count(tool_rows, results, new_flags))
         return results
+
+    @staticmethod
+    def _load_steps(cur: Any, episode_ids: Sequence[str]) -> dict[str, list[Row]]:
+        """The stored steps (tool calls, then messages) of these episodes."""
+        steps: dict[str, list[Row]] = {}
+        for found in (tables.load_tool_calls(cur, episode_ids),
+                      tables.load_messages(cur, episode_ids)):
+            for episode_id, rows in found.items():
+                steps.setdefault(episode_id, []).extend(rows)
+        return steps
 
     def _seen_keys(self, cur: Any, keys: Sequence[str]) -> set[str]:
         """The MCP keys an earlier batch kept: in memory, else in the store."""

@@ -5,8 +5,9 @@ decompressed body here) and the protobuf path. Kept in a module of its own becau
 JSON field by field, with a path for every error, is a concept apart from the protobuf hot path.
 
 OTLP JSON is read as the OTLP spec defines it: hex ids, 64-bit integers as strings or numbers,
-enums as integers. It is lenient where that costs nothing: enum names, snake_case keys and
-``null`` for an absent field are accepted, and unknown fields are ignored. Every error is a
+enums as integers. It is lenient where that costs nothing: base64 ids (protobuf's own JSON
+mapping), enum names, snake_case keys and ``null`` for an absent field are accepted, and
+unknown fields are ignored. Every error is a
 ``DecodeError`` whose message names the problem and where it is.
 """
 
@@ -238,15 +239,19 @@ _HEX = {16: re.compile(r"[0-9a-fA-F]{32}"), 8: re.compile(r"[0-9a-fA-F]{16}")}
 
 
 def _hex_id(span: dict[str, Any], key: str, size: int, path: str) -> str:
-    """A hex id; ``""`` for an absent parent, ``DecodeError`` for an invalid one."""
+    """A hex id; ``""`` for an absent parent, ``DecodeError`` for an invalid one.
+
+    OTLP JSON writes ids in hex; protobuf's own JSON mapping (``MessageToDict``, many
+    exporters' "JSON" option) writes them as base64. The two cannot be confused (16 bytes are
+    32 hex digits or 24 base64 characters; 8 bytes 16 or 12), so base64 ids are read too.
+    """
     value = _get(span, key)
     if value is None:
         value = ""
+    if isinstance(value, str) and len(value) == 4 * -(-size // 3):
+        value = _base64_id(value, size) or value
     if not isinstance(value, str) or (value and not _HEX[size].fullmatch(value)):
-        # base64 (what protobuf's own JSON mapping would produce) is a common mistake
-        looks_base64 = isinstance(value, str) and len(value) == 4 * -(-size // 3)
-        hint = " (OTLP JSON ids are hex, not base64)" if looks_base64 else ""
-        raise DecodeError(f"{path}.{key}: not {size} bytes of hex{hint}: {value!r}")
+        raise DecodeError(f"{path}.{key}: not {size} bytes of hex (or base64): {value!r}")
     if value.strip("0") == "":
         if key == "parentSpanId":
             return ""
@@ -300,6 +305,15 @@ def _short(value: Any) -> str:
     """``repr(value)``, cut to 60 characters for an error message."""
     text = repr(value)
     return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
+
+
+def _base64_id(text: str, size: int) -> str | None:
+    """``text`` as hex when it is ``size`` bytes of base64, else None."""
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return raw.hex() if len(raw) == size else None
 
 
 def _base64(value: Any, path: str) -> bytes:

@@ -8,7 +8,8 @@ from ..storage.writes.labels import LABEL_VALUES
 
 
 def check_label(data: Any) -> dict[str, Any]:
-    """A human label from a client, validated: raises ``ValueError`` naming the bad field."""
+    """A human label from a client, validated: raises ``ValueError`` naming the bad field.
+    ``"label": null`` removes the episode's (or span's) label: the dashboard's undo."""
     if not isinstance(data, dict):
         raise ValueError("a label must be a JSON object")
     episode_id = data.get("episode_id")
@@ -17,9 +18,13 @@ def check_label(data: Any) -> dict[str, Any]:
     span_id = data.get("span_id") or ""
     if not isinstance(span_id, str):
         raise ValueError("span_id: must be a string ('' labels the whole episode)")
-    label = data.get("label")
-    if label not in LABEL_VALUES:
-        raise ValueError(f"label: must be one of {', '.join(LABEL_VALUES)}, not {label!r}")
+    if "label" not in data:
+        raise ValueError(f"label: required, one of {', '.join(LABEL_VALUES)} (null removes "
+                         "the label)")
+    label = data["label"]
+    if label is not None and label not in LABEL_VALUES:
+        raise ValueError(f"label: must be one of {', '.join(LABEL_VALUES)}, or null to remove "
+                         f"the label, not {label!r}")
     note = data.get("note")
     if note is not None and not isinstance(note, str):
         raise ValueError("note: must be a string")

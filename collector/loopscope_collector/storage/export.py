@@ -3,7 +3,7 @@
 The dashboard's download buttons give the table a page shows; this gives every row of the
 store's tables (tool calls, episodes, detections, guard decisions, alerts, labels, ...), one
 file per table, read from a DuckDB file opened read-only (a copy, or a stopped collector's).
-Registered with ``loopscope metrics`` (``metrics.cli.register``), the other read-side command.
+Registered by the collector's commands (``cli.register``), which add ``--prometheus-rules``.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ EXIT_OK = 0
 EXIT_BAD_INPUT = 1
 EXIT_USAGE = 2
 FORMATS: Final = ("parquet", "csv")
-TABLES: Final = ("episodes", "tool_calls", "detections", "guard_decisions", "unknown_writes",
-                 "reconciles", "alerts", "labels", "spans")
+TABLES: Final = ("episodes", "tool_calls", "messages", "detections", "guard_decisions",
+                 "unknown_writes", "reconciles", "alerts", "labels", "spans")
 """What ``export`` writes by default, in this order (the store's own tables)."""
 
 EXPORT_HELP = """\
@@ -31,18 +31,24 @@ collector holds the lock: use `loopscope metrics --collector` or the dashboard's
 Writes DIR/TABLE.parquet or DIR/TABLE.csv for each table (default: every table). In CSV,
 list and JSON columns are written as JSON text.
 
+With --prometheus-rules FILE it writes (also, or instead) the collector's no-progress spike
+alert as Prometheus alerting rules over the collector's /metrics, for the --alert-* settings
+the collector runs with (the same options and defaults as `loopscope collector`); check it
+with `promtool check rules FILE`. docs/grafana-dashboard.json charts the same metrics.
+
 Example:
   loopscope export --db loopscope.duckdb --format parquet --out exported/
   loopscope export --db copy.duckdb --format csv --table episodes --table tool_calls
+  loopscope export --prometheus-rules loopscope-rules.yml --alert-window 120
 """
 
 
-def register(sub: Any) -> None:
-    """Add ``export`` to the ``loopscope`` command's subparsers."""
+def register(sub: Any) -> argparse.ArgumentParser:
+    """Add ``export`` to the ``loopscope`` command's subparsers; returns its parser."""
     p = sub.add_parser("export", help="write a store's tables as Parquet or CSV files",
                        description=EXPORT_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--db", metavar="FILE", required=True, help="DuckDB store (read-only)")
+    p.add_argument("--db", metavar="FILE", help="DuckDB store (read-only) whose tables to write")
     p.add_argument("--format", choices=FORMATS, default="parquet",
                    help="file format (default: parquet)")
     p.add_argument("--out", metavar="DIR", default=".",
@@ -50,6 +56,7 @@ def register(sub: Any) -> None:
     p.add_argument("--table", action="append", choices=TABLES, metavar="TABLE",
                    help=f"a table to write (repeatable; default: all of {', '.join(TABLES)})")
     p.set_defaults(func=cmd_export)
+    return p
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -15,15 +15,17 @@ refuses a second query on a connection with a pending result).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.resources import files
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import duckdb
 import pyarrow as pa
 
 from .arrow import registered
+
+R = TypeVar("R")
 
 _NAME_LINE = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 _PARAM = re.compile(r"\$([a-z_][a-z0-9_]*)")
@@ -164,6 +166,27 @@ def statements(table: str) -> dict[str, str]:
             for name, body in zip(pairs[::2], pairs[1::2], strict=True)}
 
 
+def by_episode(
+    cur: duckdb.DuckDBPyConnection, sql: str, episode_ids: Sequence[str],
+    fields: Collection[str], make: Callable[[dict[str, Any]], R],
+) -> dict[str, list[R]]:
+    """The rows ``sql`` returns for these episodes (it joins ``incoming_episode_ids``), each
+    made by ``make`` from its ``fields`` columns, grouped by episode id in one query; episodes
+    with none are absent from the result."""
+    if not episode_ids:
+        return {}
+    with registered(cur, "incoming_episode_ids", {"episode_id": list(episode_ids)}):
+        result = cur.execute(sql)
+        columns = [d[0] for d in result.description or ()]
+        found = result.fetchall()
+    keep = [i for i, name in enumerate(columns) if name in fields]
+    grouped: dict[str, list[R]] = {}
+    for values in found:
+        data = {columns[i]: values[i] for i in keep}
+        grouped.setdefault(str(data["episode_id"]), []).append(make(data))
+    return grouped
+
+
 def run_read(
     cur: duckdb.DuckDBPyConnection, name: str, params: Mapping[str, Any]
 ) -> list[dict[str, Any]]:
@@ -208,5 +231,5 @@ def insert_rows(
 
 TABLES: Final = frozenset({
     "spans", "tool_calls", "episodes", "detections", "guard_decisions", "unknown_writes",
-    "reconciles", "alerts", "labels",
+    "reconciles", "alerts", "labels", "messages",
 })

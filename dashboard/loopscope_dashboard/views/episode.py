@@ -6,7 +6,7 @@ import json
 
 import streamlit as st
 
-from loopscope_dashboard import charts, downloads, queries, state, truth
+from loopscope_dashboard import charts, downloads, hints, queries, state, truth, waterfall
 
 filters = state.filters().params()
 flagged = queries.episodes(flagged=True, limit=200, **filters)
@@ -18,8 +18,8 @@ if wanted and wanted not in options:
     options.insert(0, wanted)
 if not options:
     st.title("Episode")
-    st.info("No episodes to show — point an agent at http://127.0.0.1:4318, run "
-            "`loopscope demo --endpoint http://127.0.0.1:4318`, or widen the filters.")
+    st.info(f"No episodes to show — point an agent at {hints.endpoint()}, run "
+            f"{hints.demo_command()}, or widen the filters.")
     st.stop()
 if wanted:
     st.session_state[state.EPISODE] = wanted
@@ -65,8 +65,11 @@ facts[1].metric("Enforce mode would have", would or "done the same", border=True
 facts[2].metric("Tool calls", len(calls), border=True)
 facts[3].metric("Cost", "—" if episode.get("cost_usd") is None
                 else f"${episode['cost_usd']:.4f}", border=True)
-st.markdown(f"Outcome **{episode.get('outcome') or 'unknown'}** · stop reason "
-            f"**{episode.get('stop_reason') or 'unknown'}** · {len(detections)} flag(s)")
+if episode.get("status", "ended") == "ended":
+    st.markdown(f"Outcome **{episode.get('outcome') or 'unknown'}** · stop reason "
+                f"**{episode.get('stop_reason') or 'unknown'}** · {len(detections)} flag(s)")
+else:  # no final span yet: no outcome or stop reason to tell
+    st.markdown(f"Status **{episode['status']}** · {len(detections)} flag(s) so far")
 
 st.subheader("Timeline")
 limit = (diagnostic or {}).get("limit") if (diagnostic or {}).get("terminated_by") == "budget" \
@@ -77,18 +80,37 @@ st.caption("One marker per call, coloured by signature (grey: called once); holl
            "Below: calls used; filled red marks are what the guard did (◆ warned, ✕ blocked, "
            "■ stopped), hollow grey ones what enforce mode would have done where the call ran.")
 
+st.subheader("Trace")
+spans = queries.episode_spans(episode_id)
+if spans.empty:
+    st.info("The store holds no spans of this run (it was imported as rows, not spans).")
+else:
+    st.plotly_chart(waterfall.trace_waterfall(spans, calls, detections), key="waterfall")
+    st.caption("Every span of the run from its start to its end: the agent's run, model turns, "
+               "messages and tool calls, with duration, tokens and cost on hover. Markers at a call's "
+               "end: red ◆ ✕ ■ the guard warned, blocked or stopped it; hollow grey what "
+               "enforce mode would have done where the call ran; orange ● a flag only.")
+
 left, right = st.columns(2)
 with left:
     st.subheader("Flags")
     if detections.empty:
         st.success("The collector raised no flag on this run.")
     else:
-        st.dataframe(detections, hide_index=True, key="flags_table",
-                     column_order=["call", "severity", "kind", "detector", "action",
+        shown_flags = truth.flag_ladder(detections, calls)
+        st.dataframe(shown_flags, hide_index=True, key="flags_table",
+                     column_order=["call", "kind", "detector", "action", "climbed_to",
                                    "message"],
-                     column_config={"action": st.column_config.TextColumn("enforce would"),
-                                    "message": st.column_config.TextColumn(width="large")})
-        downloads.offer(detections, f"{episode_id}-flags", key="flags")
+                     column_config={
+                         "action": st.column_config.TextColumn(
+                             "enforce would", help="What enforce mode does at the flag's "
+                             "own call: warn, block or stop (block and stop are kills)."),
+                         "climbed_to": st.column_config.TextColumn(
+                             "then", help="Where the guard's ladder for this detector went "
+                             "from there (as in Guard decisions): what it did, or what "
+                             "enforce would have done in observe and warn mode."),
+                         "message": st.column_config.TextColumn(width="large")})
+        downloads.offer(shown_flags, f"{episode_id}-flags", key="flags")
 with right:
     st.subheader("Guard decisions")
     decisions = truth.guard_rows(calls)
@@ -111,7 +133,8 @@ else:
         st.caption("Arguments and outputs were not captured; start the agent with "
                    "`loopscope.instrument(capture_content=True)` to see previews.")
     steps = truth.step_progress(calls).assign(would_be=[truth.would_be(a, d) for a, d in zip(
-        calls["guard_action"], calls["guard_decision"], strict=True)])
+        calls["guard_action"], calls["guard_decision"], strict=True)],
+        latency_ms=(calls["end_ns"] - calls["start_ns"]) / 1e6)
     by_guard = bool((steps["progress_by"] == "guard").any())
     differs = truth.collector_differs(steps)
     if by_guard:
@@ -123,7 +146,7 @@ else:
                        "captured, the model's messages not stored)." if differs else ""))
     st.dataframe(
         steps, hide_index=True, key="steps_table",
-        column_order=["call", "tool", "args_text", "output_text", "status",
+        column_order=["call", "tool", "args_text", "output_text", "status", "latency_ms",
                       "shown_progress", "shown_streak",
                       *(["collector_progress", "collector_streak"] if differs else []),
                       "guard_action", "would_be",
@@ -146,6 +169,9 @@ else:
             "collector_streak": st.column_config.NumberColumn(
                 "collector: streak", help="The collector's own no-progress streak, from "
                 "what it stored."),
+            "latency_ms": st.column_config.NumberColumn(
+                "latency", format="%.1f ms", help="How long the call ran: its span's end "
+                "minus its start."),
             "guard_action": st.column_config.TextColumn("guard did"),
             "would_be": st.column_config.TextColumn("enforce would"),
             "args_text": st.column_config.TextColumn("arguments", max_chars=200),
@@ -158,7 +184,7 @@ st.subheader("How the run ended")
 kind, story = truth.stop_story(episode, diagnostic, calls)
 if kind == "stopped":
     st.warning(story)
-elif kind == "would":
+elif kind in ("would", "open"):
     st.info(story)
 else:
     st.success(story)

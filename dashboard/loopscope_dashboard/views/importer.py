@@ -30,14 +30,21 @@ if done is None or done[0] != key:
 else:
     analysis = done[1]
 
+if (why := uploads.unreadable(analysis)) is not None:
+    st.error(why)
+    with st.expander(f"{len(analysis.problems)} unreadable line(s)"):
+        st.dataframe(uploads.problems_frame(analysis), hide_index=True)
+    st.stop()
+if not analysis.reports:
+    st.warning("The file holds no runs.")
+    st.stop()
+
 summary = analysis.summary
 numbers = st.columns(4)
 numbers[0].metric("Runs", summary["episodes"], border=True)
 numbers[1].metric("Flagged", summary["flagged"], border=True)
 numbers[2].metric("Would be stopped or blocked", summary["killed"], border=True)
 numbers[3].metric("Unreadable lines", summary["malformed_lines"], border=True)
-if not analysis.reports and not analysis.problems:
-    st.warning("The file holds no runs.")
 if analysis.problems:
     with st.expander(f"{len(analysis.problems)} line(s) skipped"):
         st.dataframe(uploads.problems_frame(analysis), hide_index=True)

@@ -1,14 +1,22 @@
-"""Labels: a person's verdict on a flag (true loop, false kill, no loop); it feeds the metrics."""
+"""Labels: a person's verdict on a flag (true loop, false kill, no loop); it feeds the metrics.
 
+A queue: the flagged runs, unlabelled ones first and labelled ones marked, picked by their
+task, agent and verdict; a saved label moves the picker to the next unlabelled run, and the
+last change can be undone.
+"""
+
+import pandas as pd
 import streamlit as st
 
-from loopscope_dashboard import downloads, queries, state, truth
+from loopscope_dashboard import downloads, hints, queries, state, truth
 
 VERDICTS = {
     "true_loop": "True loop — the agent was stuck",
     "false_kill": "False kill — the guard stopped a run that was making progress",
     "no_loop": "No loop — a legitimate run",
 }
+SHORT = {"true_loop": "true loop", "false_kill": "false kill", "no_loop": "no loop"}
+NOT_CAPTURED = "task not captured"
 
 st.title("Labels")
 st.caption("Labels outrank the rules: the loop-detection rate counts episodes labelled true "
@@ -17,23 +25,104 @@ live = queries.source_is_live()
 if not live:
     st.warning("Labels need a live collector: this dashboard reads a snapshot file, which is "
                "read-only. Run `loopscope collector --db FILE` and "
-               "`loopscope dashboard --collector http://127.0.0.1:4318` to label flags.")
+               f"`loopscope dashboard --collector {hints.endpoint()}` to label flags.")
 
-flagged = queries.episodes(flagged=True, **state.filters().params())
+if saved := st.session_state.pop(state.LABEL_SAVED, None):
+    st.success(saved)
+params = state.filters().params()
+flagged = queries.episodes(flagged=True, **params)
+existing = queries.labels(limit=100_000)
+
+
+def _label_of(episode_id: str, span_id: str = "") -> tuple[str | None, str | None]:
+    """The label (and note) stored for a run, or one of its calls."""
+    if existing.empty:
+        return None, None
+    found = existing[(existing["episode_id"] == episode_id) & (existing["span_id"] == span_id)]
+    if found.empty:
+        return None, None
+    note = found["note"].iloc[0]
+    return str(found["label"].iloc[0]), (note if isinstance(note, str) else None)
+
+
+def _undo() -> None:
+    episode_id, span_id, before, note = st.session_state.pop(state.LABEL_UNDO)
+    try:
+        queries.save_label(episode_id, before, span_id=span_id, note=note)
+    except queries.SourceError as exc:
+        st.session_state[state.LABEL_UNDO] = (episode_id, span_id, before, note)
+        st.error(str(exc))
+        return
+    st.session_state[state.LABEL_NEXT] = episode_id
+    st.session_state[state.LABEL_SAVED] = (
+        f"Undone: {episode_id} is {SHORT.get(before or '', 'unlabelled')} again.")
+
+
+def _remove(episode_id: str, span_id: str) -> None:
+    before, note = _label_of(episode_id, span_id)
+    try:
+        queries.save_label(episode_id, None, span_id=span_id)
+    except queries.SourceError as exc:
+        st.error(str(exc))
+        return
+    st.session_state[state.LABEL_UNDO] = (episode_id, span_id, before, note)
+    st.session_state[state.LABEL_NEXT] = episode_id
+
+
 if flagged.empty:
     st.info("No flagged episodes to label in this range. Flags appear here as the collector "
             "raises them.")
 else:
-    episode_id = st.selectbox("Flagged episode", list(flagged["episode_id"]),
+    tasks = queries.episode_tasks(flagged=True, **params)
+    labelled = existing.groupby("episode_id")["label"].agg(
+        lambda s: ", ".join(sorted({SHORT.get(v, v) for v in s}))) if not existing.empty \
+        else pd.Series(dtype=object)
+    queue = flagged.assign(
+        task=flagged["episode_id"].map(lambda e: tasks.get(e) or f"({NOT_CAPTURED})"),
+        label=flagged["episode_id"].map(labelled).where(
+            flagged["episode_id"].isin(labelled.index), None))
+    queue = queue.assign(_done=queue["label"].notna()).sort_values(
+        "_done", kind="stable").drop(columns=["_done"])  # unlabelled first, newest first
+    waiting = int(queue["label"].isna().sum())
+    st.caption(f"{waiting} of {len(queue)} flagged runs still unlabelled; they come first. "
+               "A saved label moves on to the next one.")
+    if queue["task"].eq(f"({NOT_CAPTURED})").any():
+        st.caption("A run shows “task not captured” when its agent ran without "
+                   "`loopscope.instrument(capture_content=True)` (tasks, arguments and "
+                   "outputs are opt-in).")
+
+    def _describe(episode_id: str) -> str:
+        row = queue[queue["episode_id"] == episode_id].iloc[0]
+        mark = f"✓ {row['label']}" if isinstance(row["label"], str) else "○ unlabelled"
+        would = row["would_be"]  # None, or NaN once a frame went through JSON
+        verdict = str(row["happened"]) + (f", {would}" if isinstance(would, str) else "")
+        task = str(row["task"])
+        task = task if len(task) <= 60 else task[:57] + "…"
+        return f"{mark} · {task} · agent {row['agent'] or '—'} · {verdict}"
+
+    ids = list(queue["episode_id"])
+    wanted = st.session_state.pop(state.LABEL_NEXT, None)
+    if wanted in ids:
+        st.session_state[state.LABEL_EPISODE] = wanted
+    elif st.session_state.get(state.LABEL_EPISODE) not in ids:
+        st.session_state.pop(state.LABEL_EPISODE, None)
+    episode_id = st.selectbox("Flagged run", ids, format_func=_describe,
                               key=state.LABEL_EPISODE)
     st.markdown(f":material/open_in_new: [Open {episode_id} on the Episode page]"
                 f"({state.episode_link(episode_id)})")
     flags = truth.flag_calls(queries.episode_detections(episode_id),
                              queries.episode_tool_calls(episode_id))
-    targets = {"": "the whole episode"} | {
+    targets = {"": "the whole run"} | {
         row.span_id: f"call {row.call}: {row.detector} (enforce would {row.action}, {row.kind})"
         for row in flags.itertuples()
     }
+
+    if st.session_state.get(state.LABEL_FLAG) not in targets:  # another run's flag
+        st.session_state.pop(state.LABEL_FLAG, None)
+    marked = [f"{targets[span]}: {SHORT.get(label, label)}" for span in targets
+              if (label := _label_of(episode_id, span)[0])]
+    if marked:
+        st.caption("Labelled already: " + "; ".join(marked) + ".")
     with st.form("label_form"):
         span_id = st.selectbox("Flag", list(targets), format_func=targets.__getitem__,
                                key=state.LABEL_FLAG)
@@ -41,23 +130,43 @@ else:
         note = st.text_input("Note (optional)")
         sent = st.form_submit_button("Save label", disabled=not live)
     if sent:
+        before, before_note = _label_of(episode_id, span_id)
         try:
             queries.save_label(episode_id, verdict, span_id=span_id, note=note or None)
         except queries.SourceError as exc:
             st.error(str(exc))
         else:
-            st.success(f"Labelled {targets[span_id]} of {episode_id} as {verdict}; the metrics "
-                       "now count it.")
-    flagged["open"] = flagged["episode_id"].map(state.episode_link)
-    st.dataframe(flagged, hide_index=True, key="flagged_to_label",
-                 column_order=["open", "service", "agent", "guard_mode", "happened",
-                               "would_be", "kinds", "flags", "kills", "would_be_kills",
-                               "outcome"],
-                 column_config=state.EPISODE_COLUMNS)
-    downloads.offer(flagged.drop(columns=["open"]), "flagged-to-label", key="flagged_to_label")
+            st.session_state[state.LABEL_UNDO] = (episode_id, span_id, before, before_note)
+            rest = [e for e, done in zip(queue["episode_id"], queue["label"], strict=True)
+                    if e != episode_id and not isinstance(done, str)]
+            if rest:
+                st.session_state[state.LABEL_NEXT] = rest[0]
+            st.session_state[state.LABEL_SAVED] = (
+                f"Labelled {targets[span_id]} of {episode_id} as {SHORT[verdict]}; the metrics "
+                "now count it." + (" Next: the newest unlabelled run." if rest else
+                                   " Every flagged run here is labelled."))
+            st.rerun()
+    undo = st.session_state.get(state.LABEL_UNDO)
+    if undo is not None:
+        what = "the whole run" if not undo[1] else f"a call of {undo[0]}"
+        st.button(f"Undo the last label ({what} of {undo[0]}, back to "
+                  f"{SHORT.get(undo[2] or '', 'unlabelled')})", key="label_undo_button",
+                  on_click=_undo, icon=":material/undo:", disabled=not live)
+    elif _label_of(episode_id, span_id)[0] is not None:
+        st.button("Remove this label", key="label_remove", disabled=not live,
+                  on_click=lambda: _remove(episode_id, span_id))
+    queue["open"] = queue["episode_id"].map(state.episode_link)
+    st.dataframe(queue, hide_index=True, key="flagged_to_label",
+                 column_order=["label", "open", "task", "service", "agent", "guard_mode",
+                               "happened", "would_be", "kinds", "flags", "kills",
+                               "would_be_kills", "outcome"],
+                 column_config=state.EPISODE_COLUMNS | {
+                     "label": st.column_config.TextColumn(
+                         "label", help="Empty: not labelled yet (these come first).")})
+    downloads.offer(queue.drop(columns=["open"]), "flagged-to-label", key="flagged_to_label")
+
 
 st.subheader("Labels so far")
-existing = queries.labels()
 if existing.empty:
     st.info("No labels yet.")
 else:

@@ -2,14 +2,14 @@
 
 import streamlit as st
 
-from loopscope_dashboard import charts, downloads, queries, state
+from loopscope_dashboard import charts, downloads, hints, queries, state
 
 filters = state.filters()
 st.title("Where agents loop")
 report = queries.metrics(**filters.params())
 if not report["episodes"]:
     st.info("No episodes match these filters — widen the time range, clear a filter, or send "
-            "runs with `loopscope demo --endpoint http://127.0.0.1:4318`.")
+            f"runs with {hints.demo_command()}.")
     st.stop()
 
 cost = report["cost_per_successful_task"]
@@ -33,6 +33,11 @@ else:
     uncaptured = signatures["args_preview"].isna()
     signatures.loc[uncaptured, "args_preview"] = (
         "(not captured) signature " + signatures.loc[uncaptured, "signature"].str[:10])
+    if uncaptured.any():
+        st.caption("“(not captured)”: the agent ran without content capture, so only the "
+                   "arguments' hash reached the store. Turn it on with "
+                   "`loopscope.instrument(capture_content=True)` (or "
+                   "`LOOPSCOPE_CAPTURE_CONTENT=true`); it is off by default for privacy.")
     st.dataframe(
         signatures, hide_index=True, key="signatures_table",
         column_order=["tool", "args_preview", "runs", "calls", "no_progress_calls",

@@ -2,19 +2,14 @@
 
 import streamlit as st
 
-from loopscope_dashboard import cards, charts, downloads, queries, state
+from loopscope_dashboard import cards, charts, downloads, hints, queries, state
 
-EMPTY_STORE = (
-    "No episodes yet — point an agent at http://127.0.0.1:4318 (`loopscope.instrument()`), "
-    "run `loopscope demo --endpoint http://127.0.0.1:4318` to see scripted agents loop, or "
-    "load a file on the **Import** page."
-)
 NO_MATCH = "No episodes match these filters — widen the time range or clear a filter."
 
 filters = state.filters()
 st.title("Which agents are stuck")
 if not queries.summary().get("episodes"):
-    st.info(EMPTY_STORE)
+    st.info(hints.empty_store())
     st.stop()
 
 report = queries.metrics(**filters.params())
@@ -41,7 +36,11 @@ def flagged_list() -> None:
     """The newest flagged episodes; reruns alone every two seconds from a live collector (a
     snapshot file does not change: it is neither refreshed nor called live)."""
     st.subheader("Flagged episodes (live)" if LIVE else "Flagged episodes")
-    flagged = queries.episodes(flagged=True, limit=50, **state.filters().params())
+    try:
+        flagged = queries.episodes(flagged=True, limit=50, **state.filters().params())
+    except queries.SourceError as exc:  # a fragment's rerun is not under the entrypoint's
+        st.warning(str(exc))
+        return
     if flagged.empty:
         st.success("No flagged episodes in this range. Stuck agents appear here as they loop.")
         return

@@ -12,7 +12,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from loopscope_dashboard import charts, downloads, queries, replays, state
+from loopscope_dashboard import charts, downloads, hints, queries, replays, state
 
 st.title("Policy")
 st.caption("Replays stored runs through the same detection core the guard and the collector "
@@ -31,26 +31,46 @@ params = state.filters().params() if scope == "The sidebar's filter" else {}
 params["limit"] = newest
 episodes = queries.replay_episodes(**params)
 if episodes.empty:
-    st.info("No stored runs to replay. Run agents in observe mode (or `loopscope demo "
-            "--endpoint http://127.0.0.1:4318`), label a few on the Labels page, then come "
-            "back to tune the policy.")
+    st.info(f"No stored runs to replay. Run agents in observe mode (or "
+            f"{hints.demo_command()}), label a few on the Labels page, then come back to "
+            "tune the policy.")
     st.stop()
 runs = replays.stored_runs(episodes, queries.replay_calls(**params))
 st.caption(f"{len(runs)} runs, {sum(r.calls for r in runs):,} tool calls; "
            f"{sum(r.label is not None for r in runs)} labelled.")
 
-# -- the current policy --------------------------------------------------------------------
-with st.expander("Current policy", expanded=False):
-    st.caption("The defaults, unless you load the JSON file your agents or collector use "
-               "(`instrument(policy=...)`, `loopscope collector --policy FILE`).")
-    loaded = st.file_uploader("Current policy file", type=["json"], key="policy_current_file")
+# -- the current policy: what the guards recorded ------------------------------------------
+recorded = queries.guard_policies(**params)
+with st.expander("Current policy", expanded=True):
+    if recorded.empty:
+        st.caption("No guard recorded its policy on these runs (runs sent before loopscope "
+                   "recorded it, or by other instrumentations): the defaults, unless you "
+                   "load the JSON file your agents or collector use below.")
+        current = replays.build({})
+    else:
+        pick = 0
+        if len(recorded) > 1:
+            pick = st.selectbox(
+                "The guards ran more than one policy on these runs; compare against",
+                range(len(recorded)), key=state.POLICY_RECORDED,
+                format_func=lambda i: f"{recorded['runs'].iloc[i]:,} runs "
+                f"({recorded['modes'].iloc[i]}): {recorded['policy'].iloc[i]}")
+        row = recorded.iloc[pick]
+        current = replays.build(json.loads(row["policy"] or "{}"),
+                                source="the policy the guards recorded")
+        st.caption(f"The policy the in-process guards recorded on {row['runs']:,} of these "
+                   f"runs ({row['modes']} mode; `loopscope.guard.policy` on each run's root "
+                   "span), as a policy file holds it: the settings that differ from the "
+                   "defaults.")
+    loaded = st.file_uploader("Or compare against a policy file instead", type=["json"],
+                              key="policy_current_file")
     if loaded is not None:
         try:
-            st.session_state[state.POLICY_CURRENT] = replays.build(
-                json.loads(loaded.getvalue() or b"{}"), source=loaded.name)
+            current = replays.build(json.loads(loaded.getvalue() or b"{}"), source=loaded.name)
+            st.caption(f"Current policy: {loaded.name}.")
         except ValueError as exc:
             st.error(str(exc))
-current = st.session_state.get(state.POLICY_CURRENT) or replays.build({})
+    st.code(replays.to_json(current), language="json")
 base = replays.plain(current)
 
 # -- the candidate, field by field ---------------------------------------------------------
@@ -59,6 +79,8 @@ numbers = [s for s in settings if s.widget != "json"]
 others = [s for s in settings if s.widget == "json"]
 with st.form("policy_form"):
     st.subheader("Candidate policy")
+    st.caption("Starts from the current policy. Hover a field's ⓘ for what it does and its "
+               "name in a policy file.")
     chosen: dict = {}
     columns = st.columns(4)
     for i, setting in enumerate(numbers):
@@ -66,15 +88,15 @@ with st.form("policy_form"):
         value = base[setting.name]
         key = f"policy_field_{setting.name}"
         if setting.widget == "bool":
-            chosen[setting.name] = column.checkbox(setting.name, value=value, help=setting.doc
-                                                   or None, key=key)
+            chosen[setting.name] = column.checkbox(setting.label, value=value,
+                                                   help=setting.help, key=key)
         elif setting.widget == "int":
             chosen[setting.name] = int(column.number_input(
-                setting.name, value=int(value), min_value=1, step=1, help=setting.doc or None,
+                setting.label, value=int(value), min_value=1, step=1, help=setting.help,
                 key=key))
         else:
             chosen[setting.name] = float(column.number_input(
-                setting.name, value=float(value), min_value=0.0, help=setting.doc or None,
+                setting.label, value=float(value), min_value=0.0, help=setting.help,
                 key=key, format="%g"))
     st.caption("Actions per detector, ladder rungs, K per task type, poll tools, budgets and "
                "the other structured settings, as JSON (a policy file's syntax).")
@@ -82,16 +104,17 @@ with st.form("policy_form"):
     texts: dict = {}
     for i, setting in enumerate(others):
         texts[setting.name] = text_columns[i % 2].text_area(
-            setting.name, json.dumps(base[setting.name], ensure_ascii=False),
-            help=setting.doc or None, key=f"policy_field_{setting.name}", height=68)
-    submitted = st.form_submit_button("Replay with this policy", type="primary")
+            setting.label, json.dumps(base[setting.name], ensure_ascii=False),
+            help=setting.help, key=f"policy_field_{setting.name}", height=68)
+    st.form_submit_button("Replay with this policy", type="primary")
 
+labels = {s.name: s.label for s in settings}
 problems = []
 for name, text in texts.items():
     try:
         chosen[name] = json.loads(text)
     except ValueError as exc:
-        problems.append(f"{name}: not valid JSON ({exc})")
+        problems.append(f"{labels[name]} (`{name}`): not valid JSON ({exc})")
 candidate = None
 if not problems:
     try:
@@ -101,19 +124,20 @@ if not problems:
 for problem in problems:
     st.error(problem)
 
-key = (replays.to_json(current), replays.to_json(candidate) if candidate else None,
-       tuple(r.episode_id for r in runs))
+# replays are cached per (data version, policy): a click that changes nothing replays nothing
+cache = st.session_state.setdefault(state.POLICY_REPLAYS, replays.ReplayCache())
+version = replays.data_version(runs)
+replay = cache.replay(version)
+key = (replays.to_json(current), replays.to_json(candidate) if candidate else None, version)
 done = st.session_state.get(state.POLICY_RESULT)
-if candidate is not None and (submitted or done is None or done[0] != key):
+if candidate is not None and (done is None or done[0] != key):
     bar = st.progress(0.0, text="Replaying…")
 
     def _progress(count: int, total: int, label: str) -> None:
         bar.progress(count / max(total, 1), text=f"{label}: replayed {count:,} of {total:,} runs")
 
-    was = replays.replay_all(runs, current,
-                             progress=lambda c, t: _progress(c, t, "Current policy"))
-    now = replays.replay_all(runs, candidate,
-                             progress=lambda c, t: _progress(c, t, "Candidate policy"))
+    was = replay(runs, current, progress=lambda c, t: _progress(c, t, "Current policy"))
+    now = replay(runs, candidate, progress=lambda c, t: _progress(c, t, "Candidate policy"))
     bar.empty()
     # every call a guard reported has a row; the newest ones cover the runs replayed
     decisions = queries.guard_decisions(service=params.get("service"),
@@ -121,8 +145,11 @@ if candidate is not None and (submitted or done is None or done[0] != key):
     guarded = replays.against_guards(runs, was, decisions)
     done = (key, was, now, candidate, guarded)
     st.session_state[state.POLICY_RESULT] = done
-if done is None or done[0] != key:
+if done is None:
     st.stop()
+if candidate is None:
+    st.warning("The results below are the last valid candidate's: fix the field above and "
+               "replay again.")
 _, was, now, candidate, (guarded_runs, disagree) = done
 
 # -- side by side ----------------------------------------------------------------------------
@@ -162,7 +189,8 @@ else:
         f"On {len(disagree):,} of the {guarded_runs:,} runs a guard reported on, the replay "
         "under the current policy does not give what the guard recorded. The replay sees "
         "only what the store holds: without captured content it compares arguments and "
-        "outputs by hash; the model's messages and the agent's own clock are never stored. "
+        "outputs by hash; the model's messages are stored only when the agent records them "
+        "(`ep.record_message`), and the agent's own clock never is. "
         "Where a guard saw more, the same policy running live can decide otherwise, so read "
         "these runs' verdicts, current and candidate, as the replay's, not the guard's (a "
         "different policy on your guards is the other reason they differ).")
@@ -212,16 +240,23 @@ st.subheader("Sweep one setting")
 numeric = [s for s in numbers if s.widget in ("int", "float")]
 names = [s.name for s in numeric]
 name = st.selectbox("Setting", names, index=names.index("repeat_threshold")
-                    if "repeat_threshold" in names else 0, key="policy_sweep_setting")
+                    if "repeat_threshold" in names else 0, key="policy_sweep_setting",
+                    format_func=lambda n: f"{labels[n]} ({n})")
 setting = numeric[names.index(name)]
-values = replays.sweep_values(setting, replays.plain(candidate)[name])
-st.caption(f"Replays every run for {name} = {', '.join(map(str, values))}, the other "
+at_candidate, at_current = replays.plain(candidate)[name], base[name]
+values = replays.sweep_around(setting, at_candidate, at_current)
+marks = {at_candidate: "candidate", at_current: "current"}
+if at_candidate == at_current:
+    marks[at_current] = "current = candidate"
+st.caption(f"Replays every run for {name} = {', '.join(map(str, values))} (the current "
+           f"policy's value is {at_current}, the candidate's {at_candidate}), the other "
            "settings as in the candidate.")
-sweep_key = (key, name)
+sweep_key = (done[0], name)
 swept = st.session_state.get(state.POLICY_SWEEP)
 if st.button("Run the sweep", key="policy_sweep_run"):
     bar = st.progress(0.0, text="Sweeping…")
-    frame = replays.sweep(runs, replays.plain(candidate), name, values,
+    frame = replays.sweep(runs, replays.plain(candidate), name, values, replay=replay,
+                          marks=marks,
                           progress=lambda c, t: bar.progress(
                               c / max(t, 1), text=f"Sweep: {c:,} of {t:,} replays"))
     bar.empty()

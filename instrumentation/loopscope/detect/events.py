@@ -103,6 +103,10 @@ class ToolCall:
     """With ``reconciles``: whether the looked-up business record exists."""
     deadline_s: float | None = None
     """For polls: seconds after the first poll of this call when polling must stop."""
+    deadline_stated: bool | None = None
+    """With ``deadline_s``: whether it is an explicit limit (counted from the first poll)
+    rather than an estimate (counted from the last change), as a recorded span says;
+    ``None`` (a deadline the caller declared) is explicit."""
     turn: int | None = None
     """The user turn the call belongs to (1 = the task), when the caller knows it; a call
     with a higher turn than the last starts a new intent, as ``on_message("user")`` does."""
@@ -200,6 +204,9 @@ class Decision:
     """The call's effective kind: declared, configured, or ``poll`` by shape or content."""
     deadline_s: float | None = None
     """Before a poll: the deadline it is judged by (declared, the task's, or the default)."""
+    deadline_stated: bool = False
+    """Whether ``deadline_s`` is an explicit limit (declared, or "give up after 20 minutes")
+    rather than an estimate or the default."""
     intent: str | None = None
     """Before a write: ``duplicate`` when repeating an earlier one is intended (declared, or
     asked for by the task or the user's latest turn)."""

@@ -495,6 +495,13 @@ _FIGURE = re.compile(
 """A progress figure: 37%, 12 of 40, 3/8, "rows copied: 48,112", "48,112 rows"."""
 
 
+def progress_figures(text: str) -> str:
+    """The progress figures of a poll's answer (``_FIGURE``: 37%, 12 of 40, "48,112 rows")
+    as one hash: a status whose other numbers move (a lag, a log position, an elapsed time)
+    has not progressed while these stand still."""
+    return short_hash("\x00".join(_FIGURE.findall(text[:2000].lower())))
+
+
 def stuck_state(text: str, words: frozenset[str] | None = None) -> str:
     """What a poll's answer says that waiting will not change: ``"container"`` for a
     container state (CrashLoopBackOff, ImagePullBackOff: its restart count may move, the state

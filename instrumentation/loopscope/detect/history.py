@@ -60,8 +60,11 @@ class SignatureStats:
     running ("stalled"); ``""`` when neither (``fingerprint.stuck_state``)."""
     same_state_run: int = 0
     """Answers in a row with the same stuck state and the same shape (numbers masked: a
-    restart count may move, the state does not)."""
+    restart count may move, the state does not; for a stalled poll, its progress figures)."""
     last_shape: str = ""
+    shape_t: float = 0.0
+    """When the shape last changed: for a stalled poll, when its progress figures last
+    moved."""
     last_figures: int = 0
     fails: tuple[int, ...] = ()
     """Step indexes of the current run of failures (the last ``MAX_FAILS``); an answer of
@@ -186,6 +189,7 @@ class History:
             stats.same_state_run += 1
         else:
             stats.same_state_run = 0
+            stats.shape_t = step.t
         stats.last_shape = step.shape
         stats.last_figures = step.figures
         stats.last_epoch = self.epoch

@@ -12,6 +12,21 @@ back at the bottom. So the guard nudges first and stops only when the nudge is i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
+
+PARALLEL_S: Final = 0.25
+"""Calls that start this close together (but not at the very same recorded time, which means
+no timing was recorded) were issued in one model turn."""
+SAME_TIME_S: Final = 1e-6
+"""Closer than this is the same recorded time (a recorder that spaces untimed steps a
+nanosecond apart, to keep their order, recorded no timing either)."""
+
+
+def same_turn(earlier: float | None, later: float | None) -> bool:
+    """Whether a call started at ``later`` was issued in the model turn of one started at
+    ``earlier`` (``PARALLEL_S``)."""
+    return (earlier is not None and later is not None
+            and SAME_TIME_S < later - earlier <= PARALLEL_S)
 
 
 @dataclass(slots=True)
@@ -47,7 +62,8 @@ class Ladder:
         report at the top rung (messages between calls do not move it, so every door that
         feeds the same calls reports the same flags). ``issued``: the sighting call's ordinal
         among the tool calls; a call issued before the current rung was delivered (a call of
-        the same model turn, run in parallel) could not have read it, and does not climb.
+        the same model turn, run in parallel) could not have read it, and does not climb (a
+        replay feeds the calls of one model turn as the guard saw them: ``steps.feed_run``).
         """
         climb = self._climbs.get(condition)
         if climb is None or progress_after > climb.step:

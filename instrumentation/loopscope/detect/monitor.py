@@ -46,6 +46,7 @@ from .fingerprint import (
     loose_text,
     masked,
     output_hash,
+    progress_figures,
     retry_after_s,
     stuck_state,
     word_sketch,
@@ -54,7 +55,7 @@ from .fuzzy_repeat import FuzzyRepeat
 from .history import History, SignatureStats
 from .information import facts
 from .kinds import infer_kind, is_wait
-from .ladder import Ladder
+from .ladder import Ladder, same_turn
 from .monologue import Monologue
 from .oscillation import Oscillation
 from .output_stagnation import OutputStagnation, same_info_indexes
@@ -103,15 +104,50 @@ CONTINUE: Final = re.compile(
 """What an automatic nudge says: the same message again, asking to go on, reporting an error
 in the last reply, or a bare tag (``[heartbeat]``), is no new intent (a person asking "any
 update?" twice, or for "another one", still is)."""
-PARALLEL_S: Final = 0.25
-"""Calls that start this close together (but not at the very same recorded time, which means
-no timing was recorded) were issued in one model turn."""
 NEUTRAL: Final = ("waiting", "new_action")
 """Markers that neither end a no-progress stretch nor extend it: a poll waiting in time, and
 a new request that brought nothing back (exploring, not learning yet)."""
 CONFLICT_WORDS: Final = frozenset({"already", "exists", "conflict", "409", "duplicate"})
-SKETCHES_KEPT: Final = 64
-"""Outputs whose word sketch the monitor remembers (bounded memory; O(1) per step)."""
+READINGS_KEPT: Final = 2048
+"""Outputs whose reading (word sketch, facts) is remembered, process-wide: an output read
+once is not read again, whether a loop repeats it or another run of the same agent gets the
+same answer from the same backend (bounded memory; O(1) per step)."""
+_SKETCHES: dict[tuple[int, int], frozenset[str]] = {}
+_FACTS: dict[tuple[int, int, str], frozenset[int]] = {}
+"""Keyed by the text's own hash and length (no text is kept; an output hash recorded by
+someone else may not be one of this text), and for facts by the arguments too (their echoes
+are masked)."""
+
+
+def forget_readings() -> None:
+    """Forget every remembered reading of an output (benchmarks call it between rounds, so
+    that every round reads each output afresh)."""
+    _SKETCHES.clear()
+    _FACTS.clear()
+
+
+def _facts_of(text: str, args_text: str, args: Any) -> frozenset[int]:
+    """The output's facts (``information.facts``); an output seen again for the same
+    arguments (a spin, or the same answer in another run) is not read again."""
+    key = (hash(text), len(text), args_text)
+    found = _FACTS.get(key)
+    if found is None:
+        if len(_FACTS) >= READINGS_KEPT:
+            _FACTS.clear()
+        found = _FACTS[key] = facts(text, args) or frozenset()
+    return found
+
+
+def _words_of(text: str) -> frozenset[str]:
+    """The output's word sketch; an output seen again lately (a loop returns the same
+    text over and over) is not read again."""
+    key = (hash(text), len(text))
+    words = _SKETCHES.get(key)
+    if words is None:
+        if len(_SKETCHES) >= READINGS_KEPT:
+            _SKETCHES.clear()
+        words = _SKETCHES[key] = word_sketch(text)
+    return words
 
 
 @dataclass(slots=True)
@@ -187,8 +223,6 @@ class EpisodeMonitor:
         self._said: dict[str, None] = {}  # (a dict keeps the order: the last few are kept)
         """What the user has said (normalised): the same words again ("Please continue.")
         are an automatic nudge, not a new intent."""
-        self._sketches: dict[str, frozenset[str]] = {}
-        self._facts: dict[tuple[str, str], frozenset[int]] = {}
         self._inferred: dict[str, tuple[Any, KindSource | None]] = {}
         self._targets: set[str] = set()
         """What successful writes acted on (``writes.write_target``): a write on a new one is
@@ -264,17 +298,22 @@ class EpisodeMonitor:
         if findings:
             decision = self._decide(index, findings, candidate, key=key)
             decision.deadline_s, decision.intent, decision.turn = deadline, intent, history.turn
+            decision.deadline_stated = explicit
             decision.signature, decision.kind_source = signature, source
         else:  # (the common case, built in one go)
             decision = Decision(
                 step=index, idempotency_key=key, kind=kind, deadline_s=deadline,
-                intent=intent, turn=history.turn, signature=signature, kind_source=source,
+                deadline_stated=explicit, intent=intent, turn=history.turn,
+                signature=signature, kind_source=source,
             )
         self.budget.count_call(call.tool)
         if self.expectations.expected is not None:
             self.expectations.on_tool_call(call.tool, call.args)
         self.tool_calls += 1
-        self._pending[call.call_id or f"#{index}"] = _Pending(candidate, call, key)
+        ref = call.call_id or f"#{index}"
+        if ref in self._pending:  # (a call id used twice at once: its results pair in order)
+            ref = f"{ref}#{index}"
+        self._pending[ref] = _Pending(candidate, call, key)
         return decision
 
     def after_call(self, result: ToolResult) -> Decision:
@@ -298,10 +337,10 @@ class EpisodeMonitor:
         step.status = result.status
         if result.t is not None:
             step.t = result.t
-        step.words = self._words_of(text, digest) if text is not None else None
+        step.words = _words_of(text) if text is not None else None
         step.output = text
         if text is not None:
-            step.facts = self._facts_of(text, digest, cand.args_text, cand.args)
+            step.facts = _facts_of(text, cand.args_text, cand.args)
             step.info = hash(step.facts)
         elif not (blocked and step.info):  # (a blocked step says what it said last time)
             step.info = hash(digest)
@@ -324,7 +363,9 @@ class EpisodeMonitor:
         if kind == "poll" and text is not None and step.status != "blocked":
             step.figures = figures(text)
             step.stuck = stuck_state(text, step.words)
-            if step.stuck and not step.shape:
+            if step.stuck == "stalled" and not step.shape:
+                step.shape = progress_figures(text)  # (its lag or log position may move)
+            elif step.stuck and not step.shape:
                 step.shape = output_hash(masked(text))
         findings: list[tuple[str, Finding]] = []
         if step.status != "blocked" and not step.wait:
@@ -377,28 +418,6 @@ class EpisodeMonitor:
         decision.turn = history.turn
         return decision
 
-    def _facts_of(self, text: str, digest: str, args_text: str, args: Any) -> frozenset[int]:
-        """The output's facts (``information.facts``); an output seen again for the same
-        arguments (a spin) is not read again."""
-        key = (digest, args_text)
-        found = self._facts.get(key)
-        if found is None:
-            if len(self._facts) >= SKETCHES_KEPT:
-                self._facts.clear()
-            found = self._facts[key] = facts(text, args) or frozenset()
-        return found
-
-    def _words_of(self, text: str, digest: str) -> frozenset[str]:
-        """The output's word sketch; an output seen again lately (the same ``digest``: a loop
-        returns the same text over and over) is not read again. Keyed by the hash, so the
-        monitor keeps no output text."""
-        words = self._sketches.get(digest)
-        if words is None:
-            if len(self._sketches) >= SKETCHES_KEPT:
-                self._sketches.clear()
-            words = self._sketches[digest] = word_sketch(text)
-        return words
-
     def _declared_kind(self, call: ToolCall) -> Any:
         """The kind the call or the configuration declares, if any (not judged by its look)."""
         if call.kind is not None:
@@ -419,7 +438,7 @@ class EpisodeMonitor:
         key = signature if not call.annotations else f"{signature}\x00{sorted(call.annotations.items())!r}"
         inferred = self._inferred.get(key)
         if inferred is None:
-            if len(self._inferred) >= SKETCHES_KEPT * 16:
+            if len(self._inferred) >= READINGS_KEPT:
                 self._inferred.clear()
             inferred = self._inferred[key] = (
                 infer_kind(call.tool, call.args, call.annotations) or (None, None)
@@ -474,7 +493,7 @@ class EpisodeMonitor:
         needs it), and whether it is an explicit limit (the call's, "give up after 20
         minutes", "until noon") rather than an estimate ("usually takes 10 minutes")."""
         if call.deadline_s:
-            return call.deadline_s, True
+            return call.deadline_s, call.deadline_stated is not False
         if self._task_deadline is None:
             self._task_deadline = task_deadline("\n".join((self._task, *self._asked))) or False
         stated = self._task_deadline
@@ -502,10 +521,11 @@ class EpisodeMonitor:
                 and (step.info != stats.last_info or step.figures != stats.last_figures)
                 and (words is None or hash(words) != stats.last_words)
                 and not (
-                    (step.stuck == "container" or step.status == "error")
+                    (step.stuck in ("container", "stalled") or step.status == "error")
                     and step.shape == stats.last_shape
                 )
-            ):  # (a failed state whose restart count or request id moves has not changed)
+            ):  # (a failed state whose restart count or request id moves has not changed,
+                # nor a running one whose progress figures stand still)
                 return "state_change"  # (a poll may answer "not done yet" as an error)
             declared = self._declared_kind(call) == "poll"
             return "waiting" if self._waiting(step, stats, declared) else None
@@ -648,7 +668,7 @@ class EpisodeMonitor:
         nudge = self._nudged
         if nudge is None or nudge[0] != self.history.stretch_start or step.call <= nudge[1]:
             return False
-        if 0 < step.start - nudge[2] <= PARALLEL_S:
+        if same_turn(nudge[2], step.start):
             return False  # the same model turn as the last counted call
         self._nudged = (nudge[0], nudge[1], step.start)
         self._ignored += 1

@@ -37,7 +37,8 @@ class PollTimeout:
             stats.stuck == "container"  # (its restart count may move)
             or (stats.stuck == "terminal" and stats.same_output_run >= 1)
         )
-        if stats.same_output_run < 1 and not terminal:
+        stalled = stats.stuck == "stalled" and stats.same_state_run >= 1
+        if stats.same_output_run < 1 and not terminal and not stalled:
             return None
         deadline = candidate.deadline_s or history.default_deadline_s
         waited = candidate.t - stats.waiting_since(candidate.deadline_stated)
@@ -45,11 +46,13 @@ class PollTimeout:
         if terminal:
             why = "has answered the same failed state twice in a row (waiting will not fix it)"
         elif (
-            stats.stuck == "stalled"
+            stalled
             and not candidate.deadline_stated
-            and deadline == history.default_deadline_s
-            and waited >= max(self.pace, deadline / 2)
-        ):  # (a deadline the task states is given its time: "within 5 minutes")
+            and (stats.shape_t > stats.first_t or deadline == history.default_deadline_s)
+            and candidate.t - stats.shape_t >= max(self.pace, history.default_deadline_s / 2)
+        ):  # (a figure that moved and stopped has stalled, whatever the task estimated for
+            # the whole: "about two hours"; one that has not moved yet is waiting, and an
+            # estimate the task states gives it its time: "within 5 minutes")
             kind = "output_stagnation"
             why = "still says it is running, but its progress has not moved since the last poll"
         elif waited > deadline:

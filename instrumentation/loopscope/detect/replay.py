@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .events import MODES, STATUSES, TOOL_KINDS, Decision, Flag, Status, ToolCall, ToolResult
-from .fingerprint import canonical_json, output_text
+from .fingerprint import output_text
 from .monitor import EpisodeMonitor
 from .policy import Policy
+from .steps import MessageStep, Step, ToolStep, feed_run, recorded_call
 
 _STATUSES: Final[dict[str | None, Status]] = {None: "ok", **{s: s for s in STATUSES}}
 _KINDS: Final = (None, *TOOL_KINDS)
@@ -227,32 +228,9 @@ def replay(
     )
     monitor.budget.start_t = first_t
     calls: dict[int, tuple[Decision, Decision]] = {}
-    last_t = first_t
-    for index, step in enumerate(episode.steps):
-        t = float(step["t"]) if isinstance(step.get("t"), int | float) else last_t
-        last_t = t
-        if step.get("type") == "message":
-            role = step.get("role", "")
-            if role == "assistant":
-                monitor.check_model_turn(t)
-                monitor.after_model_call(
-                    tokens=_int(step.get("tokens_in")) + _int(step.get("tokens_out")))
-            monitor.record_message(role, str(step.get("content") or ""))
-            continue
-        call_id = _call_id(step, index)
-        before = monitor.before_call(_tool_call(step, call_id, t))
-        output = step.get("output")
-        calls[index] = before, monitor.after_call(
-            ToolResult(
-                output=None if output is None else output_text(output),
-                output_hash=_text(step.get("output_hash")),
-                status=_STATUSES[step.get("status")],
-                call_id=call_id,
-                t=t,
-                tokens_in=_int(step.get("tokens_in")),
-                tokens_out=_int(step.get("tokens_out")),
-            )
-        )
+    for index, fed in enumerate(feed_run(monitor, episode_steps(episode, first_t))):
+        if isinstance(fed, tuple):
+            calls[index] = fed
     return episode_report(episode, monitor, mode=mode, calls=calls)
 
 
@@ -289,19 +267,47 @@ def episode_report(
     )
 
 
+def episode_steps(episode: EpisodeRecord, first_t: float = 0.0) -> list[Step]:
+    """The steps of a recorded episode as the core takes them. A step without a time
+    ``t`` happened when the one before it did (the first: at ``first_t``)."""
+    steps: list[Step] = []
+    t = first_t
+    for index, step in enumerate(episode.steps):
+        t = float(step["t"]) if isinstance(step.get("t"), int | float) else t
+        if step.get("type") == "message":
+            steps.append(MessageStep(
+                str(step.get("role", "")), str(step.get("content") or ""), t,
+                tokens=_int(step.get("tokens_in")) + _int(step.get("tokens_out")),
+                model_turn=True))
+            continue
+        call_id = _call_id(step, index)
+        output = step.get("output")
+        took = step.get("duration_s")
+        end = t + took if isinstance(took, int | float) and took > 0 else None
+        steps.append(ToolStep(_tool_call(step, call_id, t), ToolResult(
+            output=None if output is None else output_text(output),
+            output_hash=_text(step.get("output_hash")),
+            status=_STATUSES[step.get("status")],
+            call_id=call_id,
+            t=t,
+            tokens_in=_int(step.get("tokens_in")),
+            tokens_out=_int(step.get("tokens_out")),
+        ), end))
+    return steps
+
+
 def _tool_call(step: Mapping[str, Any], call_id: str, t: float) -> ToolCall:
-    args = step.get("args")
-    signature = _text(step.get("signature"))
-    if signature:  # recorded (e.g. from a span): compare by it, even when args are missing
-        args_text = "" if args is None else canonical_json(args)
-    else:
-        args, args_text = ({} if args is None else args), ""
     deadline, intent, found = step.get("deadline_s"), step.get("intent"), step.get("found")
-    return ToolCall(
-        tool=step["tool"],
+    args, signature = step.get("args"), _text(step.get("signature"))
+    args_text = step.get("args_text") if isinstance(step.get("args_text"), str) else None
+    if args is None and args_text is None and not signature:
+        args = {}  # (a step without arguments or a recorded signature called the tool with none)
+    return recorded_call(
+        step["tool"],
         args=args,
-        signature=signature,
         args_text=args_text,
+        signature=signature,
+        unique=call_id,
         call_id=call_id,
         kind=step.get("kind"),
         t=t,
@@ -310,6 +316,8 @@ def _tool_call(step: Mapping[str, Any], call_id: str, t: float) -> ToolCall:
         reconciles=step.get("reconciles") or None,
         found=found if isinstance(found, bool) else None,
         deadline_s=float(deadline) if isinstance(deadline, int | float) else None,
+        deadline_stated=stated if isinstance(stated := step.get("deadline_stated"), bool)
+        else None,
         turn=_int(step.get("turn")) or None,
     )
 

@@ -16,6 +16,13 @@
 -- param since_ns: bigint
 -- param until_ns: bigint
 -- param bucket_s: bigint
+-- param offset: bigint
+-- param search: varchar
+-- param verdict: varchar
+-- param status: varchar
+-- param sort: varchar
+-- param ascending: boolean
+-- param stale_s: bigint
 
 -- fragment: episode_filter
 -- The filters of an episode list on episodes e (the sidebar's): used after WHERE.
@@ -27,6 +34,68 @@
   and ($until_ns is null or e.start_ns < $until_ns)
   and ($tool is null or e.episode_id in (
         select t.episode_id from tool_calls t where t.tool = $tool))
+-- end fragment
+
+-- fragment: run_truth
+-- What happened to each run apart from what enforce would have done, from its calls: per
+-- episode, `acted` the strongest action a guard really took (3 stop, 2 block, 1 warn, 0
+-- allow, null no guard), `decided` the strongest enforce would have taken (the guard's
+-- decision, or a collector detection at the call), `kills` and `would_be_kills`. Used as
+-- "with /*fragment run_truth*/" (the CTEs flagged_calls, ranked and truth); run_happened
+-- names them.
+flagged_calls as (
+    -- one row per flagged call (a join, not a subquery per call: 5x faster over 1M calls)
+    select trace_id, span_id,
+           max(case action when 'stop' then 3 when 'block' then 2 when 'warn' then 1
+                   else 0 end) as decided
+    from detections
+    group by trace_id, span_id
+),
+ranked as (
+    select t.episode_id,
+           case when t.guard_action = 'stop' then 3
+                when t.guard_action = 'block' or t.status = 'blocked' then 2
+                when t.guard_action = 'warn' then 1
+                when t.guard_action is not null then 0 end as acted,
+           greatest(case t.guard_decision when 'stop' then 3 when 'block' then 2
+                        when 'warn' then 1 when 'allow' then 0 end, d.decided) as decided
+    from tool_calls t
+    left join flagged_calls d using (trace_id, span_id)
+),
+truth as (
+    select episode_id, max(acted) as acted, max(decided) as decided,
+           count(*) filter (where acted >= 2) as kills,
+           count(*) filter (where coalesce(acted, 0) < 2 and decided >= 2) as would_be_kills,
+           count(*) as tool_calls
+    from ranked
+    group by episode_id
+)
+-- end fragment
+
+-- fragment: run_happened
+-- `happened` and `enforce_would` of episode e from its truth row r (fragment run_truth): a
+-- run its guard stopped is stopped.
+case when r.acted = 3 or e.stop_reason in ('no_progress', 'repeated_tool_call', 'budget')
+          then 'stopped'
+     when r.acted = 2 then 'blocked'
+     when r.acted = 1 then 'warned'
+     when r.acted = 0 then 'allowed'
+     else 'no guard' end as happened,
+case coalesce(r.decided, 0) when 3 then 'stop' when 2 then 'block' when 1 then 'warn'
+     else 'allow' end as enforce_would
+-- end fragment
+
+-- fragment: run_status
+-- Whether episode e has ended: `ended` once its final span (the agent's root span, which
+-- carries the outcome and stop reason) arrived; before that `running` while its last span
+-- ended less than $stale_s seconds ago (default 300), else `ended without a summary` (the
+-- agent died, or its exporter dropped the final span).
+case when e.root_span_id is not null or e.stop_reason is not null or e.outcome is not null
+          then 'ended'
+     when coalesce(e.end_ns, e.start_ns)
+          >= epoch_ns(current_timestamp) - coalesce($stale_s, 300)::bigint * 1000000000
+          then 'running'
+     else 'ended without a summary' end
 -- end fragment
 
 -- fragment: run_cost
@@ -112,9 +181,13 @@ limit coalesce($limit, 100);
 -- name: episode
 -- requires: episode_id
 -- One episode's row, with the task its root span reported (loopscope.task).
+-- `status`: ended, running or ended without a summary (fragment run_status), and
+-- `silent_s`, the silence that ends a run without a summary.
 select e.*,
        (select s.attributes ->> 'loopscope.task' from spans s
-            where s.trace_id = e.trace_id and s.span_id = e.root_span_id) as task
+            where s.trace_id = e.trace_id and s.span_id = e.root_span_id) as task,
+       /*fragment run_status*/ as status,
+       coalesce($stale_s, 300) as silent_s
 from episodes e
 where e.episode_id = $episode_id;
 
@@ -129,6 +202,40 @@ select trace_id, span_id, tool, call_id, kind, step, start_ns, end_ns, conventio
 from tool_calls
 where episode_id = $episode_id
 order by start_ns, step nulls last, span_id;
+
+-- name: episode_spans
+-- requires: episode_id
+-- The spans of one episode for its trace view, in start order: every span of its traces that
+-- started within the run (model turns, tool calls, the root), with the GenAI operation, the
+-- tool, tokens and cost each reported (the tool-call rows' own where the span is a call), at
+-- most $limit (default 2000).
+with run as (
+    select episode_id, start_ns, end_ns from episodes where episode_id = $episode_id
+),
+traces as (
+    select distinct trace_id from tool_calls where episode_id = $episode_id
+    union
+    select trace_id from episodes where episode_id = $episode_id and trace_id is not null
+)
+select s.span_id, s.parent_span_id, s.name, s.start_ns, s.end_ns, s.status_code,
+       s.attributes ->> 'gen_ai.operation.name' as operation,
+       coalesce(t.tool, s.attributes ->> 'gen_ai.tool.name') as tool,
+       coalesce(t.tokens_in, try_cast(s.attributes ->> 'gen_ai.usage.input_tokens' as bigint))
+           as tokens_in,
+       coalesce(t.tokens_out, try_cast(s.attributes ->> 'gen_ai.usage.output_tokens' as bigint))
+           as tokens_out,
+       coalesce(t.cost_usd, try_cast(s.attributes ->> 'loopscope.cost_usd' as double))
+           as cost_usd,
+       t.span_id is not null as is_call
+from spans s
+join traces using (trace_id)
+cross join run r
+left join tool_calls t on t.trace_id = s.trace_id and t.span_id = s.span_id
+where s.end_ns >= coalesce(r.start_ns, s.end_ns) - 1000000000
+  and s.start_ns <= coalesce(r.end_ns, s.start_ns) + 1000000000
+  and (t.episode_id is null or t.episode_id = $episode_id)
+order by s.start_ns, s.span_id
+limit coalesce($limit, 2000);
 
 -- name: episode_detections
 -- requires: episode_id
@@ -170,7 +277,9 @@ limit coalesce($limit, 100);
 select alert_id, service, state, fired_at, resolved_at, rate, baseline, volume,
        episodes_in_streak, episodes, message,
        -- the rule it was judged by; null for alerts stored before schema version 10
-       threshold, window_s, baseline_s, factor, floor, min_volume
+       threshold, window_s, baseline_s, factor, floor, min_volume,
+       -- where it went and why it resolved; null before schema version 12
+       sent_to, resolved_because
 from alerts
 where ($service is null or service = $service)
 order by fired_at desc
@@ -201,12 +310,14 @@ flag_events as materialized (
     -- every flag: the collector's detections (any severity) and the guards' non-allow
     -- decisions. A budget stop is a user's cap, not a loop verdict: is_budget keeps it out of
     -- the loop flags and kills, and counts it beside them (budget_stops).
-    select d.episode_id, d.span_id, coalesce(t.start_ns, s.start_ns) as at_ns,
-           d.severity = 'kill' as is_kill, d.kind, t.step,
+    -- (a flag at a message, a monologue, is placed by the message's time and step)
+    select d.episode_id, d.span_id, coalesce(t.start_ns, m.start_ns, s.start_ns) as at_ns,
+           d.severity = 'kill' as is_kill, d.kind, coalesce(t.step, m.step) as step,
            d.detector = 'budget' or d.kind = 'budget' as is_budget
     from detections d
     join sel s using (episode_id)
     left join tool_calls t on t.trace_id = d.trace_id and t.span_id = d.span_id
+    left join messages m on m.trace_id = d.trace_id and m.span_id = d.span_id
     union all
     select g.episode_id, g.span_id, g.time_ns,
            coalesce(g.decision, g.action) in ('block', 'stop'),
@@ -494,37 +605,10 @@ order by dimension, value;
 -- stopped) and `kills` the calls it really blocked or stopped; `enforce_would` is the strongest
 -- action enforce mode would have taken (the guard's decision, or a collector detection) and
 -- `would_be_kills` the calls it would have blocked or stopped where nothing was.
-with ranked as (
-    select t.episode_id,
-           case when t.guard_action = 'stop' then 3
-                when t.guard_action = 'block' or t.status = 'blocked' then 2
-                when t.guard_action = 'warn' then 1
-                when t.guard_action is not null then 0 end as acted,
-           greatest(case t.guard_decision when 'stop' then 3 when 'block' then 2
-                        when 'warn' then 1 when 'allow' then 0 end,
-                    (select max(case d.action when 'stop' then 3 when 'block' then 2
-                                    when 'warn' then 1 else 0 end)
-                     from detections d
-                     where d.trace_id = t.trace_id and d.span_id = t.span_id)) as decided
-    from tool_calls t
-),
-truth as (
-    select episode_id, max(acted) as acted, max(decided) as decided,
-           count(*) filter (where acted >= 2) as kills,
-           count(*) filter (where coalesce(acted, 0) < 2 and decided >= 2) as would_be_kills
-    from ranked
-    group by episode_id
-)
+with /*fragment run_truth*/
 select e.episode_id, e.service, e.agent, e.model, e.task_type, e.outcome, e.stop_reason,
        e.guard_mode, e.start_ns, e.end_ns, e.cost_usd, e.first_flag_ns,
-       case when r.acted = 3 or e.stop_reason in ('no_progress', 'repeated_tool_call', 'budget')
-                 then 'stopped'
-            when r.acted = 2 then 'blocked'
-            when r.acted = 1 then 'warned'
-            when r.acted = 0 then 'allowed'
-            else 'no guard' end as happened,
-       case coalesce(r.decided, 0) when 3 then 'stop' when 2 then 'block' when 1 then 'warn'
-            else 'allow' end as enforce_would,
+       /*fragment run_happened*/,
        coalesce(r.kills, 0) as kills,
        coalesce(r.would_be_kills, 0) as would_be_kills,
        (select count(*) from tool_calls t where t.episode_id = e.episode_id) as tool_calls,
@@ -541,6 +625,71 @@ where /*fragment episode_filter*/
   and ($episode_id is null or e.episode_id = $episode_id)
 order by coalesce(e.end_ns, e.start_ns) desc nulls last, e.episode_id
 limit coalesce($limit, 200);
+
+-- name: run_list
+-- Every run, healthy ones too, one page at a time (the Runs page): the sidebar's filters;
+-- $search, a piece of text found (any case) in the task, agent, service, episode id or a
+-- tool's name; $verdict (flagged, not flagged, stopped, would stop); $status (running, ended
+-- without a summary, ended: fragment run_status); sorted by $sort (newest, started, calls,
+-- flags, cost, duration, agent, service; $ascending, default descending), $limit rows from
+-- $offset. `total` is how many runs match, on every row.
+with /*fragment run_truth*/,
+flags as (
+    select episode_id, count(*) as flags, string_agg(distinct kind, ', ') as kinds
+    from detections
+    group by episode_id
+),
+runs as (
+    select e.episode_id, e.service, e.agent, e.model, e.task_type, e.outcome, e.stop_reason,
+           e.guard_mode, e.start_ns, e.end_ns, e.cost_usd, e.trace_id, e.root_span_id,
+           /*fragment run_happened*/,
+           coalesce(r.kills, 0) as kills, coalesce(r.would_be_kills, 0) as would_be_kills,
+           coalesce(r.tool_calls, 0) as tool_calls, coalesce(f.flags, 0) as flags, f.kinds,
+           /*fragment run_status*/ as status
+    from episodes e
+    left join truth r using (episode_id)
+    left join flags f using (episode_id)
+    where /*fragment episode_filter*/
+      and ($search is null or contains(lower(e.episode_id), lower($search))
+           or contains(lower(coalesce(e.agent, '')), lower($search))
+           or contains(lower(e.service), lower($search))
+           or e.episode_id in (select t.episode_id from tool_calls t
+                               where contains(lower(t.tool), lower($search)))
+           or e.episode_id in (select s_e.episode_id from episodes s_e
+                               join spans s on s.trace_id = s_e.trace_id
+                                   and s.span_id = s_e.root_span_id
+                               where contains(lower(s.attributes ->> 'loopscope.task'),
+                                              lower($search))))
+),
+matched as (
+    select *, count(*) over () as total,
+           case $sort when 'agent' then agent when 'service' then service end as sort_text,
+           case $sort when 'started' then start_ns when 'calls' then tool_calls
+                      when 'flags' then flags when 'cost' then cost_usd
+                      when 'duration' then end_ns - start_ns
+                      when 'agent' then null when 'service' then null
+                      else coalesce(end_ns, start_ns) end as sort_number
+    from runs
+    where ($verdict is null
+           or ($verdict = 'flagged' and flags > 0)
+           or ($verdict = 'not flagged' and flags = 0)
+           or ($verdict = 'stopped' and happened = 'stopped')
+           or ($verdict = 'would stop' and enforce_would = 'stop' and happened <> 'stopped'))
+      and ($status is null or status = $status)
+)
+select m.episode_id, m.status, m.service, m.agent, m.model, m.task_type,
+       (select s.attributes ->> 'loopscope.task' from spans s
+            where s.trace_id = m.trace_id and s.span_id = m.root_span_id) as task,
+       m.outcome, m.stop_reason, m.guard_mode, m.happened, m.enforce_would, m.kills,
+       m.would_be_kills, m.tool_calls, m.flags, m.kinds, m.cost_usd, m.start_ns, m.end_ns,
+       m.total
+from matched m
+order by case when coalesce($ascending, false) then m.sort_text end asc nulls last,
+         case when not coalesce($ascending, false) then m.sort_text end desc nulls last,
+         case when coalesce($ascending, false) then m.sort_number end asc nulls last,
+         case when not coalesce($ascending, false) then m.sort_number end desc nulls last,
+         m.episode_id
+limit coalesce($limit, 50) offset coalesce($offset, 0);
 
 -- name: no_progress_rate
 -- Tool calls and the collector's no-progress verdicts per time bucket ($bucket_s seconds,
@@ -724,6 +873,18 @@ where ($episode_id is null or l.episode_id = $episode_id)
 order by l.labelled_at desc, l.episode_id
 limit coalesce($limit, 200);
 
+-- name: episode_tasks
+-- The task each run's root span reported (loopscope.task: only with content captured), for
+-- the runs episode_list returns for the same parameters (the Labels page's queue).
+select e.episode_id, s.attributes ->> 'loopscope.task' as task
+from episodes e
+left join spans s on s.trace_id = e.trace_id and s.span_id = e.root_span_id
+where /*fragment episode_filter*/
+  and ($flagged is null or $flagged = exists (
+        select 1 from detections d where d.episode_id = e.episode_id))
+order by coalesce(e.end_ns, e.start_ns) desc nulls last, e.episode_id
+limit coalesce($limit, 200);
+
 -- name: replay_episodes
 -- The episodes the Policy page replays, newest first (at most $limit, default 10000), filtered
 -- as episode_list, with what a replay needs: task type, outcome, cost, the scenario label and
@@ -739,10 +900,30 @@ where /*fragment episode_filter*/
 order by coalesce(e.end_ns, e.start_ns) desc nulls last, e.episode_id
 limit coalesce($limit, 10000);
 
+-- name: guard_policies
+-- The policies in-process guards recorded on the runs replay_episodes returns for the same
+-- parameters (their root spans' loopscope.guard.policy: a policy file's JSON, '{}' for the
+-- defaults), the most used first: runs, modes, and the newest run's start.
+with chosen as (
+    select e.episode_id, e.trace_id, e.root_span_id, e.guard_mode, e.start_ns
+    from episodes e
+    where /*fragment episode_filter*/
+    order by coalesce(e.end_ns, e.start_ns) desc nulls last, e.episode_id
+    limit coalesce($limit, 10000)
+)
+select s.attributes ->> 'loopscope.guard.policy' as policy, count(*) as runs,
+       string_agg(distinct c.guard_mode, ', ' order by c.guard_mode) as modes,
+       max(c.start_ns) as newest_ns
+from chosen c
+join spans s on s.trace_id = c.trace_id and s.span_id = c.root_span_id
+where s.attributes ->> 'loopscope.guard.policy' is not null
+group by policy
+order by runs desc, newest_ns desc;
+
 -- name: replay_calls
--- The tool calls of the episodes replay_episodes returns for the same parameters, as the
--- collector's detection is fed them (the columns of ToolCallRow that detection reads), in
--- episode and call order.
+-- The tool calls and messages of the episodes replay_episodes returns for the same
+-- parameters, as the collector's detection is fed them (the columns of ToolCallRow that
+-- detection reads; a message has a role and its content), in episode and step order.
 with chosen as (
     select e.episode_id
     from episodes e
@@ -750,11 +931,23 @@ with chosen as (
     order by coalesce(e.end_ns, e.start_ns) desc nulls last, e.episode_id
     limit coalesce($limit, 10000)
 )
-select t.trace_id, t.span_id, t.episode_id, t.service, t.tool, t.start_ns, t.end_ns,
-       t.convention, t.call_id, t.kind, t.step, t.signature, t.args_text, t.output_hash,
-       t.output_text, t.status, t.idempotency_key, t.intent, t.deadline_s, t.turn,
-       t.reconciles, t.found, t.tokens_in,
-       t.tokens_out, t.cost_usd
-from tool_calls t
-semi join chosen c on c.episode_id = t.episode_id
+select * from (
+    select t.trace_id, t.span_id, t.episode_id, t.service, t.tool, t.start_ns, t.end_ns,
+           t.convention, t.call_id, t.kind, t.step, t.signature, t.args_text, t.output_hash,
+           t.output_text, t.status, t.idempotency_key, t.intent, t.deadline_s,
+           t.deadline_stated, t.turn, t.reconciles, t.found, t.tokens_in,
+           t.tokens_out, t.cost_usd, null::varchar as role, null::varchar as content
+    from tool_calls t
+    semi join chosen c on c.episode_id = t.episode_id
+    union all
+    select m.trace_id, m.span_id, m.episode_id, m.service, '' as tool, m.start_ns,
+           m.start_ns as end_ns, 'loopscope' as convention, null as call_id, null as kind,
+           m.step, '' as signature, null as args_text, m.content_hash as output_hash,
+           null as output_text, 'ok' as status, null as idempotency_key, null as intent,
+           null as deadline_s, null as deadline_stated, null as turn, null as reconciles,
+           null as found,
+           0 as tokens_in, m.tokens as tokens_out, null as cost_usd, m.role, m.content
+    from messages m
+    semi join chosen c on c.episode_id = m.episode_id
+) t
 order by t.episode_id, t.start_ns, t.step nulls last, t.span_id;

@@ -8,6 +8,7 @@ from .detections import DETECTIONS, write_detections
 from .episodes import EPISODES, upsert_episodes
 from .guard_decisions import GUARD_DECISIONS, write_guard_decisions
 from .labels import LABEL_VALUES, LABELS, write_labels
+from .messages import MESSAGES, insert_messages, load_messages
 from .spans import SPANS, conflicting_spans, existing_keys, span_row
 from .tool_calls import (
     TOOL_CALLS,
@@ -24,9 +25,11 @@ from .tool_calls import (
 from .unknown_writes import RECONCILES, UNKNOWN_WRITES, write_unknown_writes
 
 __all__ = [
-    "DETECTIONS", "EPISODES", "GUARD_DECISIONS", "LABELS", "LABEL_VALUES", "RECONCILES", "SPANS",
+    "DETECTIONS", "EPISODES", "GUARD_DECISIONS", "LABELS", "LABEL_VALUES", "MESSAGES",
+    "RECONCILES", "SPANS",
     "TOOL_CALLS", "UNKNOWN_WRITES", "conflicting_spans", "delete_calls", "episodes_of_traces",
-    "existing_keys", "foreign_calls_of_traces", "insert_tool_calls", "load_tool_calls",
+    "existing_keys", "foreign_calls_of_traces", "insert_messages", "insert_tool_calls",
+    "load_messages", "load_tool_calls",
     "loopscope_spans_of_traces", "rebind_trace", "span_row", "stored_dedup_keys",
     "update_verdicts", "upsert_episodes", "write_detections", "write_guard_decisions",
     "write_labels", "write_unknown_writes",

@@ -1,4 +1,4 @@
-"""The ``detections`` table: the collector's flags, one row per flag on a call.
+"""The ``detections`` table: the collector's flags, one row per flag on a call or a message.
 
 Only the pipeline thread calls this, inside its transaction, on its own cursor.
 """
@@ -12,6 +12,7 @@ from typing import Any, Final, Protocol
 import duckdb
 import pyarrow as pa
 
+from ...normalize.rows import MessageRow
 from ..queries import insert_rows
 from .tool_calls import CallVerdict
 
@@ -45,6 +46,17 @@ class FlaggedVerdict(CallVerdict, Protocol):
     def flags(self) -> Sequence[FlagLike]: ...
 
 
+class FlaggedMessage(Protocol):
+    """A message's flags and the ordinal of the call after it (``detection.MessageVerdict``)."""
+
+    @property
+    def row(self) -> MessageRow: ...
+    @property
+    def ordinal(self) -> int: ...
+    @property
+    def flags(self) -> Sequence[FlagLike]: ...
+
+
 class EpisodeFlags(Protocol):
     """Detection's output for one episode after a batch (``detection.EpisodeResult``)."""
 
@@ -52,6 +64,8 @@ class EpisodeFlags(Protocol):
     def episode_id(self) -> str: ...
     @property
     def verdicts(self) -> Sequence[FlaggedVerdict]: ...
+    @property
+    def messages(self) -> Sequence[FlaggedMessage]: ...
     @property
     def reevaluated(self) -> bool: ...
 
@@ -73,7 +87,8 @@ def write_detections(cur: duckdb.DuckDBPyConnection,
             before = set(cur.execute(
                 "delete from detections where episode_id = $e "
                 "returning span_id, detector, kind", {"e": result.episode_id}).fetchall())
-        for verdict in result.verdicts:
+        flagged: list[FlaggedVerdict | FlaggedMessage] = [*result.verdicts, *result.messages]
+        for verdict in flagged:
             for flag in verdict.flags:
                 rows.append({
                     "episode_id": result.episode_id, "trace_id": verdict.row.trace_id,

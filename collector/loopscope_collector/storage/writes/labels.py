@@ -22,5 +22,18 @@ LABEL_VALUES: Final = ("true_loop", "false_kill", "no_loop")
 
 
 def write_labels(cur: duckdb.DuckDBPyConnection, labels: Sequence[dict[str, Any]]) -> int:
-    """Store human labels; a new label for the same episode and span replaces the old one."""
-    return insert_rows(cur, "labels", labels, LABELS, on_conflict="replace")
+    """Store human labels, in order; a new label for the same episode and span replaces the
+    old one, and a label of ``None`` removes it (undo). Returns the labels stored."""
+    stored, pending = 0, []
+    for label in labels:
+        if label["label"] is not None:
+            pending.append(label)
+            continue
+        if pending:
+            stored += insert_rows(cur, "labels", pending, LABELS, on_conflict="replace")
+            pending = []
+        cur.execute("delete from labels where episode_id = $episode_id and span_id = $span_id",
+                    {"episode_id": label["episode_id"], "span_id": label["span_id"]})
+    if pending:
+        stored += insert_rows(cur, "labels", pending, LABELS, on_conflict="replace")
+    return stored

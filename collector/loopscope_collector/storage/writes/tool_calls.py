@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from ...normalize.rows import ToolCallRow
 from ..arrow import registered
-from ..queries import statements
+from ..queries import by_episode, statements
 
 TOOL_CALLS: Final = pa.schema([
     ("trace_id", pa.string()), ("span_id", pa.string()), ("episode_id", pa.string()),
@@ -30,6 +30,7 @@ TOOL_CALLS: Final = pa.schema([
     ("guard_reason", pa.string()), ("guard_flags", pa.list_(pa.string())),
     ("progress", pa.string()), ("streak", pa.int32()), ("idempotency_key", pa.string()),
     ("write_status", pa.string()), ("intent", pa.string()), ("deadline_s", pa.float64()),
+    ("deadline_stated", pa.bool_()),
     ("turn", pa.int32()), ("reconciles", pa.string()), ("found", pa.bool_()),
     ("tokens_in", pa.int64()),
     ("tokens_out", pa.int64()), ("cost_usd", pa.float64()), ("dedup_key", pa.string()),
@@ -85,20 +86,11 @@ def load_tool_calls(
 ) -> dict[str, list[ToolCallRow]]:
     """The stored tool calls of these episodes (to rebuild their detection state), in one
     query; episodes with none are absent from the result."""
-    if not episode_ids:
-        return {}
-    with registered(cur, "incoming_episode_ids", {"episode_id": list(episode_ids)}):
-        result = cur.execute(_SQL["load"])
-        columns = [d[0] for d in result.description or ()]
-        found = result.fetchall()
-    keep = [i for i, name in enumerate(columns) if name in _ROW_FIELDS]
-    rows: dict[str, list[ToolCallRow]] = {}
-    for values in found:
-        data = {columns[i]: values[i] for i in keep}
+    def row(data: dict[str, Any]) -> ToolCallRow:
         data["guard_flags"] = list(data.get("guard_flags") or [])
-        row = ToolCallRow(**data)
-        rows.setdefault(row.episode_id, []).append(row)
-    return rows
+        return ToolCallRow(**data)
+
+    return by_episode(cur, _SQL["load"], episode_ids, _ROW_FIELDS, row)
 
 
 def loopscope_spans_of_traces(

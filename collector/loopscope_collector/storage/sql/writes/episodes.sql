@@ -13,7 +13,10 @@ on conflict (episode_id) do update set
     agent = coalesce(excluded.agent, episodes.agent),
     model = coalesce(excluded.model, episodes.model),
     task_type = coalesce(excluded.task_type, episodes.task_type),
-    trace_id = coalesce(episodes.trace_id, excluded.trace_id),
+    -- (the root and its trace go together: an episode id reused in another trace points at
+    -- the root it read last, in that root's trace)
+    trace_id = case when excluded.root_span_id is not null then excluded.trace_id
+                    else coalesce(episodes.trace_id, excluded.trace_id) end,
     root_span_id = coalesce(excluded.root_span_id, episodes.root_span_id),
     outcome = coalesce(excluded.outcome, episodes.outcome),
     stop_reason = coalesce(excluded.stop_reason, episodes.stop_reason),

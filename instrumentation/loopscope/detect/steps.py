@@ -1,0 +1,181 @@
+"""One way into the core: typed steps and the one ``feed`` every door uses.
+
+A run is a sequence of steps: tool calls (``ToolStep``: the call and what it returned) and
+messages (``MessageStep``). The in-process guard, the collector's streaming detection,
+``loopscope analyze`` (from Episode JSONL, from OTLP files, and through a store with
+``--db``), the dashboard's Import and the Policy replay all reduce what they have to these
+and hand them to ``feed`` (a recorded run: ``feed_run``, which gives the calls of one model
+turn as the guard saw them), so the same run gives the same verdicts by every door. The
+guard feeds a live tool call in its two halves (``EpisodeMonitor.before_call`` before the
+tool runs, ``after_call`` after): ``feed`` does exactly that, with nothing in between.
+
+``recorded_call`` is the one place that decides how a recorded call (a span, a stored row,
+an Episode JSONL step) is identified: by its arguments when they were captured whole, else
+by the signature its recorder computed, else as a call like no other.
+
+Example:
+    >>> from loopscope.detect import EpisodeMonitor, ToolResult
+    >>> from loopscope.detect.steps import MessageStep, ToolStep, feed, recorded_call
+    >>> m = EpisodeMonitor()
+    >>> step = ToolStep(recorded_call("search", args={"q": "x"}), ToolResult("nothing"))
+    >>> before, after = feed(m, step)
+    >>> before.action, after.progress
+    ('allow', 'new_info')
+    >>> feed(m, MessageStep("assistant", "Let me look again.")) is None
+    True
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, overload
+
+from .events import Decision, ToolCall, ToolResult
+from .ladder import same_turn
+from .monitor import EpisodeMonitor
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStep:
+    """A tool call and what it returned."""
+
+    call: ToolCall
+    result: ToolResult
+    end: float | None = None
+    """When the call returned, where the record says (a span's end): calls whose times
+    overlap ran in parallel."""
+
+
+@dataclass(frozen=True, slots=True)
+class MessageStep:
+    """A message of the conversation.
+
+    ``model_turn``: the message stands for a model call of its own (a recorded run, which
+    has no separate record of model calls): the model-turn budget is checked before it and
+    its ``tokens`` counted. A live guard counts model calls itself (``before_model_call``,
+    ``record_model_call``) and feeds messages without one.
+    """
+
+    role: str
+    content: str = ""
+    t: float = 0.0
+    tokens: int = 0
+    model_turn: bool = False
+
+
+Step = ToolStep | MessageStep
+
+
+@overload
+def feed(monitor: EpisodeMonitor, step: ToolStep) -> tuple[Decision, Decision]: ...
+@overload
+def feed(monitor: EpisodeMonitor, step: MessageStep) -> Decision | None: ...
+def feed(
+    monitor: EpisodeMonitor, step: Step
+) -> tuple[Decision, Decision] | Decision | None:
+    """Feed one step to ``monitor``: a tool step's (before, after) decisions, or a message's
+    decision when it raised a flag (``None`` when it raised nothing)."""
+    if isinstance(step, ToolStep):
+        return monitor.before_call(step.call), monitor.after_call(step.result)
+    if step.model_turn and step.role == "assistant":
+        monitor.check_model_turn(step.t)
+        monitor.after_model_call(tokens=step.tokens)
+    return monitor.record_message(step.role, step.content)
+
+
+Fed = tuple[Decision, Decision] | Decision | None
+"""What feeding a step gave: a tool step's (before, after), or a message's decision."""
+
+
+def feed_run(monitor: EpisodeMonitor, steps: Iterable[Step]) -> Iterator[Fed]:
+    """Feed a recorded run's steps, in order, as its guard saw them; yields what each gave.
+
+    The tool calls of one model turn are all issued before any of their results is read,
+    as a live guard sees parallel calls: a warning delivered with the first result cannot
+    have been read by the others. Calls ran in parallel when the record says so by their
+    times: one started before the turn's calls returned (``ToolStep.end``), or, where no
+    return time is recorded, within ``ladder.PARALLEL_S`` of the one before (not at the very
+    same recorded time). Each is a different call under another call id: the same call
+    again, however soon, came after the first one's result (a loop in code that calls a tool
+    back to back is not parallel work).
+    """
+    turn: list[ToolStep] = []
+    for step in steps:
+        if isinstance(step, ToolStep) and (not turn or (
+            _together(turn, step) and _distinct(turn, step)
+        )):
+            turn.append(step)
+            continue
+        yield from _feed_turn(monitor, turn)
+        turn = []
+        if isinstance(step, ToolStep):
+            turn.append(step)
+        else:
+            yield feed(monitor, step)
+    yield from _feed_turn(monitor, turn)
+
+
+def _together(turn: list[ToolStep], step: ToolStep) -> bool:
+    """Whether ``step`` started while ``turn`` was running (by recorded return times), else
+    within ``PARALLEL_S`` of its last call."""
+    last = turn[-1]
+    if last.end is not None and last.end > last.call.t:
+        return step.call.t < max(s.end or s.call.t for s in turn)
+    return same_turn(last.call.t, step.call.t)
+
+
+def _call_of(step: ToolStep) -> tuple[str, Any, str, str]:
+    call = step.call
+    return call.tool, call.args, call.signature, call.args_text
+
+
+def _distinct(turn: list[ToolStep], step: ToolStep) -> bool:
+    """Whether ``step`` is another call than each of ``turn``'s, under another call id (the
+    results are paired with their calls by it)."""
+    return all(_call_of(other) != _call_of(step) and (
+        other.call.call_id is None or other.call.call_id != step.call.call_id)
+        for other in turn)
+
+
+def _feed_turn(monitor: EpisodeMonitor, turn: list[ToolStep]) -> Iterator[Fed]:
+    if len(turn) == 1:
+        yield feed(monitor, turn[0])
+        return
+    befores = [monitor.before_call(step.call) for step in turn]
+    afters = [monitor.after_call(step.result) for step in turn]
+    yield from zip(befores, afters, strict=True)
+
+
+def recorded_call(
+    tool: str,
+    *,
+    args: Any = None,
+    args_text: str | None = None,
+    signature: str = "",
+    unique: str = "",
+    **fields: Any,
+) -> ToolCall:
+    """A recorded call as the core compares it.
+
+    ``args`` are the decoded arguments, or ``args_text`` their recorded text (a span's,
+    which the recorder may have truncated). Arguments that can be decoded identify the
+    call: the core computes its signature under the policy (volatile keys left out), so a
+    ``signature`` the recorder computed under another policy does not count. Only when no
+    arguments were captured, or their text is not JSON (cut short), is the recorded
+    ``signature`` trusted; without either the call is like no other (``unique`` names it).
+    ``fields`` are the other ``ToolCall`` fields (``call_id``, ``kind``, ``t``...).
+    """
+    if args is None and args_text is not None:
+        try:
+            args = json.loads(args_text)
+        except ValueError:
+            return ToolCall(tool, {"input": args_text},
+                            signature=signature, args_text=args_text if signature else "",
+                            **fields)
+    if args is not None:
+        return ToolCall(tool, args, **fields)
+    if signature:
+        return ToolCall(tool, None, signature=signature, args_text="", **fields)
+    return ToolCall(tool, None, signature=f"nosig:{unique or tool}", **fields)

@@ -1,0 +1,139 @@
+"""Issue 18's operator pages in headless Chromium, on a live collector fed by the demo's
+scripted agents through the real SDK: the Policy page's current policy is the one the guards
+ran (not the library default), the labelling queue, the Alerts page. Each page's load time is
+printed (not asserted); screenshots go to ``artifacts/browser/``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_dashboard_browser import (  # noqa: F401  (chromium: a fixture)
+    ARTIFACTS,
+    CHROMIUM_FLAGS,
+    _open,
+    chromium,
+    free_port,
+    wait_for,
+)
+
+from loopscope.detect import Policy
+
+pytestmark = pytest.mark.timeout(900)
+
+ROOT = Path(__file__).resolve().parents[2]
+GUARDS_POLICY = {"budgets": {"tool_calls": 40}, "no_progress_k": {"lookup": 5},
+                 "repeat_threshold": 4}
+"""What the agents' guards run: a budget and two thresholds away from the defaults."""
+
+AGENTS = textwrap.dedent("""
+    import json, sys
+    import loopscope
+    from loopscope.demo import drive
+    from loopscope.scenarios import generate
+    from opentelemetry import trace
+
+    loopscope.instrument(service_name="ops-demo", endpoint=sys.argv[1],
+                         policy=json.loads(sys.argv[2]))
+    for mode in ("observe", "enforce"):
+        for script in generate(seed=0, per_shape=1):
+            drive(script, mode=mode, service="ops")
+    trace.get_tracer_provider().force_flush()
+""")
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A collector, the demo's agents run once through it under ``GUARDS_POLICY``, and a
+    dashboard reading the collector."""
+    tmp = tmp_path_factory.mktemp("ops")
+    http, dashboard = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LOOPSCOPE_"))}
+    collector = subprocess.Popen(
+        [sys.executable, "-m", "loopscope", "collector", "--db", str(tmp / "ops.duckdb"),
+         "--http-port", str(http), "--grpc-port", "0"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    url = f"http://127.0.0.1:{http}"
+    board = None
+    try:
+        wait_for(lambda: _get(url + "/healthz"))
+        script = tmp / "ops_demo_agents.py"  # not agents.py: the OpenAI Agents SDK is "agents"
+        script.write_text(AGENTS)
+        done = subprocess.run([sys.executable, str(script), url, json.dumps(GUARDS_POLICY)],
+                              capture_output=True, text=True, timeout=600, env=env)
+        assert done.returncode == 0, done.stderr[-2000:]
+        board = subprocess.Popen(
+            [sys.executable, "-m", "loopscope", "dashboard", "--collector", url, "--port",
+             str(dashboard)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        wait_for(lambda: _get(f"http://127.0.0.1:{dashboard}/_stcore/health"))
+        yield {"collector": url, "dashboard": f"http://127.0.0.1:{dashboard}"}
+    finally:
+        for proc in (board, collector):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+
+
+def _get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.read()
+
+
+def _timed_open(page, url: str, ready: str, name: str, timeout: int = 240_000) -> str:
+    started = time.monotonic()
+    text = _open(page, url, ready, name, timeout=timeout)
+    # the time to the page's ready element, less the fixed pause _open leaves for the charts
+    print(f"page load: {name}: {time.monotonic() - started - 2.5:.2f} s")
+    return text
+
+
+def test_operator_pages_in_a_browser(live: dict[str, str],
+                                     request: pytest.FixtureRequest) -> None:
+    """The Policy page compares against the policy the guards recorded (the code block under
+    "Current policy" is GUARDS_POLICY, and the candidate starts from it); the labelling queue
+    lists unlabelled runs by task, agent and verdict; the Alerts page renders."""
+    from playwright.sync_api import sync_playwright
+
+    chromium_path = request.getfixturevalue("chromium")  # the shared fixture, imported above
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    base = live["dashboard"]
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium_path, args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 1100})
+            text = _timed_open(page, base + "/policy", '[data-testid="stMetric"]',
+                               "ops-policy")
+            assert "The policy the in-process guards recorded on" in text
+            current = page.locator('[data-testid="stCode"]').first.inner_text()
+            assert Policy.from_mapping(json.loads(current)) == Policy.from_mapping(
+                GUARDS_POLICY)
+            # plain words on the fields, and the candidate starts from the guards' values
+            field = page.get_by_role("spinbutton", name="Identical calls before a warning")
+            assert field.input_value() == "4"
+            assert "repeat_threshold" not in page.locator("label").all_inner_texts()
+
+            text = _timed_open(page, base + "/labels", '[data-testid="stSelectbox"]',
+                               "ops-labels")
+            assert "still unlabelled; they come first" in text
+            box = page.locator('[data-testid="stMain"] [data-testid="stSelectbox"]').filter(
+                has_text="Flagged run")
+            picked = box.locator("input").input_value()  # the chosen option's text
+            assert picked.startswith("○ unlabelled · (task not captured) · agent ops-"), picked
+            assert picked.endswith(("stopped", "blocked", "warned", "allowed", "would stop",
+                                    "would block", "would warn")), picked
+
+            _timed_open(page, base + "/alerts", "h1", "ops-alerts")
+            _timed_open(page, base + "/loops", "h1", "ops-loops")
+        finally:
+            browser.close()
