@@ -511,3 +511,43 @@ def test_a_store_copied_over_in_place_is_detected_by_content_and_nothing_acked_i
     stored = {row[0] for row in _outcome(saved)["spans"]}
     assert len(acked) >= 40_000
     assert set(acked) <= stored
+
+
+def test_an_error_inside_the_stores_transaction_is_kept_through_its_cleanup(
+    tmp_path: Path,
+) -> None:
+    """Issue 20, case 7: with --store-memory 64MB, one 31 MiB request runs the store out of
+    memory inside its transaction. The cleanup (``unregister`` of its Arrow view, refused in
+    the aborted transaction) used to raise and replace that error, so it passed for a failing
+    store: health turned 503 and stayed so. Now the request fails with its own error (503
+    naming the store's memory), the twenty good requests sent beside it are all stored, and
+    health stays ok."""
+    collector = start_collector(tmp_path / "store.duckdb", grpc=False, extra=[
+        "--store-memory", "64MB", "--max-inflight-bytes", str(1 << 30)])
+    trace = os.urandom(16)
+    big = request([tool_span(trace, os.urandom(8), tool="search", args=f'{{"q": "x{i}"}}',
+                             result="r" * 3000, start_ns=1_700_000_000_000_000_000 + i)
+                   for i in range(10_000)]).SerializeToString()
+    assert len(big) > 30 * 2**20
+    answers: dict[object, tuple[int, bytes]] = {}
+
+    def post(name: object, body: bytes) -> None:
+        status, _, text = collector.post(body)
+        answers[name] = (status, text)
+
+    threads = [threading.Thread(target=post, args=("big", big))] + [
+        threading.Thread(target=post, args=(n, episode_request(5)[0].SerializeToString()))
+        for n in range(20)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        health = _health(collector)
+    finally:
+        log = collector.stop()
+    status, text = answers.pop("big")
+    assert status == 503 and b"ran out of memory" in text, (status, text[:200])
+    assert [status for status, _ in answers.values()] == [200] * 20
+    assert health == (200, "ok\n")
+    assert "TransactionException" not in log and "cannot be written" not in log
