@@ -62,32 +62,36 @@ _MASK = re.compile(
     r"\d{3}-\d\d-\d\d(?:[tT ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:[zZ]|[+-]\d\d:?\d\d)?)?"  # times
     r"|\d?:\d\d:\d\d(?:[.,]\d+)?\b"  # clock times
     r"|(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{7,}\b|x[0-9a-fA-F]+\b"  # hex ids, 0x...
-    rf"|\d*(?:\.\d+)?{_UNITS}(?:\d+(?:\.\d+)?{_UNITS}){{0,3}}\b"  # 0.53s, 14m, 3d2h, 1h30m
-    r"|\d*(?:\.\d+)?\s?(?:[KMGTP]i?B|[KMGTP]i|bytes)\b"  # memory sizes
-    r"|\d*(?:\.\d+)?\s?(?:seconds?|secs?|minutes?|mins?|milliseconds?|hours?)\b"  # 3 secs
-    r"|\d*(?:\.\d+)?\s*[a-z]+\s+ago\b"  # 2m ago
-    r")"
+    # a number, then its unit: the digits are taken once (``*+``: no unit starts with a
+    # digit, so giving one back never helps) and each unit tried after them
+    r"|\d*+(?:\.\d++)?+(?:"
+    rf"{_UNITS}(?:\d++(?:\.\d++)?+{_UNITS}){{0,3}}\b"  # 0.53s, 14m, 3d2h, 1h30m
+    r"|\s?(?:[KMGTP]i?B|[KMGTP]i|bytes)\b"  # memory sizes
+    r"|\s?(?:seconds?|secs?|minutes?|mins?|milliseconds?|hours?)\b"  # 3 secs
+    r"|\s*[a-z]+\s+ago\b"  # 2m ago
+    r"))"
 )
 """The volatile parts of a line of text, masked before it becomes a fact. Hex ids that start
 with a letter stay (a commit's short hash is often the news itself)."""
 
 
-def facts(text: str | None, args: Any = None) -> frozenset[int] | None:
+def facts(text: str | None, args: Any = None, args_key: str = "") -> frozenset[int] | None:
     """The hashed facts of an output (``None`` when the output was not captured; an empty
-    set when it says nothing). ``args`` are the call's arguments, whose echoes are masked.
-    Never raises: an output it cannot read (nested past Python's recursion limit, a number
-    of 5,000 digits) is one fact, its text."""
+    set when it says nothing). ``args`` are the call's arguments, whose echoes are masked;
+    ``args_key``, when given, names them (their canonical text): what they echo is then
+    worked out once for every output of the same arguments. Never raises: an output it
+    cannot read (nested past Python's recursion limit, a number of 5,000 digits) is one
+    fact, its text."""
     if text is None:
         return None
     try:
-        return _facts(text, args)
+        return _facts(text, _echoes_named(args, args_key) if args_key else _echoes(args))
     except (RecursionError, ValueError, TypeError, MemoryError):
         return frozenset((hash(text[:FACT_CHARS]),))
 
 
-def _facts(text: str, args: Any) -> frozenset[int]:
+def _facts(text: str, echoes: _Echoes) -> frozenset[int]:
     text = _mask(text[:FACT_CHARS])
-    echoes = _echoes(args)
     if text.lstrip()[:1] in ("{", "[") and len(text) < FACT_CHARS:
         try:
             value = json.loads(_echoed(_nulled(text), echoes[0], ECHO))
@@ -152,7 +156,10 @@ def _mask(text: str) -> str:
 
 
 _UUID: Final = re.compile(
-    r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+    # (a hex digit not after a word character, rather than ``\b``: a pattern that opens with
+    # a character class is searched for at C speed)
+    r"[0-9a-fA-F](?<![\w][0-9a-fA-F])[0-9a-fA-F]{7}"
+    r"-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
 )
 
 
@@ -227,6 +234,24 @@ _Echoes = tuple[tuple[str, ...], "re.Pattern[str] | None"]
 """The echoes of a call's arguments: texts (masked, longest first), and one
 pattern for its numbers as whole numbers ("page 7" is an echo of 7; "17" is not)."""
 _NO_ECHOES: Final[_Echoes] = ((), None)
+
+
+_ECHOES: dict[str, _Echoes] = {}
+"""Echoes by the arguments' canonical text (a loop repeats its arguments)."""
+
+
+def forget_echoes() -> None:
+    """Forget the echoes worked out for arguments seen before (``monitor.forget_readings``)."""
+    _ECHOES.clear()
+
+
+def _echoes_named(args: Any, key: str) -> _Echoes:
+    found = _ECHOES.get(key)
+    if found is None:
+        if len(_ECHOES) >= 2048:
+            _ECHOES.clear()
+        found = _ECHOES[key] = _echoes(args)
+    return found
 
 
 def _echoes(args: Any) -> _Echoes:

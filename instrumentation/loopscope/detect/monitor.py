@@ -53,7 +53,7 @@ from .fingerprint import (
 )
 from .fuzzy_repeat import FuzzyRepeat
 from .history import History, SignatureStats
-from .information import facts
+from .information import facts, forget_echoes
 from .kinds import infer_kind, is_wait
 from .ladder import Ladder, same_turn
 from .monologue import Monologue
@@ -96,6 +96,9 @@ BREAKERS: Final = ("no_progress", "budget")
 BUDGET_RUNGS: Final = ("stop",)
 SAID_KEPT: Final = 16
 """User messages remembered to tell an automatic nudge sent again (bounded memory)."""
+NUDGE_CHARS: Final = 2_000
+"""An automatic nudge is short: a longer user message is always a new intent (and is not
+normalised to be compared with the last few)."""
 CONTINUE: Final = re.compile(
     r"\b(?:continue|keep (?:going|working)|go on|proceed|carry on|resume|next step"
     r"|are you (?:done|finished)|say done|if you are done|if you're done|error|invalid"
@@ -124,6 +127,7 @@ def forget_readings() -> None:
     that every round reads each output afresh)."""
     _SKETCHES.clear()
     _FACTS.clear()
+    forget_echoes()
 
 
 def _facts_of(text: str, args_text: str, args: Any) -> frozenset[int]:
@@ -134,7 +138,7 @@ def _facts_of(text: str, args_text: str, args: Any) -> frozenset[int]:
     if found is None:
         if len(_FACTS) >= READINGS_KEPT:
             _FACTS.clear()
-        found = _FACTS[key] = facts(text, args) or frozenset()
+        found = _FACTS[key] = facts(text, args, args_text) or frozenset()
     return found
 
 
@@ -631,8 +635,8 @@ class EpisodeMonitor:
         """``on_message`` for a caller that needs the decision only when the message raised
         a flag (a replay): ``None`` when it raised nothing."""
         if role == "user":
-            said = " ".join(content.lower().split())
-            if said not in self._said or not CONTINUE.search(said):
+            said = " ".join(content.lower().split()) if len(content) <= NUDGE_CHARS else ""
+            if not said or said not in self._said or not CONTINUE.search(said):
                 self._said.pop(said, None)
                 self._said[said] = None
                 if len(self._said) > SAID_KEPT:

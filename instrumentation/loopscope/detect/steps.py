@@ -37,7 +37,7 @@ from .ladder import same_turn
 from .monitor import EpisodeMonitor
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolStep:
     """A tool call and what it returned."""
 
@@ -48,7 +48,7 @@ class ToolStep:
     overlap ran in parallel."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class MessageStep:
     """A message of the conversation.
 
@@ -103,18 +103,19 @@ def feed_run(monitor: EpisodeMonitor, steps: Iterable[Step]) -> Iterator[Fed]:
     """
     turn: list[ToolStep] = []
     for step in steps:
-        if isinstance(step, ToolStep) and (not turn or (
-            _together(turn, step) and _distinct(turn, step)
-        )):
-            turn.append(step)
-            continue
-        yield from _feed_turn(monitor, turn)
-        turn = []
         if isinstance(step, ToolStep):
-            turn.append(step)
-        else:
-            yield feed(monitor, step)
-    yield from _feed_turn(monitor, turn)
+            if not turn or (_together(turn, step) and _distinct(turn, step)):
+                turn.append(step)
+                continue
+            yield from _feed_turn(monitor, turn)
+            turn = [step]
+            continue
+        if turn:
+            yield from _feed_turn(monitor, turn)
+            turn = []
+        yield feed(monitor, step)
+    if turn:
+        yield from _feed_turn(monitor, turn)
 
 
 def _together(turn: list[ToolStep], step: ToolStep) -> bool:
@@ -139,13 +140,13 @@ def _distinct(turn: list[ToolStep], step: ToolStep) -> bool:
         for other in turn)
 
 
-def _feed_turn(monitor: EpisodeMonitor, turn: list[ToolStep]) -> Iterator[Fed]:
+def _feed_turn(monitor: EpisodeMonitor, turn: list[ToolStep]) -> list[Fed]:
     if len(turn) == 1:
-        yield feed(monitor, turn[0])
-        return
+        step = turn[0]
+        return [(monitor.before_call(step.call), monitor.after_call(step.result))]
     befores = [monitor.before_call(step.call) for step in turn]
     afters = [monitor.after_call(step.result) for step in turn]
-    yield from zip(befores, afters, strict=True)
+    return list(zip(befores, afters, strict=True))
 
 
 def recorded_call(
