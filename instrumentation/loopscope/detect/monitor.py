@@ -635,12 +635,13 @@ class EpisodeMonitor:
         """``on_message`` for a caller that needs the decision only when the message raised
         a flag (a replay): ``None`` when it raised nothing."""
         if role == "user":
-            said = " ".join(content.lower().split()) if len(content) <= NUDGE_CHARS else ""
-            if not said or said not in self._said or not CONTINUE.search(said):
-                self._said.pop(said, None)
-                self._said[said] = None
-                if len(self._said) > SAID_KEPT:
-                    del self._said[next(iter(self._said))]  # (the last few, not all)
+            said = " ".join(content.lower().split()) if len(content) <= NUDGE_CHARS else None
+            if said is None or said not in self._said or not CONTINUE.search(said):
+                if said is not None:
+                    self._said.pop(said, None)
+                    self._said[said] = None
+                    if len(self._said) > SAID_KEPT:
+                        del self._said[next(iter(self._said))]  # (the last few, not all)
                 self._new_turn(self.history.turn + 1, content)
         index = self.steps
         self.steps += 1
