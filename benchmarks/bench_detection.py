@@ -14,8 +14,8 @@ two runs ever share an answer.
 
 With ``--against CHECKOUT`` (another checkout of loopscope, e.g. ``git worktree add --detach
 /tmp/before <commit>``) that checkout's detection core is loaded beside this one under
-another name and timed in the same rounds, interleaved: a before/after ratio that holds on a
-noisy machine.
+another name and timed in the same rounds, the two taking turns by chunks of 20 episodes: a
+before/after ratio that holds on a noisy machine.
 
 Run:  .venv/bin/python benchmarks/bench_detection.py [FILE ...] [--repeat 5] [--against DIR]
 """
@@ -28,13 +28,15 @@ import importlib
 import json
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from _against import load_package
 
 from loopscope.detect.monitor import forget_readings
-from loopscope.detect.replay import parse_episode_line, replay
+from loopscope.detect.replay import EpisodeRecord, parse_episode_line, replay
 from loopscope.evaluation import naive_baseline
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
@@ -97,18 +99,16 @@ def main() -> None:
         forget = getattr(importlib.import_module("loopscope_against_detect.monitor"),
                          "forget_readings", lambda: None)
 
-        def against() -> None:
-            forget()
-            for episode in other_episodes:
-                other.replay(episode)
-
-        passes.append(("against", against))
     timings: dict[str, list[float]] = {name: [] for name, _ in passes}
-    for _ in range(args.repeat):
+    paired: list[float] = []
+    for round_ in range(args.repeat):
         for name, fn in passes:
             start = time.process_time()
             fn()
             timings[name].append(time.process_time() - start)
+        if args.against is not None:
+            this, that = _paired_round(episodes, other_episodes, other.replay, forget, round_)
+            paired.append(that / this)
     median = {k: statistics.median(v) for k, v in timings.items()}
     print(
         f"{len(episodes)} episodes, {steps} steps ({tool_steps} tool calls), "
@@ -122,11 +122,38 @@ def main() -> None:
     )
     if args.against is not None:
         print(
-            f"loopscope steps/s / --against steps/s: "
-            f"{median['against'] / median['loopscope']:.2f}x "
-            f"(above 1: this checkout is faster); with no output remembered from another run: "
-            f"{median['against'] / median['loopscope_cold']:.2f}x"
+            f"loopscope steps/s / --against steps/s, paired by chunks of {CHUNK} episodes: "
+            f"{statistics.median(paired):.2f}x (rounds: "
+            f"{', '.join(f'{r:.2f}' for r in paired)}; above 1: this checkout is faster)"
         )
+
+
+CHUNK = 20
+"""Episodes timed in one go when two cores are compared: the two take turns chunk by chunk
+(and which goes first alternates), so the machine's load drifting over a round weighs on
+both alike."""
+
+
+def _paired_round(
+    episodes: list[EpisodeRecord], other_episodes: list[Any], other_replay: Callable[[Any], Any],
+    forget_other: Callable[[], None], round_: int,
+) -> tuple[float, float]:
+    """CPU seconds of this core and the other over all episodes, taking turns by chunk."""
+    forget_readings()
+    forget_other()
+    this = that = 0.0
+    for index, at in enumerate(range(0, len(episodes), CHUNK)):
+        for which in ("this", "that") if (index + round_) % 2 else ("that", "this"):
+            start = time.process_time()
+            if which == "this":
+                for episode in episodes[at:at + CHUNK]:
+                    replay(episode)
+                this += time.process_time() - start
+            else:
+                for episode in other_episodes[at:at + CHUNK]:
+                    other_replay(episode)
+                that += time.process_time() - start
+    return this, that
 
 
 if __name__ == "__main__":
