@@ -79,6 +79,7 @@ TARGET_ARGS: Final = (
 )
 """Arguments that name what a write acts on: a retry is of the same write when it has the
 same tool and target, whatever else it rewords (another text to the same channel)."""
+_TARGET_NAMES: Final = frozenset(TARGET_ARGS)
 _URL = re.compile(r"https?://[^\s\"'`?#]+")
 _UNKNOWN_OUTCOME = re.compile(
     r"\btim(?:ed|e)[ _-]?out\b|\btimeout\b|\bconnection (?:reset|aborted|closed|lost)\b"
@@ -113,7 +114,7 @@ def unknown_outcome(text: str | None) -> bool:
 def write_target(args: Any, args_text: str) -> str:
     """What a write acts on (``TARGET_ARGS``, else the first URL in its arguments, query
     left out, else a command line's program and subcommand: ``git push``), or ``""``."""
-    if _is_mapping(args):
+    if _is_mapping(args) and not _TARGET_NAMES.isdisjoint(args):
         for name in TARGET_ARGS:
             value = args.get(name)
             if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
