@@ -15,6 +15,7 @@ import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import grpc
@@ -23,9 +24,11 @@ from collector_process import CollectorProcess, start_collector
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from otlp_requests import episode_request, request, tool_span
 
+from loopscope.detect.monitor import EpisodeMonitor
 from loopscope_collector.normalize.spans import SpanRecord
 from loopscope_collector.pipeline.jobs import Rejected
 from loopscope_collector.pipeline.thread import Pipeline
+from loopscope_collector.receive.decode import decode_request
 from loopscope_collector.storage import open_database
 
 pytestmark = pytest.mark.timeout(180)
@@ -366,3 +369,49 @@ def test_a_request_the_store_refuses_fails_alone(tmp_path: Path) -> None:
         "01" * 8, "03" * 8]
     db.close()
 
+
+
+def test_a_fault_of_detection_fails_no_request_and_only_its_episode_goes_unjudged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug in the detection core (injected: the monitor raises on one tool) is contained to
+    its episode: both requests of the batch are acknowledged, every span is stored, the
+    other episode is judged as usual, the faulty one's calls carry no verdict, and
+    ``detection_failures`` counts it (a request 503'd for it would be retried forever)."""
+    real = EpisodeMonitor.before_call
+
+    def faulty(self: EpisodeMonitor, call: Any) -> Any:
+        if call.tool == "explode":
+            raise RuntimeError("a bug in the core")
+        return real(self, call)
+
+    monkeypatch.setattr(EpisodeMonitor, "before_call", faulty)
+
+    def records(tool: str, trace: bytes) -> list[SpanRecord]:
+        spans = [tool_span(trace, os.urandom(8), tool=tool, args='{"q": "same"}',
+                           result="same answer", start_ns=START + i * 10_000_000)
+                 for i in range(6)]
+        return decode_request(request(spans).SerializeToString(),
+                              content_type="application/x-protobuf", content_encoding=None,
+                              max_bytes=1 << 20)
+
+    db = open_database(tmp_path / "x.duckdb")
+    pipeline = Pipeline(db)  # not started: the two jobs are taken as one batch
+    try:
+        good = pipeline.submit(records("search", b"\x01" * 16))
+        bad = pipeline.submit(records("explode", b"\x02" * 16))
+        pipeline.start()
+        good.wait(30)
+        bad.wait(30)  # acknowledged: the spans are stored
+        assert pipeline.stats.spans_stored == 12
+        assert pipeline.stats.detection_failures == 1
+        assert pipeline.health.ok
+    finally:
+        pipeline.stop()
+    con = db.cursor()
+    rows = dict(con.execute(
+        "select tool, count(collector_progress) from tool_calls group by tool"
+    ).fetchall())
+    assert rows == {"search": 6, "explode": 0}
+    flagged = con.execute("select count(*) from detections").fetchone()
+    assert flagged is not None and flagged[0] > 0  # the good episode's spin was judged
+    db.close()

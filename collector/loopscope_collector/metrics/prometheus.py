@@ -92,6 +92,10 @@ def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = (),
     lines += _lines("loopscope_no_progress_steps_total", "counter",
                     "Tool calls that made no progress (collector verdict).",
                     [({}, s.no_progress_steps)])
+    lines += _lines("loopscope_detection_failures_total", "counter",
+                    "Episodes of a batch whose detection failed (a fault of the detection "
+                    "core, logged once per episode): their calls are stored without verdicts.",
+                    [({}, s.detection_failures)])
     lines += _lines("loopscope_loops_total", "counter", "Loop flags raised, by kind.",
                     [({"kind": k}, v) for k, v in sorted(s.loops_by_kind.items())])
     lines += _lines("loopscope_guard_actions_total", "counter",

@@ -11,6 +11,7 @@ rebuilt from the store when it comes back.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ from loopscope.detect.steps import MessageStep, Step, ToolStep, feed_run, record
 
 from ..normalize.assembly import sort_key
 from ..normalize.rows import MessageRow, ToolCallRow
+
+logger = logging.getLogger(__name__)
 
 MAX_ACTIVE_EPISODES = 20_000
 
@@ -122,6 +125,9 @@ class EpisodeResult:
     """True when the episode was re-run from the start: its stored flags must be replaced."""
     messages: list[MessageVerdict] = field(default_factory=list)
     """The messages fed in this batch that raised a flag."""
+    failed: str | None = None
+    """Why detection failed on this episode (a fault of the core): its rows are stored
+    without verdicts, the rest of the batch is judged as usual."""
 
 
 class _Episode:
@@ -160,6 +166,7 @@ class StreamingDetector:
         self.max_active = max_active
         self.load: Loader = load or (lambda ids: {})
         self._episodes: OrderedDict[str, _Episode] = OrderedDict()
+        self._failed: set[str] = set()
 
     @property
     def active(self) -> int:
@@ -186,8 +193,25 @@ class StreamingDetector:
         changed.
 
         ``stored`` are the episode's steps already in the store, when the caller has them at
-        hand (otherwise they are loaded when needed).
+        hand (otherwise they are loaded when needed). Never raises for a fault of detection:
+        the result says it ``failed`` and carries no verdicts.
         """
+        try:
+            return self._add(episode_id, rows, task_type, stored)
+        except Exception as exc:  # a fault of the core: this episode only, never the batch
+            self.forget(episode_id)  # (its state may be half fed; rebuilt from the store)
+            reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            if episode_id not in self._failed:
+                if len(self._failed) >= MAX_ACTIVE_EPISODES:
+                    self._failed.clear()
+                self._failed.add(episode_id)
+                logger.exception("loopscope collector: detection failed on episode %s; its "
+                                 "calls are stored without verdicts (logged once per episode)",
+                                 episode_id)
+            return EpisodeResult(episode_id, [], False, failed=reason)
+
+    def _add(self, episode_id: str, rows: Iterable[Row], task_type: str | None,
+             stored: Iterable[Row] | None) -> EpisodeResult:
         new = sorted(rows, key=sort_key)
         state = self._episodes.get(episode_id)
         if state is not None:

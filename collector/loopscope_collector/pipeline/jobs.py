@@ -94,6 +94,8 @@ class Stats:
     tool_calls: int = 0
     no_progress_steps: int = 0
     episodes_reevaluated: int = 0
+    detection_failures: int = 0
+    """Episodes of a batch whose detection failed (stored without verdicts)."""
     loops_by_kind: Counter[str] = field(default_factory=Counter)
     guard_actions: Counter[str] = field(default_factory=Counter)
     queue_spans: int = 0

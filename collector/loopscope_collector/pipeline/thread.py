@@ -434,6 +434,7 @@ class Pipeline:
                 if verdict.progress is None and verdict.row.span_id in new_ids:
                     stats.no_progress_steps += 1
             stats.episodes_reevaluated += result.reevaluated
+            stats.detection_failures += result.failed is not None
         stats.loops_by_kind.update(new_flags)
 
     def snapshot(self) -> dict[str, Any]:
