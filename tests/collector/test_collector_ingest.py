@@ -15,7 +15,8 @@ from pathlib import Path
 import duckdb
 import pytest
 from collector_process import CollectorProcess, eventually, start_collector
-from otlp_requests import episode_request
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from otlp_requests import _kv, episode_request, request, tool_span
 
 from loopscope_collector.storage import SchemaError, open_database
 
@@ -255,3 +256,30 @@ def test_a_store_that_is_not_a_duckdb_file_is_refused_and_left_alone(tmp_path: P
         open_database(runs)
     open_database(db).close()  # a new file of any name that DuckDB stores into is fine
     open_database(db, read_only=True).close()
+
+
+def test_a_run_stored_unnamed_takes_the_agent_name_a_later_span_brings(
+        collector: CollectorProcess) -> None:
+    """GenAI instrumentations name the agent on its model turns and agent span, which end
+    (and are exported) after the tool calls: the run, stored unnamed from the first batch,
+    takes the name when the named span arrives in a later one. A named run keeps its name."""
+    trace, parent = bytes.fromhex("7a" * 16), bytes.fromhex("7b" * 8)
+    calls = [tool_span(trace, bytes([0x70 + i]) * 8, tool="search", args=f'{{"q": "{i}"}}',
+                       result=f"r{i}", start_ns=1_700_000_000_000_000_000 + i * 10**7,
+                       parent=parent) for i in range(3)]
+    assert collector.post(request(calls).SerializeToString())[0] == 200
+    episode = trace.hex()
+    assert [r["agent"] for r in collector.read("episode", episode_id=episode)] == [None]
+
+    def turn(agent: str, span_id: bytes) -> Span:
+        return Span(trace_id=trace, span_id=span_id, parent_span_id=parent,
+                    name="chat gpt-4o", kind=Span.SPAN_KIND_CLIENT,
+                    start_time_unix_nano=1_700_000_000_000_000_000,
+                    end_time_unix_nano=1_700_000_000_100_000_000,
+                    attributes=[_kv("gen_ai.operation.name", "chat"),
+                                _kv("gen_ai.agent.name", agent)])
+
+    assert collector.post(request([turn("support", b"\x7c" * 8)]).SerializeToString())[0] == 200
+    assert [r["agent"] for r in collector.read("episode", episode_id=episode)] == ["support"]
+    assert collector.post(request([turn("other", b"\x7d" * 8)]).SerializeToString())[0] == 200
+    assert [r["agent"] for r in collector.read("episode", episode_id=episode)] == ["support"]

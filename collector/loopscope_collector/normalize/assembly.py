@@ -22,7 +22,8 @@ spans give the same calls whichever door they came in by:
 7. **Agent names.** A call or root that names no agent takes the ``gen_ai.agent.name`` of its
    nearest ancestor in the batch that carries one (a model turn, an agent span), else the one
    name its trace carries in the batch when there is exactly one (``read_spans``): a run in
-   flight is named before its root span arrives.
+   flight is named before its root span arrives, and a run whose calls were stored unnamed
+   takes that name when a later batch brings it (``Reading.trace_agents``).
 
 Nothing here does I/O. What an earlier batch left in a store (MCP keys already stored,
 loopscope calls of a trace, the episode of a trace) is passed in by the caller, so the live
@@ -81,6 +82,9 @@ class Reading:
     """Span id -> MCP key of the calls kept that have one (the store keeps the key)."""
     tasks: dict[str, str] = field(default_factory=dict)
     """Root span id -> the task text the root carries (``loopscope.task``), when it has one."""
+    trace_agents: dict[str, str] = field(default_factory=dict)
+    """Trace id -> the one agent name its spans in the batch carry (rule 7): an agent span
+    that ends after its calls were stored (it is exported last) still names their run."""
 
 
 def read_spans(
@@ -126,8 +130,6 @@ def _name_agents(reading: Reading, spans: Sequence[SpanRecord]) -> None:
     trace's one name."""
     rows: list[ToolCallRow | EpisodeRow] = [*reading.calls, *reading.roots]
     unnamed = [r for r in rows if not r.agent]
-    if not unnamed:
-        return
     parents: dict[tuple[str, str], str] = {}
     names: dict[tuple[str, str], str] = {}
     by_trace: dict[str, set[str]] = {}
@@ -137,6 +139,7 @@ def _name_agents(reading: Reading, spans: Sequence[SpanRecord]) -> None:
         if isinstance(name, str) and name:
             names[(span.trace_id, span.span_id)] = name
             by_trace.setdefault(span.trace_id, set()).add(name)
+    reading.trace_agents = {t: next(iter(n)) for t, n in by_trace.items() if len(n) == 1}
     for row in unnamed:
         key: tuple[str, str] | None = (row.trace_id, row.span_id)
         hops = 0

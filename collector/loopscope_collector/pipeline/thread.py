@@ -347,6 +347,10 @@ class Pipeline:
         new_flags = tables.write_detections(cur, results)
         tables.write_guard_decisions(cur, tool_rows)
         tables.upsert_episodes(cur, episodes, tool_rows)
+        if reading.trace_agents:  # (a run stored unnamed takes the name a later span brings)
+            owners = self._episodes_of(cur, list(reading.trace_agents))
+            tables.name_agents(cur, {t: (owners[t], name)
+                                     for t, name in reading.trace_agents.items() if t in owners})
         reconciles += [  # the core saw these calls look an UNKNOWN write up
             ReconcileRow(v.row.trace_id, v.row.span_id, v.row.episode_id, v.row.service, key,
                          v.row.found if v.row.reconciles else None, v.row.start_ns)

@@ -5,7 +5,7 @@ Only the pipeline thread calls these, inside its transaction, on its own cursor.
 """
 
 from .detections import DETECTIONS, write_detections
-from .episodes import EPISODES, upsert_episodes
+from .episodes import EPISODES, name_agents, upsert_episodes
 from .guard_decisions import GUARD_DECISIONS, write_guard_decisions
 from .labels import LABEL_VALUES, LABELS, write_labels
 from .messages import MESSAGES, insert_messages, load_messages
@@ -29,8 +29,7 @@ __all__ = [
     "RECONCILES", "SPANS",
     "TOOL_CALLS", "UNKNOWN_WRITES", "conflicting_spans", "delete_calls", "episodes_of_traces",
     "existing_keys", "foreign_calls_of_traces", "insert_messages", "insert_tool_calls",
-    "load_messages", "load_tool_calls",
-    "loopscope_spans_of_traces", "rebind_trace", "span_row", "stored_dedup_keys",
-    "update_verdicts", "upsert_episodes", "write_detections", "write_guard_decisions",
-    "write_labels", "write_unknown_writes",
+    "load_messages", "load_tool_calls", "loopscope_spans_of_traces", "name_agents",
+    "rebind_trace", "span_row", "stored_dedup_keys", "update_verdicts", "upsert_episodes",
+    "write_detections", "write_guard_decisions", "write_labels", "write_unknown_writes",
 ]

@@ -6,7 +6,7 @@ Only the pipeline thread calls this, inside its transaction, on its own cursor. 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import duckdb
@@ -63,3 +63,19 @@ def upsert_episodes(
     )
     with registered(cur, "incoming_episodes", batch):
         cur.execute(_SQL["upsert"])
+
+
+_AGENTS: Final = pa.schema([("trace_id", pa.string()), ("episode_id", pa.string()),
+                           ("agent", pa.string())])
+
+
+def name_agents(cur: duckdb.DuckDBPyConnection, agents: Mapping[str, tuple[str, str]]) -> None:
+    """Name the stored runs that have no agent name: ``agents`` maps a trace id to (its
+    episode id, the one agent name its spans carry)."""
+    if not agents:
+        return
+    batch = pa.Table.from_pylist(
+        [{"trace_id": t, "episode_id": e, "agent": a} for t, (e, a) in agents.items()],
+        schema=_AGENTS)
+    with registered(cur, "incoming_agents", batch):
+        cur.execute(_SQL["name_agents"])

@@ -33,3 +33,11 @@ on conflict (episode_id) do update set
     scenario_first_loop_step = coalesce(excluded.scenario_first_loop_step,
                                         episodes.scenario_first_loop_step),
     updated_at = now();
+
+-- name: name_agents
+-- incoming_agents (trace_id, episode_id, agent): a run stored without an agent name takes
+-- the one its trace's spans carry in a later batch (normalize/assembly.py, rule 7); a run
+-- already named keeps its name.
+update episodes set agent = n.agent, updated_at = now()
+from incoming_agents n
+where episodes.episode_id = n.episode_id and episodes.agent is null;
