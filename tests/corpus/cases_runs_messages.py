@@ -1012,6 +1012,32 @@ def message_loop_ok_status_repeated_on_request() -> dict[str, Any]:
 
 
 @case
+def message_loop_ok_closing_pleasantries() -> dict[str, Any]:
+    # The gratitude loop's look-alike: the work is approved, both sides say thanks and
+    # goodbye a few times, and the chat ends; then a person asks for one more thing.
+    e = Ep("corpus-message-loop-ok-closing-pleasantries", "message_loop",
+           "Rename the `cust_id` column to `customer_id` in the orders export and tell me when "
+           "it's done.", "coding", domain="multi_agent", id_style="short")
+    e.call("execute_code", {"language": "sh", "code": "sed -i 's/cust_id/customer_id/' export.py"},
+           "", agent="coder")
+    e.call("execute_code", {"language": "sh", "code": "python -m pytest -q tests/test_export.py"},
+           "....                                                          [100%]\n4 passed in "
+           "0.03s", agent="coder")
+    e.say("Done: export.py now writes `customer_id`; the export tests pass.")
+    e.user("Great, thanks a lot!")
+    e.say("You're welcome! Happy to help.")
+    e.user("Have a nice evening.")
+    e.say("Thanks, you too!")
+    e.user("Oh, one more thing: can you also rename `ord_ts` to `ordered_at`?", dt=120.0)
+    e.call("execute_code", {"language": "sh", "code": "sed -i 's/ord_ts/ordered_at/' export.py"},
+           "", agent="coder")
+    e.say("Done: `ordered_at` it is.")
+    return e.legit("none", "after the work is done the two sides trade thanks and goodbyes "
+                   "five times, and then the person asks for one more change: a closing "
+                   "exchange, not idle talk")
+
+
+@case
 def message_loop_ok_debug_dialogue() -> dict[str, Any]:
     # A long dialogue without tools: the user runs commands and pastes output; every reply
     # follows the new evidence to the next stage.

@@ -32,9 +32,6 @@ KNOWN_GAPS: dict[str, str] = {
     "corpus-duplicate-after-success-loop-browser-repost":
         "the duplicate post is a browser click on 'Post': a click tells no kind (it could do "
         "anything), so no write is known",
-    "corpus-message-loop-loop-gratitude":
-        "two agents trading thanks: the replies are short and differ in wording, below the "
-        "monologue detector's minimum words and similarity",
 }
 """Loops not caught yet, with why (strict expected failures: see the module docstring)."""
 KILLED_EARLY: dict[str, str] = {}

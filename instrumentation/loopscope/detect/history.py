@@ -100,6 +100,7 @@ class History:
         "changes",
         "default_deadline_s",
         "epoch",
+        "idle_messages",
         "seen_facts",
         "seen_loose",
         "seen_outputs",
@@ -125,6 +126,9 @@ class History:
         """User turns so far (1 once the task has been given)."""
         self.turn_start = 0
         """The first step of the current user turn."""
+        self.idle_messages = 0
+        """Messages in a row, of either side, since the last tool call, that asked nothing,
+        told no figure and said little (``monologue.idle``)."""
         self.task_type: str | None = None
         self.default_deadline_s = 0.0
         self.epoch = 0
@@ -237,6 +241,7 @@ class History:
             stats.infos = (*stats.infos, step.info)
         self.steps.append(step)
         self._recent.clear()
+        self.idle_messages = 0  # (a tool call: the conversation acts)
         if step.status != "blocked":
             self.seen_outputs.add(step.output_hash)
             self.seen_loose.add(step.loose)

@@ -56,7 +56,7 @@ from .history import History, SignatureStats
 from .information import facts, forget_echoes
 from .kinds import infer_kind, is_wait
 from .ladder import Ladder, same_turn
-from .monologue import Monologue
+from .monologue import IDLE_MESSAGES, Monologue, idle
 from .oscillation import Oscillation
 from .output_stagnation import OutputStagnation, same_info_indexes
 from .policy import Policy
@@ -634,7 +634,10 @@ class EpisodeMonitor:
     def record_message(self, role: str, content: str = "") -> Decision | None:
         """``on_message`` for a caller that needs the decision only when the message raised
         a flag (a replay): ``None`` when it raised nothing."""
-        if role == "user":
+        history = self.history
+        history.idle_messages = history.idle_messages + 1 if idle(content) else 0
+        if role == "user" and history.idle_messages < IDLE_MESSAGES:
+            # (once the conversation is idle talk, a message that asks nothing is no new intent)
             said = " ".join(content.lower().split()) if len(content) <= NUDGE_CHARS else None
             if said is None or said not in self._said or not CONTINUE.search(said):
                 if said is not None:

@@ -7,7 +7,12 @@ Three shapes, all of assistant messages:
 - *chanting*: one message that says the same sentence or paragraph again and again;
 - *echo across turns*: near-identical assistant messages (word-set Jaccard ≥
   ``monologue_similarity``) with no tool call between them, even when the user answers in
-  between ("I will now check the order status." five times).
+  between ("I will now check the order status." five times);
+- *idle talk*: ``IDLE_MESSAGES`` messages in a row, of either side, with no tool call, none of
+  which asks anything, carries a figure or an id, or says much (``idle``): two agents
+  trading thanks after the work is done, whatever words they vary. A conversation moves by
+  questions, facts and actions; one that has none of them is over, and the agent should end
+  it.
 
 Sentences shorter than ``monologue_min_words`` words ("Step 1:", "Done.") may repeat.
 """
@@ -26,6 +31,20 @@ from .policy import Policy
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _BREAKS = re.compile(r"\. |\n|! ")
 MAX_ECHOES = 8
+IDLE_MESSAGES = 7
+"""Idle messages in a row (both sides, no tool call) that make a conversation idle talk:
+a closing exchange ("Thanks!" / "You're welcome, have a great day!") ends in far fewer."""
+IDLE_MAX_WORDS = 40
+_FIGURE = re.compile(r"\d")
+
+
+def idle(content: str) -> bool:
+    """Whether a message moves nothing: it asks no question, carries no figure or id (no
+    digit), and says little (at most ``IDLE_MAX_WORDS`` words). An empty message is not
+    idle talk (it stands for a model turn whose text was not recorded)."""
+    if "?" in content or _FIGURE.search(content) is not None:
+        return False
+    return 0 < len(content.split(maxsplit=IDLE_MAX_WORDS)) <= IDLE_MAX_WORDS
 MESSAGE_CHARS = 20_000
 
 
@@ -157,5 +176,17 @@ class Monologue:
                 stop_reason="no_progress",
                 key="monologue",
                 details={"turns": self._run},
+            )
+        if history.idle_messages >= IDLE_MESSAGES:
+            return Finding(
+                kind="monologue",
+                message=(
+                    f"The last {history.idle_messages} messages of this conversation asked "
+                    "nothing, told no figure and called no tool: it is over. Give the final "
+                    "answer and end it, rather than replying again."
+                ),
+                stop_reason="no_progress",
+                key="monologue:idle",
+                details={"messages": history.idle_messages},
             )
         return None
