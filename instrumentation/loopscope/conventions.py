@@ -36,6 +36,8 @@ GEN_AI_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
 GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
 OP_EXECUTE_TOOL: Final = "execute_tool"
 OP_INVOKE_AGENT: Final = "invoke_agent"
+OP_CHAT: Final = "chat"
+"""A model call (``record_model_call``'s span, named ``chat {model}``)."""
 
 # -- loopscope: the episode (root span) -----------------------------------------------------
 EPISODE_ID: Final = "loopscope.episode.id"

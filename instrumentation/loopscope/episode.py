@@ -9,6 +9,7 @@ with no root span, which starts afresh every ``IMPLICIT_EPISODE_STEPS`` steps.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar, Token
@@ -85,6 +86,8 @@ class Episode:
         self.output_tokens = 0
         self.cost_usd = 0.0
         self.model_turns = 0
+        self._model_started_ns: int | None = None
+        """When the model turn being made began (``before_model_call``): its span's start."""
         self._root = root_span
         self._span: Span | None = None
         self._token: Token[Episode | None] | None = None
@@ -193,6 +196,7 @@ class Episode:
             LoopDetected: a budget is exhausted and the mode is ``enforce``.
         """
         self.raise_pending_stop()
+        self._model_started_ns = time.time_ns()
         decision = None
         with swallow_internal_errors("checking a model-call budget"), self.guard.lock:
             decision = self.guard.monitor.before_model_call(self.guard.now())
@@ -210,8 +214,15 @@ class Episode:
         output_tokens: int = 0,
         cost_usd: float | None = None,
         model: str | None = None,
+        span: bool = True,
     ) -> None:
-        """Count one model turn with its token usage and cost (for budgets and the root span)."""
+        """Count one model turn with its token usage and cost (for budgets and the root span).
+
+        The turn becomes a ``chat {model}`` span (GenAI conventions: ``gen_ai.operation.name``
+        ``chat``, the usage, ``loopscope.cost_usd``) from ``before_model_call`` to now, so the
+        trace view shows each model call's duration, tokens and cost. ``span=False`` when
+        another instrumentation (an OpenAI or Anthropic client's) already records the call.
+        """
         with swallow_internal_errors("recording a model call"):
             self.model_turns += 1
             self.input_tokens += max(int(input_tokens), 0)
@@ -222,6 +233,27 @@ class Episode:
                 self.guard.monitor.after_model_call(tokens=input_tokens + output_tokens, cost=cost)
             if model and self._span is not None:
                 self._span.set_attribute(c.GEN_AI_REQUEST_MODEL, model)
+            started, self._model_started_ns = self._model_started_ns, None
+            if span:
+                self._model_span(started, int(input_tokens), int(output_tokens), cost_usd, model)
+
+    def _model_span(self, started_ns: int | None, input_tokens: int, output_tokens: int,
+                    cost_usd: float | None, model: str | None) -> None:
+        attributes: dict[str, Any] = {
+            c.GEN_AI_OPERATION_NAME: c.OP_CHAT,
+            c.EPISODE_ID: self.id,
+            c.GEN_AI_CONVERSATION_ID: self.conversation_id,
+            c.GEN_AI_USAGE_INPUT_TOKENS: max(input_tokens, 0),
+            c.GEN_AI_USAGE_OUTPUT_TOKENS: max(output_tokens, 0),
+        }
+        if model:
+            attributes[c.GEN_AI_REQUEST_MODEL] = model
+        if cost_usd is not None:
+            attributes[c.COST_USD] = max(float(cost_usd), 0.0)
+        span = _tracer.start_span(f"{c.OP_CHAT} {model}" if model else c.OP_CHAT,
+                                  kind=trace.SpanKind.CLIENT, attributes=attributes,
+                                  start_time=started_ns)
+        span.end()
 
     def record_message(self, role: str, content: str = "") -> Decision | None:
         """Record a user or assistant message; returns the decision (monologue warnings). A

@@ -90,6 +90,35 @@ def test_message_spans_carry_the_conversation_and_their_loop_verdicts() -> None:
     assert names and set(names) == {"loopscope.monologue"}
 
 
+def test_a_model_turn_is_a_chat_span_with_its_usage_from_before_the_call_to_its_record(
+) -> None:
+    """``before_model_call`` .. ``record_model_call`` is one ``chat {model}`` span under the
+    run's root (the trace view's model turn: duration, tokens, cost); ``span=False`` leaves
+    it to another instrumentation, and the budgets count the turn either way."""
+    with capture_spans() as spans, loopscope.episode(task="t", conversation_id="c-1") as ep:
+        ep.before_model_call()
+        lookup_order("1")
+        ep.record_model_call(input_tokens=1200, output_tokens=80, cost_usd=0.004,
+                             model="gpt-4o")
+        ep.before_model_call()
+        ep.record_model_call(input_tokens=10, output_tokens=1, span=False)
+    assert ep.model_turns == 2 and ep.input_tokens == 1210
+    by_name = {s.name: s for s in spans.spans()}
+    chat, root, call = by_name["chat gpt-4o"], by_name["invoke_agent"], by_name[
+        "execute_tool lookup_order"]
+    assert len([s for s in spans.spans() if s.name.startswith("chat")]) == 1
+    attrs = dict(chat.attributes or {})
+    assert attrs[c.GEN_AI_OPERATION_NAME] == "chat"
+    assert attrs[c.GEN_AI_USAGE_INPUT_TOKENS] == 1200
+    assert attrs[c.GEN_AI_USAGE_OUTPUT_TOKENS] == 80
+    assert attrs[c.COST_USD] == pytest.approx(0.004)
+    assert attrs[c.GEN_AI_CONVERSATION_ID] == "c-1" and attrs[c.EPISODE_ID] == ep.id
+    assert chat.parent is not None and root.context is not None
+    assert chat.parent.span_id == root.context.span_id
+    assert chat.start_time is not None and call.start_time is not None
+    assert chat.start_time <= call.start_time  # (the turn began before the call it made)
+
+
 def test_the_root_span_records_the_policy_the_guard_ran() -> None:
     policy = {"budgets": {"tool_calls": 40}, "repeat_threshold": 4}
     with capture_spans(policy=policy) as spans, loopscope.episode(task="t"):
