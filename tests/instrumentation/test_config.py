@@ -256,3 +256,24 @@ def test_bad_capture_content_variable_is_named(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("LOOPSCOPE_CAPTURE_CONTENT", "sometimes")
     with pytest.raises(ValueError, match=r"LOOPSCOPE_CAPTURE_CONTENT.*'sometimes'"):
         loopscope.instrument(span_processor=_memory()[1])
+
+
+def test_a_users_own_agents_module_is_not_taken_for_the_openai_agents_sdk(
+        tmp_path: Path) -> None:
+    """``instrument()`` finds frameworks by import name; a script's own ``agents.py`` beside it
+    has the OpenAI Agents SDK's name but is not its: it is neither imported (run twice) nor
+    instrumented, and the real frameworks still are."""
+    (tmp_path / "agents.py").write_text(
+        "import pathlib\npathlib.Path('imported.txt').write_text('yes')\n")
+    script = textwrap.dedent("""
+        import loopscope
+        from loopscope.integrations import installed
+        loopscope.instrument(service_name="t")
+        print(",".join(installed()))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    found = done.stdout.strip().split(",")
+    assert "openai_agents" not in found and "langchain" in found
+    assert not (tmp_path / "imported.txt").exists()
