@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
 
+from ..storage.arrow import schema
 from ..storage.queries import insert_rows
 from .alert import Alert
 from .sinks import AlertSink, LogSink, destinations
@@ -238,7 +239,7 @@ def _alert_id(service: str, fired_at: float) -> str:
 
 # -- the pipeline hook ------------------------------------------------------------------------
 
-ALERTS: Final = pa.schema([
+ALERTS: Final = schema([
     ("alert_id", pa.string()), ("service", pa.string()), ("state", pa.string()),
     ("fired_at", pa.timestamp("us")), ("resolved_at", pa.timestamp("us")),
     ("rate", pa.float64()), ("baseline", pa.float64()), ("volume", pa.int32()),

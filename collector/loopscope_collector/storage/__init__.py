@@ -141,8 +141,8 @@ def _connect(path: str, *, read_only: bool,
             if head[8:12] != DUCKDB_MAGIC:
                 raise SchemaError(f"{path} is not a DuckDB file (is it the wrong file?); "
                                   "give the store a new name, such as loopscope.duckdb")
-    config = {"memory_limit": memory_limit} if memory_limit else {}
-    con = duckdb.connect(path, read_only=read_only, config=config)
+    con = duckdb.connect(path, read_only=read_only,
+                         config={"memory_limit": memory_limit} if memory_limit else {})
     if path != ":memory:":
         backing = con.execute(
             "select path from duckdb_databases() where database_name = current_database()"

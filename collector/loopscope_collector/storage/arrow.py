@@ -9,12 +9,18 @@ once.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import duckdb
 import pyarrow as pa
+
+
+def schema(columns: Iterable[tuple[str, pa.DataType]]) -> pa.Schema:
+    """``pa.schema`` of (name, type) pairs, typed as such: against ``pa.schema``'s union of
+    accepted forms a type checker joins ``string()`` and ``int64()`` to ``object``."""
+    return pa.schema(columns)
 
 
 @contextmanager

@@ -13,7 +13,12 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from . import Database
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 1
@@ -43,7 +48,9 @@ Example:
 """
 
 
-def register(sub: Any) -> argparse.ArgumentParser:
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
     """Add ``export`` to the ``loopscope`` command's subparsers; returns its parser."""
     p = sub.add_parser("export", help="write a store's tables as Parquet or CSV files",
                        description=EXPORT_HELP,
@@ -80,7 +87,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def export_tables(db: Any, out: Path, fmt: str,
+def export_tables(db: Database, out: Path, fmt: str,
                   tables: Sequence[str] = TABLES) -> list[tuple[str, Path, int]]:
     """Write each of ``tables`` (names from ``TABLES`` only) to ``out``; returns
     (table, file, rows) per table."""
@@ -104,22 +111,23 @@ def export_tables(db: Any, out: Path, fmt: str,
     return written
 
 
-def _table(db: Any, table: str) -> Any:
+def _table(db: Database, table: str) -> pa.Table:
     """The whole table as Arrow, read on its own cursor and finished before returning."""
     cur = db.cursor()
     try:
-        return cur.sql(f"select * from {table}").to_arrow_table()  # DuckDB 2.x name
+        data: pa.Table = cur.sql(f"select * from {table}").to_arrow_table()  # DuckDB 2.x name
+        return data
     finally:
         cur.close()
 
 
-def _flat(data: Any) -> Any:
+def _flat(data: pa.Table) -> pa.Table:
     """List, struct and map columns as JSON text: CSV holds one value per cell."""
     import pyarrow as pa
 
-    columns = []
+    columns: list[pa.Array[Any] | pa.ChunkedArray[Any]] = []
     for name in data.column_names:
-        column = data.column(name)
+        column: pa.Array[Any] | pa.ChunkedArray[Any] = data.column(name)
         if pa.types.is_nested(column.type):
             column = pa.array([None if v is None else json.dumps(v, ensure_ascii=False,
                                                                  default=str)

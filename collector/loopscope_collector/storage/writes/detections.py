@@ -13,10 +13,11 @@ import duckdb
 import pyarrow as pa
 
 from ...normalize.rows import MessageRow
+from ..arrow import schema
 from ..queries import insert_rows
 from .tool_calls import CallVerdict
 
-DETECTIONS: Final = pa.schema([
+DETECTIONS: Final = schema([
     ("episode_id", pa.string()), ("trace_id", pa.string()), ("span_id", pa.string()),
     ("ordinal", pa.int32()), ("detector", pa.string()), ("kind", pa.string()),
     ("severity", pa.string()), ("action", pa.string()), ("message", pa.string()),

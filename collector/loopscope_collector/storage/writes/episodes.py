@@ -13,10 +13,10 @@ import duckdb
 import pyarrow as pa
 
 from ...normalize.rows import EpisodeRow, ToolCallRow
-from ..arrow import registered
+from ..arrow import registered, schema
 from ..queries import statements
 
-EPISODES: Final = pa.schema([
+EPISODES: Final = schema([
     ("episode_id", pa.string()), ("service", pa.string()), ("agent", pa.string()),
     ("model", pa.string()), ("task_type", pa.string()), ("trace_id", pa.string()),
     ("root_span_id", pa.string()), ("outcome", pa.string()), ("stop_reason", pa.string()),

@@ -12,9 +12,10 @@ import duckdb
 import pyarrow as pa
 
 from ...normalize.rows import ToolCallRow
+from ..arrow import schema
 from ..queries import insert_rows
 
-GUARD_DECISIONS: Final = pa.schema([
+GUARD_DECISIONS: Final = schema([
     ("trace_id", pa.string()), ("span_id", pa.string()), ("episode_id", pa.string()),
     ("service", pa.string()), ("tool", pa.string()), ("mode", pa.string()),
     ("action", pa.string()), ("decision", pa.string()), ("reason", pa.string()),

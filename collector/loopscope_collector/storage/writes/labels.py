@@ -12,9 +12,10 @@ from typing import Any, Final
 import duckdb
 import pyarrow as pa
 
+from ..arrow import schema
 from ..queries import insert_rows
 
-LABELS: Final = pa.schema([
+LABELS: Final = schema([
     ("episode_id", pa.string()), ("span_id", pa.string()), ("label", pa.string()),
     ("note", pa.string()),
 ])

@@ -14,9 +14,10 @@ import duckdb
 import pyarrow as pa
 
 from ...normalize.rows import MessageRow
+from ..arrow import schema
 from ..queries import by_episode, insert_rows, statements
 
-MESSAGES: Final = pa.schema([
+MESSAGES: Final = schema([
     ("trace_id", pa.string()), ("span_id", pa.string()), ("episode_id", pa.string()),
     ("service", pa.string()), ("role", pa.string()), ("start_ns", pa.int64()),
     ("step", pa.int32()), ("content", pa.string()), ("content_hash", pa.string()),

@@ -13,10 +13,10 @@ import duckdb
 import pyarrow as pa
 
 from ...normalize.spans import SpanRecord
-from ..arrow import registered
+from ..arrow import registered, schema
 from ..queries import statements
 
-SPANS: Final = pa.schema([
+SPANS: Final = schema([
     ("trace_id", pa.string()), ("span_id", pa.string()), ("parent_span_id", pa.string()),
     ("name", pa.string()), ("service", pa.string()), ("start_ns", pa.int64()),
     ("end_ns", pa.int64()), ("kind", pa.int8()), ("status_code", pa.int8()),

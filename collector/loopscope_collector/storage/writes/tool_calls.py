@@ -15,10 +15,10 @@ import duckdb
 import pyarrow as pa
 
 from ...normalize.rows import ToolCallRow
-from ..arrow import registered
+from ..arrow import registered, schema
 from ..queries import by_episode, statements
 
-TOOL_CALLS: Final = pa.schema([
+TOOL_CALLS: Final = schema([
     ("trace_id", pa.string()), ("span_id", pa.string()), ("episode_id", pa.string()),
     ("service", pa.string()), ("agent", pa.string()), ("model", pa.string()),
     ("tool", pa.string()), ("call_id", pa.string()), ("kind", pa.string()),

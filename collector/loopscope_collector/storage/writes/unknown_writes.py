@@ -14,15 +14,16 @@ import duckdb
 import pyarrow as pa
 
 from ...normalize.rows import ReconcileRow, ToolCallRow
+from ..arrow import schema
 from ..queries import insert_rows, statements
 
-UNKNOWN_WRITES: Final = pa.schema([
+UNKNOWN_WRITES: Final = schema([
     ("idempotency_key", pa.string()), ("episode_id", pa.string()), ("service", pa.string()),
     ("tool", pa.string()), ("trace_id", pa.string()), ("span_id", pa.string()),
     ("unknown_at_ns", pa.int64()),
 ])
 
-RECONCILES: Final = pa.schema([
+RECONCILES: Final = schema([
     ("trace_id", pa.string()), ("span_id", pa.string()), ("episode_id", pa.string()),
     ("service", pa.string()), ("reconcile_key", pa.string()), ("found", pa.bool_()),
     ("time_ns", pa.int64()),
