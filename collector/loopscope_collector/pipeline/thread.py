@@ -154,7 +154,7 @@ class Pipeline:
     # -- the pipeline thread --------------------------------------------------------------
 
     @property
-    def cursor(self) -> Any:
+    def cursor(self) -> duckdb.DuckDBPyConnection:
         """The pipeline thread's own cursor: for ``on_batch`` hooks, which run on that thread
         after the batch's commit (each statement commits by itself). Not for other threads."""
         return self._cur
@@ -318,7 +318,9 @@ class Pipeline:
                            "the first version is kept (span ids: %s)", len(span_ids),
                            ", ".join(span_ids[:5]) + (" ..." if len(span_ids) > 5 else ""))
 
-    def _derive(self, cur: Any, spans: Sequence[SpanRecord]) -> list[EpisodeResult]:
+    def _derive(
+        self, cur: duckdb.DuckDBPyConnection, spans: Sequence[SpanRecord]
+    ) -> list[EpisodeResult]:
         reading = assembly.read_spans(spans, lambda keys: self._seen_keys(cur, keys))
         for key in reading.dedup_keys.values():
             self._remember(self._dedup, key, None)
@@ -326,7 +328,8 @@ class Pipeline:
         self._resolve_episodes(cur, tool_rows, episodes)
         tool_rows, shadowed = self._drop_shadows(cur, tool_rows)
         by_episode: dict[str, list[Row]] = {episode: [] for episode in shadowed}
-        for row in [*tool_rows, *reading.messages]:
+        steps: list[Row] = [*tool_rows, *reading.messages]
+        for row in steps:
             by_episode.setdefault(row.episode_id, []).append(row)
         task_types = {e.episode_id: e.task_type for e in episodes}
         unseen = [e for e in by_episode if not self.detector.has(e)]
@@ -362,7 +365,9 @@ class Pipeline:
         return results
 
     @staticmethod
-    def _load_steps(cur: Any, episode_ids: Sequence[str]) -> dict[str, list[Row]]:
+    def _load_steps(
+        cur: duckdb.DuckDBPyConnection, episode_ids: Sequence[str]
+    ) -> dict[str, list[Row]]:
         """The stored steps (tool calls, then messages) of these episodes."""
         steps: dict[str, list[Row]] = {}
         for found in (tables.load_tool_calls(cur, episode_ids),
@@ -371,14 +376,14 @@ class Pipeline:
                 steps.setdefault(episode_id, []).extend(rows)
         return steps
 
-    def _seen_keys(self, cur: Any, keys: Sequence[str]) -> set[str]:
+    def _seen_keys(self, cur: duckdb.DuckDBPyConnection, keys: Sequence[str]) -> set[str]:
         """The MCP keys an earlier batch kept: in memory, else in the store."""
         for key in tables.stored_dedup_keys(cur, [k for k in keys if k not in self._dedup]):
             self._remember(self._dedup, key, None)
         return {k for k in keys if k in self._dedup}
 
     def _drop_shadows(
-        self, cur: Any, rows: list[ToolCallRow]
+        self, cur: duckdb.DuckDBPyConnection, rows: list[ToolCallRow]
     ) -> tuple[list[ToolCallRow], set[str]]:
         """One call reported by loopscope's guard and by another instrumentation is one call
         (``assembly``, rule 4): a shadow is dropped when it arrives, deleted when it arrived
@@ -397,7 +402,7 @@ class Pipeline:
         return kept, changed
 
     def _resolve_episodes(
-        self, cur: Any, rows: list[ToolCallRow], episodes: list[EpisodeRow]
+        self, cur: duckdb.DuckDBPyConnection, rows: list[ToolCallRow], episodes: list[EpisodeRow]
     ) -> None:
         """Fill empty episode ids (``assembly``, rule 5), from this batch, memory and the
         store; a root that reveals a conversation id moves the calls stored under its trace."""
@@ -411,7 +416,7 @@ class Pipeline:
                 self.detector.forget(ep.trace_id)
                 self.detector.forget(ep.episode_id)
 
-    def _episodes_of(self, cur: Any, traces: Sequence[str]) -> dict[str, str]:
+    def _episodes_of(self, cur: duckdb.DuckDBPyConnection, traces: Sequence[str]) -> dict[str, str]:
         unknown = [t for t in traces if t not in self._trace_episode]
         for trace_id, episode_id in tables.episodes_of_traces(cur, unknown).items():
             self._remember(self._trace_episode, trace_id, episode_id)
@@ -445,4 +450,5 @@ class Pipeline:
         """The counters as plain data."""
         data = asdict(self.stats)
         data["detection_active_episodes"] = self.detector.active
-        return json.loads(json.dumps(data, default=dict))
+        plain: dict[str, Any] = json.loads(json.dumps(data, default=dict))
+        return plain

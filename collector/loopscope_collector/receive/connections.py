@@ -28,7 +28,7 @@ import time
 from typing import Any, ClassVar, Final
 
 import h11
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
 from .limits import JUDGED_AFTER_S
 
@@ -47,7 +47,8 @@ SWEEP_S: Final = 0.25
 
 IDLE, HEADERS, BODY, WORKING = "idle", "headers", "body", "working"
 CONNECTION_KEY: Final = "loopscope.connection"
-"""Where a request's scope carries its connection (under ``extensions``), for eviction."""
+"""Where a request's scope carries its connection, for eviction: ``extensions[CONNECTION_KEY]
+["protocol"]`` (ASGI extensions hold a dict per extension)."""
 
 
 def _answer(status: int, reason: str, text: str, extra: str = "") -> bytes:
@@ -147,10 +148,12 @@ class WatchedH11Protocol(H11Protocol):
         self.since = time.monotonic()
         self.deadline: float | None = None
         self.body_bytes = 0
-        self._followed: Any = None
+        self._followed: RequestResponseCycle | None = None
 
     # -- uvicorn's hooks ---------------------------------------------------------------------
 
+    # asyncio.Protocol takes a BaseTransport; uvicorn's H11Protocol narrows it to Transport
+    # (with the same ignore), and so does this override of it.
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         if not self.watch.enter(self):
@@ -212,7 +215,7 @@ class WatchedH11Protocol(H11Protocol):
         cycle = self.cycle
         if cycle is not None and cycle is not self._followed and not cycle.response_complete:
             self._followed = cycle
-            cycle.scope.setdefault("extensions", {})[CONNECTION_KEY] = self
+            cycle.scope.setdefault("extensions", {})[CONNECTION_KEY] = {"protocol": self}
             self._to(BODY if cycle.more_body else WORKING)
         elif self.phase == BODY and cycle is not None and not cycle.response_complete:
             if not cycle.more_body:

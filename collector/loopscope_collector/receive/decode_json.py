@@ -285,7 +285,7 @@ def _typed(kind: type, name: str) -> Callable[[Any, str], Any]:
     def check(value: Any, path: str) -> Any:
         if type(value) is not kind:
             raise DecodeError(f"{path}: expected {name}, got {_type(value)}")
-        return _text(value, path) if kind is str else value
+        return _text(value, path) if isinstance(value, str) else value
 
     return check
 

@@ -15,6 +15,7 @@ service reports the store's health.
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable
 from concurrent import futures
 from typing import Any, Final
 
@@ -56,7 +57,7 @@ class TraceService:
         self.auth_token = auth_token
         self.inflight = inflight or InFlight()
 
-    def Export(self, body: bytes, context: Any) -> ExportTraceServiceResponse:
+    def Export(self, body: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
         """Admit, decode and store the request's spans, then acknowledge."""
         if self.auth_token and not _has_token(dict(context.invocation_metadata()),
                                                self.auth_token):
@@ -68,7 +69,7 @@ class TraceService:
             context.abort(grpc.StatusCode.UNAVAILABLE, f"not admitted, retry later: {exc}")
         return ExportTraceServiceResponse()
 
-    def _decode(self, body: bytes, context: Any, held: Hold) -> list[SpanRecord]:
+    def _decode(self, body: bytes, context: grpc.ServicerContext, held: Hold) -> list[SpanRecord]:
         """Parse, charge what the spans will take before building them, build them
         (``limits``: the memory bound is on decoded size, as for HTTP)."""
         try:
@@ -94,7 +95,7 @@ class TraceService:
             context.abort(code, message)
             raise  # abort raises; this line is for the type checker
 
-    def _store(self, spans: list[SpanRecord], context: Any) -> None:
+    def _store(self, spans: list[SpanRecord], context: grpc.ServicerContext) -> None:
         try:
             self.pipeline.submit(spans).wait(ACK_TIMEOUT_S)
         except Rejected as exc:
@@ -116,12 +117,17 @@ class _TokenInterceptor(grpc.ServerInterceptor):
     def __init__(self, token: str) -> None:
         self.token = token
 
-        def refuse(_request: Any, context: Any) -> None:
+        def refuse(_request: bytes, context: grpc.ServicerContext) -> None:
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
 
-        self._refuse = grpc.unary_unary_rpc_method_handler(refuse)
+        self._refuse: grpc.RpcMethodHandler[bytes, bytes] = (
+            grpc.unary_unary_rpc_method_handler(refuse))
 
-    def intercept_service(self, continuation: Any, handler_call_details: Any) -> Any:
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler[Any, Any] | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
         metadata = dict(handler_call_details.invocation_metadata or ())
         if _has_token(metadata, self.token):
             return continuation(handler_call_details)
@@ -134,7 +140,7 @@ def _has_token(metadata: dict[str, Any], token: str) -> bool:
         given[7:].strip().encode("latin-1", "replace"), token.encode())
 
 
-def _peer(context: Any) -> str:
+def _peer(context: grpc.ServicerContext) -> str:
     """The client's address as gRPC names it (``ipv4:127.0.0.1:53012``), without the port."""
     peer = str(context.peer() or "an unknown peer")
     kind, _, address = peer.partition(":")

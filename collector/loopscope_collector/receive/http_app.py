@@ -36,7 +36,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 from urllib.parse import parse_qsl
 
 import duckdb
@@ -49,7 +49,7 @@ from ..pipeline.thread import Pipeline
 from ..storage import Database
 from ..storage.health import StoreUnavailable
 from ..storage.queries import READS, UnknownRead
-from .connections import CONNECTION_KEY
+from .connections import CONNECTION_KEY, WatchedH11Protocol
 from .decode import DecodeError, PayloadTooLarge, decode_request, decoding, inflate
 from .labels import check_label
 from .limits import (
@@ -85,6 +85,7 @@ _PROTOBUF: Final = b"application/x-protobuf"
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
+T = TypeVar("T")
 
 
 class _Gone(Exception):
@@ -147,8 +148,9 @@ class _Exchange:
         return None if value is None else value.decode("latin-1")
 
     @property
-    def connection(self) -> Any:
-        return self.scope.get("extensions", {}).get(CONNECTION_KEY)
+    def connection(self) -> WatchedH11Protocol | None:
+        conn = self.scope.get("extensions", {}).get(CONNECTION_KEY, {}).get("protocol")
+        return conn if isinstance(conn, WatchedH11Protocol) else None
 
     async def answer(self, status: int, body: bytes, content_type: bytes,
                      headers: dict[str, str] | None = None, *, close: bool = False) -> None:
@@ -264,7 +266,7 @@ class CollectorApp:
         return given.startswith("Bearer ") and hmac.compare_digest(
             given[7:].strip().encode("latin-1"), token.encode())
 
-    async def _on(self, pool: ThreadPoolExecutor, work: Callable[..., Any], *args: Any) -> Any:
+    async def _on(self, pool: ThreadPoolExecutor, work: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(pool, work, *args)
 
     # -- reads, health ------------------------------------------------------------------------
@@ -459,8 +461,12 @@ class CollectorApp:
         loop = asyncio.get_running_loop()
         done = loop.create_future()
 
+        def settle() -> None:
+            if not done.done():
+                done.set_result(None)
+
         def finished() -> None:
-            loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None))
+            loop.call_soon_threadsafe(settle)
 
         job.add_done_callback(finished)
         try:

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
+from ..normalize.spans import SpanRecord
 from .errors import AdmissionError, PayloadTooLarge
 
 MAX_INFLIGHT_BYTES: Final = 192 * 1024 * 1024
@@ -52,7 +53,7 @@ class InFlight:
         self._receiving: set[Hold] = set()
         self._lock = threading.Lock()
 
-    def hold(self, size: int = 0, *, evict: Callable[[], None] | None = None) -> Hold:
+    def hold(self, size: int = 0, *, evict: Callable[[], object] | None = None) -> Hold:
         """A hold of ``size`` bytes (use it as a context manager: released on exit).
 
         ``evict``: the request's body is still arriving, and this is how to end it (answer it
@@ -134,7 +135,7 @@ class InFlight:
 class Hold:
     """The bytes one request holds; ``grow`` as its body arrives or once it is decoded."""
 
-    def __init__(self, owner: InFlight, evict: Callable[[], None] | None) -> None:
+    def __init__(self, owner: InFlight, evict: Callable[[], object] | None) -> None:
         self.owner = owner
         self.evict = evict
         self.size = 0
@@ -212,7 +213,7 @@ def estimate_decoded(spans: int, data: int, attributes: int | None = None) -> in
     return spans * _SPAN_RECORD_BYTES + attributes * _VALUE_BYTES + data * 11 // 10
 
 
-def attribute_count(spans: list[Any]) -> int:
+def attribute_count(spans: Sequence[SpanRecord]) -> int:
     """The attributes ``estimate_decoded`` counts: each record's own and its resource's."""
     return sum(len(span.attributes) + len(span.resource) for span in spans)
 
@@ -239,7 +240,7 @@ def charge_decoded(hold: Hold, size: int, spans: int = 0, *, shrink: bool = True
         hold.grow(size - hold.size)
 
 
-def decoded_size(spans: list[Any]) -> int:
+def decoded_size(spans: Sequence[SpanRecord]) -> int:
     """What decoded span records take in memory, in bytes, counted span by span: a fixed
     cost per span (the record, its ids, dicts and events) and per attribute, plus their
     text; within a few percent of ``tracemalloc``'s count. Too slow for every request (a
