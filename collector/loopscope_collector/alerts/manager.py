@@ -25,7 +25,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa
 
@@ -35,6 +35,8 @@ from .alert import Alert
 from .sinks import AlertSink, LogSink, destinations
 
 if TYPE_CHECKING:
+    import duckdb
+
     from ..pipeline.detection import EpisodeResult
     from ..pipeline.thread import Pipeline
 
@@ -371,7 +373,7 @@ class AlertManager:
         if len(self._seen) > limit:
             self._seen.popitem(last=False)
 
-    def _record(self, cur: Any, alert: Alert) -> None:
+    def _record(self, cur: duckdb.DuckDBPyConnection, alert: Alert) -> None:
         with self._lock:
             self._counts[(alert.service, alert.state)] += 1
         self.firing += 1 if alert.state == "firing" else -1
@@ -395,7 +397,7 @@ class AlertManager:
             logger.exception("could not store alert %s; it is still sent", alert.id)
         self.sink.send(alert)
 
-    def _resolve_leftovers(self, cur: Any) -> None:
+    def _resolve_leftovers(self, cur: duckdb.DuckDBPyConnection) -> None:
         """Alerts a previous run left firing have no detector any more: close them now."""
         try:
             cur.execute("update alerts set state = 'resolved', resolved_at = $now,"

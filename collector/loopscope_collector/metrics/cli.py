@@ -17,10 +17,14 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopscope.detect.events import OUTCOMES
+
+if TYPE_CHECKING:
+    from .compute import Reader
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 1
@@ -45,7 +49,7 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``metrics`` to the ``loopscope`` command's subparsers."""
     p = sub.add_parser("metrics", help="detection, false-kill, reconcile and cost metrics",
                        description=METRICS_HELP,
@@ -109,7 +113,7 @@ def _error(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
-def _http_reader(base: str, token: str | None) -> Any:
+def _http_reader(base: str, token: str | None) -> Reader:
     base = base.rstrip("/")
 
     def read(name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -157,7 +161,9 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _from_file(path: str, filters: dict[str, Any], collect: Any) -> dict[str, Any] | int:
+def _from_file(
+    path: str, filters: dict[str, Any], collect: Callable[[Reader, dict[str, Any]], dict[str, Any]]
+) -> dict[str, Any] | int:
     try:
         import duckdb
 

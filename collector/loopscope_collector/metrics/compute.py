@@ -32,7 +32,8 @@ def _builtin_prices() -> dict[str, dict[str, float]]:
     found = re.search(r"/\*prices\*/'(.*?)'/\*end prices\*/", text, re.DOTALL)
     if found is None:  # pragma: no cover - the reads file is part of the package
         raise RuntimeError("reads.sql has no built-in price table")
-    return json.loads(found.group(1))
+    prices: dict[str, dict[str, float]] = json.loads(found.group(1))
+    return prices
 
 
 PRICES: Final[dict[str, dict[str, float]]] = _builtin_prices()
@@ -107,7 +108,7 @@ _ZERO: Final = {
     "failed_episodes": 0, "cost_usd": 0.0, "cost_after_first_flag_usd": 0.0,
     "cost_from_episode": 0, "cost_from_tool_calls": 0, "cost_from_tokens": 0, "cost_unknown": 0,
 }
-_NO_LATENCY: Final = {"unknown_writes": 0, "resolved": 0, "unresolved": 0,
+_NO_LATENCY: Final[Mapping[str, Any]] = {"unknown_writes": 0, "resolved": 0, "unresolved": 0,
                       "p50_s": None, "p95_s": None, "max_s": None}
 
 

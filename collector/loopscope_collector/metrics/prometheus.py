@@ -45,7 +45,7 @@ def _escape(value: str) -> str:
 
 
 def _lines(name: str, kind: str, help_text: str,
-           samples: Iterable[tuple[dict[str, str], float]]) -> list[str]:
+           samples: Iterable[tuple[dict[str, str], float | str]]) -> list[str]:
     out = [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
     for labels, value in samples:
         text = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))

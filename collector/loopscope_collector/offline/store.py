@@ -24,7 +24,8 @@ from loopscope.detect.replay import EpisodeRecord, EpisodeReport
 from ..normalize.spans import SpanRecord
 
 if TYPE_CHECKING:
-    from ..pipeline.thread import Job, Pipeline
+    from ..pipeline.jobs import Job
+    from ..pipeline.thread import Pipeline
     from ..storage import Database
 
 __all__ = ["Store", "StoreCounts", "StoreError"]

@@ -11,6 +11,7 @@ span ids are derived from the episode id and step index, so re-running stores no
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from typing import Any, Final
 
 from loopscope import conventions as c
@@ -95,7 +96,7 @@ def episode_spans(
 
 
 def _message_span(
-    episode: EpisodeRecord, step: Any, index: int, trace_id: str, root_id: str,
+    episode: EpisodeRecord, step: Mapping[str, Any], index: int, trace_id: str, root_id: str,
     start_ns: int, resource: dict[str, Any],
 ) -> SpanRecord:
     role = str(step.get("role") or "")
@@ -117,7 +118,7 @@ def _message_span(
 
 
 def _tool_span(
-    episode: EpisodeRecord, step: Any, index: int, policy: Policy, trace_id: str, root_id: str,
+    episode: EpisodeRecord, step: Mapping[str, Any], index: int, policy: Policy, trace_id: str, root_id: str,
     start_ns: int, resource: dict[str, Any], guard: tuple[Decision, Decision] | None,
 ) -> SpanRecord:
     tool = str(step["tool"])
