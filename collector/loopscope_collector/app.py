@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from loopscope.detect import Policy
 
@@ -18,6 +18,9 @@ from .receive.grpc_server import serve_grpc
 from .receive.http_server import MAX_BODY_BYTES, CollectorHTTPServer
 from .receive.limits import MAX_INFLIGHT_BYTES, InFlight
 from .storage import open_database
+
+if TYPE_CHECKING:
+    import grpc
 
 
 class Collector:
@@ -61,7 +64,7 @@ class Collector:
         self.grpc_port = grpc_port
         self.auth_token = auth_token
         self.max_request_bytes = max_request_bytes
-        self._grpc: Any = None
+        self._grpc: grpc.Server | None = None
         self._http_thread: threading.Thread | None = None
 
     @property

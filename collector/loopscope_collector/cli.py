@@ -15,7 +15,10 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .alerts.manager import AlertSettings
 
 COLLECTOR_HELP = """\
 Receive OTLP from agents, store it in DuckDB, detect loops as spans arrive.
@@ -46,7 +49,7 @@ Example:
 """
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``collector`` to the ``loopscope`` command's subparsers."""
     p = sub.add_parser("collector", help="receive OTLP, store in DuckDB, detect loops live",
                        description=COLLECTOR_HELP,
@@ -94,7 +97,7 @@ def register(sub: Any) -> None:
     register_export(sub)
 
 
-def add_alert_options(group: Any) -> None:
+def add_alert_options(group: argparse._ActionsContainer) -> None:
     """The spike rule's settings, for ``collector`` and ``export --prometheus-rules``."""
     group.add_argument("--alert-window", metavar="SECONDS", type=float, default=60.0,
                        help="rolling window of the no-progress rate (default 60)")
@@ -109,7 +112,7 @@ def add_alert_options(group: Any) -> None:
                        help="least time between two firings for one service (default 300)")
 
 
-def alert_settings(args: argparse.Namespace) -> Any:
+def alert_settings(args: argparse.Namespace) -> AlertSettings:
     """``AlertSettings`` from ``add_alert_options``' arguments (a ``ValueError`` names a bad
     one)."""
     from .alerts.manager import AlertSettings
@@ -120,7 +123,7 @@ def alert_settings(args: argparse.Namespace) -> Any:
         min_volume=args.alert_min_volume, cooldown_s=args.alert_cooldown)
 
 
-def register_export(sub: Any) -> None:
+def register_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``loopscope export``: a store's tables (``storage.export``) and, with
     ``--prometheus-rules``, the spike alert as Prometheus rules (``alerts.prometheus_rules``)."""
     from .storage import export

@@ -118,8 +118,8 @@ def _message_span(
 
 
 def _tool_span(
-    episode: EpisodeRecord, step: Mapping[str, Any], index: int, policy: Policy, trace_id: str, root_id: str,
-    start_ns: int, resource: dict[str, Any], guard: tuple[Decision, Decision] | None,
+    episode: EpisodeRecord, step: Mapping[str, Any], index: int, policy: Policy, trace_id: str,
+    root_id: str, start_ns: int, resource: dict[str, Any], guard: tuple[Decision, Decision] | None,
 ) -> SpanRecord:
     tool = str(step["tool"])
     args = step.get("args")

@@ -54,7 +54,8 @@ def _boolean(text: str) -> bool:
     raise ValueError("expected true or false")
 
 
-_TYPES: Final[dict[str, Callable[[str], object]]] = {"varchar": str, "bigint": _integer, "boolean": _boolean, "double": float}
+_TYPES: Final[dict[str, Callable[[str], object]]] = {
+    "varchar": str, "bigint": _integer, "boolean": _boolean, "double": float}
 _TYPE_NAMES: Final = {"varchar": "text", "bigint": "an integer", "boolean": "true or false",
                       "double": "a number"}
 
