@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +20,7 @@ class Card:
     delta: str | None
     caption: str
     help: str
-    delta_color: str = "normal"
+    delta_color: Literal["normal", "inverse"] = "normal"
     """``inverse`` when a rise is bad (false kills, latency, cost)."""
 
 

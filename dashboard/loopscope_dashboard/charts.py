@@ -9,7 +9,7 @@ once is grey, and loop segments are shaded red (oscillation cycles purple).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -176,11 +176,11 @@ def signature_label(call: pd.Series) -> str:
     return f"{call.get('tool', '')} · {_short(call.get('signature'))}"
 
 
-def _guard_marks(calls: pd.DataFrame) -> tuple[dict[str, list], dict[str, list]]:
+def _guard_marks(calls: pd.DataFrame) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
     """Rows by what the guard did (warn, block, stop), and by what enforce would have done
     where that is more than what happened."""
-    done: dict[str, list] = {}
-    would: dict[str, list] = {}
+    done: dict[str, list[Any]] = {}
+    would: dict[str, list[Any]] = {}
     action = calls.get("guard_action", pd.Series(index=calls.index, dtype=object))
     decision = calls.get("guard_decision", pd.Series(index=calls.index, dtype=object))
     blocked = calls.get("status", pd.Series(index=calls.index, dtype=object)).eq("blocked")

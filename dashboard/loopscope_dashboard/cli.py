@@ -11,7 +11,6 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from loopscope_collector.cli import is_loopback, port_number
 
@@ -72,11 +71,10 @@ def run(args: argparse.Namespace) -> int:
           file=sys.stderr, flush=True)
     # Become Streamlit (same process): signals reach it directly, and a parent that stops
     # this process stops the server, with no grandchild left behind.
-    os.execve(sys.executable, command(args), environment(args))
-    return 0  # not reached
+    os.execve(sys.executable, command(args), environment(args))  # does not return
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``loopscope dashboard`` to the ``loopscope`` command's subparsers."""
     parser = sub.add_parser("dashboard", help="open the Streamlit dashboard", description=HELP,
                             formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -445,7 +445,7 @@ _WINDOW_TEXT: Final = re.compile(r"in the last ([\d.]+) s\b")
 _THRESHOLD_TEXT: Final = re.compile(r"threshold (\d+(?:\.\d+)?)%")
 
 
-def alert_rule(alert: Mapping[str, Any]) -> dict[str, float]:
+def alert_rule(alert: pd.Series | Mapping[str, Any]) -> dict[str, float]:
     """The rule an alert was judged by: ``window_s``, ``threshold`` (a fraction), ``factor``
     and ``floor``, as the collector stored them with the alert. An alert stored before the
     store kept its rule (schema version 10) has none: its message gives the window and, when
@@ -454,8 +454,10 @@ def alert_rule(alert: Mapping[str, Any]) -> dict[str, float]:
 
     defaults = AlertSettings()
     stored = {name: alert.get(name) for name in ("window_s", "threshold", "factor", "floor")}
-    if all(value is not None and not pd.isna(value) for value in stored.values()):
-        return {name: float(value) for name, value in stored.items()}
+    given = {name: float(value) for name, value in stored.items()
+             if value is not None and not pd.isna(value)}
+    if len(given) == len(stored):
+        return given
     message = str(alert.get("message") or "")
     window = _WINDOW_TEXT.search(message)
     threshold = _THRESHOLD_TEXT.search(message)
@@ -464,7 +466,7 @@ def alert_rule(alert: Mapping[str, Any]) -> dict[str, float]:
             "factor": defaults.factor, "floor": defaults.floor}
 
 
-def alert_series(alert: Mapping[str, Any], *, windows_before: int = 4,
+def alert_series(alert: pd.Series | Mapping[str, Any], *, windows_before: int = 4,
                  windows_after: int = 2) -> pd.DataFrame:
     """The series the spike rule evaluates around ``alert``: the no-progress rate of its
     service over the rule's rolling window, ending at each ``bucket`` (a twelfth of the
@@ -498,7 +500,8 @@ def alert_series(alert: Mapping[str, Any], *, windows_before: int = 4,
     })
 
 
-def _window_at(alert: Mapping[str, Any], at_ns: int, window_s: float) -> tuple[int, int] | None:
+def _window_at(alert: pd.Series | Mapping[str, Any], at_ns: int,
+               window_s: float) -> tuple[int, int] | None:
     """(calls, no-progress calls) in the rule's window at the moment ``at_ns``, as the
     collector counts it: its whole buckets (``AlertSettings.bucket_s``, not configurable)
     back from the one ``at_ns`` falls in, and only the calls up to ``at_ns``. None when the

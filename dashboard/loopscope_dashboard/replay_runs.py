@@ -10,7 +10,7 @@ its workers sooner.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -22,7 +22,7 @@ from loopscope_collector.normalize.assembly import sort_key
 from loopscope_collector.normalize.rows import MessageRow, ToolCallRow
 from loopscope_collector.offline.otlp_files import episodes_from_rows
 
-_RANK: Final = {name: i for i, name in enumerate(ACTIONS)}
+_RANK: Final[dict[str, int]] = {name: i for i, name in enumerate(ACTIONS)}
 _FIELDS: Final = dataclasses.fields(ToolCallRow)
 
 
@@ -101,10 +101,11 @@ def _unpickle(*fields: Any) -> StoredRun:
                      first_loop_step=first_loop_step, human_false_kill=human_false_kill)
 
 
-_MAKERS: dict[tuple[str, ...], Any] = {}
+_RowMaker = Callable[[tuple[Any, ...]], ToolCallRow]
+_MAKERS: dict[tuple[str, ...], _RowMaker] = {}
 
 
-def _row_maker(columns: tuple[str, ...]) -> Any:
+def _row_maker(columns: tuple[str, ...]) -> _RowMaker:
     """A function from one row's values (in ``columns`` order) to its ``ToolCallRow``.
 
     Positional (every field, in declaration order: a column's value, else the field's
@@ -115,8 +116,9 @@ def _row_maker(columns: tuple[str, ...]) -> Any:
     if maker is not None:
         return maker
     where = {name: i for i, name in enumerate(columns)}
-    spec = [(where.get(f.name, -1), None if f.default is dataclasses.MISSING else f.default)
-            for f in _FIELDS]
+    spec: list[tuple[int, Any]] = [
+        (where.get(f.name, -1), None if f.default is dataclasses.MISSING else f.default)
+        for f in _FIELDS]
     fresh = [(k, f.default_factory) for k, f in enumerate(_FIELDS)
              if f.name not in where and f.default_factory is not dataclasses.MISSING]
 
@@ -156,7 +158,8 @@ def build_episodes(runs: Sequence[StoredRun]) -> None:
                 rows.append(make(values))
     built = {e.episode_id: e for e in episodes_from_rows(rows, [], messages)}
     steps_of: dict[str, list[int | None]] = {}
-    for row in sorted([*rows, *messages], key=sort_key):
+    steps: list[ToolCallRow | MessageRow] = [*rows, *messages]
+    for row in sorted(steps, key=sort_key):
         steps_of.setdefault(row.episode_id, []).append(row.step)
     for run in runs:
         if run._built is not None:

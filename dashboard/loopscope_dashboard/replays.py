@@ -28,10 +28,10 @@ from typing import Any, Final, Protocol
 import pandas as pd
 
 from loopscope.detect import Policy
-from loopscope.detect.events import ACTION_RANK
 from loopscope.policy_file import changes_of, plain, to_json
 
 from .replay_runs import StoredRun, Verdict, build_episodes, replay_chunk, verdict
+from .truth import RANK
 
 __all__ = ["FIELD_WORDS", "PARALLEL_FROM", "Replay", "ReplayCache", "Scorecard", "Setting",
            "StoredRun", "Verdict", "build", "build_episodes", "changed", "changes_of",
@@ -185,15 +185,15 @@ def stored_runs(episodes: pd.DataFrame,
     if episodes.empty:
         return []
     if isinstance(calls, pd.DataFrame):
-        calls = [{k: _none(v) for k, v in record.items()} for record in
+        calls = [{str(k): _none(v) for k, v in record.items()} for record in
                  calls.to_dict("records")]
     columns: tuple[str, ...] = tuple(calls[0]) if calls else ()
     grouped: dict[str, list[tuple[Any, ...]]] = {}
-    for record in calls:
-        values = tuple(record.values())  # the read's rows share one column order
+    for call in calls:
+        values = tuple(call.values())  # the read's rows share one column order
         if len(values) != len(columns):
-            values = tuple(record.get(name) for name in columns)
-        grouped.setdefault(record["episode_id"], []).append(values)
+            values = tuple(call.get(name) for name in columns)
+        grouped.setdefault(call["episode_id"], []).append(values)
     runs = []
     for record in episodes.to_dict("records"):
         episode_id = record["episode_id"]
@@ -322,11 +322,15 @@ def changed(current: Sequence[Verdict], candidate: Sequence[Verdict]) -> pd.Data
         if (was.action, was.first_kill_call, was.stop_call) != (
                 now.action, now.first_kill_call, now.stop_call):
             rows.append({"episode_id": now.episode_id,
-                         "label": {True: "loop", False: "no loop"}.get(now.label, ""),
+                         "label": _label_name(now.label),
                          "current": _describe(was), "candidate": _describe(now),
                          "false_kill_now": now.false_kill, "caught_now": now.caught})
     return pd.DataFrame(rows, columns=["episode_id", "label", "current", "candidate",
                                        "false_kill_now", "caught_now"])
+
+
+def _label_name(label: bool | None) -> str:
+    return "" if label is None else "loop" if label else "no loop"
 
 
 def verdicts_frame(verdicts: Sequence[Verdict]) -> pd.DataFrame:
@@ -334,7 +338,7 @@ def verdicts_frame(verdicts: Sequence[Verdict]) -> pd.DataFrame:
     return pd.DataFrame([{
         "episode_id": v.episode_id, "verdict": _describe(v), "action": v.action,
         "first_kill_call": v.first_kill_call, "stop_call": v.stop_call,
-        "label": {True: "loop", False: "no loop"}.get(v.label, ""), "caught": v.caught,
+        "label": _label_name(v.label), "caught": v.caught,
         "false_kill": v.false_kill, "calls_saved": v.calls_saved,
         "cost_saved_usd": v.cost_saved} for v in verdicts],
         columns=["episode_id", "verdict", "action", "first_kill_call", "stop_call", "label",
@@ -485,9 +489,9 @@ def guard_recorded(runs: Sequence[StoredRun],
         call = calls.get((int(time_ns), str(tool)))
         decided = decision if isinstance(decision, str) else action
         strongest, first, named = found.get(episode_id, ("allow", None, set()))
-        rank = ACTION_RANK.get(decided, 0) if isinstance(decided, str) else 0
-        if call is not None and (rank > ACTION_RANK[strongest] or (
-                rank == ACTION_RANK[strongest] and rank > 0 and (first is None or call < first))):
+        rank = RANK.get(decided, 0) if isinstance(decided, str) else 0
+        if call is not None and (rank > RANK[strongest] or (
+                rank == RANK[strongest] and rank > 0 and (first is None or call < first))):
             strongest, first = str(decided), call
         if rank > 0 and flags is not None:
             named = named | {str(f) for f in list(flags)}

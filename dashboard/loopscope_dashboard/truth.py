@@ -25,7 +25,7 @@ import pandas as pd
 
 from loopscope.detect.events import ACTION_RANK
 
-RANK: Final[Mapping[str, int]] = ACTION_RANK
+RANK: Final[Mapping[str, int]] = {action: n for action, n in ACTION_RANK.items()}
 DONE: Final = {"allow": "allowed", "warn": "warned", "block": "blocked", "stop": "stopped"}
 """An action as something that happened."""
 WOULD: Final = {"warn": "would warn", "block": "would block", "stop": "would stop"}
@@ -112,7 +112,7 @@ def flag_ladder(flags: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
                     else row.guard_action
                 done = row.guard_action if isinstance(row.guard_action, str) else "allow"
                 text = (f"{DONE[done]} at call {row.call}" if rank(done) >= rank(decided)
-                        else f"{WOULD[decided]} at call {row.call}")
+                        else f"{WOULD[str(decided)]} at call {row.call}")
                 strength = max(rank(done), rank(decided))
                 if strength > 0 and (best is None or strength > best[0]):
                     best = (strength, text)
@@ -144,7 +144,7 @@ def step_progress(calls: pd.DataFrame) -> pd.DataFrame:
     own_streak = shown["collector_streak"] if "collector_streak" in shown.columns else empty
     by_guard = guard_progress.notna() | guard_streak.notna()
     shown["shown_progress"] = guard_progress.where(by_guard, own_progress)
-    shown["shown_streak"] = pd.array(guard_streak.where(by_guard, own_streak), dtype="Int64")
+    shown["shown_streak"] = guard_streak.where(by_guard, own_streak).astype("Int64")
     shown["progress_by"] = by_guard.map({True: "guard", False: "collector"})
     return shown
 
@@ -166,6 +166,8 @@ def collector_differs(steps: pd.DataFrame) -> bool:
 
 def _missing(value: object) -> bool:
     try:
+        # pd.isna's overloads take scalars, arrays and frames, not ``object``: any value may
+        # come here, and what it cannot judge raises (caught below).
         return bool(pd.isna(value))  # type: ignore[call-overload]
     except (TypeError, ValueError):
         return False
@@ -282,6 +284,8 @@ def _streak_end(calls: pd.DataFrame, at: int | None, streak: int) -> str:
 
 
 def _flag_text(value: object) -> str:
-    if isinstance(value, list | tuple) or hasattr(value, "tolist"):
-        return ", ".join(str(v) for v in list(value))
+    if isinstance(value, list | tuple):
+        return ", ".join(str(v) for v in value)
+    if hasattr(value, "tolist"):  # a NumPy array
+        return ", ".join(str(v) for v in value.tolist())
     return "" if value is None or (isinstance(value, float) and pd.isna(value)) else str(value)

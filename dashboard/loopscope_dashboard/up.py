@@ -21,7 +21,6 @@ import time
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from loopscope_collector.cli import port_number
 
@@ -43,7 +42,7 @@ READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
 
 
-def register(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``up`` to the ``loopscope`` command."""
     p = sub.add_parser("up", help="run collector + dashboard (+ demo agents) together",
                        description=UP_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -12,7 +12,7 @@ orange ● for a flag with no guard action.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, SupportsInt
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -45,8 +45,7 @@ def span_rows(spans: pd.DataFrame, calls: pd.DataFrame,
     rows["start_ms"] = (rows["start_ns"] - origin) / 1e6
     rows["duration_ms"] = (rows["end_ns"] - rows["start_ns"]) / 1e6
     by_span = calls.set_index("span_id") if not calls.empty else pd.DataFrame()
-    rows["call"] = [int(by_span.at[s, "call"]) if s in by_span.index else None
-                    for s in rows["span_id"]]
+    rows["call"] = [_ordinal(by_span, s) for s in rows["span_id"]]
     rows["guard_action"] = [_at(by_span, s, "guard_action") for s in rows["span_id"]]
     rows["guard_decision"] = [_at(by_span, s, "guard_decision") for s in rows["span_id"]]
     flags: dict[str, list[str]] = {}
@@ -126,6 +125,14 @@ def _mark(fig: go.Figure, rows: pd.DataFrame, labels: list[str]) -> None:
             y=[labels[i] for i in flagged.index],
             marker={"symbol": "circle", "size": 9, "color": _FLAGGED},
             hovertemplate="%{y}: flagged<extra></extra>"))
+
+
+def _ordinal(frame: pd.DataFrame, span_id: str) -> int | None:
+    """The tool-call ordinal of ``span_id``; None for a span that is not a tool call."""
+    if span_id not in frame.index:
+        return None
+    value = frame.at[span_id, "call"]
+    return int(value) if isinstance(value, SupportsInt) else None
 
 
 def _at(frame: pd.DataFrame, span_id: str, column: str) -> str | None:

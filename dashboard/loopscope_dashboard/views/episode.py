@@ -4,6 +4,7 @@ the same way (call 1 is the first tool call). Deep link: ``/episode?episode=ID``
 
 import json
 
+import pandas as pd
 import streamlit as st
 
 from loopscope_dashboard import charts, downloads, hints, queries, state, truth, waterfall
@@ -132,8 +133,9 @@ else:
     if not calls["content_captured"].any():
         st.caption("Arguments and outputs were not captured; start the agent with "
                    "`loopscope.instrument(capture_content=True)` to see previews.")
-    steps = truth.step_progress(calls).assign(would_be=[truth.would_be(a, d) for a, d in zip(
-        calls["guard_action"], calls["guard_decision"], strict=True)],
+    steps = truth.step_progress(calls).assign(would_be=pd.Series([
+        truth.would_be(a, d) for a, d in zip(calls["guard_action"], calls["guard_decision"],
+                                             strict=True)], index=calls.index),
         latency_ms=(calls["end_ns"] - calls["start_ns"]) / 1e6)
     by_guard = bool((steps["progress_by"] == "guard").any())
     differs = truth.collector_differs(steps)

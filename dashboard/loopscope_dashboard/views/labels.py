@@ -112,8 +112,9 @@ else:
                 f"({state.episode_link(episode_id)})")
     flags = truth.flag_calls(queries.episode_detections(episode_id),
                              queries.episode_tool_calls(episode_id))
-    targets = {"": "the whole run"} | {
-        row.span_id: f"call {row.call}: {row.detector} (enforce would {row.action}, {row.kind})"
+    targets: dict[str, str] = {"": "the whole run"} | {
+        str(row.span_id):
+            f"call {row.call}: {row.detector} (enforce would {row.action}, {row.kind})"
         for row in flags.itertuples()
     }
 

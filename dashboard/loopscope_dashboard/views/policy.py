@@ -8,6 +8,7 @@ JSON file the guard, the collector and ``loopscope analyze`` read.
 """
 
 import json
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -81,7 +82,7 @@ with st.form("policy_form"):
     st.subheader("Candidate policy")
     st.caption("Starts from the current policy. Hover a field's ⓘ for what it does and its "
                "name in a policy file.")
-    chosen: dict = {}
+    chosen: dict[str, Any] = {}
     columns = st.columns(4)
     for i, setting in enumerate(numbers):
         column = columns[i % 4]
@@ -101,7 +102,7 @@ with st.form("policy_form"):
     st.caption("Actions per detector, ladder rungs, K per task type, poll tools, budgets and "
                "the other structured settings, as JSON (a policy file's syntax).")
     text_columns = st.columns(2)
-    texts: dict = {}
+    texts: dict[str, str] = {}
     for i, setting in enumerate(others):
         texts[setting.name] = text_columns[i % 2].text_area(
             setting.label, json.dumps(base[setting.name], ensure_ascii=False),
@@ -128,9 +129,10 @@ for problem in problems:
 cache = st.session_state.setdefault(state.POLICY_REPLAYS, replays.ReplayCache())
 version = replays.data_version(runs)
 replay = cache.replay(version)
-key = (replays.to_json(current), replays.to_json(candidate) if candidate else None, version)
+result_key = (replays.to_json(current), replays.to_json(candidate) if candidate else None,
+              version)
 done = st.session_state.get(state.POLICY_RESULT)
-if candidate is not None and (done is None or done[0] != key):
+if candidate is not None and (done is None or done[0] != result_key):
     bar = st.progress(0.0, text="Replaying…")
 
     def _progress(count: int, total: int, label: str) -> None:
@@ -143,7 +145,7 @@ if candidate is not None and (done is None or done[0] != key):
     decisions = queries.guard_decisions(service=params.get("service"),
                                         limit=2 * sum(r.calls for r in runs) + 1)
     guarded = replays.against_guards(runs, was, decisions)
-    done = (key, was, now, candidate, guarded)
+    done = (result_key, was, now, candidate, guarded)
     st.session_state[state.POLICY_RESULT] = done
 if done is None:
     st.stop()
@@ -255,10 +257,12 @@ sweep_key = (done[0], name)
 swept = st.session_state.get(state.POLICY_SWEEP)
 if st.button("Run the sweep", key="policy_sweep_run"):
     bar = st.progress(0.0, text="Sweeping…")
+
+    def _swept(count: int, total: int) -> None:
+        bar.progress(count / max(total, 1), text=f"Sweep: {count:,} of {total:,} replays")
+
     frame = replays.sweep(runs, replays.plain(candidate), name, values, replay=replay,
-                          marks=marks,
-                          progress=lambda c, t: bar.progress(
-                              c / max(t, 1), text=f"Sweep: {c:,} of {t:,} replays"))
+                          marks=marks, progress=_swept)
     bar.empty()
     swept = (sweep_key, frame)
     st.session_state[state.POLICY_SWEEP] = swept
