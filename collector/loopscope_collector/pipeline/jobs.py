@@ -14,12 +14,12 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import duckdb
 import pyarrow as pa
 
 from ..normalize.spans import SpanRecord
+from ..storage.writes.labels import Label
 
 
 class Overloaded(RuntimeError):
@@ -43,7 +43,7 @@ class Job:
     """One request's spans (or human labels), and the event its receiver waits on."""
 
     spans: list[SpanRecord]
-    labels: list[dict[str, Any]] = field(default_factory=list)
+    labels: list[Label] = field(default_factory=list)
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
     stored: int = 0

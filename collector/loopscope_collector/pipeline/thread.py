@@ -37,6 +37,7 @@ from ..storage import Database
 from ..storage import writes as tables
 from ..storage.health import RECOVER_INTERVAL_S, StoreHealth, StoreUnavailable, StoreWatch
 from ..storage.queries import insert_rows
+from ..storage.writes.labels import Label
 from .batch_undo import BatchUndo
 from .detection import EpisodeResult, Row, StreamingDetector
 from .jobs import (
@@ -115,7 +116,7 @@ class Pipeline:
         self._queue.put(job)
         return job
 
-    def submit_labels(self, labels: list[dict[str, Any]]) -> Job:
+    def submit_labels(self, labels: list[Label]) -> Job:
         """Queue human labels (validated by the caller: see ``labels.check_label``);
         they are written by the pipeline thread, the store's only writer."""
         job = Job([], labels=labels)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..storage.writes.labels import LABEL_VALUES
+from ..storage.writes.labels import LABEL_VALUES, Label
 
 
-def check_label(data: Any) -> dict[str, Any]:
+def check_label(data: object) -> Label:
     """A human label from a client, validated: raises ``ValueError`` naming the bad field.
     ``"label": null`` removes the episode's (or span's) label: the dashboard's undo."""
     if not isinstance(data, dict):

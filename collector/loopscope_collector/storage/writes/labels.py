@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Final, TypedDict
 
 import duckdb
 import pyarrow as pa
@@ -22,10 +22,21 @@ LABELS: Final = schema([
 LABEL_VALUES: Final = ("true_loop", "false_kill", "no_loop")
 
 
-def write_labels(cur: duckdb.DuckDBPyConnection, labels: Sequence[dict[str, Any]]) -> int:
+class Label(TypedDict):
+    """One human label as the pipeline writes it: ``label`` is one of ``LABEL_VALUES``, or
+    None to remove the episode's (``span_id`` ``""``) or the call's label."""
+
+    episode_id: str
+    span_id: str
+    label: str | None
+    note: str | None
+
+
+def write_labels(cur: duckdb.DuckDBPyConnection, labels: Sequence[Label]) -> int:
     """Store human labels, in order; a new label for the same episode and span replaces the
     old one, and a label of ``None`` removes it (undo). Returns the labels stored."""
-    stored, pending = 0, []
+    stored = 0
+    pending: list[Label] = []
     for label in labels:
         if label["label"] is not None:
             pending.append(label)
