@@ -12,9 +12,9 @@ and switches get inputs; any other field is edited as JSON, exactly as a policy 
 
 The verdicts are scored against the runs' labels, with the metrics' label sources (a human
 label, else the run's scenario label; docs/metrics.md): a loop is *caught* when a flag lands at
-or after its first loop step; a *false kill* is a detector's block or stop on a run labelled
-no loop (or a human false_kill), or one before the labelled loop began. Budget stops are the
-user's cap: counted apart, never as false kills.
+or after its first loop step; whether a detector's first block or stop is a *false kill* is
+``loopscope.detect.false_kill``'s rule, the one ``loopscope eval`` and the collector's metrics
+use. Budget stops are the user's cap: counted apart, never as false kills.
 """
 
 from __future__ import annotations
@@ -283,7 +283,8 @@ class Scorecard:
     runs: int
     labelled_loops: int
     caught: int
-    labelled_kills: int
+    judged_kills: int
+    """Runs with a detector kill the false-kill rule could judge: the false-kill rate's n."""
     false_kills: int
     warned: int
     blocked: int
@@ -303,8 +304,7 @@ def score(verdicts: Sequence[Verdict]) -> Scorecard:
         runs=len(verdicts),
         labelled_loops=sum(v.label is True for v in verdicts),
         caught=sum(v.caught for v in verdicts),
-        labelled_kills=sum(v.label is not None and v.first_kill_call is not None
-                           for v in verdicts),
+        judged_kills=sum(v.kill_judged for v in verdicts),
         false_kills=sum(v.false_kill for v in verdicts),
         warned=sum(v.action == "warn" for v in verdicts),
         blocked=sum(v.action == "block" for v in verdicts),

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .detect.false_kill import is_detector_kill, kill_was_false
 from .detect.fingerprint import canonical_json
 from .detect.replay import EpisodeRecord, EpisodeReport
 
@@ -56,8 +57,9 @@ class Verdict:
 
 
 def ours(report: EpisodeReport) -> Verdict:
-    """loopscope's verdict from a replay report."""
-    kill = report.first_kill
+    """loopscope's verdict from a replay report (its first detector kill: a budget stop is
+    the user's cap, not a kill)."""
+    kill = next((f for f in report.flags if is_detector_kill(f)), None)
     return Verdict(
         first_flag=report.first_flag.step if report.first_flag else None,
         first_kill=kill.step if kill else None,
@@ -124,20 +126,18 @@ class SystemScore:
         )
         row["episodes"] += 1 if label is not None else 0
         if verdict.first_kill is not None:
-            false_kill = (
-                label is False
-                or (
-                    label is True
-                    and isinstance(first_loop, int)
-                    and verdict.first_kill < first_loop
-                )
-                or (label is None and episode.outcome == "success")
+            judged = kill_was_false(
+                label=label,
+                kill_step=verdict.first_kill,
+                first_loop_step=first_loop if isinstance(first_loop, int) else None,
+                outcome=episode.outcome,
+                progress_after_kill=report.progress_after(verdict.first_kill),
             )
-            if label is not None or episode.outcome in ("success", "failure"):
+            if judged is not None:
                 self.kills += 1
-                self.false_kills += false_kill
+                self.false_kills += judged
             row["killed"] += 1
-            row["false_kills"] += false_kill
+            row["false_kills"] += bool(judged)
         if label is True:
             self.loops += 1
             start = first_loop if isinstance(first_loop, int) else 0

@@ -101,6 +101,7 @@ _ZERO: Final = {
     "true_loops_flagged": 0, "true_loops_human": 0, "true_loops_human_flagged": 0,
     "true_loops_scenario": 0, "true_loops_scenario_flagged": 0, "labelled_human": 0,
     "labelled_scenario": 0, "no_loop_episodes": 0, "unlabelled_episodes": 0, "kills": 0,
+    "judged_kills": 0,
     "false_kills": 0, "budget_stops": 0, "kills_human": 0, "false_kills_human": 0, "kills_scenario": 0,
     "false_kills_scenario": 0, "kills_rule": 0,
     "false_kills_rule": 0, "kills_rule_unknown_outcome": 0, "successful_episodes": 0,
@@ -156,7 +157,8 @@ def _rates(row: Mapping[str, Any]) -> dict[str, Any]:
     }
     detection["label_source"] = "+".join(
         name for name, r in detection["by_label_source"].items() if r["n"]) or None
-    false_kill = rate(int(row["false_kills"]), int(row["kills"]))
+    # n: the kills the rule could judge (detect.false_kill); the rest are reported beside it
+    false_kill = rate(int(row["false_kills"]), int(row["judged_kills"]))
     false_kill["by_label_source"] = {
         "human": rate(int(row["false_kills_human"]), int(row["kills_human"])),
         "scenario": rate(int(row["false_kills_scenario"]), int(row["kills_scenario"])),
@@ -269,7 +271,7 @@ def format_table(report: Mapping[str, Any]) -> str:
         f"  human-labelled kills     {_pct(fk['by_label_source']['human'])}",
         f"  scenario-labelled kills  {_pct(fk['by_label_source']['scenario'])}",
         f"  unlabelled rule          {_pct(fk['by_label_source']['rule'])}"
-        f"; {fk['rule_kills_with_unknown_outcome']} with unknown outcome",
+        f"; {fk['rule_kills_with_unknown_outcome']} not judged (no outcome)",
         f"budget stops               {report['budget_stops']:,} episodes (a user's cap: not "
         "in the false-kill rate)",
         f"UNKNOWN reconcile latency  p50 {_num(lat['p50_s'], ' s')}, p95 "

@@ -111,8 +111,23 @@ _FRAGMENT: Final = re.compile(
 then its text, up to ``-- end fragment``); a read names it ``/*fragment NAME*/``."""
 
 
+def _fragments(text: str) -> dict[str, str]:
+    return {m.group(1): m.group(3).rstrip() for m in _FRAGMENT.finditer(text)}
+
+
+def fragment(name: str) -> str:
+    """The text of the ``reads.sql`` fragment ``name`` (for a test that holds a rule written
+    in SQL equal to the same rule in Python).
+
+    Raises:
+        KeyError: reads.sql defines no such fragment.
+    """
+    return _fragments(files(__package__).joinpath("sql", "reads.sql").read_text(
+        encoding="utf-8"))[name]
+
+
 def _with_fragments(text: str) -> str:
-    fragments = {m.group(1): m.group(3).rstrip() for m in _FRAGMENT.finditer(text)}
+    fragments = _fragments(text)
     text = _FRAGMENT.sub("", text)
     for name in re.findall(r"/\*fragment (\w+)\*/", text):
         if name not in fragments:

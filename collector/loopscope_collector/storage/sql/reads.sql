@@ -98,6 +98,20 @@ case when e.root_span_id is not null or e.stop_reason is not null or e.outcome i
      else 'ended without a summary' end
 -- end fragment
 
+-- fragment: false_kill_rule
+-- The false-kill rule (docs/metrics.md, "False-kill rate"), as loopscope.detect.false_kill's
+-- kill_was_false says it in Python (tests/test_false_kill_rule.py holds the two equal): of a
+-- run's first kill, from the columns of k: human_false_kill (a human said the kill was
+-- wrong), loop_label (true a loop, false no loop, null unlabelled), first_loop_step,
+-- kill_step, outcome, progress_after_kill. True a false kill, false a right one, null not
+-- judged (out of the rate).
+case when k.human_false_kill or not k.loop_label then true
+     when k.loop_label then coalesce(k.kill_step < k.first_loop_step, false)
+     when k.outcome = 'success' then coalesce(k.progress_after_kill, false)
+     when k.outcome = 'failure' then false
+end
+-- end fragment
+
 -- fragment: run_cost
 -- A run's cost as metrics_breakdown prices it, for reads that share it out over calls:
 -- run_calls (its calls, how many carry costs, their tokens), the price table ($prices, else
@@ -416,12 +430,13 @@ facts as (
            case when fk.episode_id is not null or el.label is not null then 'human'
                 when s.scenario_loop is not null then 'scenario'
                 else 'rule' end as verdict_source,
-           case when fk.episode_id is not null then true
-                when el.label is not null then el.label = 'no_loop'
-                when s.scenario_loop is not null then not s.scenario_loop
-                    or coalesce(m.first_kill_step < s.scenario_first_loop_step, false)
-                else s.outcome = 'success' and coalesce(af.progress_after_kill, false)
-           end as wrong_if_killed,
+           -- the inputs of the false-kill rule (fragment false_kill_rule)
+           fk.episode_id is not null as human_false_kill,
+           case when el.label is not null then el.label = 'true_loop'
+                else s.scenario_loop end as loop_label,
+           case when el.label is null then s.scenario_first_loop_step end as first_loop_step,
+           m.first_kill_step as kill_step,
+           coalesce(af.progress_after_kill, false) as progress_after_kill,
            -- tokens price a run only when it reported some: no tokens is no cost known
            case when s.cost_usd is not null then 'episode'
                 when c.priced_calls > 0 then 'tool_calls'
@@ -463,6 +478,7 @@ ef as materialized (
            (label_source = 'human')::int as labelled_human,
            (label_source = 'scenario')::int as labelled_scenario,
            killed::int as killed,
+           (killed and wrong_if_killed is not null)::int as judged_kill,
            budget_stopped::int as budget_stopped,
            (killed and wrong_if_killed)::int as false_kill,
            (killed and verdict_source = 'human')::int as kill_human,
@@ -470,10 +486,10 @@ ef as materialized (
            (killed and verdict_source = 'scenario')::int as kill_scenario,
            (killed and verdict_source = 'scenario' and wrong_if_killed)::int
                as false_kill_scenario,
-           (killed and verdict_source = 'rule')::int as kill_rule,
+           (killed and verdict_source = 'rule' and wrong_if_killed is not null)::int
+               as kill_rule,
            (killed and verdict_source = 'rule' and wrong_if_killed)::int as false_kill_rule,
-           (killed and verdict_source = 'rule'
-                and coalesce(outcome, '') not in ('success', 'failure'))::int as kill_rule_unknown,
+           (killed and wrong_if_killed is null)::int as kill_rule_unknown,
            (outcome = 'success')::int as success,
            (outcome = 'failure')::int as failure,
            cost,
@@ -484,7 +500,7 @@ ef as materialized (
            (cost_source = 'tool_calls')::int as cost_calls,
            (cost_source = 'tokens')::int as cost_tokens,
            (cost_source = 'none')::int as cost_none
-    from facts
+    from (select *, (/*fragment false_kill_rule*/) as wrong_if_killed from facts k)
 ),
 episode_tools as (
     select t.episode_id, t.tool, count(*) as n
@@ -530,6 +546,7 @@ select dimension, key,
        coalesce(sum(no_loop), 0)::bigint as no_loop_episodes,
        coalesce(sum(unlabelled), 0)::bigint as unlabelled_episodes,
        coalesce(sum(killed), 0)::bigint as kills,
+       coalesce(sum(judged_kill), 0)::bigint as judged_kills,
        coalesce(sum(false_kill), 0)::bigint as false_kills,
        coalesce(sum(budget_stopped), 0)::bigint as budget_stops,
        coalesce(sum(kill_human), 0)::bigint as kills_human,
