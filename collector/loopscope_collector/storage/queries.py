@@ -98,11 +98,6 @@ class NamedRead:
             raise UnknownRead(f"read {self.name!r} requires {', '.join(missing)}")
 
 
-_BUILTIN_PRICES: Final = re.compile(r"/\*prices\*/'.*?'/\*end prices\*/", re.DOTALL)
-"""The built-in price table, written once in ``metrics_breakdown``; another read names it
-``/*builtin prices*/`` and gets the same text."""
-
-
 _FRAGMENT: Final = re.compile(
     r"^--[ \t]*fragment:[ \t]*(\w+)[ \t]*\n((?:--[^\n]*\n)*)(.*?)^--[ \t]*end fragment[ \t]*\n?",
     re.MULTILINE | re.DOTALL,
@@ -140,10 +135,6 @@ def _with_fragments(text: str) -> str:
 def _load_reads() -> dict[str, NamedRead]:
     text = files(__package__).joinpath("sql", "reads.sql").read_text(encoding="utf-8")
     text = _with_fragments(text)
-    prices = _BUILTIN_PRICES.search(text)
-    if prices is None:
-        raise ValueError("reads.sql has no built-in price table (/*prices*/...)")
-    text = text.replace("/*builtin prices*/", prices.group(0))
     header, *pairs = _NAME_LINE.split(text)
     types = dict(_TYPE_LINE.findall(header))
     unknown = {t for t in types.values() if t not in _TYPES}
