@@ -450,7 +450,7 @@ def alert_rule(alert: Mapping[str, Any]) -> dict[str, float]:
     and ``floor``, as the collector stored them with the alert. An alert stored before the
     store kept its rule (schema version 10) has none: its message gives the window and, when
     it fired by threshold, the threshold; the rest are the collector's defaults."""
-    from loopscope_collector.alerts.manager import AlertSettings
+    from loopscope_collector.alerts.settings import AlertSettings
 
     defaults = AlertSettings()
     stored = {name: alert.get(name) for name in ("window_s", "threshold", "factor", "floor")}
@@ -503,7 +503,7 @@ def _window_at(alert: Mapping[str, Any], at_ns: int, window_s: float) -> tuple[i
     collector counts it: its whole buckets (``AlertSettings.bucket_s``, not configurable)
     back from the one ``at_ns`` falls in, and only the calls up to ``at_ns``. None when the
     window holds no call."""
-    from loopscope_collector.alerts.manager import AlertSettings
+    from loopscope_collector.alerts.settings import AlertSettings
 
     bucket_ns = int(AlertSettings().bucket_s * 1e9)
     buckets = max(1, math.ceil(window_s * 1e9 / bucket_ns - 1e-9))

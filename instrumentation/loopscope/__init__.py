@@ -17,11 +17,12 @@ framework until ``instrument()`` is called.
 """
 
 from ._call import ToolCallScope, tool_call
-from ._config import export_stats, instrument, load_policy
+from ._config import export_stats, instrument
 from ._errors import LoopDetected, LoopscopeError
 from .detect import Budgets, Policy, RequiredTool
 from .episode import Episode, current_episode, episode
 from .intent import intended_duplicate
+from .policy_file import load_policy
 from .tool import tool
 
 __version__ = "0.1.0"

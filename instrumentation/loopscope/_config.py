@@ -15,7 +15,6 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Final
 
 from opentelemetry import trace
@@ -27,7 +26,7 @@ from . import environment_variables as env
 from .conventions import gen_ai_latest_experimental
 from .detect import Policy
 from .detect.events import MODES
-from .detect.policy import policy_from_json
+from .policy_file import load_policy
 
 logger = logging.getLogger("loopscope")
 
@@ -300,20 +299,6 @@ def _policy(value: Policy | Mapping[str, Any] | str | os.PathLike[str] | None) -
     if path is None or path == "":
         return Policy()
     return load_policy(path)
-
-
-def load_policy(path: str | os.PathLike[str]) -> Policy:
-    """Read a policy from a JSON file of ``Policy`` fields.
-
-    Raises:
-        ValueError: the file is missing, not JSON, or has a bad setting (named).
-    """
-    source = f"policy file {os.fspath(path)}"
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ValueError(f"{source}: cannot read it ({exc.strerror})") from None
-    return policy_from_json(text, source=source)
 
 
 def reset_for_tests() -> None:

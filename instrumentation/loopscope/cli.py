@@ -74,7 +74,7 @@ Example:
 
 
 def _policy(path: str | None) -> Any:
-    from ._config import load_policy
+    from .policy_file import load_policy
 
     return load_policy(path) if path else None
 

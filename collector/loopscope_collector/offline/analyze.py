@@ -99,9 +99,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     """``loopscope analyze`` over Episode JSONL and OTLP JSON, with ``--db``."""
-    from ..pipeline.detection import read_policy
+    from loopscope.policy_file import load_policy
 
-    policy = read_policy(args.policy)
+    policy = load_policy(args.policy) if args.policy else None
     tty = sys.stderr.isatty()
     store: Store | None = None
     if args.db:

@@ -14,11 +14,9 @@ import dataclasses
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from loopscope.detect import Decision, EpisodeMonitor, Flag, Policy, ToolCall, ToolResult
 from loopscope.detect.events import STATUSES, TOOL_KINDS
-from loopscope.detect.policy import policy_from_json
 from loopscope.detect.replay import EpisodeRecord, EpisodeReport, episode_report
 from loopscope.detect.steps import MessageStep, Step, ToolStep, feed_run, recorded_call
 
@@ -26,18 +24,6 @@ from ..normalize.assembly import sort_key
 from ..normalize.rows import MessageRow, ToolCallRow
 
 MAX_ACTIVE_EPISODES = 20_000
-
-
-def read_policy(path: str | None) -> Policy | None:
-    """The policy in a JSON file, or ``None`` for the defaults."""
-    if not path:
-        return None
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ValueError(f"policy file {path}: cannot read it ({exc.strerror})") from None
-    return policy_from_json(text, source=f"policy file {path}")
-
 
 
 def output_digest(row: ToolCallRow) -> str:
