@@ -169,42 +169,25 @@ class ToolCallScope:
         self._applied = applied_action(episode.mode, decision)
         if decision.action == "stop":
             _note_would_be_stop(episode, decision, self._applied)
+        deadline = decision.deadline_s or self.deadline_s
         attributes: dict[str, Any] = {
             **self.attributes,
-            c.GEN_AI_OPERATION_NAME: c.OP_EXECUTE_TOOL,
-            c.GEN_AI_TOOL_NAME: self.tool,
-            c.GEN_AI_TOOL_CALL_ID: self.call_id,
-            c.GEN_AI_TOOL_TYPE: c.GEN_AI_TOOL_TYPE_FUNCTION,
+            **c.tool_span_attributes(
+                tool=self.tool, episode_id=episode.id, step=decision.step,
+                signature=self._signature, args_text=args_text,
+                arguments=args_text[: episode.max_content_chars]
+                if episode.capture_content else None,
+                call_id=self.call_id, kind=self._kind,
+                kind_source=decision.kind_source or "shape", turn=decision.turn,
+                deadline_s=deadline,
+                deadline_stated=decision.deadline_stated or decision.deadline_s is None,
+                intent=decision.intent or self.intent, reconciles=self.reconciles,
+                found=self.found, idempotency_key=decision.idempotency_key),
             c.GEN_AI_CONVERSATION_ID: episode.conversation_id,
-            c.EPISODE_ID: episode.id,
-            c.STEP: decision.step,
-            c.SIGNATURE: self._signature,
-            c.ARGS_SIZE: len(args_text),
             c.GUARD_MODE: episode.mode,
-            c.CONTENT_CAPTURED: episode.capture_content,
         }
         if episode.agent_name:  # a run still in flight is named before its root span ends
             attributes[c.GEN_AI_AGENT_NAME] = episode.agent_name
-        if self._kind:
-            attributes[c.TOOL_KIND] = self._kind
-            attributes[c.TOOL_KIND_SOURCE] = decision.kind_source or "shape"
-        if decision.turn:
-            attributes[c.TURN] = decision.turn
-        deadline = decision.deadline_s or self.deadline_s
-        if deadline is not None:
-            attributes[c.TOOL_DEADLINE_S] = float(deadline)
-            attributes[c.TOOL_DEADLINE_STATED] = decision.deadline_stated or (
-                decision.deadline_s is None)
-        if decision.intent or self.intent:
-            attributes[c.TOOL_INTENT] = decision.intent or self.intent
-        if self.reconciles:
-            attributes[c.RECONCILE_KEY] = self.reconciles
-            if self.found is not None:
-                attributes[c.RECONCILE_FOUND] = bool(self.found)
-        if decision.idempotency_key:
-            attributes[c.IDEMPOTENCY_KEY] = decision.idempotency_key
-        if episode.capture_content:
-            attributes[c.GEN_AI_TOOL_CALL_ARGUMENTS] = args_text[: episode.max_content_chars]
         self._span = _tracer.start_span(f"{c.OP_EXECUTE_TOOL} {self.tool}", attributes=attributes)
         if self._applied not in KILL_ACTIONS:
             return None
@@ -305,11 +288,14 @@ class ToolCallScope:
         flags = [*before.flags, *after.flags]
         decided = stronger(before.action, after.action)
         attributes: dict[str, Any] = {
-            c.STATUS: outcome.status,
-            c.OUTPUT_HASH: before.cached_output_hash
-            if outcome.status == "blocked" and before.cached_output_hash
-            else output_hash(outcome.output or ""),
-            c.OUTPUT_SIZE: len(outcome.output or ""),
+            **c.tool_result_attributes(
+                status=outcome.status,
+                output_hash=before.cached_output_hash
+                if outcome.status == "blocked" and before.cached_output_hash
+                else output_hash(outcome.output or ""),
+                output=outcome.output,
+                result=outcome.output[: episode.max_content_chars]
+                if episode.capture_content and outcome.output is not None else None),
             c.PROGRESS: after.progress or "none",
             c.STREAK: after.streak,
             c.GUARD_ACTION: stronger(self._applied, applied),
@@ -328,8 +314,6 @@ class ToolCallScope:
             attributes[c.WRITE_STATUS] = after.write_status
         if after.reconciled:
             attributes[c.RECONCILED] = list(after.reconciled)
-        if episode.capture_content and outcome.output is not None:
-            attributes[c.GEN_AI_TOOL_CALL_RESULT] = outcome.output[: episode.max_content_chars]
         span.set_attributes(attributes)
 
 
