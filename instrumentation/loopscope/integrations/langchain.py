@@ -46,6 +46,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
 try:
@@ -142,8 +143,7 @@ def _wrap_run(original: Callable[..., Any]) -> Callable[..., Any]:
             raise
         return _finish(scope, output)
 
-    setattr(run, _ORIGINAL, original)
-    return run
+    return _wrapping(run, original)
 
 
 def _wrap_arun(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -164,8 +164,7 @@ def _wrap_arun(original: Callable[..., Any]) -> Callable[..., Any]:
             raise
         return _finish(scope, output)
 
-    setattr(arun, _ORIGINAL, original)
-    return arun
+    return _wrapping(arun, original)
 
 
 # -- graph runs -------------------------------------------------------------------------------
@@ -188,7 +187,9 @@ _RUN: ContextVar[_Run | None] = ContextVar("loopscope_langgraph_run", default=No
 
 
 class _GraphRun:
-    """Opens the episode of an outermost graph run; does nothing for a nested one."""
+    """Opens the episode of an outermost graph run; does nothing for a nested one. As a
+    context manager around the graph's invoke, ainvoke, stream or astream it ends the run
+    however the graph ends (``close``)."""
 
     def __init__(self, graph: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self.owned: Episode | None = None
@@ -208,6 +209,14 @@ class _GraphRun:
                 active.__enter__()
             self.run = _Run(active, active.stop)
             self._token = _RUN.set(self.run)
+
+    def __enter__(self) -> _GraphRun:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        # a caller that stops reading a stream (GeneratorExit) ends the run as a normal end
+        self.close(None if isinstance(exc, GeneratorExit) else exc)
 
     def close(self, exc: BaseException | None) -> None:
         """End the run; after a normal end, raise a stop the graph swallowed (enforce)."""
@@ -245,72 +254,50 @@ def _thread_id(config: Any) -> str | None:
 def _wrap_invoke(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def invoke(self: Any, *args: Any, **kwargs: Any) -> Any:
-        run = _GraphRun(self, args, kwargs)
-        try:
-            result = original(self, *args, **kwargs)
-        except BaseException as exc:
-            run.close(exc)
-            raise
-        run.close(None)
-        return result
+        with _GraphRun(self, args, kwargs):
+            return original(self, *args, **kwargs)
 
-    setattr(invoke, _ORIGINAL, original)
-    return invoke
+    return _wrapping(invoke, original)
 
 
 def _wrap_ainvoke(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     async def ainvoke(self: Any, *args: Any, **kwargs: Any) -> Any:
-        run = _GraphRun(self, args, kwargs)
-        try:
-            result = await original(self, *args, **kwargs)
-        except BaseException as exc:
-            run.close(exc)
-            raise
-        run.close(None)
-        return result
+        with _GraphRun(self, args, kwargs):
+            return await original(self, *args, **kwargs)
 
-    setattr(ainvoke, _ORIGINAL, original)
-    return ainvoke
+    return _wrapping(ainvoke, original)
 
 
 def _wrap_stream(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def stream(self: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
-        run = _GraphRun(self, args, kwargs)  # on the first next(), like the original
-        try:
+        with _GraphRun(self, args, kwargs):  # on the first next(), like the original
             yield from original(self, *args, **kwargs)
-        except GeneratorExit:  # the caller stopped reading
-            run.close(None)
-            raise
-        except BaseException as exc:
-            run.close(exc)
-            raise
-        run.close(None)
 
-    setattr(stream, _ORIGINAL, original)
-    return stream
+    return _wrapping(stream, original)
 
 
 def _wrap_astream(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     async def astream(self: Any, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        run = _GraphRun(self, args, kwargs)
-        chunks = original(self, *args, **kwargs)
-        try:
-            async for chunk in chunks:
-                yield chunk
-        except GeneratorExit:
-            await chunks.aclose()
-            run.close(None)
-            raise
-        except BaseException as exc:
-            run.close(exc)
-            raise
-        run.close(None)
+        with _GraphRun(self, args, kwargs):
+            chunks = original(self, *args, **kwargs)
+            try:
+                async for chunk in chunks:
+                    yield chunk
+            except GeneratorExit:  # the caller stopped reading
+                await chunks.aclose()
+                raise
 
-    setattr(astream, _ORIGINAL, original)
-    return astream
+    return _wrapping(astream, original)
+
+
+def _wrapping(wrapper: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:
+    """``wrapper``, marked as wrapping ``original`` (so it is never wrapped twice, and
+    ``uninstrument`` puts the original back)."""
+    setattr(wrapper, _ORIGINAL, original)
+    return wrapper
 
 
 # -- model turns ------------------------------------------------------------------------------
@@ -354,8 +341,7 @@ def _wrap_model_invoke(original: Callable[..., Any]) -> Callable[..., Any]:
         _after_model(ep, self, message)
         return message
 
-    setattr(invoke, _ORIGINAL, original)
-    return invoke
+    return _wrapping(invoke, original)
 
 
 def _wrap_model_ainvoke(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -366,8 +352,7 @@ def _wrap_model_ainvoke(original: Callable[..., Any]) -> Callable[..., Any]:
         _after_model(ep, self, message)
         return message
 
-    setattr(ainvoke, _ORIGINAL, original)
-    return ainvoke
+    return _wrapping(ainvoke, original)
 
 
 # -- on and off -------------------------------------------------------------------------------
