@@ -34,7 +34,17 @@ _implicit: list[Episode] = []
 
 
 class Episode:
-    """One run of an agent. Use ``loopscope.episode()`` to make one.
+    """One run of an agent: ``with loopscope.episode(task="...", task_type="lookup") as ep:``
+    (``episode`` is this class).
+
+    The root span ``invoke_agent`` carries the outcome, the stop reason, totals, token usage
+    and cost. ``task_type`` (lookup, polling, coding, research, transaction, other) picks the
+    no-progress breaker's K. ``mode`` overrides the process's guard mode for this run;
+    ``clock`` (seconds since the run started) replaces the wall clock, for replays and
+    tests. ``label`` is the run's ground truth when it is known, as in scripted and evaluation
+    runs (the Episode format's ``{"loop": bool, "kind": ..., "first_loop_step": ...}``): it
+    goes on the root span, and the collector's loop-detection and false-kill rates use it as
+    the *scenario* label source. Works with ``async with`` too.
 
     Attributes:
         id: The episode id (``loopscope.episode.id`` on every span of the run).
@@ -44,15 +54,14 @@ class Episode:
 
     def __init__(
         self,
-        *,
         task: str = "",
+        *,
         task_type: str | None = None,
         agent_name: str | None = None,
         episode_id: str | None = None,
         conversation_id: str | None = None,
         mode: str | None = None,
         clock: Callable[[], float] | None = None,
-        root_span: bool = True,
         label: Mapping[str, Any] | None = None,
     ) -> None:
         config = settings()
@@ -85,7 +94,8 @@ class Episode:
         self.output_tokens = 0
         self.cost_usd = 0.0
         self.model_turns = 0
-        self._root = root_span
+        self._root = True
+        """Whether entering the run opens its root span (not for the implicit episode)."""
         self._span: Span | None = None
         self._token: Token[Episode | None] | None = None
         self._span_token: Any = None
@@ -325,38 +335,9 @@ class Episode:
         return ToolCallScope(tool, args, episode=self, **options)
 
 
-def episode(
-    task: str = "",
-    *,
-    task_type: str | None = None,
-    agent_name: str | None = None,
-    episode_id: str | None = None,
-    conversation_id: str | None = None,
-    mode: str | None = None,
-    clock: Callable[[], float] | None = None,
-    label: Mapping[str, Any] | None = None,
-) -> Episode:
-    """Start an agent run: ``with loopscope.episode(task="...", task_type="lookup") as ep:``.
-
-    The root span ``invoke_agent`` carries the outcome, the stop reason, totals, token usage
-    and cost. ``task_type`` (lookup, polling, coding, research, transaction, other) picks the
-    no-progress breaker's K. ``mode`` overrides the process's guard mode for this run;
-    ``clock`` (seconds since the run started) replaces the wall clock, for replays and
-    tests. ``label`` is the run's ground truth when it is known, as in scripted and evaluation
-    runs (the Episode format's ``{"loop": bool, "kind": ..., "first_loop_step": ...}``): it
-    goes on the root span, and the collector's loop-detection and false-kill rates use it as
-    the *scenario* label source. Works with ``async with`` too.
-    """
-    return Episode(
-        task=task,
-        task_type=task_type,
-        agent_name=agent_name,
-        episode_id=episode_id,
-        conversation_id=conversation_id,
-        mode=mode,
-        clock=clock,
-        label=label,
-    )
+episode = Episode
+"""``loopscope.episode(...)`` makes an ``Episode``: the class itself, so its signature is stated
+once (``Episode.__init__``)."""
 
 
 def current_episode() -> Episode:
@@ -372,5 +353,7 @@ def current_episode() -> Episode:
             or _implicit[0].guard.monitor.policy is not settings().policy
         )
     ):
-        _implicit[:] = [Episode(root_span=False)]
+        implicit = Episode()
+        implicit._root = False
+        _implicit[:] = [implicit]
     return _implicit[0]
