@@ -171,7 +171,7 @@ def build_episodes(runs: Sequence[StoredRun]) -> None:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class PolicyVerdict:
     """What enforce mode under one policy does to one run (calls are 1-based ordinals)."""
 
     episode_id: str
@@ -191,7 +191,7 @@ class Verdict:
     cost_saved: float
 
 
-def verdict(run: StoredRun, policy: Policy) -> Verdict:
+def verdict(run: StoredRun, policy: Policy) -> PolicyVerdict:
     """Replay ``run`` in enforce mode under ``policy`` and judge it against its label."""
     report = replay(run.episode, policy, mode="enforce")
     stop = report.stop
@@ -222,7 +222,7 @@ def verdict(run: StoredRun, policy: Policy) -> Verdict:
     saved = 0 if stop_step is None else sum(
         1 for step in run.episode.steps[stop_step + 1:] if step.get("type") == "tool")
     cost = report.cost_after(stop_step + 1) if stop_step is not None else None
-    return Verdict(
+    return PolicyVerdict(
         episode_id=run.episode.episode_id, action=action,
         first_flag_call=None if first is None else calls[first.step],
         first_kill_call=None if first_kill is None else calls[first_kill.step],
@@ -244,7 +244,7 @@ def _at_or_after(run: StoredRun, step: int, loop_from: int) -> bool:
     return _agent_step(run, step) >= loop_from
 
 
-def replay_chunk(runs: Sequence[StoredRun], policy: Policy) -> list[Verdict]:
+def replay_chunk(runs: Sequence[StoredRun], policy: Policy) -> list[PolicyVerdict]:
     """In a worker: the chunk's episodes built from its raw rows, then each run replayed."""
     build_episodes(runs)
     return [verdict(run, policy) for run in runs]

@@ -48,7 +48,7 @@ def rate(successes: int, n: int) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class SystemVerdict:
     """One system's verdict on one episode: its first flag and its first kill, by step."""
 
     first_flag: int | None
@@ -56,18 +56,18 @@ class Verdict:
     flag_steps: tuple[int, ...] = ()
 
 
-def ours(report: EpisodeReport) -> Verdict:
+def ours(report: EpisodeReport) -> SystemVerdict:
     """loopscope's verdict from a replay report (its first detector kill: a budget stop is
     the user's cap, not a kill)."""
     kill = next((f for f in report.flags if is_detector_kill(f)), None)
-    return Verdict(
+    return SystemVerdict(
         first_flag=report.first_flag.step if report.first_flag else None,
         first_kill=kill.step if kill else None,
         flag_steps=tuple(f.step for f in report.flags),
     )
 
 
-def naive_baseline(episode: EpisodeRecord, *, threshold: int = 3, window: int = 6) -> Verdict:
+def naive_baseline(episode: EpisodeRecord, *, threshold: int = 3, window: int = 6) -> SystemVerdict:
     """Kill at the first call whose (tool, arguments) occurs ``threshold`` times in the last
     ``window`` calls, outputs and kinds ignored (seed 003's rule with no exemptions)."""
     recent: deque[str] = deque(maxlen=window)
@@ -77,19 +77,19 @@ def naive_baseline(episode: EpisodeRecord, *, threshold: int = 3, window: int = 
         key = f"{step.get('tool')}\x00{canonical_json(step.get('args'))}"
         recent.append(key)
         if recent.count(key) >= threshold:
-            return Verdict(index, index, (index,))
-    return Verdict(None, None)
+            return SystemVerdict(index, index, (index,))
+    return SystemVerdict(None, None)
 
 
-def max_steps_baseline(episode: EpisodeRecord, *, max_steps: int = 10) -> Verdict:
+def max_steps_baseline(episode: EpisodeRecord, *, max_steps: int = 10) -> SystemVerdict:
     """Kill before tool call ``max_steps + 1`` (a global round cap)."""
     calls = 0
     for index, step in enumerate(episode.steps):
         if step.get("type") == "tool":
             calls += 1
             if calls > max_steps:
-                return Verdict(index, index, (index,))
-    return Verdict(None, None)
+                return SystemVerdict(index, index, (index,))
+    return SystemVerdict(None, None)
 
 
 @dataclass
@@ -116,7 +116,7 @@ class SystemScore:
     cost_after_flag: float = 0.0
     cost_after_kill: float = 0.0
 
-    def add(self, episode: EpisodeRecord, verdict: Verdict, report: EpisodeReport) -> None:
+    def add(self, episode: EpisodeRecord, verdict: SystemVerdict, report: EpisodeReport) -> None:
         """Score one episode."""
         label = episode.loop_label
         first_loop = episode.label.get("first_loop_step") if label else None
@@ -196,7 +196,7 @@ class SystemScore:
 
 def evaluate(reports: Sequence[EpisodeReport], *, max_steps: int = 10) -> dict[str, Any]:
     """Score loopscope and both baselines over the same replayed episodes."""
-    systems: list[tuple[SystemScore, Callable[[EpisodeReport], Verdict]]] = [
+    systems: list[tuple[SystemScore, Callable[[EpisodeReport], SystemVerdict]]] = [
         (SystemScore("loopscope"), ours),
         (SystemScore("naive_3_of_6"), lambda r: naive_baseline(r.episode)),
         (

@@ -67,7 +67,7 @@ def tool_result(row: ToolCallRow, t: float) -> ToolResult:
 
 
 @dataclass(slots=True)
-class Verdict:
+class CallDetection:
     """What detection said about one tool call: its progress marker, streak and flags."""
 
     row: ToolCallRow
@@ -89,7 +89,7 @@ class Verdict:
 
 
 @dataclass(slots=True)
-class MessageVerdict:
+class MessageDetection:
     """What detection said about one message: its flags (a monologue). ``ordinal`` is the
     number of tool calls before it (the 0-based ordinal of the call that would follow)."""
 
@@ -103,10 +103,10 @@ class EpisodeResult:
     """Detection output for one episode after a batch."""
 
     episode_id: str
-    verdicts: list[Verdict]
+    verdicts: list[CallDetection]
     reevaluated: bool
     """True when the episode was re-run from the start: its stored flags must be replaced."""
-    messages: list[MessageVerdict] = field(default_factory=list)
+    messages: list[MessageDetection] = field(default_factory=list)
     """The messages fed in this batch that raised a flag."""
 
 
@@ -209,11 +209,11 @@ class StreamingDetector:
         for row, fed in zip(rows, feed_run(state.monitor, steps), strict=True):
             if isinstance(row, MessageRow):
                 if isinstance(fed, Decision) and fed.new_flags:
-                    result.messages.append(MessageVerdict(row, state.fed, list(fed.new_flags)))
+                    result.messages.append(MessageDetection(row, state.fed, list(fed.new_flags)))
                 continue
             assert isinstance(fed, tuple)  # (a tool step's before and after)
             before, after = fed
-            result.verdicts.append(Verdict(
+            result.verdicts.append(CallDetection(
                 row, state.fed, after.progress, after.streak,
                 [*before.new_flags, *after.new_flags], after.reconciled, before, after))
             state.fed += 1
@@ -233,7 +233,7 @@ class StreamingDetector:
 
 def detected_report(
     episode: EpisodeRecord, monitor: EpisodeMonitor, *, mode: str = "enforce",
-    verdicts: Sequence[Verdict] = (),
+    verdicts: Sequence[CallDetection] = (),
 ) -> EpisodeReport:
     """The report of an episode whose calls went through streaming detection (``monitor``),
     in ``loopscope analyze``'s shape. The monitor numbers the steps it was fed: every step
