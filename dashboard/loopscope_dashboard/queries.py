@@ -345,7 +345,7 @@ def summary(service: str | None = None) -> dict[str, int]:
 def metrics(*, service: str | None = None, agent: str | None = None, model: str | None = None,
             tool: str | None = None, since_ns: int | None = None,
             until_ns: int | None = None, outcome: str | None = None) -> dict[str, Any]:
-    """The four metrics of DESIGN.md §4 with n and intervals, by the collector's own code."""
+    """The four metrics of docs/metrics.md with n and intervals, by the collector's own code."""
     from loopscope_collector.metrics.compute import collect, read_params
 
     params = read_params(service=service, agent=agent, model=model, tool=tool,

@@ -198,7 +198,7 @@ class ToolCallScope:
             self.result = with_correction(cached, correction, blocked=True) if found else correction
             self._record_blocked(self.result)
             return None
-        # A stop before the call: record what the model is handed, then stop (seed 001).
+        # A stop before the call: record what the model is handed, then stop.
         self.result = with_correction(cached, correction, blocked=True) if found else correction
         self._record_blocked(self.result)
         episode.stop = LoopDetected(

@@ -158,7 +158,7 @@ def instrument(
             correction into the tool result) or ``"enforce"`` (block repeated reads, raise
             ``LoopDetected`` on a stop). Defaults to ``$LOOPSCOPE_MODE``, then ``"observe"``.
         policy: A ``loopscope.detect.Policy``, a mapping of its fields, or the path of a JSON
-            file of them. Defaults to ``$LOOPSCOPE_POLICY``, then DESIGN.md's defaults.
+            file of them. Defaults to ``$LOOPSCOPE_POLICY``, then the defaults of docs/detection.md.
         capture_content: Record tool arguments and outputs (truncated) on spans. Defaults
             to ``$LOOPSCOPE_CAPTURE_CONTENT``, then the OpenTelemetry GenAI variable
             ``$OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` (read as the version of

@@ -21,7 +21,7 @@ class LoopDetected(LoopscopeError):
     """The guard stopped the run (enforce mode only).
 
     Raised from a tool call after the call's span, including its output, has been recorded
-    (seed 001: ``function_call -> function_call_output`` stays paired). ``diagnostic`` is the
+    (``function_call -> function_call_output`` stays paired). ``diagnostic`` is the
     structured record (``terminated_by``, ``tool``, ``count``, ``limit``, ``consumed``,
     ``last_progress_step``, ``hint``, ...); ``output`` is the last tool output the model saw,
     so a framework can append it to the history before ending the run.

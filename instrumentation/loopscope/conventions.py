@@ -125,7 +125,7 @@ OP_MESSAGE: Final = "message"
 
 
 def label_attributes(label: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The root-span attributes of a run's ground-truth label (EPISODE_FORMAT.md ``label``:
+    """The root-span attributes of a run's ground-truth label (docs/episode-format.md ``label``:
     ``{"loop": bool, "kind": str, "first_loop_step": int}``, the last two optional; ``why``
     is not recorded). A label whose ``loop`` is missing or null says nothing: no attributes.
 

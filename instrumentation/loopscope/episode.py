@@ -190,7 +190,7 @@ class Episode:
         """Say whether the task was achieved: ``success``, ``failure`` or ``unknown``.
 
         A run that ends without error is *completed*, which is not the same as successful
-        (seed 000): only the agent, or a check of the result, can say.
+       : only the agent, or a check of the result, can say.
         """
         if outcome not in OUTCOMES:
             raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}, not {outcome!r}")

@@ -4,7 +4,7 @@ Labelled episodes (``label.loop`` true or false: the scenario library, human lab
 detection rate and a false-kill rate with n and Wilson 95% intervals, detection delay and a
 per-kind breakdown. Unlabelled episodes with a known outcome (real trajectories) give kills on
 successful runs, flags on failed runs, cost per successful task and the cost spent after the
-first flag (DESIGN.md §4). The baselines are deliberately simple strawmen, computed here and
+first flag (docs/metrics.md). The baselines are deliberately simple strawmen, computed here and
 nowhere else: *naive* kills at the first (tool, arguments) seen 3 times in the last 6 calls,
 outputs ignored; *max-steps* kills before tool call N+1.
 """
@@ -69,7 +69,7 @@ def ours(report: EpisodeReport) -> SystemVerdict:
 
 def naive_baseline(episode: EpisodeRecord, *, threshold: int = 3, window: int = 6) -> SystemVerdict:
     """Kill at the first call whose (tool, arguments) occurs ``threshold`` times in the last
-    ``window`` calls, outputs and kinds ignored (seed 003's rule with no exemptions)."""
+    ``window`` calls, outputs and kinds ignored (the plain 3-of-6 rule, no exemptions)."""
     recent: deque[str] = deque(maxlen=window)
     for index, step in enumerate(episode.steps):
         if step.get("type") != "tool":

@@ -266,7 +266,7 @@ def test_declared_deadline_and_intent_are_on_the_tool_span() -> None:
 
 
 def test_completed_run_without_outcome_is_unknown_not_success() -> None:
-    """A run that merely ended would be reported as a success (seed 000)."""
+    """A run that merely ended would be reported as a success."""
     with capture_spans() as spans, loopscope.episode():
         pass
     attrs = _root(spans)["attributes"]

@@ -1,4 +1,4 @@
-"""The collector's four metrics (DESIGN.md §4), exactly as docs/metrics.md defines them.
+"""The collector's four metrics (docs/metrics.md), exactly as docs/metrics.md defines them.
 
 The counting is SQL: two named reads in ``storage/sql/reads.sql`` (``metrics_breakdown`` and
 ``metrics_unknown_latency``), so the live collector (``GET /v1/reads/NAME``) and a read-only

@@ -32,7 +32,7 @@ class EpisodeFormatError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class EpisodeRecord:
-    """One recorded run, as a line of Episode JSONL holds it (EPISODE_FORMAT.md). Not the
+    """One recorded run, as a line of Episode JSONL holds it (docs/episode-format.md). Not the
     SDK's ``loopscope.Episode``, which is a run in progress."""
 
     episode_id: str

@@ -3,7 +3,7 @@
 A scenario is a short script: a user message, tool calls, assistant turns, a label. The builder
 owns everything a script should not have to think about: the clock (``t`` strictly increasing,
 0.5-3 s per call, 30 s for a timeout), unique ``tool_call_id`` values, growing token counts,
-the cost in ``meta`` and the exact Episode JSONL field names (shared/EPISODE_FORMAT.md).
+the cost in ``meta`` and the exact Episode JSONL field names (docs/episode-format.md).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class EpisodeBuilder:
         shape: Scenario name.
         variant: Variant index.
         task: The user's request; becomes ``task`` and the first user message.
-        task_type: One of the EPISODE_FORMAT task types.
+        task_type: One of the Episode format's task types (docs/episode-format.md).
     """
 
     def __init__(

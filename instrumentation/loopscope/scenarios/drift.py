@@ -1,7 +1,7 @@
 """Loops that no exact-signature rule sees: fuzzy repeats, oscillation, jitter, stagnation.
 
 Each call here differs from the last one, in its arguments or its tool, or the agent only
-talks; yet nothing new comes back. Seed 002: "fingerprints are only signals, the object to
+talks; yet nothing new comes back. As docs/detection.md puts it: "fingerprints are only signals, the object to
 govern is no progress". The fuzzy look-alike is the control: long, different arguments with
 new results each time.
 """
@@ -46,7 +46,7 @@ def _fuzzy_base(rng: random.Random, variant: int) -> tuple[str, str, str, dict, 
 
 
 def fuzzy_repeat(rng: random.Random, variant: int) -> dict:
-    """Seed 003's fuzzy case: long args with tiny edits (3-gram Jaccard >= 0.8), same output."""
+    """The fuzzy case: long args with tiny edits (3-gram Jaccard >= 0.8), same output."""
     tool, key, base, output, task = _fuzzy_base(rng, variant)
     task_type = "lookup" if key == "sql" else "research"
     b = EpisodeBuilder(rng, "fuzzy_repeat", variant, task, task_type)
@@ -235,7 +235,7 @@ def output_stagnation(rng: random.Random, variant: int) -> dict:
 
 
 def monologue(rng: random.Random, variant: int) -> dict:
-    """Seed 003: the model writes plans turn after turn and never calls a tool."""
+    """A monologue: the model writes plans turn after turn and never calls a tool."""
     domain = pick_domain(rng, variant)
     b = EpisodeBuilder(rng, "monologue", variant, domain.task, domain.task_type)
     calls = take(domain, rng.randint(1, 3))

@@ -1,7 +1,7 @@
 """Retrying into the same error.
 
 tau-bench's airline agent books, gets "payment amount does not add up", does some arithmetic
-and books again with the very same arguments. Seed 002 adds the other cause: an error that says
+and books again with the very same arguments. The other cause: an error that says
 nothing ("error: something went wrong") leaves the model nothing to fix, so every retry is
 blind even when the arguments change.
 """

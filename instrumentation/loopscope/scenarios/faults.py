@@ -1,4 +1,4 @@
-"""Fault injection: the tool-side failures seed 002 says to rehearse before production does.
+"""Fault injection: the tool-side failures to rehearse before production does.
 
 Each fault takes a finished episode and returns a changed copy whose label is still true:
 a timed-out read followed by one successful retry, two different calls that happen to return

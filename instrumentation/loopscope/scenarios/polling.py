@@ -4,7 +4,7 @@ A poll repeats the same call on purpose: the server's state can still change. It
 loop only once the deadline is past (``deadline_s`` on the poll steps, measured from the first
 poll; the detector assumes 300 s when absent). Paging repeats one tool with a new cursor each
 time; it is stuck when the returned ``next_cursor`` stops advancing. ``check_background_tasks``
-is seed 003's exempt tool: identical polls with ``kind`` null, allowed by name.
+is the exempt poll tool: identical polls with ``kind`` null, allowed by name.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Healthy lookups and the exact-repeat loops that look most like them.
 
 An exact repeat is the same tool with the same canonical arguments returning the same output
-(seed 001: tool name + normalised args + model-visible output). The healthy shapes here make
+(tool name + normalised args + model-visible output). The healthy shapes here make
 many calls too, but every call is new, so a detector that fires on them is a false kill.
 """
 
@@ -44,7 +44,7 @@ def healthy_lookup(rng: random.Random, variant: int) -> dict:
 
 
 def seed001_long_healthy(rng: random.Random, variant: int) -> dict:
-    """Seed 001: a coding task needing 8-12 distinct tool rounds completes normally."""
+    """A coding task needing 8-12 distinct tool rounds completes normally."""
     domain = DOMAINS["files"](rng)
     b = EpisodeBuilder(rng, "seed001_long_healthy", variant, domain.task, domain.task_type)
     return _healthy(b, take(domain, rng.randint(8, 12)), domain.answer)
@@ -61,7 +61,7 @@ def _spin(b: EpisodeBuilder, call: Call, total: int) -> int:
 
 
 def read_spin(rng: random.Random, variant: int) -> dict:
-    """Seed 002's opening example: the same search 4-7 times in a row, same result."""
+    """The classic read spin: the same search 4-7 times in a row, same result."""
     domain = pick_domain(rng, variant)
     b = EpisodeBuilder(rng, "read_spin", variant, domain.task, domain.task_type)
     for call in take(domain, rng.randint(1, 2)):
@@ -78,7 +78,7 @@ def read_spin(rng: random.Random, variant: int) -> dict:
 
 
 def seed001_repeated_read(rng: random.Random, variant: int) -> dict:
-    """Seed 001: read_file("lib/agent-builtins.ts") again and again, same content."""
+    """read_file("lib/agent-builtins.ts") again and again, same content."""
     path = "lib/agent-builtins.ts"
     b = EpisodeBuilder(
         rng,
@@ -106,7 +106,7 @@ def seed001_repeated_read(rng: random.Random, variant: int) -> dict:
 
 
 def seed000_reordered(rng: random.Random, variant: int) -> dict:
-    """Seed 000: the same search with its argument keys reordered, same result each time."""
+    """The same search with its argument keys reordered, same result each time."""
     query = ("policy", "refund policy", "data retention policy")[variant % 3]
     limit = rng.randint(1, 3)
     b = EpisodeBuilder(
@@ -134,7 +134,7 @@ def seed000_reordered(rng: random.Random, variant: int) -> dict:
 
 
 def window_repeat(rng: random.Random, variant: int) -> dict:
-    """Seed 003's doom loop: A, B, A, C, A, B, ...: A 3 times within any 6 calls."""
+    """A doom loop: A, B, A, C, A, B, ...: A 3 times within any 6 calls."""
     domain = pick_domain(rng, variant)
     others = take(domain, rng.randint(2, 3))
     b = EpisodeBuilder(rng, "window_repeat", variant, domain.task, domain.task_type)

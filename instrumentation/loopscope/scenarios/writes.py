@@ -1,6 +1,6 @@
 """Writes after a timeout, and writes the user really wanted twice.
 
-Seed 002: a timeout means the result is UNKNOWN, not FAILED. The right move is to look the
+A timeout means the result is UNKNOWN, not FAILED. The right move is to look the
 business record up by its reference (the step carries ``reconciles``: the timed-out write's
 ``tool_call_id``, and ``found``) and retry only if it did not happen. A blind retry with the
 same arguments is the loop that double-charges a customer. Identical arguments alone prove
