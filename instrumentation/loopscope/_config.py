@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from . import environment_variables as env
@@ -110,11 +111,43 @@ class ResilientExporter(SpanExporter):
         return True
 
 
+class SwitchProcessor(SpanProcessor):
+    """The one span processor loopscope adds to a provider: it hands every span to the
+    processor installed now (none: to nobody). A second ``instrument()`` that changes where
+    spans go swaps what this one holds, with the provider's public API only (a provider has
+    no public way to remove a processor)."""
+
+    def __init__(self) -> None:
+        self.inner: SpanProcessor | None = None
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        inner = self.inner
+        if inner is not None:
+            inner.on_start(span, parent_context=parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        inner = self.inner
+        if inner is not None:
+            inner.on_end(span)
+
+    def shutdown(self) -> None:
+        inner, self.inner = self.inner, None
+        if inner is not None:
+            inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        inner = self.inner
+        return inner.force_flush(timeout_millis) if inner is not None else True
+
+
 @dataclass
 class _State:
     lock: threading.Lock = field(default_factory=threading.Lock)
     settings: Settings = field(default_factory=Settings)
     processor: SpanProcessor | None = None
+    """The processor spans go to now (through ``switch``)."""
+    switch: tuple[TracerProvider, SwitchProcessor] | None = None
+    """The one processor loopscope added to a provider, and that provider."""
     stats: ExportStats = field(default_factory=ExportStats)
     instrumented: bool = False
 
@@ -212,20 +245,13 @@ def _install(processor: SpanProcessor, resolved: Settings) -> None:
     old = _STATE.processor
     if old is processor:
         return
-    if old is not None:
-        _detach(provider, old)
-        old.shutdown()
-    provider.add_span_processor(processor)
+    if _STATE.switch is None or _STATE.switch[0] is not provider:
+        _STATE.switch = (provider, SwitchProcessor())
+        provider.add_span_processor(_STATE.switch[1])
+    _STATE.switch[1].inner = processor
     _STATE.processor = processor
-
-
-def _detach(provider: TracerProvider, processor: SpanProcessor) -> None:
-    multi = getattr(provider, "_active_span_processor", None)
-    children = getattr(multi, "_span_processors", None)
-    if multi is not None and isinstance(children, tuple):
-        lock = getattr(multi, "_lock", threading.Lock())
-        with lock:
-            multi._span_processors = tuple(p for p in children if p is not processor)
+    if old is not None:
+        old.shutdown()
 
 
 def _otlp_processor(resolved: Settings) -> SpanProcessor:
@@ -304,10 +330,9 @@ def _policy(value: Policy | Mapping[str, Any] | str | os.PathLike[str] | None) -
 def reset_for_tests() -> None:
     """Forget the installed processor and settings (test isolation only)."""
     with _STATE.lock:
+        if _STATE.switch is not None:
+            _STATE.switch[1].inner = None
         if _STATE.processor is not None:
-            provider = trace.get_tracer_provider()
-            if isinstance(provider, TracerProvider):
-                _detach(provider, _STATE.processor)
             _STATE.processor.shutdown()
         _STATE.processor = None
         _STATE.settings = Settings()
