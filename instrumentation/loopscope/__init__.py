@@ -37,8 +37,9 @@ on its fourth and stopped on its fifth.
 """
 
 from ._call import ToolCallScope, tool_call
-from ._config import export_stats, instrument
+from ._config import export_stats
 from ._errors import LoopDetected, LoopscopeError
+from ._instrument import instrument
 from .detect import Budgets, Policy, RequiredTool
 from .episode import Episode, current_episode, episode
 from .intent import intended_duplicate

@@ -127,7 +127,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """``loopscope demo``."""
-    from . import _config
+    from . import _config, _instrument
     from .demo import drive_all
     from .scenarios import generate
 
@@ -139,14 +139,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     scripts = generate(seed=args.seed, per_shape=args.per_shape)
     policy = {"budgets": {"tool_calls": DEMO_TOOL_CALL_BUDGET}}
     if args.endpoint:
-        _config.instrument(service_name="loopscope-demo", endpoint=args.endpoint, policy=policy)
+        _instrument.instrument(service_name="loopscope-demo", endpoint=args.endpoint, policy=policy)
         where = f"exported to {args.endpoint}"
     else:
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
         exporter = InMemorySpanExporter()
-        _config.instrument(
+        _instrument.instrument(
             service_name="loopscope-demo",
             policy=policy,
             span_processor=SimpleSpanProcessor(exporter),
