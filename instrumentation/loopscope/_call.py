@@ -336,7 +336,8 @@ def _note_would_be_stop(episode: Any, decision: Any, applied: str) -> None:
 def tool_call(tool: str, args: Any = None, **options: Any) -> ToolCallScope:
     """Guard and record one tool call of a custom agent loop (see ``ToolCallScope``).
 
-    Options: ``kind`` (read, write, poll), ``call_id`` (pairs start and finish; generated if
+    Options: ``episode`` (the run it belongs to; default: the one in scope when the call
+    starts), ``kind`` (read, write, poll), ``call_id`` (pairs start and finish; generated if
     absent), ``intent="duplicate"`` (an intended repeat of a write), ``idempotency_key``,
     ``reconciles`` and ``found`` (this read settles an UNKNOWN write), ``deadline_s`` (polls),
     ``attributes`` (extra span attributes set when the span starts, blocked calls included;

@@ -328,16 +328,17 @@ class Episode:
             span.end()
         return settled
 
-    def tool_call(self, tool: str, args: Any = None, **options: Any) -> Any:
-        """A ``ToolCallScope`` for a custom agent loop; see ``loopscope.tool_call``."""
-        from ._call import ToolCallScope
-
-        return ToolCallScope(tool, args, episode=self, **options)
-
 
 episode = Episode
 """``loopscope.episode(...)`` makes an ``Episode``: the class itself, so its signature is stated
 once (``Episode.__init__``)."""
+
+
+def active_episode() -> Episode | None:
+    """The episode in scope (a ``with loopscope.episode(...)`` around this code, in this
+    thread or task), or ``None``: the seam the framework integrations use to join a run the
+    agent opened, never creating one."""
+    return _CURRENT.get()
 
 
 def current_episode() -> Episode:

@@ -68,7 +68,7 @@ except ImportError:  # pragma: no cover - LangChain tools work without LangGraph
 from .._call import ToolCallScope
 from .._errors import LoopDetected, swallow_internal_errors
 from ..detect.fingerprint import output_text
-from ..episode import _CURRENT, Episode, episode
+from ..episode import Episode, active_episode, episode
 from ..intent import current_intent
 
 _ORIGINAL = "__loopscope_original__"
@@ -198,7 +198,7 @@ class _GraphRun:
         if _RUN.get() is not None:  # a subgraph, or a graph run by a tool of this run
             return
         with swallow_internal_errors("starting a graph run"):
-            active = _CURRENT.get()
+            active = active_episode()
             if active is None:
                 config = kwargs.get("config", args[1] if len(args) > 1 else None)
                 thread = _thread_id(config) or _thread_id(getattr(graph, "config", None))
@@ -308,7 +308,7 @@ def _before_model() -> Episode | None:
     run = _RUN.get()
     if run is not None and (stop := run.new_stop()) is not None:
         raise stop  # a ToolNode turned the stop into a message: stop at the next turn
-    ep = run.episode if run is not None else _CURRENT.get()
+    ep = run.episode if run is not None else active_episode()
     if ep is not None:
         ep.before_model_call()
     return ep
