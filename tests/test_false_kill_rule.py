@@ -17,7 +17,7 @@ from loopscope.cli import main
 from loopscope.detect import Policy
 from loopscope.detect.false_kill import kill_was_false
 from loopscope.detect.replay import parse_episode, replay
-from loopscope.evaluation import evaluate
+from loopscope.offline.evaluation import evaluate
 from loopscope_collector.metrics.compute import compute_metrics
 from loopscope_collector.storage import open_database
 from loopscope_collector.storage.queries import fragment

@@ -109,7 +109,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     """``loopscope eval``."""
     from .analysis import analyze, read_episodes
     from .detect.replay import parse_episode
-    from .evaluation import as_text, evaluate
+    from .offline.evaluation import as_text, evaluate
 
     if args.files:
         items: Any = read_episodes(args.files)

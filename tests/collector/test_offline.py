@@ -379,7 +379,7 @@ def test_labelled_runs_into_the_store_give_the_rates_eval_reports(
     with `analyze --db`; the collector's loop-detection and false-kill rates over them
     (scenario label source) are the ones `loopscope eval` reports for loopscope over the same
     runs, monologues and message loops included (their flags fall on message spans)."""
-    from loopscope.evaluation import evaluate
+    from loopscope.offline.evaluation import evaluate
     from loopscope_collector.metrics.compute import compute_metrics
 
     runs = tmp_path / "runs.jsonl"

@@ -3,7 +3,7 @@
 The counting is SQL: two named reads in ``storage/sql/reads.sql`` (``metrics_breakdown`` and
 ``metrics_unknown_latency``), so the live collector (``GET /v1/reads/NAME``) and a read-only
 DuckDB file answer from the same text. This module only turns their rows into the report:
-rates with n and a Wilson 95% interval (``loopscope.evaluation.rate``), costs per successful
+rates with n and a Wilson 95% interval (``loopscope.offline.evaluation.rate``), costs per successful
 task, latencies. ``assemble`` takes the rows from either path; ``compute_metrics`` runs the
 reads on an open store.
 """
@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any, Final
 
-from loopscope.evaluation import rate
+from loopscope.offline.evaluation import rate
 
 if TYPE_CHECKING:
     from ..storage import Database

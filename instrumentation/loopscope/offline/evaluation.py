@@ -18,9 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .detect.false_kill import is_detector_kill, kill_was_false
-from .detect.fingerprint import canonical_json
-from .detect.replay import EpisodeRecord, EpisodeReport
+from ..detect.false_kill import is_detector_kill, kill_was_false
+from ..detect.fingerprint import canonical_json
+from ..detect.replay import EpisodeRecord, EpisodeReport
 
 Z95 = 1.959963984540054
 
