@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from loopscope.analysis import flag_calls
 from loopscope.detect import Policy
 from loopscope.detect.events import ACTIONS
 from loopscope.detect.false_kill import is_detector_kill, kill_was_false
 from loopscope.detect.replay import EpisodeRecord, replay
+from loopscope.offline.analysis import flag_calls
 from loopscope_collector.normalize.assembly import sort_key
 from loopscope_collector.normalize.rows import MessageRow, ToolCallRow
 from loopscope_collector.offline.otlp_files import episodes_from_rows

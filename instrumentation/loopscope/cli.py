@@ -90,7 +90,7 @@ def _add_policy(parser: argparse.ArgumentParser) -> None:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     """``loopscope analyze`` over Episode JSONL (what the base install reads)."""
-    from .analysis import analyze, as_json, as_text, read_episodes
+    from .offline.analysis import analyze, as_json, as_text, read_episodes
 
     reports, problems = analyze(
         read_episodes(args.files, fmt=args.format),
@@ -107,8 +107,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """``loopscope eval``."""
-    from .analysis import analyze, read_episodes
     from .detect.replay import parse_episode
+    from .offline.analysis import analyze, read_episodes
     from .offline.evaluation import as_text, evaluate
 
     if args.files:

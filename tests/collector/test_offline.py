@@ -16,9 +16,9 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 import loopscope
 from loopscope import cli
-from loopscope.analysis import analyze
 from loopscope.detect import Policy
 from loopscope.detect.replay import parse_episode, parse_episode_line, replay
+from loopscope.offline.analysis import analyze
 from loopscope.testing import capture_spans
 from loopscope_collector.offline.synthetic_spans import episode_spans
 from loopscope_collector.storage import open_database

@@ -36,20 +36,20 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Final, TextIO
 
-from loopscope.analysis import (
-    AnalyzeInputs,
-    Problem,
-    analyze,
-    as_json,
-    as_text,
-    read_episodes,
-)
 from loopscope.detect.policy import Policy
 from loopscope.detect.replay import (
     EpisodeFormatError,
     EpisodeRecord,
     EpisodeReport,
     parse_episode_line,
+)
+from loopscope.offline.analysis import (
+    AnalyzeInputs,
+    Problem,
+    analyze,
+    as_json,
+    as_text,
+    read_episodes,
 )
 
 from .otlp_files import OTLP_KEYS, EpisodeGrouper, detect_runs, read_otlp_file
