@@ -128,7 +128,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     """``loopscope demo``."""
     from . import _config, _instrument
-    from .demo import drive_all
+    from .offline.demo import drive_all
     from .scenarios import generate
 
     modes = MODES if args.mode == "all" else (args.mode,)
@@ -185,7 +185,7 @@ def _demo_forever(args: argparse.Namespace, scripts: Any, modes: Any, where: str
     import threading
 
     from . import _config
-    from .demo import drive_forever
+    from .offline.demo import drive_forever
 
     stop = threading.Event()
     count = [0]

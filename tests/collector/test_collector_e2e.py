@@ -131,7 +131,7 @@ def test_labelled_runs_from_the_sdk_fill_the_scenario_rates(
     import json
 
     from loopscope.cli import main
-    from loopscope.demo import drive
+    from loopscope.offline.demo import drive
     from loopscope.scenarios import generate
 
     loopscope.instrument(service_name="labelled", endpoint=collector.url, mode="observe")

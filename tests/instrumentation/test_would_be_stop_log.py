@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from loopscope.demo import drive
+from loopscope.offline.demo import drive
 from loopscope.scenarios import generate
 from loopscope.testing import capture_spans
 

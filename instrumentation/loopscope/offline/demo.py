@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._call import tool_call
-from ._errors import LoopDetected
-from .episode import episode
+from .._call import tool_call
+from .._errors import LoopDetected
+from ..episode import episode
 
 PRICE_IN_USD = 2.5e-6
 PRICE_OUT_USD = 1e-5
