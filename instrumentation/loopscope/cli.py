@@ -114,7 +114,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.files:
         items: Any = read_episodes(args.files)
     else:
-        from .scenarios import generate
+        from .offline.scenarios import generate
 
         items = [parse_episode(e) for e in generate(seed=args.seed, per_shape=args.per_shape)]
     reports, problems = analyze(items, policy=_policy(args.policy), mode=args.mode)
@@ -129,7 +129,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """``loopscope demo``."""
     from . import _config, _instrument
     from .offline.demo import drive_all
-    from .scenarios import generate
+    from .offline.scenarios import generate
 
     modes = MODES if args.mode == "all" else (args.mode,)
     # the scripted agents loop on purpose: no "enforce would stop" line per observe/warn run

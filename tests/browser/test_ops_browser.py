@@ -38,7 +38,7 @@ AGENTS = textwrap.dedent("""
     import json, sys
     import loopscope
     from loopscope.offline.demo import drive
-    from loopscope.scenarios import generate
+    from loopscope.offline.scenarios import generate
     from opentelemetry import trace
 
     loopscope.instrument(service_name="ops-demo", endpoint=sys.argv[1],

@@ -50,7 +50,7 @@ from loopscope.detect import Policy
 from loopscope.detect.ladder import same_turn
 from loopscope.detect.replay import parse_episode
 from loopscope.offline.analysis import flag_calls
-from loopscope.scenarios import generate
+from loopscope.offline.scenarios import generate
 from loopscope_collector.normalize.spans import SpanRecord
 from loopscope_collector.offline.synthetic_spans import episode_spans
 from loopscope_dashboard import uploads

@@ -360,7 +360,7 @@ def test_recorded_signature_and_hash_steps_replay_without_content() -> None:
 
 
 def _scenario_runs(path: Path) -> None:
-    from loopscope.scenarios import SHAPES, generate, write_jsonl
+    from loopscope.offline.scenarios import SHAPES, generate, write_jsonl
 
     write_jsonl(str(path), generate(seed=3, per_shape=2, faults=False, shapes=list(SHAPES)))
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 from loopscope.offline.demo import drive
-from loopscope.scenarios import generate
+from loopscope.offline.scenarios import generate
 from loopscope.testing import capture_spans
 from loopscope_collector.alerts.manager import AlertManager
 from loopscope_collector.alerts.settings import AlertSettings

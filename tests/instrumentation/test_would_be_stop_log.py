@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from loopscope.offline.demo import drive
-from loopscope.scenarios import generate
+from loopscope.offline.scenarios import generate
 from loopscope.testing import capture_spans
 
 

@@ -4,7 +4,7 @@ Standard library only. Each shape in ``SHAPES`` builds Episode JSONL dicts
 (docs/episode-format.md) with a ground-truth label, so a detector can be scored on loop
 detection and false kills::
 
-    from loopscope.scenarios import generate, write_jsonl
+    from loopscope.offline.scenarios import generate, write_jsonl
 
     write_jsonl("scenarios.jsonl", generate(seed=0, per_shape=3))
 """

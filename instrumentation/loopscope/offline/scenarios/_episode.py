@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-SOURCE = "authored: loopscope.scenarios"
+SOURCE = "authored: loopscope.offline.scenarios"
 PRICE_IN_USD = 2.5e-6
 PRICE_OUT_USD = 1e-5
 TIMEOUT_S = 30.0
