@@ -13,10 +13,10 @@ import duckdb
 import pandas as pd
 import pytest
 
-from loopscope.cli import main
 from loopscope.detect import Policy
 from loopscope.detect.false_kill import kill_was_false
 from loopscope.detect.replay import parse_episode, replay
+from loopscope.offline.cli import main
 from loopscope.offline.evaluation import evaluate
 from loopscope_collector.metrics.compute import compute_metrics
 from loopscope_collector.storage import open_database

@@ -130,7 +130,7 @@ def test_labelled_runs_from_the_sdk_fill_the_scenario_rates(
     reports loop-detection and false-kill rates from the scenario label source."""
     import json
 
-    from loopscope.cli import main
+    from loopscope.offline.cli import main
     from loopscope.offline.demo import drive
     from loopscope.offline.scenarios import generate
 

@@ -44,11 +44,11 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from test_offline import otlp_json_line
 
-from loopscope import cli
 from loopscope import conventions as c
 from loopscope.detect import Policy
 from loopscope.detect.ladder import same_turn
 from loopscope.detect.replay import parse_episode
+from loopscope.offline import cli
 from loopscope.offline.analysis import flag_calls
 from loopscope.offline.scenarios import generate
 from loopscope_collector.normalize.spans import SpanRecord

@@ -10,7 +10,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from loopscope.cli import main
+from loopscope.offline.cli import main
 from loopscope_collector.metrics.compute import PRICES, compute_metrics
 from loopscope_collector.storage import Database, open_database
 from loopscope_collector.storage.queries import READS

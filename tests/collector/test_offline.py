@@ -15,9 +15,9 @@ from google.protobuf.json_format import MessageToDict
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 import loopscope
-from loopscope import cli
 from loopscope.detect import Policy
 from loopscope.detect.replay import parse_episode, parse_episode_line, replay
+from loopscope.offline import cli
 from loopscope.offline.analysis import analyze
 from loopscope.testing import capture_spans
 from loopscope_collector.offline.synthetic_spans import episode_spans

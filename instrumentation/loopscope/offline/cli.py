@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from importlib.metadata import entry_points
 from typing import Any
 
-from .detect.events import MODES
+from ..detect.events import MODES
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 1
@@ -74,7 +74,7 @@ Example:
 
 
 def _policy(path: str | None) -> Any:
-    from .policy_file import load_policy
+    from ..policy_file import load_policy
 
     return load_policy(path) if path else None
 
@@ -90,7 +90,7 @@ def _add_policy(parser: argparse.ArgumentParser) -> None:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     """``loopscope analyze`` over Episode JSONL (what the base install reads)."""
-    from .offline.analysis import analyze, as_json, as_text, read_episodes
+    from .analysis import analyze, as_json, as_text, read_episodes
 
     reports, problems = analyze(
         read_episodes(args.files, fmt=args.format),
@@ -107,14 +107,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """``loopscope eval``."""
-    from .detect.replay import parse_episode
-    from .offline.analysis import analyze, read_episodes
-    from .offline.evaluation import as_text, evaluate
+    from ..detect.replay import parse_episode
+    from .analysis import analyze, read_episodes
+    from .evaluation import as_text, evaluate
 
     if args.files:
         items: Any = read_episodes(args.files)
     else:
-        from .offline.scenarios import generate
+        from .scenarios import generate
 
         items = [parse_episode(e) for e in generate(seed=args.seed, per_shape=args.per_shape)]
     reports, problems = analyze(items, policy=_policy(args.policy), mode=args.mode)
@@ -127,9 +127,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """``loopscope demo``."""
-    from . import _config, _instrument
-    from .offline.demo import drive_all
-    from .offline.scenarios import generate
+    from .. import _config, _instrument
+    from .demo import drive_all
+    from .scenarios import generate
 
     modes = MODES if args.mode == "all" else (args.mode,)
     # the scripted agents loop on purpose: no "enforce would stop" line per observe/warn run
@@ -184,8 +184,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _demo_forever(args: argparse.Namespace, scripts: Any, modes: Any, where: str) -> int:
     import threading
 
-    from . import _config
-    from .offline.demo import drive_forever
+    from .. import _config
+    from .demo import drive_forever
 
     stop = threading.Event()
     count = [0]
@@ -310,7 +310,7 @@ def _analyze_inputs() -> Any:
 
 
 def _version() -> str:
-    from . import __version__
+    from .. import __version__
 
     return f"loopscope {__version__}"
 
