@@ -1,4 +1,5 @@
-"""``loopscope.instrument()``: resolve settings, join or create the OTel provider, once.
+"""``configure()``, beneath ``loopscope.instrument()``: resolve settings, join or create the OTel
+provider, once.
 
 Setup fails loudly (``ValueError`` naming the setting and where the bad value came from);
 everything after setup fails quietly. The exporter is wrapped so a dead collector costs the
