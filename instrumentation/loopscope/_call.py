@@ -19,7 +19,8 @@ from opentelemetry.trace import Span, Status, StatusCode
 from . import conventions as c
 from ._errors import LoopDetected, swallow_internal_errors
 from .detect import Decision, ToolCall, ToolResult
-from .detect.events import KILL_ACTIONS
+from .detect.events import KILL_ACTIONS, Action
+from .detect.events import Status as ToolStatus
 from .detect.fingerprint import output_hash, output_text
 from .episode import Episode, current_episode
 from .guard import applied_action, stronger, with_correction
@@ -86,7 +87,7 @@ class ToolCallScope:
         self._span: Span | None = None
         self._use: Any = None
         self._before: Decision | None = None
-        self._applied = "allow"
+        self._applied: Action = "allow"
         self._signature = ""
         self._kind: str | None = None
 
@@ -231,7 +232,7 @@ class ToolCallScope:
         if self.finished:
             return
         with swallow_internal_errors("recording a tool failure"):
-            status = "timeout" if is_timeout(exc) else "error"
+            status: ToolStatus = "timeout" if is_timeout(exc) else "error"
             text = f"{type(exc).__name__}: {exc}"
             if self._span is not None:
                 self._span.record_exception(exc)
@@ -281,7 +282,8 @@ class ToolCallScope:
         return shown, stop
 
     def _set_result_attributes(
-        self, span: Span, outcome: ToolResult, after: Decision, applied: str, episode: Episode
+        self, span: Span, outcome: ToolResult, after: Decision, applied: Action,
+        episode: Episode,
     ) -> None:
         before = self._before
         assert before is not None

@@ -233,11 +233,16 @@ def gen_ai_latest_experimental(environ: Mapping[str, str] = os.environ) -> bool:
 class LoopVerdict(Protocol):
     """What ``evaluation_events`` reads of a detector's flag (``loopscope.detect.Flag``)."""
 
-    detector: str
-    kind: str
-    action: str
-    message: str
-    rung: int
+    @property
+    def detector(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def action(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def rung(self) -> int: ...
 
 
 def evaluation_events(flags: Iterable[LoopVerdict]) -> list[tuple[str, dict[str, Any]]]:

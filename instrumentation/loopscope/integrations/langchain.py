@@ -63,7 +63,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 try:
     from langgraph.pregel import Pregel
 except ImportError:  # pragma: no cover - LangChain tools work without LangGraph
-    Pregel = None
+    Pregel = None  # type: ignore[assignment,misc]
 
 from .._call import ToolCallScope
 from .._errors import LoopDetected, swallow_internal_errors

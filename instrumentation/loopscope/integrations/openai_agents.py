@@ -213,7 +213,7 @@ def _model_name(agent: Any, run_config: Any) -> str | None:
     return None
 
 
-class _Hooks(agents.RunHooks):  # type: ignore[misc]
+class _Hooks(agents.RunHooks):
     """The caller's run hooks plus loopscope's model-call bookkeeping."""
 
     def __init__(self, inner: Any, run_config: Any, episode: Episode) -> None:

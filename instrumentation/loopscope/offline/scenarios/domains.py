@@ -20,7 +20,7 @@ class Call(NamedTuple):
     """A tool call as a scenario script sees it: name, arguments and what came back."""
 
     tool: str
-    args: dict
+    args: dict[str, Any]
     output: Any
 
 
