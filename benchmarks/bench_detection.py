@@ -37,7 +37,7 @@ from _against import load_package
 
 from loopscope.detect.monitor import forget_readings
 from loopscope.detect.replay import EpisodeRecord, parse_episode_line, replay
-from loopscope.evaluation import naive_baseline
+from loopscope.offline.evaluation import naive_baseline
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from loopscope.cli import build_parser
 from loopscope.detect import DEFAULT_DETECTORS
+from loopscope.offline.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")

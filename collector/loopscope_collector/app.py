@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 from loopscope.detect import Policy
 
-from .alerts.manager import AlertManager, AlertSettings
+from .alerts.manager import AlertManager
+from .alerts.settings import AlertSettings
 from .alerts.sinks import build_sink
 from .metrics import prometheus
 from .metrics.compute import compute_metrics

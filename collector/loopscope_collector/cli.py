@@ -15,11 +15,15 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Final
 
-if TYPE_CHECKING:
-    from .alerts.manager import AlertSettings
+from . import environment_variables as env
+from .alerts.settings import AlertSettings
+from .receive import limits as lim
 
+MIB: Final = 1024 * 1024
+STORE_MEMORY: Final = "512MB"
+"""DuckDB's memory for its cache and a batch's work (``--store-memory``)."""
 COLLECTOR_HELP = """\
 Receive OTLP from agents, store it in DuckDB, detect loops as spans arrive.
 
@@ -59,35 +63,40 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="OTLP/HTTP and reads (default 4318)")
     p.add_argument("--grpc-port", type=port_number, default=4317,
                    help="OTLP/gRPC (default 4317; 0 disables it)")
-    p.add_argument("--db", default=os.environ.get("LOOPSCOPE_DB", "loopscope.duckdb"),
-                   help="DuckDB file (default: ./loopscope.duckdb or $LOOPSCOPE_DB)")
-    p.add_argument("--auth-token", default=os.environ.get("LOOPSCOPE_AUTH_TOKEN"),
-                   help="require 'Authorization: Bearer TOKEN' (default: $LOOPSCOPE_AUTH_TOKEN)")
+    p.add_argument("--db", default=env.default_db(),
+                   help=f"DuckDB file (default: ./{env.DEFAULT_DB} or ${env.DB_ENV})")
+    p.add_argument("--auth-token", default=os.environ.get(env.TOKEN_ENV),
+                   help=f"require 'Authorization: Bearer TOKEN' (default: ${env.TOKEN_ENV})")
     p.add_argument("--insecure-remote", action="store_true",
                    help="allow a non-loopback --host without an auth token")
     p.add_argument("--policy", metavar="FILE", help="JSON policy for detection (see analyze)")
     limits = p.add_argument_group("limits (past them a client gets 503 + Retry-After, or is "
                                   "disconnected when it is too slow)")
-    limits.add_argument("--max-request-bytes", type=int, default=32 * 1024 * 1024,
+    limits.add_argument("--max-request-bytes", type=int, default=lim.MAX_BODY_BYTES,
                         help="largest OTLP request, HTTP or gRPC, after decompression "
-                             "(default: 32 MiB)")
-    limits.add_argument("--max-inflight-bytes", type=int, default=192 * 1024 * 1024,
+                             f"(default: {lim.MAX_BODY_BYTES // MIB} MiB)")
+    limits.add_argument("--max-inflight-bytes", type=int, default=lim.MAX_INFLIGHT_BYTES,
                         help="memory requests hold at once: bodies as they arrive, then their "
-                             "decoded spans until stored; bounds memory (default: 192 MiB, at "
+                             "decoded spans until stored; bounds memory (default: "
+                             f"{lim.MAX_INFLIGHT_BYTES // MIB} MiB, at "
                              "least --max-request-bytes). A request that alone decodes to "
                              "more is refused (413)")
-    limits.add_argument("--store-memory", type=memory_size, default="512MB",
+    limits.add_argument("--store-memory", type=memory_size, default=STORE_MEMORY,
                         help="memory DuckDB may use for its cache and a batch's work, such as "
-                             "512MB or 2GB (default 512MB)")
-    limits.add_argument("--max-connections", type=int, default=256,
-                        help="open HTTP connections (default 256)")
-    limits.add_argument("--header-timeout", metavar="SECONDS", type=float, default=10.0,
-                        help="time to send a request's headers (default 10)")
-    limits.add_argument("--body-timeout", metavar="SECONDS", type=float, default=60.0,
-                        help="time to send a request's body (default 60)")
-    limits.add_argument("--idle-timeout", metavar="SECONDS", type=float, default=30.0,
+                             f"512MB or 2GB (default {STORE_MEMORY})")
+    limits.add_argument("--max-connections", type=int, default=lim.MAX_CONNECTIONS,
+                        help=f"open HTTP connections (default {lim.MAX_CONNECTIONS})")
+    limits.add_argument("--header-timeout", metavar="SECONDS", type=float,
+                        default=lim.HEADER_TIMEOUT_S,
+                        help="time to send a request's headers "
+                             f"(default {lim.HEADER_TIMEOUT_S:g})")
+    limits.add_argument("--body-timeout", metavar="SECONDS", type=float,
+                        default=lim.BODY_TIMEOUT_S,
+                        help=f"time to send a request's body (default {lim.BODY_TIMEOUT_S:g})")
+    limits.add_argument("--idle-timeout", metavar="SECONDS", type=float,
+                        default=lim.IDLE_TIMEOUT_S,
                         help="time a kept-alive connection may wait for its next request "
-                             "(default 30)")
+                             f"(default {lim.IDLE_TIMEOUT_S:g})")
     a = p.add_argument_group("no-progress spike alerts")
     a.add_argument("--webhook", metavar="URL", action="append", default=[],
                    help="POST alerts here as JSON with a Slack-compatible 'text' "
@@ -98,27 +107,30 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def add_alert_options(group: argparse._ActionsContainer) -> None:
-    """The spike rule's settings, for ``collector`` and ``export --prometheus-rules``."""
-    group.add_argument("--alert-window", metavar="SECONDS", type=float, default=60.0,
-                       help="rolling window of the no-progress rate (default 60)")
-    group.add_argument("--alert-factor", metavar="X", type=float, default=3.0,
-                       help="fire at X times the service's own baseline rate (default 3)")
-    group.add_argument("--alert-threshold", metavar="RATE", type=float, default=0.5,
-                       help="fire at this no-progress rate whatever the baseline (default 0.5)")
-    group.add_argument("--alert-min-volume", metavar="N", type=int, default=20,
+    """The spike rule's settings, for ``collector`` and ``export --prometheus-rules``
+    (defaults: ``AlertSettings``')."""
+    d = AlertSettings()
+    group.add_argument("--alert-window", metavar="SECONDS", type=float, default=d.window_s,
+                       help=f"rolling window of the no-progress rate (default {d.window_s:g})")
+    group.add_argument("--alert-factor", metavar="X", type=float, default=d.factor,
+                       help="fire at X times the service's own baseline rate "
+                            f"(default {d.factor:g})")
+    group.add_argument("--alert-threshold", metavar="RATE", type=float, default=d.threshold,
+                       help="fire at this no-progress rate whatever the baseline "
+                            f"(default {d.threshold:g})")
+    group.add_argument("--alert-min-volume", metavar="N", type=int, default=d.min_volume,
                        help="tool calls needed in the window before a rate can fire "
-                            "(default 20)")
-    group.add_argument("--alert-cooldown", metavar="SECONDS", type=float, default=300.0,
-                       help="least time between two firings for one service (default 300)")
+                            f"(default {d.min_volume})")
+    group.add_argument("--alert-cooldown", metavar="SECONDS", type=float, default=d.cooldown_s,
+                       help="least time between two firings for one service "
+                            f"(default {d.cooldown_s:g})")
 
 
 def alert_settings(args: argparse.Namespace) -> AlertSettings:
     """``AlertSettings`` from ``add_alert_options``' arguments (a ``ValueError`` names a bad
     one)."""
-    from .alerts.manager import AlertSettings
-
     return AlertSettings(
-        window_s=args.alert_window, bucket_s=min(5.0, args.alert_window),
+        window_s=args.alert_window, bucket_s=min(AlertSettings().bucket_s, args.alert_window),
         factor=args.alert_factor, threshold=args.alert_threshold,
         min_volume=args.alert_min_volume, cooldown_s=args.alert_cooldown)
 
@@ -279,10 +291,11 @@ def cmd_collector(args: argparse.Namespace) -> int:
         print(f"loopscope collector: error: {exc.name or 'a dependency'} is missing. Install "
               "the collector with:  pip install 'loopscope[collector]'", file=sys.stderr)
         return 2
-    from .pipeline.detection import read_policy
+    from loopscope.policy_file import load_policy
+
     from .receive.connections import ConnectionWatch
 
-    policy = read_policy(args.policy)
+    policy = load_policy(args.policy) if args.policy else None
     settings = alert_settings(args)
     import duckdb
 

@@ -1,4 +1,4 @@
-"""The four metric cards (DESIGN.md §4) as plain values: what each card says, from the
+"""The four metric cards (docs/metrics.md) as plain values: what each card says, from the
 collector's metrics report (``queries.metrics``) and the one of the window before it.
 
 Pure, so the wording is tested without Streamlit; the Overview page only places the cards.

@@ -3,10 +3,12 @@
 
 from typing import Final
 
+from loopscope_collector import environment_variables as collector_env
+
 COLLECTOR_URL_ENV: Final = "LOOPSCOPE_COLLECTOR_URL"
 """Base URL of a running collector (default ``http://127.0.0.1:4318``)."""
 SNAPSHOT_ENV: Final = "LOOPSCOPE_DB_SNAPSHOT"
 """A loopscope DuckDB file to read instead of a collector; wins over the URL."""
-TOKEN_ENV: Final = "LOOPSCOPE_AUTH_TOKEN"
+TOKEN_ENV: Final = collector_env.TOKEN_ENV
 """The collector's bearer token, when it was started with one."""
 DEFAULT_COLLECTOR_URL: Final = "http://127.0.0.1:4318"

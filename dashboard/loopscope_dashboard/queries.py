@@ -345,7 +345,7 @@ def summary(service: str | None = None) -> dict[str, int]:
 def metrics(*, service: str | None = None, agent: str | None = None, model: str | None = None,
             tool: str | None = None, since_ns: int | None = None,
             until_ns: int | None = None, outcome: str | None = None) -> dict[str, Any]:
-    """The four metrics of DESIGN.md §4 with n and intervals, by the collector's own code."""
+    """The four metrics of docs/metrics.md with n and intervals, by the collector's own code."""
     from loopscope_collector.metrics.compute import collect, read_params
 
     params = read_params(service=service, agent=agent, model=model, tool=tool,
@@ -450,7 +450,7 @@ def alert_rule(alert: pd.Series | Mapping[str, Any]) -> dict[str, float]:
     and ``floor``, as the collector stored them with the alert. An alert stored before the
     store kept its rule (schema version 10) has none: its message gives the window and, when
     it fired by threshold, the threshold; the rest are the collector's defaults."""
-    from loopscope_collector.alerts.manager import AlertSettings
+    from loopscope_collector.alerts.settings import AlertSettings
 
     defaults = AlertSettings()
     stored = {name: alert.get(name) for name in ("window_s", "threshold", "factor", "floor")}
@@ -506,7 +506,7 @@ def _window_at(alert: pd.Series | Mapping[str, Any], at_ns: int,
     collector counts it: its whole buckets (``AlertSettings.bucket_s``, not configurable)
     back from the one ``at_ns`` falls in, and only the calls up to ``at_ns``. None when the
     window holds no call."""
-    from loopscope_collector.alerts.manager import AlertSettings
+    from loopscope_collector.alerts.settings import AlertSettings
 
     bucket_ns = int(AlertSettings().bucket_s * 1e9)
     buckets = max(1, math.ceil(window_s * 1e9 / bucket_ns - 1e-9))

@@ -14,10 +14,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from loopscope.analysis import flag_calls
 from loopscope.detect import Policy
 from loopscope.detect.events import ACTIONS
+from loopscope.detect.false_kill import is_detector_kill, kill_was_false
 from loopscope.detect.replay import EpisodeRecord, replay
+from loopscope.offline.analysis import flag_calls
 from loopscope_collector.normalize.assembly import sort_key
 from loopscope_collector.normalize.rows import MessageRow, ToolCallRow
 from loopscope_collector.offline.otlp_files import episodes_from_rows
@@ -173,7 +174,7 @@ def build_episodes(runs: Sequence[StoredRun]) -> None:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class PolicyVerdict:
     """What enforce mode under one policy does to one run (calls are 1-based ordinals)."""
 
     episode_id: str
@@ -186,20 +187,21 @@ class Verdict:
     budget_stop: bool
     label: bool | None
     caught: bool
+    kill_judged: bool
+    """A detector kill the false-kill rule could judge (``detect.false_kill``)."""
     false_kill: bool
     calls_saved: int
     cost_saved: float
 
 
-def verdict(run: StoredRun, policy: Policy) -> Verdict:
+def verdict(run: StoredRun, policy: Policy) -> PolicyVerdict:
     """Replay ``run`` in enforce mode under ``policy`` and judge it against its label."""
     report = replay(run.episode, policy, mode="enforce")
     stop = report.stop
     stop_step = stop.step if stop is not None and stop.step < len(run.episode.steps) else None
     # the recorded run went on past a stop; under enforce it would have ended there
     flags = [f for f in report.flags if stop_step is None or f.step <= stop_step]
-    detector_kills = [f for f in flags if f.severity == "kill" and f.kind != "budget"
-                      and f.detector != "budget"]
+    detector_kills = [f for f in flags if is_detector_kill(f)]
     action = max((f.action if f.severity == "kill" else "warn" for f in flags),
                  key=_RANK.__getitem__, default="allow")
     budget_stop = stop is not None and stop.stop_reason == "budget"
@@ -207,38 +209,45 @@ def verdict(run: StoredRun, policy: Policy) -> Verdict:
         action = "stop"
     first = flags[0] if flags else None
     first_kill = detector_kills[0] if detector_kills else None
-    caught = False
-    false_kill = False
     loop_from = run.first_loop_step
-    if run.label is True:
-        caught = any(loop_from is None or _at_or_after(run, f.step, loop_from)
-                     for f in flags if f.kind != "budget")
-        false_kill = first_kill is not None and loop_from is not None and not _at_or_after(
-            run, first_kill.step, loop_from)
-    elif run.label is False:
-        false_kill = first_kill is not None
-    if run.human_false_kill and first_kill is not None:
-        false_kill = True
+    caught = run.label is True and any(
+        loop_from is None or _at_or_after(run, f.step, loop_from)
+        for f in flags if f.kind != "budget")
+    judged = None if first_kill is None else kill_was_false(
+        label=run.label,
+        kill_step=_agent_step(run, first_kill.step),
+        first_loop_step=loop_from,
+        human_false_kill=run.human_false_kill,
+        outcome=run.outcome,
+        progress_after_kill=report.progress_after(first_kill.step),
+    )
     calls = flag_calls(run.episode)
     saved = 0 if stop_step is None else sum(
         1 for step in run.episode.steps[stop_step + 1:] if step.get("type") == "tool")
     cost = report.cost_after(stop_step + 1) if stop_step is not None else None
-    return Verdict(
+    return PolicyVerdict(
         episode_id=run.episode.episode_id, action=action,
         first_flag_call=None if first is None else calls[first.step],
         first_kill_call=None if first_kill is None else calls[first_kill.step],
         stop_call=None if stop_step is None else calls[stop_step],
         stop_reason=None if stop is None else stop.stop_reason, budget_stop=budget_stop,
-        label=run.label, caught=caught, false_kill=false_kill, calls_saved=saved,
+        label=run.label, caught=caught, kill_judged=judged is not None,
+        false_kill=bool(judged), calls_saved=saved,
         cost_saved=float(cost or 0.0))
 
 
-def _at_or_after(run: StoredRun, step: int, loop_from: int) -> bool:
+def _agent_step(run: StoredRun, step: int) -> int:
+    """The agent's own step of replayed step ``step`` (as scenario labels count), else
+    ``step``."""
     agent_step = run.agent_steps[step] if step < len(run.agent_steps) else None
-    return (agent_step if agent_step is not None else step) >= loop_from
+    return agent_step if agent_step is not None else step
 
 
-def replay_chunk(runs: Sequence[StoredRun], policy: Policy) -> list[Verdict]:
+def _at_or_after(run: StoredRun, step: int, loop_from: int) -> bool:
+    return _agent_step(run, step) >= loop_from
+
+
+def replay_chunk(runs: Sequence[StoredRun], policy: Policy) -> list[PolicyVerdict]:
     """In a worker: the chunk's episodes built from its raw rows, then each run replayed."""
     build_episodes(runs)
     return [verdict(run, policy) for run in runs]

@@ -12,9 +12,9 @@ and switches get inputs; any other field is edited as JSON, exactly as a policy 
 
 The verdicts are scored against the runs' labels, with the metrics' label sources (a human
 label, else the run's scenario label; docs/metrics.md): a loop is *caught* when a flag lands at
-or after its first loop step; a *false kill* is a detector's block or stop on a run labelled
-no loop (or a human false_kill), or one before the labelled loop began. Budget stops are the
-user's cap: counted apart, never as false kills.
+or after its first loop step; whether a detector's first block or stop is a *false kill* is
+``loopscope.detect.false_kill``'s rule, the one ``loopscope eval`` and the collector's metrics
+use. Budget stops are the user's cap: counted apart, never as false kills.
 """
 
 from __future__ import annotations
@@ -30,14 +30,36 @@ import pandas as pd
 from loopscope.detect import Policy
 from loopscope.policy_file import changes_of, plain, to_json
 
-from .replay_runs import StoredRun, Verdict, build_episodes, replay_chunk, verdict
+from .replay_runs import PolicyVerdict, StoredRun, build_episodes, replay_chunk, verdict
 from .truth import RANK
 
-__all__ = ["FIELD_WORDS", "PARALLEL_FROM", "Replay", "ReplayCache", "Scorecard", "Setting",
-           "StoredRun", "Verdict", "build", "build_episodes", "changed", "changes_of",
-           "data_version", "episode_record", "plain", "replay_all", "score", "settings",
-           "stored_runs", "sweep", "sweep_around", "sweep_values", "to_json", "verdict",
-           "verdicts_frame"]
+__all__ = [
+    "FIELD_WORDS",
+    "PARALLEL_FROM",
+    "PolicyVerdict",
+    "Replay",
+    "ReplayCache",
+    "Scorecard",
+    "Setting",
+    "StoredRun",
+    "build",
+    "build_episodes",
+    "changed",
+    "changes_of",
+    "data_version",
+    "episode_record",
+    "plain",
+    "replay_all",
+    "score",
+    "settings",
+    "stored_runs",
+    "sweep",
+    "sweep_around",
+    "sweep_values",
+    "to_json",
+    "verdict",
+    "verdicts_frame",
+]
 
 
 # -- a policy as plain data ---------------------------------------------------------------
@@ -234,7 +256,7 @@ _CHUNK: Final = 500
 
 def replay_all(runs: Sequence[StoredRun], policy: Policy, *,
                progress: Callable[[int, int], None] | None = None,
-               workers: int | None = None) -> list[Verdict]:
+               workers: int | None = None) -> list[PolicyVerdict]:
     """``verdict`` of every run, in order; ``progress(done, total)`` as runs finish.
 
     From ``PARALLEL_FROM`` runs the work goes to ``workers`` processes (default: one per CPU;
@@ -255,12 +277,12 @@ def replay_all(runs: Sequence[StoredRun], policy: Policy, *,
 
 def _replay_parallel(runs: Sequence[StoredRun], policy: Policy,
                      progress: Callable[[int, int], None] | None,
-                     workers: int) -> list[Verdict]:
+                     workers: int) -> list[PolicyVerdict]:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     chunks = [runs[i:i + _CHUNK] for i in range(0, len(runs), _CHUNK)]
-    results: list[list[Verdict]] = [[] for _ in chunks]
+    results: list[list[PolicyVerdict]] = [[] for _ in chunks]
     done = 0
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
@@ -283,7 +305,8 @@ class Scorecard:
     runs: int
     labelled_loops: int
     caught: int
-    labelled_kills: int
+    judged_kills: int
+    """Runs with a detector kill the false-kill rule could judge: the false-kill rate's n."""
     false_kills: int
     warned: int
     blocked: int
@@ -297,14 +320,13 @@ class Scorecard:
         return dataclasses.asdict(self)
 
 
-def score(verdicts: Sequence[Verdict]) -> Scorecard:
+def score(verdicts: Sequence[PolicyVerdict]) -> Scorecard:
     """Count caught loops, false kills, runs per strongest action and what stopping saved."""
     return Scorecard(
         runs=len(verdicts),
         labelled_loops=sum(v.label is True for v in verdicts),
         caught=sum(v.caught for v in verdicts),
-        labelled_kills=sum(v.label is not None and v.first_kill_call is not None
-                           for v in verdicts),
+        judged_kills=sum(v.kill_judged for v in verdicts),
         false_kills=sum(v.false_kill for v in verdicts),
         warned=sum(v.action == "warn" for v in verdicts),
         blocked=sum(v.action == "block" for v in verdicts),
@@ -315,7 +337,7 @@ def score(verdicts: Sequence[Verdict]) -> Scorecard:
     )
 
 
-def changed(current: Sequence[Verdict], candidate: Sequence[Verdict]) -> pd.DataFrame:
+def changed(current: Sequence[PolicyVerdict], candidate: Sequence[PolicyVerdict]) -> pd.DataFrame:
     """The runs whose verdict differs between two policies (same runs, same order)."""
     rows = []
     for was, now in zip(current, candidate, strict=True):
@@ -333,7 +355,7 @@ def _label_name(label: bool | None) -> str:
     return "" if label is None else "loop" if label else "no loop"
 
 
-def verdicts_frame(verdicts: Sequence[Verdict]) -> pd.DataFrame:
+def verdicts_frame(verdicts: Sequence[PolicyVerdict]) -> pd.DataFrame:
     """One row per run: its verdict under a policy, as the page lists it."""
     return pd.DataFrame([{
         "episode_id": v.episode_id, "verdict": _describe(v), "action": v.action,
@@ -354,7 +376,7 @@ def episode_record(run: StoredRun) -> dict[str, Any]:
             "meta": dict(episode.meta)}
 
 
-def _describe(v: Verdict) -> str:
+def _describe(v: PolicyVerdict) -> str:
     if v.stop_call is not None:
         return f"stop at call {v.stop_call} ({v.stop_reason})"
     if v.first_kill_call is not None:
@@ -417,7 +439,7 @@ class Replay(Protocol):
     """``replay_all``'s shape: verdicts of ``runs`` under ``policy``."""
 
     def __call__(self, runs: Sequence[StoredRun], policy: Policy, *,
-                 progress: Callable[[int, int], None] | None = None) -> list[Verdict]: ...
+                 progress: Callable[[int, int], None] | None = None) -> list[PolicyVerdict]: ...
 
 
 def data_version(runs: Sequence[StoredRun]) -> str:
@@ -438,7 +460,7 @@ class ReplayCache:
 
     def __init__(self, size: int = 24) -> None:
         self.size = size
-        self.entries: dict[tuple[str, str], list[Verdict]] = {}
+        self.entries: dict[tuple[str, str], list[PolicyVerdict]] = {}
         self.replays = 0
         """How many replays actually ran (the rest came from the cache)."""
 
@@ -446,7 +468,7 @@ class ReplayCache:
         """A ``Replay`` for one data version, answering from the cache where it can."""
 
         def run(runs: Sequence[StoredRun], policy: Policy, *,
-                progress: Callable[[int, int], None] | None = None) -> list[Verdict]:
+                progress: Callable[[int, int], None] | None = None) -> list[PolicyVerdict]:
             key = (version, to_json(policy))
             found = self.entries.pop(key, None)
             if found is None:
@@ -507,7 +529,7 @@ def _calls(run: StoredRun) -> list[tuple[Any, ...]]:
     return [row for row in run.rows if row[role] is None]
 
 
-def against_guards(runs: Sequence[StoredRun], verdicts: Sequence[Verdict],
+def against_guards(runs: Sequence[StoredRun], verdicts: Sequence[PolicyVerdict],
                    decisions: pd.DataFrame) -> tuple[int, pd.DataFrame]:
     """How many runs a guard reported on, and those on which the replay (``verdicts``, one
     per run, same order) does not give what the guard recorded: its strongest action and the

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import os
 import signal
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from loopscope_collector.cli import port_number
+from loopscope_collector.environment_variables import DEFAULT_DB, default_db
 
 UP_HELP = """\
 Bring up the collector, the dashboard and (with --demo) demo agents on this machine.
@@ -46,8 +46,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``up`` to the ``loopscope`` command."""
     p = sub.add_parser("up", help="run collector + dashboard (+ demo agents) together",
                        description=UP_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--db", default=os.environ.get("LOOPSCOPE_DB", "loopscope.duckdb"),
-                   help="DuckDB file of the collector (default: ./loopscope.duckdb)")
+    p.add_argument("--db", default=default_db(),
+                   help=f"DuckDB file of the collector (default: ./{DEFAULT_DB})")
     p.add_argument("--host", default="127.0.0.1", help="address to serve on (default: loopback)")
     p.add_argument("--http-port", type=port_number, default=4318,
                    help="OTLP/HTTP and reads (4318)")

@@ -22,10 +22,10 @@ from typing import Any, Final
 
 import pandas as pd
 
-from loopscope.analysis import Problem, flag_calls, summarize
 from loopscope.detect import Policy
 from loopscope.detect.events import MODES as GUARD_MODES
 from loopscope.detect.replay import EpisodeReport
+from loopscope.offline.analysis import Problem, flag_calls, summarize
 from loopscope_collector.normalize.spans import SpanRecord
 from loopscope_collector.offline.analyze import analyze_inputs
 from loopscope_collector.offline.synthetic_spans import episode_spans

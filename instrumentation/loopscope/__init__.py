@@ -14,14 +14,36 @@ The one call::
 
 This module only imports names: it configures nothing, starts no thread and loads no
 framework until ``instrument()`` is called.
+
+Example (``loopscope.testing.capture_spans`` stands in for ``instrument()``, keeping the spans
+in memory): a read that keeps returning the same answer is warned on its third call, blocked
+on its fourth and stopped on its fifth.
+
+    >>> import loopscope
+    >>> from loopscope.testing import capture_spans
+    >>> with capture_spans(mode="enforce") as spans:
+    ...     @loopscope.tool(kind="read")
+    ...     def search_orders(query: str) -> str:
+    ...         return "orders 1 and 2 are late"
+    ...     try:
+    ...         with loopscope.episode(task="find late orders", task_type="lookup"):
+    ...             for _ in range(6):
+    ...                 _ = search_orders("late")
+    ...     except loopscope.LoopDetected as stop:
+    ...         print(stop.diagnostic["terminated_by"])
+    ...     [s["attributes"]["loopscope.guard.action"] for s in spans.tool_spans()]
+    repeated_tool_call
+    ['allow', 'allow', 'warn', 'block', 'stop']
 """
 
 from ._call import ToolCallScope, tool_call
-from ._config import export_stats, instrument, load_policy
+from ._config import export_stats
 from ._errors import LoopDetected, LoopscopeError
+from ._instrument import instrument
 from .detect import Budgets, Policy, RequiredTool
 from .episode import Episode, current_episode, episode
 from .intent import intended_duplicate
+from .policy_file import load_policy
 from .tool import tool
 
 __version__ = "0.1.0"

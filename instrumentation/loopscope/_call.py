@@ -19,7 +19,8 @@ from opentelemetry.trace import Span, Status, StatusCode
 from . import conventions as c
 from ._errors import LoopDetected, swallow_internal_errors
 from .detect import Decision, ToolCall, ToolResult
-from .detect.events import KILL_ACTIONS
+from .detect.events import KILL_ACTIONS, Action
+from .detect.events import Status as ToolStatus
 from .detect.fingerprint import output_hash, output_text
 from .episode import Episode, current_episode
 from .guard import applied_action, stronger, with_correction
@@ -86,7 +87,7 @@ class ToolCallScope:
         self._span: Span | None = None
         self._use: Any = None
         self._before: Decision | None = None
-        self._applied = "allow"
+        self._applied: Action = "allow"
         self._signature = ""
         self._kind: str | None = None
 
@@ -169,42 +170,25 @@ class ToolCallScope:
         self._applied = applied_action(episode.mode, decision)
         if decision.action == "stop":
             _note_would_be_stop(episode, decision, self._applied)
+        deadline = decision.deadline_s or self.deadline_s
         attributes: dict[str, Any] = {
             **self.attributes,
-            c.GEN_AI_OPERATION_NAME: c.OP_EXECUTE_TOOL,
-            c.GEN_AI_TOOL_NAME: self.tool,
-            c.GEN_AI_TOOL_CALL_ID: self.call_id,
-            c.GEN_AI_TOOL_TYPE: c.GEN_AI_TOOL_TYPE_FUNCTION,
+            **c.tool_span_attributes(
+                tool=self.tool, episode_id=episode.id, step=decision.step,
+                signature=self._signature, args_text=args_text,
+                arguments=args_text[: episode.max_content_chars]
+                if episode.capture_content else None,
+                call_id=self.call_id, kind=self._kind,
+                kind_source=decision.kind_source or "shape", turn=decision.turn,
+                deadline_s=deadline,
+                deadline_stated=decision.deadline_stated or decision.deadline_s is None,
+                intent=decision.intent or self.intent, reconciles=self.reconciles,
+                found=self.found, idempotency_key=decision.idempotency_key),
             c.GEN_AI_CONVERSATION_ID: episode.conversation_id,
-            c.EPISODE_ID: episode.id,
-            c.STEP: decision.step,
-            c.SIGNATURE: self._signature,
-            c.ARGS_SIZE: len(args_text),
             c.GUARD_MODE: episode.mode,
-            c.CONTENT_CAPTURED: episode.capture_content,
         }
         if episode.agent_name:  # a run still in flight is named before its root span ends
             attributes[c.GEN_AI_AGENT_NAME] = episode.agent_name
-        if self._kind:
-            attributes[c.TOOL_KIND] = self._kind
-            attributes[c.TOOL_KIND_SOURCE] = decision.kind_source or "shape"
-        if decision.turn:
-            attributes[c.TURN] = decision.turn
-        deadline = decision.deadline_s or self.deadline_s
-        if deadline is not None:
-            attributes[c.TOOL_DEADLINE_S] = float(deadline)
-            attributes[c.TOOL_DEADLINE_STATED] = decision.deadline_stated or (
-                decision.deadline_s is None)
-        if decision.intent or self.intent:
-            attributes[c.TOOL_INTENT] = decision.intent or self.intent
-        if self.reconciles:
-            attributes[c.RECONCILE_KEY] = self.reconciles
-            if self.found is not None:
-                attributes[c.RECONCILE_FOUND] = bool(self.found)
-        if decision.idempotency_key:
-            attributes[c.IDEMPOTENCY_KEY] = decision.idempotency_key
-        if episode.capture_content:
-            attributes[c.GEN_AI_TOOL_CALL_ARGUMENTS] = args_text[: episode.max_content_chars]
         self._span = _tracer.start_span(f"{c.OP_EXECUTE_TOOL} {self.tool}", attributes=attributes)
         if self._applied not in KILL_ACTIONS:
             return None
@@ -215,7 +199,7 @@ class ToolCallScope:
             self.result = with_correction(cached, correction, blocked=True) if found else correction
             self._record_blocked(self.result)
             return None
-        # A stop before the call: record what the model is handed, then stop (seed 001).
+        # A stop before the call: record what the model is handed, then stop.
         self.result = with_correction(cached, correction, blocked=True) if found else correction
         self._record_blocked(self.result)
         episode.stop = LoopDetected(
@@ -248,7 +232,7 @@ class ToolCallScope:
         if self.finished:
             return
         with swallow_internal_errors("recording a tool failure"):
-            status = "timeout" if is_timeout(exc) else "error"
+            status: ToolStatus = "timeout" if is_timeout(exc) else "error"
             text = f"{type(exc).__name__}: {exc}"
             if self._span is not None:
                 self._span.record_exception(exc)
@@ -298,18 +282,22 @@ class ToolCallScope:
         return shown, stop
 
     def _set_result_attributes(
-        self, span: Span, outcome: ToolResult, after: Decision, applied: str, episode: Episode
+        self, span: Span, outcome: ToolResult, after: Decision, applied: Action,
+        episode: Episode,
     ) -> None:
         before = self._before
         assert before is not None
         flags = [*before.flags, *after.flags]
         decided = stronger(before.action, after.action)
         attributes: dict[str, Any] = {
-            c.STATUS: outcome.status,
-            c.OUTPUT_HASH: before.cached_output_hash
-            if outcome.status == "blocked" and before.cached_output_hash
-            else output_hash(outcome.output or ""),
-            c.OUTPUT_SIZE: len(outcome.output or ""),
+            **c.tool_result_attributes(
+                status=outcome.status,
+                output_hash=before.cached_output_hash
+                if outcome.status == "blocked" and before.cached_output_hash
+                else output_hash(outcome.output or ""),
+                output=outcome.output,
+                result=outcome.output[: episode.max_content_chars]
+                if episode.capture_content and outcome.output is not None else None),
             c.PROGRESS: after.progress or "none",
             c.STREAK: after.streak,
             c.GUARD_ACTION: stronger(self._applied, applied),
@@ -328,8 +316,6 @@ class ToolCallScope:
             attributes[c.WRITE_STATUS] = after.write_status
         if after.reconciled:
             attributes[c.RECONCILED] = list(after.reconciled)
-        if episode.capture_content and outcome.output is not None:
-            attributes[c.GEN_AI_TOOL_CALL_RESULT] = outcome.output[: episode.max_content_chars]
         span.set_attributes(attributes)
 
 
@@ -352,7 +338,8 @@ def _note_would_be_stop(episode: Any, decision: Any, applied: str) -> None:
 def tool_call(tool: str, args: Any = None, **options: Any) -> ToolCallScope:
     """Guard and record one tool call of a custom agent loop (see ``ToolCallScope``).
 
-    Options: ``kind`` (read, write, poll), ``call_id`` (pairs start and finish; generated if
+    Options: ``episode`` (the run it belongs to; default: the one in scope when the call
+    starts), ``kind`` (read, write, poll), ``call_id`` (pairs start and finish; generated if
     absent), ``intent="duplicate"`` (an intended repeat of a write), ``idempotency_key``,
     ``reconciles`` and ``found`` (this read settles an UNKNOWN write), ``deadline_s`` (polls),
     ``attributes`` (extra span attributes set when the span starts, blocked calls included;

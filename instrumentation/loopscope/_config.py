@@ -1,4 +1,5 @@
-"""``loopscope.instrument()``: resolve settings, join or create the OTel provider, once.
+"""``configure()``, beneath ``loopscope.instrument()``: resolve settings, join or create the OTel
+provider, once.
 
 Setup fails loudly (``ValueError`` naming the setting and where the bad value came from);
 everything after setup fails quietly. The exporter is wrapped so a dead collector costs the
@@ -15,19 +16,19 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Final
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from . import environment_variables as env
 from .conventions import gen_ai_latest_experimental
 from .detect import Policy
 from .detect.events import MODES
-from .detect.policy import policy_from_json
+from .policy_file import load_policy
 
 logger = logging.getLogger("loopscope")
 
@@ -111,11 +112,43 @@ class ResilientExporter(SpanExporter):
         return True
 
 
+class SwitchProcessor(SpanProcessor):
+    """The one span processor loopscope adds to a provider: it hands every span to the
+    processor installed now (none: to nobody). A second ``instrument()`` that changes where
+    spans go swaps what this one holds, with the provider's public API only (a provider has
+    no public way to remove a processor)."""
+
+    def __init__(self) -> None:
+        self.inner: SpanProcessor | None = None
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        inner = self.inner
+        if inner is not None:
+            inner.on_start(span, parent_context=parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        inner = self.inner
+        if inner is not None:
+            inner.on_end(span)
+
+    def shutdown(self) -> None:
+        inner, self.inner = self.inner, None
+        if inner is not None:
+            inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        inner = self.inner
+        return inner.force_flush(timeout_millis) if inner is not None else True
+
+
 @dataclass
 class _State:
     lock: threading.Lock = field(default_factory=threading.Lock)
     settings: Settings = field(default_factory=Settings)
     processor: SpanProcessor | None = None
+    """The processor spans go to now (through ``switch``)."""
+    switch: tuple[TracerProvider, SwitchProcessor] | None = None
+    """The one processor loopscope added to a provider, and that provider."""
     stats: ExportStats = field(default_factory=ExportStats)
     instrumented: bool = False
 
@@ -133,7 +166,7 @@ def export_stats() -> dict[str, int]:
     return _STATE.stats.as_dict()
 
 
-def instrument(
+def configure(
     *,
     service_name: str | None = None,
     endpoint: str | None = None,
@@ -141,40 +174,12 @@ def instrument(
     policy: Policy | Mapping[str, Any] | str | os.PathLike[str] | None = None,
     capture_content: bool | None = None,
     span_processor: SpanProcessor | None = None,
-    frameworks: Sequence[str] | None = None,
 ) -> Settings:
-    """Connect this process to loopscope. Call once, early; calling again updates settings.
-
-    Joins an existing OpenTelemetry ``TracerProvider`` (adding one span processor) or creates
-    one with an OTLP/HTTP exporter. Safe to call twice: the second call changes settings and
-    never adds a second processor.
-
-    Args:
-        service_name: ``service.name`` of a provider loopscope creates. Defaults to
-            ``$OTEL_SERVICE_NAME``, then ``"agent"``.
-        endpoint: Collector base URL (``/v1/traces`` is appended). Defaults to
-            ``$LOOPSCOPE_ENDPOINT``, then ``$OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` (used as
-            is), then ``$OTEL_EXPORTER_OTLP_ENDPOINT``, then ``http://127.0.0.1:4318``.
-        mode: ``"observe"`` (record what the guard would do), ``"warn"`` (inject the
-            correction into the tool result) or ``"enforce"`` (block repeated reads, raise
-            ``LoopDetected`` on a stop). Defaults to ``$LOOPSCOPE_MODE``, then ``"observe"``.
-        policy: A ``loopscope.detect.Policy``, a mapping of its fields, or the path of a JSON
-            file of them. Defaults to ``$LOOPSCOPE_POLICY``, then DESIGN.md's defaults.
-        capture_content: Record tool arguments and outputs (truncated) on spans. Defaults
-            to ``$LOOPSCOPE_CAPTURE_CONTENT``, then the OpenTelemetry GenAI variable
-            ``$OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` (read as the version of
-            the conventions ``$OTEL_SEMCONV_STABILITY_OPT_IN`` picks), then ``False``: only
-            hashes and sizes.
-        span_processor: Use this processor instead of the OTLP exporter (tests pass an
-            in-memory one).
-        frameworks: Agent frameworks whose tool calls to trace and guard: ``None`` (the
-            default) instruments every supported framework installed (OpenAI Agents SDK,
-            LangChain / LangGraph, MCP clients), a list names some (``["mcp"]``), ``[]``
-            none.
+    """``loopscope.instrument()`` without the agent frameworks: the settings and the span
+    processor (the arguments are ``instrument()``'s, which documents them).
 
     Raises:
-        ValueError: a setting is invalid; the message names it and its source. This is the
-            only place loopscope raises on bad configuration.
+        ValueError: a setting is invalid; the message names it and its source.
     """
     resolved = Settings(
         service_name=service_name or os.environ.get("OTEL_SERVICE_NAME") or DEFAULT_SERVICE_NAME,
@@ -193,9 +198,6 @@ def instrument(
         ):
             _install(_otlp_processor(resolved), resolved)
         _STATE.instrumented = True
-    from .integrations import instrument_frameworks
-
-    instrument_frameworks(frameworks)
     return resolved
 
 
@@ -213,20 +215,13 @@ def _install(processor: SpanProcessor, resolved: Settings) -> None:
     old = _STATE.processor
     if old is processor:
         return
-    if old is not None:
-        _detach(provider, old)
-        old.shutdown()
-    provider.add_span_processor(processor)
+    if _STATE.switch is None or _STATE.switch[0] is not provider:
+        _STATE.switch = (provider, SwitchProcessor())
+        provider.add_span_processor(_STATE.switch[1])
+    _STATE.switch[1].inner = processor
     _STATE.processor = processor
-
-
-def _detach(provider: TracerProvider, processor: SpanProcessor) -> None:
-    multi = getattr(provider, "_active_span_processor", None)
-    children = getattr(multi, "_span_processors", None)
-    if multi is not None and isinstance(children, tuple):
-        lock = getattr(multi, "_lock", threading.Lock())
-        with lock:
-            multi._span_processors = tuple(p for p in children if p is not processor)
+    if old is not None:
+        old.shutdown()
 
 
 def _otlp_processor(resolved: Settings) -> SpanProcessor:
@@ -302,27 +297,12 @@ def _policy(value: Policy | Mapping[str, Any] | str | os.PathLike[str] | None) -
     return load_policy(path)
 
 
-def load_policy(path: str | os.PathLike[str]) -> Policy:
-    """Read a policy from a JSON file of ``Policy`` fields.
-
-    Raises:
-        ValueError: the file is missing, not JSON, or has a bad setting (named).
-    """
-    source = f"policy file {os.fspath(path)}"
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ValueError(f"{source}: cannot read it ({exc.strerror})") from None
-    return policy_from_json(text, source=source)
-
-
 def reset_for_tests() -> None:
     """Forget the installed processor and settings (test isolation only)."""
     with _STATE.lock:
+        if _STATE.switch is not None:
+            _STATE.switch[1].inner = None
         if _STATE.processor is not None:
-            provider = trace.get_tracer_provider()
-            if isinstance(provider, TracerProvider):
-                _detach(provider, _STATE.processor)
             _STATE.processor.shutdown()
         _STATE.processor = None
         _STATE.settings = Settings()

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-from collections.abc import Iterator
+from types import TracebackType
 from typing import Any
 
 from .environment_variables import LOOPSCOPE_RAISE_INTERNAL_ERRORS
@@ -21,7 +20,7 @@ class LoopDetected(LoopscopeError):
     """The guard stopped the run (enforce mode only).
 
     Raised from a tool call after the call's span, including its output, has been recorded
-    (seed 001: ``function_call -> function_call_output`` stays paired). ``diagnostic`` is the
+    (``function_call -> function_call_output`` stays paired). ``diagnostic`` is the
     structured record (``terminated_by``, ``tool``, ``count``, ``limit``, ``consumed``,
     ``last_progress_step``, ``hint``, ...); ``output`` is the last tool output the model saw,
     so a framework can append it to the history before ending the run.
@@ -38,25 +37,34 @@ class LoopDetected(LoopscopeError):
         return str(self.diagnostic.get("terminated_by", "fatal"))
 
 
-@contextlib.contextmanager
-def swallow_internal_errors(doing: str) -> Iterator[None]:
+class swallow_internal_errors:
     """Keep a loopscope bug from becoming the agent's bug.
 
     Logs the exception and lets the agent carry on with less telemetry. The test suite sets
-    ``LOOPSCOPE_RAISE_INTERNAL_ERRORS=1`` so our own bugs fail our own tests.
+    ``LOOPSCOPE_RAISE_INTERNAL_ERRORS=1`` so our own bugs fail our own tests. A class, not a
+    generator, so type checkers know the block can end in the line after it.
     """
-    try:
-        yield
-    except LoopDetected:
-        raise
-    except Exception:
+
+    def __init__(self, doing: str) -> None:
+        self.doing = doing
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool:
+        if exc is None or isinstance(exc, LoopDetected) or not isinstance(exc, Exception):
+            return False
         if os.environ.get(LOOPSCOPE_RAISE_INTERNAL_ERRORS) == "1":
-            raise
+            return False
+        doing = self.doing
         count = _internal_errors[doing] = _internal_errors.get(doing, 0) + 1
         if count == 1:  # the first with its traceback; repeats only at debug level
-            logger.exception("loopscope: internal error while %s; the agent is unaffected", doing)
+            logger.error("loopscope: internal error while %s; the agent is unaffected", doing,
+                         exc_info=exc)
         else:
             logger.debug("loopscope: internal error while %s (%d times)", doing, count)
+        return True
 
 
 _internal_errors: dict[str, int] = {}

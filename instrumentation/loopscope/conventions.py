@@ -127,7 +127,7 @@ OP_MESSAGE: Final = "message"
 
 
 def label_attributes(label: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The root-span attributes of a run's ground-truth label (EPISODE_FORMAT.md ``label``:
+    """The root-span attributes of a run's ground-truth label (docs/episode-format.md ``label``:
     ``{"loop": bool, "kind": str, "first_loop_step": int}``, the last two optional; ``why``
     is not recorded). A label whose ``loop`` is missing or null says nothing: no attributes.
 
@@ -142,6 +142,80 @@ def label_attributes(label: Mapping[str, Any] | None) -> dict[str, Any]:
         attributes[LABEL_KIND] = label["kind"]
     if label.get("first_loop_step") is not None:
         attributes[LABEL_FIRST_LOOP_STEP] = label["first_loop_step"]
+    return attributes
+
+
+def tool_span_attributes(
+    *,
+    tool: str,
+    episode_id: str,
+    step: int,
+    signature: str,
+    args_text: str,
+    arguments: str | None,
+    call_id: str | None = None,
+    kind: str | None = None,
+    kind_source: str | None = None,
+    turn: int | None = None,
+    deadline_s: float | None = None,
+    deadline_stated: bool | None = None,
+    intent: str | None = None,
+    reconciles: str | None = None,
+    found: bool | None = None,
+    idempotency_key: str | None = None,
+) -> dict[str, Any]:
+    """The attributes a tool call's span starts with, as loopscope writes them: the SDK for a
+    live call (``loopscope._call``), the collector for a recorded one
+    (``loopscope_collector.offline.synthetic_spans``). ``arguments`` is the text recorded as
+    the call's arguments, ``None`` when content is not captured; ``args_text`` is what the
+    size counts. Empty optional values are left out."""
+    attributes: dict[str, Any] = {
+        GEN_AI_OPERATION_NAME: OP_EXECUTE_TOOL,
+        GEN_AI_TOOL_NAME: tool,
+        GEN_AI_TOOL_TYPE: GEN_AI_TOOL_TYPE_FUNCTION,
+        EPISODE_ID: episode_id,
+        STEP: step,
+        SIGNATURE: signature,
+        ARGS_SIZE: len(args_text),
+        CONTENT_CAPTURED: arguments is not None,
+    }
+    if call_id:
+        attributes[GEN_AI_TOOL_CALL_ID] = call_id
+    if kind:
+        attributes[TOOL_KIND] = kind
+        if kind_source:
+            attributes[TOOL_KIND_SOURCE] = kind_source
+    if turn:
+        attributes[TURN] = turn
+    if deadline_s is not None:
+        attributes[TOOL_DEADLINE_S] = float(deadline_s)
+        attributes[TOOL_DEADLINE_STATED] = bool(deadline_stated)
+    if intent:
+        attributes[TOOL_INTENT] = intent
+    if reconciles:
+        attributes[RECONCILE_KEY] = reconciles
+        if found is not None:
+            attributes[RECONCILE_FOUND] = bool(found)
+    if idempotency_key:
+        attributes[IDEMPOTENCY_KEY] = idempotency_key
+    if arguments is not None:
+        attributes[GEN_AI_TOOL_CALL_ARGUMENTS] = arguments
+    return attributes
+
+
+def tool_result_attributes(
+    *, status: str, output_hash: str, output: str | None, result: str | None
+) -> dict[str, Any]:
+    """The attributes a tool call's span gets from its result, as ``tool_span_attributes``'
+    writers record them: ``output`` is what the size counts, ``result`` the text recorded as
+    the result (``None`` when content is not captured or there was none)."""
+    attributes: dict[str, Any] = {
+        STATUS: status,
+        OUTPUT_HASH: output_hash,
+        OUTPUT_SIZE: len(output or ""),
+    }
+    if result is not None:
+        attributes[GEN_AI_TOOL_CALL_RESULT] = result
     return attributes
 
 
@@ -161,11 +235,16 @@ def gen_ai_latest_experimental(environ: Mapping[str, str] = os.environ) -> bool:
 class LoopVerdict(Protocol):
     """What ``evaluation_events`` reads of a detector's flag (``loopscope.detect.Flag``)."""
 
-    detector: str
-    kind: str
-    action: str
-    message: str
-    rung: int
+    @property
+    def detector(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def action(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def rung(self) -> int: ...
 
 
 def evaluation_events(flags: Iterable[LoopVerdict]) -> list[tuple[str, dict[str, Any]]]:

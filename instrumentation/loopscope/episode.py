@@ -35,7 +35,17 @@ _implicit: list[Episode] = []
 
 
 class Episode:
-    """One run of an agent. Use ``loopscope.episode()`` to make one.
+    """One run of an agent: ``with loopscope.episode(task="...", task_type="lookup") as ep:``
+    (``episode`` is this class).
+
+    The root span ``invoke_agent`` carries the outcome, the stop reason, totals, token usage
+    and cost. ``task_type`` (lookup, polling, coding, research, transaction, other) picks the
+    no-progress breaker's K. ``mode`` overrides the process's guard mode for this run;
+    ``clock`` (seconds since the run started) replaces the wall clock, for replays and
+    tests. ``label`` is the run's ground truth when it is known, as in scripted and evaluation
+    runs (the Episode format's ``{"loop": bool, "kind": ..., "first_loop_step": ...}``): it
+    goes on the root span, and the collector's loop-detection and false-kill rates use it as
+    the *scenario* label source. Works with ``async with`` too.
 
     Attributes:
         id: The episode id (``loopscope.episode.id`` on every span of the run).
@@ -45,15 +55,14 @@ class Episode:
 
     def __init__(
         self,
-        *,
         task: str = "",
+        *,
         task_type: str | None = None,
         agent_name: str | None = None,
         episode_id: str | None = None,
         conversation_id: str | None = None,
         mode: str | None = None,
         clock: Callable[[], float] | None = None,
-        root_span: bool = True,
         label: Mapping[str, Any] | None = None,
     ) -> None:
         config = settings()
@@ -88,7 +97,8 @@ class Episode:
         self.model_turns = 0
         self._model_started_ns: int | None = None
         """When the model turn being made began (``before_model_call``): its span's start."""
-        self._root = root_span
+        self._root = True
+        """Whether entering the run opens its root span (not for the implicit episode)."""
         self._span: Span | None = None
         self._token: Token[Episode | None] | None = None
         self._span_token: Any = None
@@ -183,7 +193,7 @@ class Episode:
         """Say whether the task was achieved: ``success``, ``failure`` or ``unknown``.
 
         A run that ends without error is *completed*, which is not the same as successful
-        (seed 000): only the agent, or a check of the result, can say.
+       : only the agent, or a check of the result, can say.
         """
         if outcome not in OUTCOMES:
             raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}, not {outcome!r}")
@@ -350,45 +360,17 @@ class Episode:
             span.end()
         return settled
 
-    def tool_call(self, tool: str, args: Any = None, **options: Any) -> Any:
-        """A ``ToolCallScope`` for a custom agent loop; see ``loopscope.tool_call``."""
-        from ._call import ToolCallScope
 
-        return ToolCallScope(tool, args, episode=self, **options)
+episode = Episode
+"""``loopscope.episode(...)`` makes an ``Episode``: the class itself, so its signature is stated
+once (``Episode.__init__``)."""
 
 
-def episode(
-    task: str = "",
-    *,
-    task_type: str | None = None,
-    agent_name: str | None = None,
-    episode_id: str | None = None,
-    conversation_id: str | None = None,
-    mode: str | None = None,
-    clock: Callable[[], float] | None = None,
-    label: Mapping[str, Any] | None = None,
-) -> Episode:
-    """Start an agent run: ``with loopscope.episode(task="...", task_type="lookup") as ep:``.
-
-    The root span ``invoke_agent`` carries the outcome, the stop reason, totals, token usage
-    and cost. ``task_type`` (lookup, polling, coding, research, transaction, other) picks the
-    no-progress breaker's K. ``mode`` overrides the process's guard mode for this run;
-    ``clock`` (seconds since the run started) replaces the wall clock, for replays and
-    tests. ``label`` is the run's ground truth when it is known, as in scripted and evaluation
-    runs (the Episode format's ``{"loop": bool, "kind": ..., "first_loop_step": ...}``): it
-    goes on the root span, and the collector's loop-detection and false-kill rates use it as
-    the *scenario* label source. Works with ``async with`` too.
-    """
-    return Episode(
-        task=task,
-        task_type=task_type,
-        agent_name=agent_name,
-        episode_id=episode_id,
-        conversation_id=conversation_id,
-        mode=mode,
-        clock=clock,
-        label=label,
-    )
+def active_episode() -> Episode | None:
+    """The episode in scope (a ``with loopscope.episode(...)`` around this code, in this
+    thread or task), or ``None``: the seam the framework integrations use to join a run the
+    agent opened, never creating one."""
+    return _CURRENT.get()
 
 
 def current_episode() -> Episode:
@@ -404,5 +386,7 @@ def current_episode() -> Episode:
             or _implicit[0].guard.monitor.policy is not settings().policy
         )
     ):
-        _implicit[:] = [Episode(root_span=False)]
+        implicit = Episode()
+        implicit._root = False
+        _implicit[:] = [implicit]
     return _implicit[0]

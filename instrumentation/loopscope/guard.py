@@ -20,13 +20,13 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from .detect import Decision, EpisodeMonitor, Policy
-from .detect.events import ACTION_RANK
+from .detect.events import ACTION_RANK, Action
 from .detect.fingerprint import output_text
 
 MAX_CACHED_RESULTS: Final = 256
 
 
-def applied_action(mode: str, decision: Decision) -> str:
+def applied_action(mode: str, decision: Decision) -> Action:
     """What a guard in ``mode`` does with ``decision``."""
     if decision.action == "allow" or mode == "observe":
         return "allow"
@@ -35,7 +35,7 @@ def applied_action(mode: str, decision: Decision) -> str:
     return decision.action
 
 
-def stronger(a: str, b: str) -> str:
+def stronger(a: Action, b: Action) -> Action:
     """The more severe of two actions."""
     return a if ACTION_RANK[a] >= ACTION_RANK[b] else b
 

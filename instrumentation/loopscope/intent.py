@@ -1,4 +1,4 @@
-"""Declared intent: "the user really wants this write twice" (seed 002's "buy another one")."""
+"""Declared intent: "the user really wants this write twice" ("buy another one")."""
 
 from __future__ import annotations
 

@@ -1,18 +1,21 @@
 """A ``Policy`` as the JSON a policy file holds: only the settings that differ from the
 defaults. The guard records it on each run's root span (``loopscope.guard.policy``), the
 dashboard's Policy page exports it, and ``instrument(policy=...)``, ``loopscope collector
---policy`` and ``loopscope analyze --policy`` read it back."""
+--policy`` and ``loopscope analyze --policy`` read it back, all with ``load_policy``."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from .detect import Policy
+from .detect.policy import policy_from_json
 
-__all__ = ["changes_of", "plain", "to_json"]
+__all__ = ["changes_of", "load_policy", "plain", "to_json"]
 
 _recorded: list[tuple[Policy, str]] = []
 
@@ -50,3 +53,17 @@ def recorded(policy: Policy) -> str:
     text = to_json(policy, indent=None)
     _recorded[:] = [(policy, text)]
     return text
+
+
+def load_policy(path: str | os.PathLike[str]) -> Policy:
+    """Read a policy from a JSON file of ``Policy`` fields (the one policy-file loader).
+
+    Raises:
+        ValueError: the file is missing, not JSON, or has a bad setting (named).
+    """
+    source = f"policy file {os.fspath(path)}"
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"{source}: cannot read it ({exc.strerror})") from None
+    return policy_from_json(text, source=source)

@@ -22,7 +22,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from ._config import instrument, reset_for_tests
+from ._config import reset_for_tests
+from ._instrument import instrument
 
 
 class CapturedSpans:

@@ -61,19 +61,14 @@ def tool(
         idempotency_key: For writes: a function of the call's arguments giving the business
             idempotency key, instead of loopscope's ``run_id:step_id``.
     """
-    options = {
-        "name": name,
-        "kind": kind,
-        "volatile": frozenset(volatile),
-        "deadline_s": deadline_s,
-        "idempotency_key": idempotency_key,
-    }
     if kind is not None and kind not in TOOL_KINDS:
         raise ValueError(
             f"kind must be {', '.join(map(repr, TOOL_KINDS))} or None, not {kind!r}")
+    wrap = functools.partial(_wrap, name=name, kind=kind, volatile=frozenset(volatile),
+                             deadline_s=deadline_s, idempotency_key=idempotency_key)
     if func is None:
-        return lambda f: _wrap(f, **options)
-    return _wrap(func, **options)
+        return wrap
+    return wrap(func)
 
 
 def _wrap(
@@ -85,7 +80,7 @@ def _wrap(
     deadline_s: float | None,
     idempotency_key: Callable[..., str] | None,
 ) -> Callable[..., Any]:
-    tool_name = name or getattr(func, "__name__", "tool")
+    tool_name = name or str(getattr(func, "__name__", "tool"))
     try:
         signature: inspect.Signature | None = inspect.signature(func)
     except (TypeError, ValueError):
@@ -109,9 +104,9 @@ def _wrap(
         if signature is None:
             return {"args": list(args), **kwargs}
         if simple and len(args) <= len(positional) and kwargs.keys() <= signature.parameters.keys():
-            bound = {**defaults, **dict(zip(positional, args, strict=False)), **kwargs}
-            if len(bound) == len(signature.parameters):  # every parameter has a value
-                return {k: v for k, v in bound.items() if k not in _SKIPPED and k not in volatile}
+            values = {**defaults, **dict(zip(positional, args, strict=False)), **kwargs}
+            if len(values) == len(signature.parameters):  # every parameter has a value
+                return {k: v for k, v in values.items() if k not in _SKIPPED and k not in volatile}
         try:
             bound = signature.bind(*args, **kwargs)
         except TypeError:

@@ -37,8 +37,8 @@ GUARDS_POLICY = {"budgets": {"tool_calls": 40}, "no_progress_k": {"lookup": 5},
 AGENTS = textwrap.dedent("""
     import json, sys
     import loopscope
-    from loopscope.demo import drive
-    from loopscope.scenarios import generate
+    from loopscope.offline.demo import drive
+    from loopscope.offline.scenarios import generate
     from opentelemetry import trace
 
     loopscope.instrument(service_name="ops-demo", endpoint=sys.argv[1],

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from loopscope import cli
+from loopscope.offline import cli
 
 
 def _tool(q: str, output: str, **extra: Any) -> dict[str, Any]:

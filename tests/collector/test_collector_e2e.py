@@ -130,9 +130,9 @@ def test_labelled_runs_from_the_sdk_fill_the_scenario_rates(
     reports loop-detection and false-kill rates from the scenario label source."""
     import json
 
-    from loopscope.cli import main
-    from loopscope.demo import drive
-    from loopscope.scenarios import generate
+    from loopscope.offline.cli import main
+    from loopscope.offline.demo import drive
+    from loopscope.offline.scenarios import generate
 
     loopscope.instrument(service_name="labelled", endpoint=collector.url, mode="observe")
     scripts = generate(seed=5, per_shape=1, faults=False,

@@ -44,13 +44,13 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from test_offline import otlp_json_line
 
-from loopscope import cli
 from loopscope import conventions as c
-from loopscope.analysis import flag_calls
 from loopscope.detect import Policy
 from loopscope.detect.ladder import same_turn
 from loopscope.detect.replay import parse_episode
-from loopscope.scenarios import generate
+from loopscope.offline import cli
+from loopscope.offline.analysis import flag_calls
+from loopscope.offline.scenarios import generate
 from loopscope_collector.normalize.spans import SpanRecord
 from loopscope_collector.offline.synthetic_spans import episode_spans
 from loopscope_dashboard import uploads

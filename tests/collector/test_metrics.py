@@ -10,7 +10,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from loopscope.cli import main
+from loopscope.offline.cli import main
 from loopscope_collector.metrics.compute import PRICES, compute_metrics
 from loopscope_collector.storage import Database, open_database
 from loopscope_collector.storage.queries import READS
@@ -478,13 +478,35 @@ def test_the_loops_per_tool_cost_adds_up_to_cost_after_the_first_flag(
 
 
 def test_shared_sql_is_written_once_and_every_read_that_names_it_gets_it() -> None:
-    """The run-cost pricing two Loops reads share comes from one fragment of reads.sql."""
+    """The pricing rule every read that reports a cost uses comes from one fragment of
+    reads.sql, and so does the false-kill rule."""
     from importlib.resources import files
 
     text = (files("loopscope_collector.storage") / "sql" / "reads.sql").read_text("utf-8")
     assert text.count("run_price as (") == 1  # written once
-    for name in ("loops_by_tool", "looping_signatures"):
+    assert text.count("json_each(coalesce($prices") == 1 and text.count("/*prices*/") == 1
+    assert text.count("case when k.human_false_kill") == 1
+    for name in ("loops_by_tool", "looping_signatures", "metrics_breakdown", "replay_episodes"):
         assert "run_cost as (" in READS[name].sql and "/*fragment" not in READS[name].sql
+
+
+def test_the_metrics_and_the_policy_page_price_a_run_alike(store: Store) -> None:
+    """One pricing rule: each run's cost in metrics_breakdown (per service: one run each) is
+    the cost replay_episodes gives the Policy page, whichever way the run is priced."""
+    store.episode("own", service="own", cost=0.8, tokens=(400_000, 0), model="gpt-4o")
+    store.episode("calls", service="calls", call_cost=0.25, model="gpt-4o")
+    store.episode("root", service="root", model="gpt-4o", tokens=(400_000, 20_000))
+    store.episode("tokens", service="tokens", model="gpt-4o-mini")
+    store.con.execute("update tool_calls set tokens_in = 50000, tokens_out = 2000 "
+                      "where episode_id = 'tokens'")
+    store.episode("unpriced", service="unpriced", model="no-such-model", tokens=(9, 9))
+    store.episode("no-tokens", service="no-tokens", model="gpt-4o")
+    by_service = {r["key"]: r["cost_usd"] for r in metrics(store)["breakdown"]["service"]}
+    replayed = {r["episode_id"]: r["cost_usd"] for r in store.db.read("replay_episodes", {})}
+    assert replayed == {"own": 0.8, "calls": pytest.approx(1.0), "root": pytest.approx(1.2),
+                        "tokens": pytest.approx(4 * (0.05 * 0.15 + 0.002 * 0.6)),
+                        "unpriced": None, "no-tokens": None}
+    assert by_service == {k: pytest.approx(v or 0.0) for k, v in replayed.items()}
 
 
 def test_a_read_naming_a_fragment_that_does_not_exist_is_refused() -> None:

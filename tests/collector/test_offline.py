@@ -15,10 +15,10 @@ from google.protobuf.json_format import MessageToDict
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 import loopscope
-from loopscope import cli
-from loopscope.analysis import analyze
 from loopscope.detect import Policy
 from loopscope.detect.replay import parse_episode, parse_episode_line, replay
+from loopscope.offline import cli
+from loopscope.offline.analysis import analyze
 from loopscope.testing import capture_spans
 from loopscope_collector.offline.synthetic_spans import episode_spans
 from loopscope_collector.storage import open_database
@@ -360,7 +360,7 @@ def test_recorded_signature_and_hash_steps_replay_without_content() -> None:
 
 
 def _scenario_runs(path: Path) -> None:
-    from loopscope.scenarios import SHAPES, generate, write_jsonl
+    from loopscope.offline.scenarios import SHAPES, generate, write_jsonl
 
     write_jsonl(str(path), generate(seed=3, per_shape=2, faults=False, shapes=list(SHAPES)))
 
@@ -379,7 +379,7 @@ def test_labelled_runs_into_the_store_give_the_rates_eval_reports(
     with `analyze --db`; the collector's loop-detection and false-kill rates over them
     (scenario label source) are the ones `loopscope eval` reports for loopscope over the same
     runs, monologues and message loops included (their flags fall on message spans)."""
-    from loopscope.evaluation import evaluate
+    from loopscope.offline.evaluation import evaluate
     from loopscope_collector.metrics.compute import compute_metrics
 
     runs = tmp_path / "runs.jsonl"

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from collector_process import eventually, free_port, start_collector
 
-from loopscope.cli import main
+from loopscope.offline.cli import main
 
 pytestmark = pytest.mark.timeout(300)
 

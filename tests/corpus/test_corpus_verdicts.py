@@ -20,7 +20,7 @@ import pytest
 
 from loopscope.detect.ladder import PARALLEL_S
 from loopscope.detect.replay import EpisodeRecord, parse_episode, replay
-from loopscope.evaluation import evaluate
+from loopscope.offline.evaluation import evaluate
 
 CORPUS = Path(__file__).with_name("corpus.jsonl")
 EPISODES = [

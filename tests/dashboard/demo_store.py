@@ -13,8 +13,8 @@ from pathlib import Path
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 
-from loopscope.demo import drive
-from loopscope.scenarios import generate
+from loopscope.offline.demo import drive
+from loopscope.offline.scenarios import generate
 from loopscope.testing import capture_spans
 from loopscope_collector.pipeline.thread import Pipeline
 from loopscope_collector.receive.decode import decode_request

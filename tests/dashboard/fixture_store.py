@@ -7,10 +7,11 @@ from pathlib import Path
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-from loopscope.demo import drive
-from loopscope.scenarios import generate
+from loopscope.offline.demo import drive
+from loopscope.offline.scenarios import generate
 from loopscope.testing import capture_spans
-from loopscope_collector.alerts.manager import AlertManager, AlertSettings
+from loopscope_collector.alerts.manager import AlertManager
+from loopscope_collector.alerts.settings import AlertSettings
 from loopscope_collector.normalize.spans import SpanRecord
 from loopscope_collector.pipeline.thread import Pipeline
 from loopscope_collector.receive.decode import decode_request

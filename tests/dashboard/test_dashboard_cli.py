@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from loopscope import cli
+from loopscope.offline import cli
 from loopscope_dashboard import cli as dashboard_cli
 
 

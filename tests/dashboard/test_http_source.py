@@ -9,7 +9,7 @@ from collector_process import eventually, start_collector
 from streamlit.testing.v1 import AppTest
 
 import loopscope_dashboard
-from loopscope.scenarios import generate
+from loopscope.offline.scenarios import generate
 from loopscope_collector.metrics.compute import collect
 from loopscope_dashboard import uploads
 from loopscope_dashboard.queries import HttpSource, SourceError

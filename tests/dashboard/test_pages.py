@@ -164,8 +164,8 @@ def test_analyze_json_names_the_same_call_as_the_episode_page(
         store_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The scripted run the store holds, replayed by ``loopscope analyze --json``: its stop
     flag's ``call`` is the call the Episode page says the guard stopped."""
-    from loopscope.cli import main
-    from loopscope.scenarios import generate, write_jsonl
+    from loopscope.offline.cli import main
+    from loopscope.offline.scenarios import generate, write_jsonl
 
     episode_id = _stopped_episode(store_path)
     [script] = generate(seed=0, per_shape=1, shapes=("read_spin",), faults=False)

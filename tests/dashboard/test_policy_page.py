@@ -12,8 +12,8 @@ from demo_store import otlp_json
 from streamlit.testing.v1 import AppTest
 
 import loopscope_dashboard
-from loopscope.cli import main
 from loopscope.detect import Policy
+from loopscope.offline.cli import main
 from loopscope_collector.storage import open_database
 from loopscope_dashboard import replays
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from loopscope.scenarios import generate
+from loopscope.offline.scenarios import generate
 from loopscope_collector.offline.otlp_files import episodes_from_spans
 from loopscope_collector.receive.decode import decode_request
 from loopscope_dashboard import uploads

@@ -546,7 +546,7 @@ def test_model_turn_budget_is_checked_before_the_model_call():
 
 
 def test_no_budget_no_round_cap_by_default():
-    """A hidden default round cap (seed 001: 5 rounds kills real work) fails here."""
+    """A hidden default round cap (5 rounds kills real work) fails here."""
     m = EpisodeMonitor()
     decisions = _drive_calls(m, 40)
     assert all(d.action == "allow" for d in decisions) and len(decisions) == 40

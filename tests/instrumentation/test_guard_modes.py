@@ -40,7 +40,7 @@ def _root(spans: Any) -> dict[str, Any]:
 
 def test_enforce_warns_third_identical_read_and_blocks_fourth_without_running_it() -> None:
     """A spinning agent would keep hitting the real tool, or be cut off before it was told
-    (seed 002; DESIGN.md §3: nudge first, then skip the call)."""
+    (docs/detection.md: nudge first, then skip the call)."""
     counter = Counter()
     search = counter.read()
     with capture_spans(mode="enforce") as spans, loopscope.episode():
@@ -67,7 +67,7 @@ def test_enforce_warns_third_identical_read_and_blocks_fourth_without_running_it
 
 
 def test_enforce_stops_a_persistent_repeat_after_committing_the_output() -> None:
-    """LoopDetected would come without the last output, or before its span (seed 001)."""
+    """LoopDetected would come without the last output, or before its span."""
     counter = Counter()
     search = counter.read()
     seen: list[Any] = []
@@ -96,7 +96,7 @@ def test_enforce_stops_a_persistent_repeat_after_committing_the_output() -> None
 
 
 def test_enforce_has_no_global_round_cap() -> None:
-    """A hidden cap of ~5 rounds would kill real work (seed 001)."""
+    """A hidden cap of ~5 rounds would kill real work."""
     counter = Counter()
     search = counter.read()
     with capture_spans(mode="enforce") as spans, loopscope.episode():

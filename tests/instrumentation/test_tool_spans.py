@@ -253,10 +253,11 @@ def test_declared_deadline_and_intent_are_on_the_tool_span() -> None:
     """The collector runs the same detectors: without them on the span it would judge a
     poll by the default deadline and flag an intended duplicate write."""
     with capture_spans() as spans, loopscope.episode() as ep:
-        with ep.tool_call("job_status", {"id": 1}, kind="poll", deadline_s=30) as call:
+        with loopscope.tool_call("job_status", {"id": 1}, kind="poll", deadline_s=30,
+                                 episode=ep) as call:
             call.finish("running")
-        with ep.tool_call("send_reminder", {"to": "a"}, kind="write",
-                          intent="duplicate") as call:
+        with loopscope.tool_call("send_reminder", {"to": "a"}, kind="write",
+                                 intent="duplicate", episode=ep) as call:
             call.finish("sent")
     poll, write = spans.tool_spans()
     assert poll["attributes"][c.TOOL_DEADLINE_S] == 30.0
@@ -266,7 +267,7 @@ def test_declared_deadline_and_intent_are_on_the_tool_span() -> None:
 
 
 def test_completed_run_without_outcome_is_unknown_not_success() -> None:
-    """A run that merely ended would be reported as a success (seed 000)."""
+    """A run that merely ended would be reported as a success."""
     with capture_spans() as spans, loopscope.episode():
         pass
     attrs = _root(spans)["attributes"]

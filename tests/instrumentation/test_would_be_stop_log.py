@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from loopscope.demo import drive
-from loopscope.scenarios import generate
+from loopscope.offline.demo import drive
+from loopscope.offline.scenarios import generate
 from loopscope.testing import capture_spans
 
 

@@ -246,7 +246,7 @@ def test_enforce_warns_the_third_identical_call_blocks_the_fourth_and_stops_the_
 
 
 def test_the_stopping_calls_output_is_kept_in_the_session() -> None:
-    """The function_call keeps its function_call_output (seed 001) before the run ends."""
+    """The function_call keeps its function_call_output before the run ends."""
     agent, _, _ = make_agent(looping())
     session = agents.SQLiteSession("loopscope-stop")
     with (

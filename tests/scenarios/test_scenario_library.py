@@ -10,7 +10,14 @@ from collections import Counter
 
 import pytest
 
-from loopscope.scenarios import FAULTS, SHAPES, Scenario, generate, inject_fault, write_jsonl
+from loopscope.offline.scenarios import (
+    FAULTS,
+    SHAPES,
+    Scenario,
+    generate,
+    inject_fault,
+    write_jsonl,
+)
 
 TASK_TYPES = {"lookup", "polling", "coding", "research", "transaction", "other"}
 KINDS = {
@@ -74,7 +81,7 @@ def validate(episode: dict) -> None:
         "steps",
         "meta",
     }
-    assert episode["source"] == "authored: loopscope.scenarios"
+    assert episode["source"] == "authored: loopscope.offline.scenarios"
     assert episode["task_type"] in TASK_TYPES
     assert episode["outcome"] in {"success", "failure"}
     label, steps = episode["label"], episode["steps"]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from typing import Final
 
-from .manager import AlertSettings
+from .settings import AlertSettings
 
 ALERT_NAME: Final = "LoopscopeNoProgressSpike"
 GROUP_NAME: Final = "loopscope-no-progress"

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from loopscope.detect.events import OUTCOMES
 
+from .. import environment_variables as env
+
 if TYPE_CHECKING:
     from .compute import Reader
 
@@ -56,13 +58,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     source = p.add_mutually_exclusive_group()
     source.add_argument("--db", metavar="FILE",
-                        help="DuckDB store to read (read-only; default: $LOOPSCOPE_DB or "
-                             "./loopscope.duckdb)")
+                        help=f"DuckDB store to read (read-only; default: ${env.DB_ENV} or "
+                             f"./{env.DEFAULT_DB})")
     source.add_argument("--collector", metavar="URL",
                         help="read through a running collector's API, e.g. "
                              "http://127.0.0.1:4318")
-    p.add_argument("--auth-token", default=os.environ.get("LOOPSCOPE_AUTH_TOKEN"),
-                   help="bearer token for --collector (default: $LOOPSCOPE_AUTH_TOKEN)")
+    p.add_argument("--auth-token", default=os.environ.get(env.TOKEN_ENV),
+                   help=f"bearer token for --collector (default: ${env.TOKEN_ENV})")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.add_argument("--service", help="only this service")
     p.add_argument("--agent", help="only this agent")
@@ -149,7 +151,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
             reason = getattr(exc, "reason", exc)
             return _error(f"cannot reach the collector at {args.collector}: {reason}")
     else:
-        path = args.db or os.environ.get("LOOPSCOPE_DB", "loopscope.duckdb")
+        path = args.db or env.default_db()
         result = _from_file(path, filters, collect)
         if isinstance(result, int):
             return result

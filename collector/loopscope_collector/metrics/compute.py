@@ -1,9 +1,9 @@
-"""The collector's four metrics (DESIGN.md §4), exactly as docs/metrics.md defines them.
+"""The collector's four metrics (docs/metrics.md), exactly as docs/metrics.md defines them.
 
 The counting is SQL: two named reads in ``storage/sql/reads.sql`` (``metrics_breakdown`` and
 ``metrics_unknown_latency``), so the live collector (``GET /v1/reads/NAME``) and a read-only
 DuckDB file answer from the same text. This module only turns their rows into the report:
-rates with n and a Wilson 95% interval (``loopscope.evaluation.rate``), costs per successful
+rates with n and a Wilson 95% interval (``loopscope.offline.evaluation.rate``), costs per successful
 task, latencies. ``assemble`` takes the rows from either path; ``compute_metrics`` runs the
 reads on an open store.
 """
@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any, Final
 
-from loopscope.evaluation import rate
+from loopscope.offline.evaluation import rate
 
 if TYPE_CHECKING:
     from ..storage import Database
@@ -102,6 +102,7 @@ _ZERO: Final = {
     "true_loops_flagged": 0, "true_loops_human": 0, "true_loops_human_flagged": 0,
     "true_loops_scenario": 0, "true_loops_scenario_flagged": 0, "labelled_human": 0,
     "labelled_scenario": 0, "no_loop_episodes": 0, "unlabelled_episodes": 0, "kills": 0,
+    "judged_kills": 0,
     "false_kills": 0, "budget_stops": 0, "kills_human": 0, "false_kills_human": 0, "kills_scenario": 0,
     "false_kills_scenario": 0, "kills_rule": 0,
     "false_kills_rule": 0, "kills_rule_unknown_outcome": 0, "successful_episodes": 0,
@@ -157,7 +158,8 @@ def _rates(row: Mapping[str, Any]) -> dict[str, Any]:
     }
     detection["label_source"] = "+".join(
         name for name, r in detection["by_label_source"].items() if r["n"]) or None
-    false_kill = rate(int(row["false_kills"]), int(row["kills"]))
+    # n: the kills the rule could judge (detect.false_kill); the rest are reported beside it
+    false_kill = rate(int(row["false_kills"]), int(row["judged_kills"]))
     false_kill["by_label_source"] = {
         "human": rate(int(row["false_kills_human"]), int(row["kills_human"])),
         "scenario": rate(int(row["false_kills_scenario"]), int(row["kills_scenario"])),
@@ -270,7 +272,7 @@ def format_table(report: Mapping[str, Any]) -> str:
         f"  human-labelled kills     {_pct(fk['by_label_source']['human'])}",
         f"  scenario-labelled kills  {_pct(fk['by_label_source']['scenario'])}",
         f"  unlabelled rule          {_pct(fk['by_label_source']['rule'])}"
-        f"; {fk['rule_kills_with_unknown_outcome']} with unknown outcome",
+        f"; {fk['rule_kills_with_unknown_outcome']} not judged (no outcome)",
         f"budget stops               {report['budget_stops']:,} episodes (a user's cap: not "
         "in the false-kill rate)",
         f"UNKNOWN reconcile latency  p50 {_num(lat['p50_s'], ' s')}, p95 "

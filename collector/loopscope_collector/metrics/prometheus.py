@@ -25,15 +25,16 @@ def _quality(report: Callable[[], Mapping[str, Any]]) -> list[str]:
     fk = m["false_kill_rate"]
     value = fk["value"]
     lines = _lines("loopscope_killed_episodes", "gauge",
-                   "Episodes enforce mode stopped or would stop for a loop (stored; the "
-                   "false-kill rate's denominator; budget stops are not in it).",
+                   "Episodes enforce mode stopped or would stop for a loop (stored; those "
+                   "the false-kill rule can judge are the rate's denominator; budget stops "
+                   "are not in it).",
                    [({}, m["kills"])])
     lines += _lines("loopscope_false_killed_episodes", "gauge",
                     "Killed episodes that a label, the scenario or the rule says were not "
                     "looping (stored).", [({}, m["false_kills"])])
     lines += _lines("loopscope_false_kill_rate", "gauge",
-                    "False kills / kills over the store (NaN before any kill); budget stops "
-                    "are not in it.", [({}, "NaN" if value is None else value)])
+                    "False kills / judged kills over the store (NaN before any; "
+                    "docs/metrics.md); budget stops are not in it.", [({}, "NaN" if value is None else value)])
     lines += _lines("loopscope_budget_stopped_episodes", "gauge",
                     "Episodes stopped by a user's budget (stored): beside the false-kill "
                     "rate, never in it.", [({}, m["budget_stops"])])

@@ -1,7 +1,7 @@
 """One span in, at most one row out: a tool call, an episode, a reconcile, or nothing.
 
 ``normalize_span`` recognises the tool spans of every instrumentation loopscope reads and
-turns them into the same ``ToolCallRow`` (DESIGN.md §5), so detection works on traces a team
+turns them into the same ``ToolCallRow``, so detection works on traces a team
 already has:
 
 - ``loopscope`` (``loopscope_spans``): ``loopscope.episode.id``,

@@ -36,20 +36,20 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Final, TextIO
 
-from loopscope.analysis import (
-    AnalyzeInputs,
-    Problem,
-    analyze,
-    as_json,
-    as_text,
-    read_episodes,
-)
 from loopscope.detect.policy import Policy
 from loopscope.detect.replay import (
     EpisodeFormatError,
     EpisodeRecord,
     EpisodeReport,
     parse_episode_line,
+)
+from loopscope.offline.analysis import (
+    AnalyzeInputs,
+    Problem,
+    analyze,
+    as_json,
+    as_text,
+    read_episodes,
 )
 
 from .otlp_files import OTLP_KEYS, EpisodeGrouper, detect_runs, read_otlp_file
@@ -99,9 +99,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     """``loopscope analyze`` over Episode JSONL and OTLP JSON, with ``--db``."""
-    from ..pipeline.detection import read_policy
+    from loopscope.policy_file import load_policy
 
-    policy = read_policy(args.policy)
+    policy = load_policy(args.policy) if args.policy else None
     tty = sys.stderr.isatty()
     store: Store | None = None
     if args.db:

@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
-from loopscope.analysis import Problem, decoded_lines
 from loopscope.detect.events import STATUSES, TOOL_KINDS
 from loopscope.detect.policy import Policy
 from loopscope.detect.replay import EpisodeRecord, EpisodeReport
+from loopscope.offline.analysis import Problem, decoded_lines
 
 from ..normalize import assembly
 from ..normalize.assembly import Reading

@@ -129,43 +129,27 @@ def _tool_span(
     shown = None if output is None else output_text(output)
     recorded = step.get("output_hash") if isinstance(step.get("output_hash"), str) else ""
     status = step.get("status") or "ok"
-    attributes: dict[str, Any] = {
-        c.GEN_AI_OPERATION_NAME: c.OP_EXECUTE_TOOL,
-        c.GEN_AI_TOOL_NAME: tool,
-        c.GEN_AI_TOOL_TYPE: "function",
-        c.EPISODE_ID: episode.episode_id,
-        c.STEP: index,
-        c.SIGNATURE: before.signature if before is not None else "",
-        c.ARGS_SIZE: len(args_text),
-        c.CONTENT_CAPTURED: True,
-        c.GEN_AI_TOOL_CALL_ARGUMENTS: args_text,
-        c.STATUS: status,
-        c.OUTPUT_HASH: recorded or output_hash(shown or ""),
-        c.OUTPUT_SIZE: len(shown or ""),
-    }
-    if step.get("tool_call_id"):
-        attributes[c.GEN_AI_TOOL_CALL_ID] = str(step["tool_call_id"])
-    if step.get("kind"):
-        attributes[c.TOOL_KIND] = step["kind"]
     intent = (before.intent if before else None) or step.get("intent")
-    if isinstance(intent, str) and intent:
-        attributes[c.TOOL_INTENT] = intent
     deadline = (before.deadline_s if before else None) or step.get("deadline_s")
-    if isinstance(deadline, int | float):
-        attributes[c.TOOL_DEADLINE_S] = float(deadline)
-        attributes[c.TOOL_DEADLINE_STATED] = (
-            before.deadline_stated if before is not None and before.deadline_s
-            else step.get("deadline_stated") is not False)
-    if before is not None and before.turn:
-        attributes[c.TURN] = before.turn
-    if isinstance(step.get("reconciles"), str) and step["reconciles"]:
-        attributes[c.RECONCILE_KEY] = step["reconciles"]
-        if isinstance(step.get("found"), bool):
-            attributes[c.RECONCILE_FOUND] = step["found"]
-    if isinstance(step.get("idempotency_key"), str) and step["idempotency_key"]:
-        attributes[c.IDEMPOTENCY_KEY] = step["idempotency_key"]
-    if shown is not None:
-        attributes[c.GEN_AI_TOOL_CALL_RESULT] = shown
+    reconciles = step.get("reconciles")
+    key = step.get("idempotency_key")
+    attributes: dict[str, Any] = {
+        **c.tool_span_attributes(
+            tool=tool, episode_id=episode.episode_id, step=index,
+            signature=before.signature if before is not None else "", args_text=args_text,
+            arguments=args_text, call_id=str(step.get("tool_call_id") or "") or None,
+            kind=step.get("kind") or None,
+            turn=before.turn if before is not None else None,
+            deadline_s=float(deadline) if isinstance(deadline, int | float) else None,
+            deadline_stated=before.deadline_stated if before is not None and before.deadline_s
+            else step.get("deadline_stated") is not False,
+            intent=intent if isinstance(intent, str) else None,
+            reconciles=reconciles if isinstance(reconciles, str) else None,
+            found=step.get("found") if isinstance(step.get("found"), bool) else None,
+            idempotency_key=key if isinstance(key, str) else None),
+        **c.tool_result_attributes(status=status, output_hash=recorded or output_hash(
+            shown or ""), output=shown, result=shown),
+    }
     for key, name in (("tokens_in", c.GEN_AI_USAGE_INPUT_TOKENS),
                       ("tokens_out", c.GEN_AI_USAGE_OUTPUT_TOKENS)):
         if _int(step.get(key)):

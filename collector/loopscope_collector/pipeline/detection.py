@@ -15,11 +15,9 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from loopscope.detect import Decision, EpisodeMonitor, Flag, Policy, ToolCall, ToolResult
 from loopscope.detect.events import STATUSES, TOOL_KINDS
-from loopscope.detect.policy import policy_from_json
 from loopscope.detect.replay import EpisodeRecord, EpisodeReport, episode_report
 from loopscope.detect.steps import MessageStep, Step, ToolStep, feed_run, recorded_call
 
@@ -29,18 +27,6 @@ from ..normalize.rows import MessageRow, ToolCallRow
 logger = logging.getLogger(__name__)
 
 MAX_ACTIVE_EPISODES = 20_000
-
-
-def read_policy(path: str | None) -> Policy | None:
-    """The policy in a JSON file, or ``None`` for the defaults."""
-    if not path:
-        return None
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ValueError(f"policy file {path}: cannot read it ({exc.strerror})") from None
-    return policy_from_json(text, source=f"policy file {path}")
-
 
 
 def output_digest(row: ToolCallRow) -> str:
@@ -84,7 +70,7 @@ def tool_result(row: ToolCallRow, t: float) -> ToolResult:
 
 
 @dataclass(slots=True)
-class Verdict:
+class CallDetection:
     """What detection said about one tool call: its progress marker, streak and flags."""
 
     row: ToolCallRow
@@ -106,7 +92,7 @@ class Verdict:
 
 
 @dataclass(slots=True)
-class MessageVerdict:
+class MessageDetection:
     """What detection said about one message: its flags (a monologue). ``ordinal`` is the
     number of tool calls before it (the 0-based ordinal of the call that would follow)."""
 
@@ -120,10 +106,10 @@ class EpisodeResult:
     """Detection output for one episode after a batch."""
 
     episode_id: str
-    verdicts: list[Verdict]
+    verdicts: list[CallDetection]
     reevaluated: bool
     """True when the episode was re-run from the start: its stored flags must be replaced."""
-    messages: list[MessageVerdict] = field(default_factory=list)
+    messages: list[MessageDetection] = field(default_factory=list)
     """The messages fed in this batch that raised a flag."""
     failed: str | None = None
     """Why detection failed on this episode (a fault of the core): its rows are stored
@@ -247,11 +233,11 @@ class StreamingDetector:
         for row, fed in zip(rows, feed_run(state.monitor, steps), strict=True):
             if isinstance(row, MessageRow):
                 if isinstance(fed, Decision) and fed.new_flags:
-                    result.messages.append(MessageVerdict(row, state.fed, list(fed.new_flags)))
+                    result.messages.append(MessageDetection(row, state.fed, list(fed.new_flags)))
                 continue
             assert isinstance(fed, tuple)  # (a tool step's before and after)
             before, after = fed
-            result.verdicts.append(Verdict(
+            result.verdicts.append(CallDetection(
                 row, state.fed, after.progress, after.streak,
                 [*before.new_flags, *after.new_flags], after.reconciled, before, after))
             state.fed += 1
@@ -271,7 +257,7 @@ class StreamingDetector:
 
 def detected_report(
     episode: EpisodeRecord, monitor: EpisodeMonitor, *, mode: str = "enforce",
-    verdicts: Sequence[Verdict] = (),
+    verdicts: Sequence[CallDetection] = (),
 ) -> EpisodeReport:
     """The report of an episode whose calls went through streaming detection (``monitor``),
     in ``loopscope analyze``'s shape. The monitor numbers the steps it was fed: every step

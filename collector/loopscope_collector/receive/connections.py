@@ -30,18 +30,16 @@ from typing import Any, ClassVar, Final
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
-from .limits import JUDGED_AFTER_S
+from .limits import (
+    BODY_TIMEOUT_S,
+    HEADER_TIMEOUT_S,
+    IDLE_TIMEOUT_S,
+    JUDGED_AFTER_S,
+    MAX_CONNECTIONS,
+)
 
 logger = logging.getLogger(__name__)
 
-MAX_CONNECTIONS: Final = 256
-"""Default cap on open HTTP connections (well below the usual 1,024 file descriptors)."""
-HEADER_TIMEOUT_S: Final = 10.0
-"""Time from a request's first byte to the end of its headers."""
-BODY_TIMEOUT_S: Final = 60.0
-"""Time to receive a request's body once its headers are read."""
-IDLE_TIMEOUT_S: Final = 30.0
-"""Time a connection may wait for its (next) request."""
 RETRY_AFTER_S: Final = "2"
 SWEEP_S: Final = 0.25
 

@@ -53,6 +53,7 @@ from .connections import CONNECTION_KEY, WatchedH11Protocol
 from .decode import DecodeError, PayloadTooLarge, decode_request, decoding, inflate
 from .labels import check_label
 from .limits import (
+    MAX_BODY_BYTES,
     Busy,
     Hold,
     InFlight,
@@ -65,8 +66,6 @@ from .limits import (
 
 logger = logging.getLogger(__name__)
 
-MAX_BODY_BYTES: Final = 32 * 1024 * 1024
-"""Largest request accepted, compressed or not (after decompression too)."""
 MAX_LABEL_BYTES: Final = 65536
 ACK_TIMEOUT_S: Final = 30.0
 RETRY_AFTER_S: Final = "2"

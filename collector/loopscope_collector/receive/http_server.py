@@ -25,8 +25,8 @@ import uvicorn
 from ..pipeline.thread import Pipeline
 from ..storage import Database
 from .connections import ConnectionWatch, WatchedH11Protocol
-from .http_app import ACK_TIMEOUT_S, MAX_BODY_BYTES, RETRY_AFTER_S, CollectorApp
-from .limits import InFlight
+from .http_app import ACK_TIMEOUT_S, RETRY_AFTER_S, CollectorApp
+from .limits import MAX_BODY_BYTES, InFlight
 
 __all__ = ["ACK_TIMEOUT_S", "MAX_BODY_BYTES", "RETRY_AFTER_S", "CollectorHTTPServer"]
 

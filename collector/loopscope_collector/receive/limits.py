@@ -28,9 +28,22 @@ from typing import Any, Final
 from ..normalize.spans import SpanRecord
 from .errors import AdmissionError, PayloadTooLarge
 
+# The admission limits' defaults, each stated here once: the receivers and the collector's
+# flags (``loopscope collector --max-*``, ``--*-timeout``) read them from this module, which
+# imports nothing heavy, so ``loopscope --help`` builds without the collector's dependencies.
+MAX_BODY_BYTES: Final = 32 * 1024 * 1024
+"""Largest request accepted, HTTP or gRPC, compressed or not (after decompression too)."""
 MAX_INFLIGHT_BYTES: Final = 192 * 1024 * 1024
 """Default cap on the memory requests hold at once: bodies as they arrive, then their
 decoded spans (``decoded_size``), until their batch commits."""
+MAX_CONNECTIONS: Final = 256
+"""Default cap on open HTTP connections (well below the usual 1,024 file descriptors)."""
+HEADER_TIMEOUT_S: Final = 10.0
+"""Time from a request's first byte to the end of its headers."""
+BODY_TIMEOUT_S: Final = 60.0
+"""Time to receive a request's body once its headers are read."""
+IDLE_TIMEOUT_S: Final = 30.0
+"""Time a connection may wait for its (next) request."""
 JUDGED_AFTER_S: Final = 1.0
 """A body is judged slow only once it has been arriving this long: fast requests that
 happen to start together never evict one another."""

@@ -99,11 +99,6 @@ class NamedRead:
             raise UnknownRead(f"read {self.name!r} requires {', '.join(missing)}")
 
 
-_BUILTIN_PRICES: Final = re.compile(r"/\*prices\*/'.*?'/\*end prices\*/", re.DOTALL)
-"""The built-in price table, written once in ``metrics_breakdown``; another read names it
-``/*builtin prices*/`` and gets the same text."""
-
-
 _FRAGMENT: Final = re.compile(
     r"^--[ \t]*fragment:[ \t]*(\w+)[ \t]*\n((?:--[^\n]*\n)*)(.*?)^--[ \t]*end fragment[ \t]*\n?",
     re.MULTILINE | re.DOTALL,
@@ -112,8 +107,23 @@ _FRAGMENT: Final = re.compile(
 then its text, up to ``-- end fragment``); a read names it ``/*fragment NAME*/``."""
 
 
+def _fragments(text: str) -> dict[str, str]:
+    return {m.group(1): m.group(3).rstrip() for m in _FRAGMENT.finditer(text)}
+
+
+def fragment(name: str) -> str:
+    """The text of the ``reads.sql`` fragment ``name`` (for a test that holds a rule written
+    in SQL equal to the same rule in Python).
+
+    Raises:
+        KeyError: reads.sql defines no such fragment.
+    """
+    return _fragments(files(__package__).joinpath("sql", "reads.sql").read_text(
+        encoding="utf-8"))[name]
+
+
 def _with_fragments(text: str) -> str:
-    fragments = {m.group(1): m.group(3).rstrip() for m in _FRAGMENT.finditer(text)}
+    fragments = _fragments(text)
     text = _FRAGMENT.sub("", text)
     for name in re.findall(r"/\*fragment (\w+)\*/", text):
         if name not in fragments:
@@ -126,10 +136,6 @@ def _with_fragments(text: str) -> str:
 def _load_reads() -> dict[str, NamedRead]:
     text = files(__package__).joinpath("sql", "reads.sql").read_text(encoding="utf-8")
     text = _with_fragments(text)
-    prices = _BUILTIN_PRICES.search(text)
-    if prices is None:
-        raise ValueError("reads.sql has no built-in price table (/*prices*/...)")
-    text = text.replace("/*builtin prices*/", prices.group(0))
     header, *pairs = _NAME_LINE.split(text)
     types = dict(_TYPE_LINE.findall(header))
     unknown = {t for t in types.values() if t not in _TYPES}

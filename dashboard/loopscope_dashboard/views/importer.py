@@ -12,7 +12,7 @@ upload = st.file_uploader("Runs file", type=["jsonl", "json"], key="import_file"
 mode = st.selectbox("Guard mode to replay", uploads.MODES, key="import_mode")
 if upload is None:
     st.info("Choose a file to analyse, for example one written by "
-            "`python -c 'from loopscope.scenarios import generate, write_jsonl; "
+            "`python -c 'from loopscope.offline.scenarios import generate, write_jsonl; "
             "write_jsonl(\"runs.jsonl\", generate())'`.")
     st.stop()
 

@@ -174,7 +174,8 @@ st.dataframe(table.T.rename_axis("measure"), key="policy_compare",
 downloads.offer(table.T.rename_axis("measure").reset_index(), "policy-comparison",
                 key="policy_compare")
 st.caption(f"Loops caught of {after.labelled_loops} labelled loops; false kills of "
-           f"{after.labelled_kills} labelled runs with a detector kill; {after.budget_stops} "
+           f"{after.judged_kills} runs with a detector kill judged by a label or an outcome "
+           f"(docs/metrics.md); {after.budget_stops} "
            f"budget stop(s) beside them. Cost saved: ${before.cost_saved:,.4f} → "
            f"${after.cost_saved:,.4f} (the recorded cost after each stop).")
 

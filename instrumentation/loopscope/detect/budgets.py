@@ -1,7 +1,7 @@
 """Budgets: model turns, tool calls, retries per tool, wall clock, tokens and cost.
 
 Each is its own limit, checked before the next call or model turn would start, so a run never
-begins work it cannot pay for (seed 000: the limit is checked before execution).
+begins work it cannot pay for (the limit is checked before execution).
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ LOOP_KINDS: Final = (
     "no_progress",
     "budget",
 )
-"""The ``kind`` a flag names: the label kinds of EPISODE_FORMAT.md plus the two breakers."""
+"""The ``kind`` a flag names: the label kinds of docs/episode-format.md plus the two breakers."""
 
 PROGRESS_MARKERS: Final = (
     "new_info",

@@ -3,7 +3,7 @@
 "The same output" is the same information (``StepView.info``): a result that comes back in
 another order or with another request id is not a change.
 
-Seed 001's consecutive rule and seed 003's "3 of the last 6" are one rule here: identical
+The consecutive rule and the "3 of the last 6" rule are one rule here: identical
 calls (same signature, same information) are counted inside the current no-progress stretch,
 however far apart (a batch of queries replayed in another order), plus the one earlier call
 of the same user turn that first brought the result (``SignatureStats.repeats``). A

@@ -1,4 +1,4 @@
-"""Required tools (seed 003): a turn that must call a tool, and what happens when it does not.
+"""Required tools: a turn that must call a tool, and what happens when it does not.
 
 When a user's message matches a ``RequiredTool`` rule and the model answers without calling
 the tool, the runtime injects a correction and asks again, up to ``max_corrections`` times;
@@ -19,7 +19,7 @@ _CURRENT = re.compile(r"<current-user-message>(.*?)</current-user-message>", re.
 
 
 def strip_recall_context(text: str) -> str:
-    """The user's own words: recalled memories removed, the current message kept (seed 003)."""
+    """The user's own words: recalled memories removed, the current message kept."""
     current = _CURRENT.search(text)
     if current:
         return current.group(1)

@@ -3,7 +3,7 @@
 Two calls are the same call when their tool names match and their arguments serialise to the
 same canonical JSON: keys sorted, integral floats written as integers, strings in Unicode NFC,
 no ASCII escaping. Any Python value serialises: types JSON does not know fall back to a
-stable description, so fingerprinting never raises into the agent (DESIGN.md §2).
+stable description, so fingerprinting never raises into the agent (docs/detection.md).
 """
 
 from __future__ import annotations
@@ -245,7 +245,7 @@ def word_sketch(text: str) -> frozenset[str]:
 
 
 def trigrams(text: str, *, limit: int = SKETCH_CHARS) -> frozenset[str]:
-    """Character 3-grams of the first ``limit`` characters (seed 003's fuzzy match)."""
+    """Character 3-grams of the first ``limit`` characters (the fuzzy match)."""
     text = text[:limit]
     return frozenset(text[i : i + 3] for i in range(max(len(text) - 2, 1)))
 

@@ -1,4 +1,4 @@
-"""Fuzzy repeat: long arguments with tiny edits, 3 times (seed 003's 3-gram Jaccard rule)."""
+"""Fuzzy repeat: long arguments with tiny edits, 3 times (3-gram Jaccard)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What an output tells: its facts, compared as normalised structures, not bytes.
 
-Progress is new information (DESIGN.md §2), so the core needs to know when two outputs say
+Progress is new information (docs/detection.md), so the core needs to know when two outputs say
 the same thing although their bytes differ. ``facts`` reduces an output to a set of hashed
 facts:
 

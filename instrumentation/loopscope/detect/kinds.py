@@ -36,7 +36,7 @@ from typing import Any, Final
 
 from .events import KindSource, ToolKind
 from .shell import command_kind, known_program
-from .verbs import HTTP_METHOD_KINDS, Verdict, name_kind, name_words, statement_kind
+from .verbs import HTTP_METHOD_KINDS, KindGuess, name_kind, name_words, statement_kind
 
 METHOD_KEYS: Final = ("method", "http_method", "httpMethod", "request_method", "verb")
 URL_KEYS: Final = ("url", "uri", "path", "endpoint", "href", "route")
@@ -72,7 +72,7 @@ ACTION_KEYS: Final = ("action", "command", "operation", "op", "subcommand")
 
 _IDENTIFIER = re.compile(r"[A-Za-z][\w.\-/]{0,63}")
 _GRAPHQL_COMMENT = re.compile(r"^(?:\s*#[^\n]*\n)*\s*")
-_KINDS: Final[dict[Verdict, ToolKind]] = {"read": "read", "write": "write", "poll": "poll"}
+_KINDS: Final[dict[KindGuess, ToolKind]] = {"read": "read", "write": "write", "poll": "poll"}
 
 
 def infer_kind(
@@ -140,7 +140,7 @@ def _method_kind(name: str, args: Any) -> ToolKind | None:
     return kind if not HTTP_WORDS.isdisjoint(name_words(name)) else None
 
 
-def _named_kind(name: str, args: Any) -> Verdict | None:
+def _named_kind(name: str, args: Any) -> KindGuess | None:
     """What the tool's name and arguments say (``None``: nothing; ``opaque``: nothing to be
     had, stop looking)."""
     words = name_words(name)
@@ -197,7 +197,7 @@ def _text(args: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
     return None
 
 
-def _cli_kind(program: str, words: tuple[str, ...], args: Mapping[str, Any]) -> Verdict | None:
+def _cli_kind(program: str, words: tuple[str, ...], args: Mapping[str, Any]) -> KindGuess | None:
     """A tool named after a CLI: its arguments are the rest of the command line
     (``kubectl(command="get pods")``); without them, the rest of its name (``git_log``).
     ``opaque`` lets the caller look further (``git_create_branch``: the name's verbs)."""
@@ -210,7 +210,7 @@ def _cli_kind(program: str, words: tuple[str, ...], args: Mapping[str, Any]) -> 
     return command_kind(" ".join((program, *rest))) if rest else None
 
 
-def _graphql_kind(document: str | None) -> Verdict | None:
+def _graphql_kind(document: str | None) -> KindGuess | None:
     if document is None:
         return None
     body = _GRAPHQL_COMMENT.sub("", document, count=1)

@@ -5,7 +5,7 @@ signature). The first time a condition is seen it gets the first rung of its lad
 later sighting climbs one rung, but only if no progress was made since the previous rung was
 delivered — progress (new information, a state change, a new user turn) puts the condition
 back at the bottom. So the guard nudges first and stops only when the nudge is ignored
-(DESIGN.md §3). While a condition holds, a flag is raised at each rung, and again every
+(docs/detection.md). While a condition holds, a flag is raised at each rung, and again every
 ``window`` steps at the top one, so an ongoing loop is never silent.
 """
 

@@ -663,7 +663,7 @@ class EpisodeMonitor:
         return decision
 
     def check_answer(self, text: str) -> AnswerCheck:
-        """A final answer is about to go out: apply the required-tool rules (seed 003)."""
+        """A final answer is about to go out: apply the required-tool rules."""
         return self.expectations.on_answer(text)
 
     # -- decisions ----------------------------------------------------------------------------

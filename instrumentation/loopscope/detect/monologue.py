@@ -1,4 +1,4 @@
-"""Monologue: the model keeps talking instead of acting (seed 003).
+"""Monologue: the model keeps talking instead of acting.
 
 Three shapes, all of assistant messages:
 

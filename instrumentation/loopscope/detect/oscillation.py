@@ -1,4 +1,4 @@
-"""Oscillation: A→B→A→B→A→B. No consecutive-identical rule ever sees it (seed 002 §3.2)."""
+"""Oscillation: A→B→A→B→A→B. No consecutive-identical rule ever sees it."""
 
 from __future__ import annotations
 

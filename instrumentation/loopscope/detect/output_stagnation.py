@@ -1,4 +1,4 @@
-"""Output stagnation and parameter jitter: different calls, the same answer (seed 002 §3.2).
+"""Output stagnation and parameter jitter: different calls, the same answer.
 
 Every fingerprint differs (offsets 0,1,0,1; tiny query edits; another tool) yet the output is
 the same or nearly the same, so the agent learns nothing. Same tool → ``param_jitter``;

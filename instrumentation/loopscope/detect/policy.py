@@ -1,4 +1,4 @@
-"""Every threshold of the detection core, with DESIGN.md's defaults, in one frozen record.
+"""Every threshold of the detection core, with the defaults of docs/detection.md, in one frozen record.
 
 A policy is data: the guard, ``loopscope analyze`` and the collector build one (from keyword
 arguments, a JSON file or defaults) and hand it to ``EpisodeMonitor``. ``Policy.from_mapping``
@@ -29,7 +29,7 @@ DEFAULT_NO_PROGRESS_K: Final[Mapping[str, int]] = MappingProxyType(
 """K, the consecutive no-progress steps that trip the circuit breaker, per task type.
 
 Polling and coding tolerate more legitimate repetition; lookups and transactions that stop
-learning are cut sooner (seed 002 §4.3)."""
+learning are cut sooner."""
 
 DETECTOR_NAMES: Final = (
     "poll_timeout", "repeat_same_error", "exact_repeat", "oscillation", "state_cycle",
@@ -55,7 +55,7 @@ IDEMPOTENCY_ARGS: Final = (
     "dedupe_key",
     "deduplication_id",
 )
-"""Argument names under which a caller passes its own idempotency key (seed 002 §4.2)."""
+"""Argument names under which a caller passes its own idempotency key."""
 
 
 _NONE: Final[frozenset[str]] = frozenset()
@@ -64,7 +64,7 @@ _NONE: Final[frozenset[str]] = frozenset()
 class Budgets:
     """Hard limits, each checked before a call runs. ``None`` means no limit.
 
-    There is no global round cap by default (seed 001: five rounds kills real work).
+    There is no global round cap by default (five rounds kills real work).
     """
 
     model_turns: int | None = None
@@ -77,7 +77,7 @@ class Budgets:
 
 @dataclass(frozen=True, slots=True)
 class RequiredTool:
-    """A turn whose user message matches must call ``tool`` before answering (seed 003).
+    """A turn whose user message matches must call ``tool`` before answering.
 
     The rule matches when a keyword occurs in the user's message, or when the message is a
     short follow-up (``followups``) and one of ``context_markers`` occurs in the previous
@@ -96,18 +96,18 @@ class RequiredTool:
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """Thresholds and rules; every field has DESIGN.md's default."""
+    """Thresholds and rules; every field has the default docs/detection.md explains."""
 
     repeat_threshold: int = 3
     """Identical calls with an unchanged output inside one no-progress stretch, however far
-    apart (seeds 002 §4.1 and 003); the first sign of a read spin."""
+    apart; the first sign of a read spin."""
     window: int = 6
     fuzzy_min_chars: int = 50
     fuzzy_similarity: float = 0.8
     fuzzy_threshold: int = 3
     fuzzy_requires_same_output: bool = True
     """Count a near-identical call only when its output carried the same information.
-    ``False`` is seed 003's rule as written (arguments alone), which nags productive sweeps."""
+    ``False`` judges by arguments alone (arguments alone), which nags productive sweeps."""
     oscillation_max_period: int = 4
     oscillation_cycles: int = 3
     stagnation_similarity: float = 0.85
@@ -157,7 +157,7 @@ class Policy:
     """Rungs by task type, then detector name; wins over ``ladders``."""
     no_progress_k: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_NO_PROGRESS_K))
     poll_tools: frozenset[str] = frozenset({"check_background_tasks"})
-    """Tools treated as polls whatever they declare (seed 003's exemption)."""
+    """Tools treated as polls whatever they declare."""
     tool_kinds: Mapping[str, ToolKind] = field(default_factory=dict)
     """Kinds declared by configuration, by tool name; a call's own kind wins."""
     volatile_args: Mapping[str, frozenset[str]] = field(default_factory=dict)

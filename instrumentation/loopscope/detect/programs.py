@@ -21,7 +21,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Final, Literal, Protocol
 
-from .verbs import HTTP_METHOD_KINDS, Verdict, name_words, statement_kind, words_kind
+from .verbs import HTTP_METHOD_KINDS, KindGuess, name_words, statement_kind, words_kind
 
 Seg = Literal["read", "write", "poll", "opaque", "sleep", "neutral"]
 """What one simple command does; ``sleep`` waits, ``neutral`` (``cd``, ``export``) is nothing."""
@@ -313,7 +313,7 @@ def _subcommands(table: dict[str, Seg]) -> Handler:
     return lambda args, nest: _lookup(table, _positionals(args))
 
 
-def _seg(verdict: Verdict | None) -> Seg:
+def _seg(verdict: KindGuess | None) -> Seg:
     return "opaque" if verdict is None else verdict
 
 

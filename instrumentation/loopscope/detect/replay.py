@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .events import MODES, STATUSES, TOOL_KINDS, Decision, Flag, Status, ToolCall, ToolResult
+from .false_kill import made_progress
 from .fingerprint import output_text
 from .monitor import EpisodeMonitor
 from .policy import Policy
@@ -31,7 +32,7 @@ class EpisodeFormatError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class EpisodeRecord:
-    """One recorded run, as a line of Episode JSONL holds it (EPISODE_FORMAT.md). Not the
+    """One recorded run, as a line of Episode JSONL holds it (docs/episode-format.md). Not the
     SDK's ``loopscope.Episode``, which is a run in progress."""
 
     episode_id: str
@@ -196,6 +197,12 @@ class EpisodeReport:
         if not calls:
             return 0.0
         return cost * sum(1 for i in calls if i >= step) / len(calls)
+
+    def progress_after(self, step: int) -> bool:
+        """Whether a tool call after ``step`` made progress (``false_kill.made_progress``):
+        what the false-kill rule asks of an unlabelled run after its kill."""
+        return any(made_progress(after.progress)
+                   for index, (_, after) in self.calls.items() if index > step)
 
     def as_dict(self) -> dict[str, Any]:
         """The report in ``loopscope analyze --json`` shape."""

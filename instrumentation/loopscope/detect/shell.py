@@ -40,7 +40,7 @@ from .programs import (
     program_kind,
     program_name,
 )
-from .verbs import Verdict
+from .verbs import KindGuess
 
 MAX_TEXT: Final = 8_000
 """Longer command lines are not parsed (opaque): the parser is Python, and a 64 KB line
@@ -82,7 +82,7 @@ _HEREDOC = re.compile(r"(?<!<)<<(?!<)-?\s*(['\"]?)([A-Za-z_][\w.-]*)\1")
 _OPERATOR_CHARS: Final = frozenset(";&|()<>\n")
 
 
-def command_kind(text: str) -> Verdict | None:
+def command_kind(text: str) -> KindGuess | None:
     """What a shell command line does (the module docstring); ``None`` when it is empty."""
     if len(text) > MAX_TEXT:
         return "opaque"
@@ -96,7 +96,7 @@ def known_program(word: str) -> bool:
 
 
 @lru_cache(maxsize=1024)
-def _cached_line(text: str) -> Verdict | None:
+def _cached_line(text: str) -> KindGuess | None:
     return _line(text, 0)
 
 
@@ -114,7 +114,7 @@ class _Nest:
         return "opaque" if kind is None else kind
 
 
-def _line(text: str, depth: int) -> Verdict | None:
+def _line(text: str, depth: int) -> KindGuess | None:
     if depth > MAX_DEPTH:
         return "opaque"
     lexer = shlex.shlex(_drop_heredocs(text.replace("\\\n", " ")), posix=True,
@@ -139,7 +139,7 @@ def _line(text: str, depth: int) -> Verdict | None:
     return _combine(kinds, loop)
 
 
-def _combine(kinds: set[Seg], loop: bool) -> Verdict | None:
+def _combine(kinds: set[Seg], loop: bool) -> KindGuess | None:
     if "write" in kinds:
         return "write"
     if "opaque" in kinds:  # until ./ready.sh; do sleep 5; done: a poll, whatever it asks

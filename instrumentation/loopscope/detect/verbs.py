@@ -29,7 +29,7 @@ import re
 from functools import lru_cache
 from typing import Final, Literal
 
-Verdict = Literal["read", "write", "poll", "opaque"]
+KindGuess = Literal["read", "write", "poll", "opaque"]
 """A kind, or ``opaque``: the words were understood and tell nothing (a click, a stored
 procedure, a script); callers stop looking and answer ``None``."""
 
@@ -85,12 +85,12 @@ def name_words(name: str) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=4096)
-def name_kind(name: str) -> Verdict | None:
+def name_kind(name: str) -> KindGuess | None:
     """What the words of ``name`` say the call does, or ``None`` when they say nothing."""
     return words_kind(name_words(name))
 
 
-def words_kind(words: tuple[str, ...]) -> Verdict | None:
+def words_kind(words: tuple[str, ...]) -> KindGuess | None:
     """What a sequence of lower-case words says (the weighing of the module docstring)."""
     for at, word in enumerate(words):
         if word in UI_WORDS or words[at : at + 2] in UI_PHRASES:
@@ -153,14 +153,14 @@ _SQL_KEYWORD = re.compile(r"[A-Z]+")
 
 
 @lru_cache(maxsize=1024)
-def statement_kind(sql: str) -> Verdict | None:
+def statement_kind(sql: str) -> KindGuess | None:
     """What a SQL text does: a write if any statement writes, a read if they all read.
 
     ``None`` when the text does not start like SQL (a question in English), ``opaque`` when
     it is SQL whose effect cannot be told (``CALL``, ``EXECUTE``, only ``BEGIN``/``COMMIT``).
     """
     text = _SQL_NOISE.sub(lambda m: " " if m.group(0)[:2] in ("--", "/*") else "''", sql)
-    kinds: list[Verdict | Literal["neutral"]] = []
+    kinds: list[KindGuess | Literal["neutral"]] = []
     for statement in text.upper().split(";"):
         statement = statement.strip().lstrip("(").strip()
         if not statement:
@@ -178,7 +178,7 @@ def statement_kind(sql: str) -> Verdict | None:
     return "read" if "read" in kinds and "opaque" not in kinds else "opaque"
 
 
-def _statement(statement: str) -> Verdict | Literal["neutral"] | None:
+def _statement(statement: str) -> KindGuess | Literal["neutral"] | None:
     first = _SQL_KEYWORD.match(statement)
     keyword = first.group(0) if first else ""
     if keyword == "WITH":  # a CTE reads unless a data-modifying statement hides in it

@@ -3,7 +3,7 @@
 A write's identity is the logical step of the run (``run_id:tool#n``) or the idempotency key
 the caller passes in the arguments (``idempotency_key``, ``request_id``, ``client_token``,
 … — ``Policy.idempotency_args``), never its argument hash: "buy another one" has the same
-arguments and is a new step (seed 002 §4.2). The ledger keeps one key open per tool until
+arguments and is a new step. The ledger keeps one key open per tool until
 that step succeeds; a retry reuses it, so a retry after an UNKNOWN result is recognised.
 
 ``WriteLedger`` is bookkeeping the monitor keeps beside the history; ``WriteDuplicate`` is the
@@ -97,7 +97,7 @@ _CLEAR_ANSWER = re.compile(
 """A clear answer that the write did not happen (a 4xx, "declined", git's ``fatal:``): the
 outcome is known, whatever else the text says ("declined by the payment gateway")."""
 """A failure after which a write may or may not have happened: a timeout, a dropped
-connection, a 5xx (seed 002: UNKNOWN, not failed). A 4xx or a refused connection is a clear
+connection, a 5xx (UNKNOWN, not failed). A 4xx or a refused connection is a clear
 answer that it did not."""
 
 

@@ -1,4 +1,4 @@
-"""One module per agent framework, each imported only when asked for (STYLE P5).
+"""One module per agent framework, each imported only when asked for .
 
 ``loopscope.instrument()`` instruments every framework it finds installed; ``frameworks=[...]``
 picks some, ``frameworks=[]`` none. Each module's ``instrument()`` is idempotent and makes

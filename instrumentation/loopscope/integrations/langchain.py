@@ -46,6 +46,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
 try:
@@ -62,12 +63,12 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 try:
     from langgraph.pregel import Pregel
 except ImportError:  # pragma: no cover - LangChain tools work without LangGraph
-    Pregel = None
+    Pregel = None  # type: ignore[assignment,misc]
 
 from .._call import ToolCallScope
 from .._errors import LoopDetected, swallow_internal_errors
 from ..detect.fingerprint import output_text
-from ..episode import _CURRENT, Episode, episode
+from ..episode import Episode, active_episode, episode
 from ..intent import current_intent
 
 _ORIGINAL = "__loopscope_original__"
@@ -142,8 +143,7 @@ def _wrap_run(original: Callable[..., Any]) -> Callable[..., Any]:
             raise
         return _finish(scope, output)
 
-    setattr(run, _ORIGINAL, original)
-    return run
+    return _wrapping(run, original)
 
 
 def _wrap_arun(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -164,8 +164,7 @@ def _wrap_arun(original: Callable[..., Any]) -> Callable[..., Any]:
             raise
         return _finish(scope, output)
 
-    setattr(arun, _ORIGINAL, original)
-    return arun
+    return _wrapping(arun, original)
 
 
 # -- graph runs -------------------------------------------------------------------------------
@@ -188,7 +187,9 @@ _RUN: ContextVar[_Run | None] = ContextVar("loopscope_langgraph_run", default=No
 
 
 class _GraphRun:
-    """Opens the episode of an outermost graph run; does nothing for a nested one."""
+    """Opens the episode of an outermost graph run; does nothing for a nested one. As a
+    context manager around the graph's invoke, ainvoke, stream or astream it ends the run
+    however the graph ends (``close``)."""
 
     def __init__(self, graph: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self.owned: Episode | None = None
@@ -197,7 +198,7 @@ class _GraphRun:
         if _RUN.get() is not None:  # a subgraph, or a graph run by a tool of this run
             return
         with swallow_internal_errors("starting a graph run"):
-            active = _CURRENT.get()
+            active = active_episode()
             if active is None:
                 config = kwargs.get("config", args[1] if len(args) > 1 else None)
                 thread = _thread_id(config) or _thread_id(getattr(graph, "config", None))
@@ -208,6 +209,14 @@ class _GraphRun:
                 active.__enter__()
             self.run = _Run(active, active.stop)
             self._token = _RUN.set(self.run)
+
+    def __enter__(self) -> _GraphRun:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        # a caller that stops reading a stream (GeneratorExit) ends the run as a normal end
+        self.close(None if isinstance(exc, GeneratorExit) else exc)
 
     def close(self, exc: BaseException | None) -> None:
         """End the run; after a normal end, raise a stop the graph swallowed (enforce)."""
@@ -245,72 +254,50 @@ def _thread_id(config: Any) -> str | None:
 def _wrap_invoke(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def invoke(self: Any, *args: Any, **kwargs: Any) -> Any:
-        run = _GraphRun(self, args, kwargs)
-        try:
-            result = original(self, *args, **kwargs)
-        except BaseException as exc:
-            run.close(exc)
-            raise
-        run.close(None)
-        return result
+        with _GraphRun(self, args, kwargs):
+            return original(self, *args, **kwargs)
 
-    setattr(invoke, _ORIGINAL, original)
-    return invoke
+    return _wrapping(invoke, original)
 
 
 def _wrap_ainvoke(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     async def ainvoke(self: Any, *args: Any, **kwargs: Any) -> Any:
-        run = _GraphRun(self, args, kwargs)
-        try:
-            result = await original(self, *args, **kwargs)
-        except BaseException as exc:
-            run.close(exc)
-            raise
-        run.close(None)
-        return result
+        with _GraphRun(self, args, kwargs):
+            return await original(self, *args, **kwargs)
 
-    setattr(ainvoke, _ORIGINAL, original)
-    return ainvoke
+    return _wrapping(ainvoke, original)
 
 
 def _wrap_stream(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def stream(self: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
-        run = _GraphRun(self, args, kwargs)  # on the first next(), like the original
-        try:
+        with _GraphRun(self, args, kwargs):  # on the first next(), like the original
             yield from original(self, *args, **kwargs)
-        except GeneratorExit:  # the caller stopped reading
-            run.close(None)
-            raise
-        except BaseException as exc:
-            run.close(exc)
-            raise
-        run.close(None)
 
-    setattr(stream, _ORIGINAL, original)
-    return stream
+    return _wrapping(stream, original)
 
 
 def _wrap_astream(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     async def astream(self: Any, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        run = _GraphRun(self, args, kwargs)
-        chunks = original(self, *args, **kwargs)
-        try:
-            async for chunk in chunks:
-                yield chunk
-        except GeneratorExit:
-            await chunks.aclose()
-            run.close(None)
-            raise
-        except BaseException as exc:
-            run.close(exc)
-            raise
-        run.close(None)
+        with _GraphRun(self, args, kwargs):
+            chunks = original(self, *args, **kwargs)
+            try:
+                async for chunk in chunks:
+                    yield chunk
+            except GeneratorExit:  # the caller stopped reading
+                await chunks.aclose()
+                raise
 
-    setattr(astream, _ORIGINAL, original)
-    return astream
+    return _wrapping(astream, original)
+
+
+def _wrapping(wrapper: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:
+    """``wrapper``, marked as wrapping ``original`` (so it is never wrapped twice, and
+    ``uninstrument`` puts the original back)."""
+    setattr(wrapper, _ORIGINAL, original)
+    return wrapper
 
 
 # -- model turns ------------------------------------------------------------------------------
@@ -321,7 +308,7 @@ def _before_model() -> Episode | None:
     run = _RUN.get()
     if run is not None and (stop := run.new_stop()) is not None:
         raise stop  # a ToolNode turned the stop into a message: stop at the next turn
-    ep = run.episode if run is not None else _CURRENT.get()
+    ep = run.episode if run is not None else active_episode()
     if ep is not None:
         ep.before_model_call()
     return ep
@@ -354,8 +341,7 @@ def _wrap_model_invoke(original: Callable[..., Any]) -> Callable[..., Any]:
         _after_model(ep, self, message)
         return message
 
-    setattr(invoke, _ORIGINAL, original)
-    return invoke
+    return _wrapping(invoke, original)
 
 
 def _wrap_model_ainvoke(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -366,8 +352,7 @@ def _wrap_model_ainvoke(original: Callable[..., Any]) -> Callable[..., Any]:
         _after_model(ep, self, message)
         return message
 
-    setattr(ainvoke, _ORIGINAL, original)
-    return ainvoke
+    return _wrapping(ainvoke, original)
 
 
 # -- on and off -------------------------------------------------------------------------------

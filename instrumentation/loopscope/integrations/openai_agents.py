@@ -45,7 +45,7 @@ from typing import Any, Final
 
 from .._call import ToolCallScope
 from .._errors import LoopDetected, swallow_internal_errors
-from ..episode import _CURRENT, Episode, current_episode, episode
+from ..episode import Episode, active_episode, current_episode, episode
 
 TASK_CHARS: Final = 500
 """A string input longer than this is cut to it for the episode's task."""
@@ -213,7 +213,7 @@ def _model_name(agent: Any, run_config: Any) -> str | None:
     return None
 
 
-class _Hooks(agents.RunHooks):  # type: ignore[misc]
+class _Hooks(agents.RunHooks):
     """The caller's run hooks plus loopscope's model-call bookkeeping."""
 
     def __init__(self, inner: Any, run_config: Any, episode: Episode) -> None:
@@ -287,7 +287,7 @@ def _wrap_run(original: Any) -> Any:
         own: Episode | None = None
         hooks: _Hooks | None = None
         with swallow_internal_errors("starting an OpenAI Agents run"):
-            if _CURRENT.get() is None:
+            if active_episode() is None:
                 own = _new_episode(starting_agent, input)
             hooks = _with_hooks(kwargs, own or current_episode())
         if own is None:
@@ -316,7 +316,7 @@ async def _run(
 
 def _wrap_run_streamed(original: Any) -> Any:
     def run_streamed(self: Any, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
-        if _CURRENT.get() is not None:
+        if active_episode() is not None:
             with swallow_internal_errors("starting an OpenAI Agents streamed run"):
                 _with_hooks(kwargs, current_episode())
             return original(self, starting_agent, input, **kwargs)

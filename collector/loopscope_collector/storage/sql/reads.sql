@@ -98,42 +98,70 @@ case when e.root_span_id is not null or e.stop_reason is not null or e.outcome i
      else 'ended without a summary' end
 -- end fragment
 
+-- fragment: false_kill_rule
+-- The false-kill rule (docs/metrics.md, "False-kill rate"), as loopscope.detect.false_kill's
+-- kill_was_false says it in Python (tests/test_false_kill_rule.py holds the two equal): of a
+-- run's first kill, from the columns of k: human_false_kill (a human said the kill was
+-- wrong), loop_label (true a loop, false no loop, null unlabelled), first_loop_step,
+-- kill_step, outcome, progress_after_kill. True a false kill, false a right one, null not
+-- judged (out of the rate).
+case when k.human_false_kill or not k.loop_label then true
+     when k.loop_label then coalesce(k.kill_step < k.first_loop_step, false)
+     when k.outcome = 'success' then coalesce(k.progress_after_kill, false)
+     when k.outcome = 'failure' then false
+end
+-- end fragment
+
 -- fragment: run_cost
--- A run's cost as metrics_breakdown prices it, for reads that share it out over calls:
--- run_calls (its calls, how many carry costs, their tokens), the price table ($prices, else
--- the built-in one) and run_cost (per episode: n_calls, priced_calls, cost_usd). Used as
+-- The pricing rule (docs/metrics.md, "Cost"), the one every read that reports a cost uses: a
+-- run's cost is its own (episodes.cost_usd), else the sum of its calls' costs when any call
+-- carries one, else its tokens (the root's, else its calls') at its model's price when it
+-- reported any, else unknown. Prices: $prices (JSON {model prefix: {"input": USD per 1M
+-- tokens, "output": ...}}), else the built-in table below; the longest matching prefix wins.
+-- Over the episodes of a CTE run_scope (episode_id, model, cost_usd, input_tokens,
+-- output_tokens) the read defines first; defines run_calls, run_prices, run_price and
+-- run_cost (per episode: n_calls, priced_calls, call_cost, cost_source 'episode' /
+-- 'tool_calls' / 'tokens' / 'none', cost_usd: null when 'none'). Used as
 -- "/*fragment run_cost*/" inside a WITH list.
 run_calls as (
-    select episode_id, count(*) as n_calls, count(cost_usd) as priced_calls,
-           sum(tokens_in) as tokens_in, sum(tokens_out) as tokens_out
-    from tool_calls
-    group by episode_id
+    select t.episode_id, count(*) as n_calls, count(t.cost_usd) as priced_calls,
+           sum(t.cost_usd) as call_cost, sum(t.tokens_in) as tokens_in,
+           sum(t.tokens_out) as tokens_out
+    from tool_calls t
+    semi join run_scope r on r.episode_id = t.episode_id
+    group by t.episode_id
 ),
 run_prices as (
     select key as prefix, (value ->> 'input')::double as usd_in,
            (value ->> 'output')::double as usd_out
-    from json_each(coalesce($prices, /*builtin prices*/))
+    from json_each(coalesce($prices, /*prices*/'{"gpt-4o": {"input": 2.5, "output": 10.0}, "gpt-4o-mini": {"input": 0.15, "output": 0.6}, "gpt-4.1": {"input": 2.0, "output": 8.0}, "gpt-4.1-mini": {"input": 0.4, "output": 1.6}, "o3-mini": {"input": 1.1, "output": 4.4}, "claude-3-5-sonnet": {"input": 3.0, "output": 15.0}, "claude-sonnet-4": {"input": 3.0, "output": 15.0}, "claude-3-5-haiku": {"input": 0.8, "output": 4.0}}'/*end prices*/))
 ),
 run_price as (
     select e.episode_id, arg_max(p.usd_in, length(p.prefix)) as usd_in,
            arg_max(p.usd_out, length(p.prefix)) as usd_out
-    from episodes e
+    from run_scope e
     join run_prices p on e.cost_usd is null and starts_with(lower(e.model), lower(p.prefix))
     group by e.episode_id
 ),
 run_cost as (
-    -- a run's cost as metrics_breakdown prices it: its own, else its tokens (the root's,
-    -- else its calls') at its model's price; calls that carry costs are priced one by one
     select e.episode_id, coalesce(c.n_calls, 0) as n_calls,
-           coalesce(c.priced_calls, 0) as priced_calls,
+           coalesce(c.priced_calls, 0) as priced_calls, c.call_cost,
+           -- tokens price a run only when it reported some: no tokens is no cost known
+           case when e.cost_usd is not null then 'episode'
+                when c.priced_calls > 0 then 'tool_calls'
+                when rp.usd_in is not null and e.input_tokens + e.output_tokens
+                     + coalesce(c.tokens_in, 0) + coalesce(c.tokens_out, 0) > 0 then 'tokens'
+                else 'none' end as cost_source,
            case when e.cost_usd is not null then e.cost_usd
-                when rp.usd_in is not null then (
+                when c.priced_calls > 0 then c.call_cost
+                when rp.usd_in is not null and e.input_tokens + e.output_tokens
+                     + coalesce(c.tokens_in, 0) + coalesce(c.tokens_out, 0) > 0 then (
                     case when e.input_tokens + e.output_tokens > 0 then e.input_tokens
                          else coalesce(c.tokens_in, 0) end * rp.usd_in
                     + case when e.input_tokens + e.output_tokens > 0 then e.output_tokens
                            else coalesce(c.tokens_out, 0) end * rp.usd_out) / 1e6
            end as cost_usd
-    from episodes e
+    from run_scope e
     left join run_calls c using (episode_id)
     left join run_price rp using (episode_id)
 )
@@ -290,8 +318,8 @@ limit coalesce($limit, 100);
 -- key: 'all' (key null: the headline numbers), 'service', 'agent', 'model', 'tool' (episodes
 -- that called the tool; tool_calls = that tool's calls) and 'kind' (episodes flagged with that
 -- kind). An episode is in the window when it started in it. Rates and Wilson intervals are
--- derived from these counts by loopscope_collector.metrics. $prices: JSON {model prefix:
--- {"input": USD per 1M tokens, "output": ...}}, NULL for the built-in table below.
+-- derived from these counts by loopscope_collector.metrics. Costs by the pricing rule
+-- (fragment run_cost, with its $prices).
 with sel as materialized (
     select e.episode_id, e.service, e.agent, e.model, e.outcome, e.cost_usd, e.start_ns,
            e.input_tokens, e.output_tokens, e.first_flag_ns, e.scenario_loop,
@@ -348,15 +376,14 @@ marks as materialized (
     left join flag_events f using (episode_id)
     group by s.episode_id, s.first_flag_ns, s.scenario_first_loop_step
 ),
+run_scope as (
+    select episode_id, model, cost_usd, input_tokens, output_tokens from sel
+),
+/*fragment run_cost*/,
 calls as (
     -- one pass over the calls of the episodes in scope
     select t.episode_id,
-           count(*) filter (where $tool is null or t.tool = $tool) as n_calls,
-           count(*) as all_calls,
-           count(t.cost_usd) as priced_calls,
-           sum(t.cost_usd) as call_cost,
-           sum(t.tokens_in) as tokens_in,
-           sum(t.tokens_out) as tokens_out
+           count(*) filter (where $tool is null or t.tool = $tool) as n_calls
     from tool_calls t
     semi join sel s on s.episode_id = t.episode_id
     group by t.episode_id
@@ -373,18 +400,6 @@ after_flag as (
     from tool_calls t
     join marks m on m.episode_id = t.episode_id and m.first_flag_ns is not null
     group by t.episode_id
-),
-prices as (
-    select key as prefix, (value ->> 'input')::double as usd_in,
-           (value ->> 'output')::double as usd_out
-    from json_each(coalesce($prices, /*prices*/'{"gpt-4o": {"input": 2.5, "output": 10.0}, "gpt-4o-mini": {"input": 0.15, "output": 0.6}, "gpt-4.1": {"input": 2.0, "output": 8.0}, "gpt-4.1-mini": {"input": 0.4, "output": 1.6}, "o3-mini": {"input": 1.1, "output": 4.4}, "claude-3-5-sonnet": {"input": 3.0, "output": 15.0}, "claude-sonnet-4": {"input": 3.0, "output": 15.0}, "claude-3-5-haiku": {"input": 0.8, "output": 4.0}}'/*end prices*/))
-),
-episode_price as (
-    select s.episode_id, arg_max(p.usd_in, length(p.prefix)) as usd_in,
-           arg_max(p.usd_out, length(p.prefix)) as usd_out
-    from sel s
-    join prices p on s.cost_usd is null and starts_with(lower(s.model), lower(p.prefix))
-    group by s.episode_id
 ),
 episode_labels as (
     select episode_id, max(label) as label  -- 'true_loop' outranks 'no_loop' (never both: key)
@@ -416,33 +431,21 @@ facts as (
            case when fk.episode_id is not null or el.label is not null then 'human'
                 when s.scenario_loop is not null then 'scenario'
                 else 'rule' end as verdict_source,
-           case when fk.episode_id is not null then true
-                when el.label is not null then el.label = 'no_loop'
-                when s.scenario_loop is not null then not s.scenario_loop
-                    or coalesce(m.first_kill_step < s.scenario_first_loop_step, false)
-                else s.outcome = 'success' and coalesce(af.progress_after_kill, false)
-           end as wrong_if_killed,
-           -- tokens price a run only when it reported some: no tokens is no cost known
-           case when s.cost_usd is not null then 'episode'
-                when c.priced_calls > 0 then 'tool_calls'
-                when ep.usd_in is not null and s.input_tokens + s.output_tokens
-                     + coalesce(c.tokens_in, 0) + coalesce(c.tokens_out, 0) > 0 then 'tokens'
-                else 'none' end as cost_source,
-           case when s.cost_usd is not null then s.cost_usd
-                when c.priced_calls > 0 then c.call_cost
-                when ep.usd_in is not null then (
-                    case when s.input_tokens + s.output_tokens > 0 then s.input_tokens
-                         else coalesce(c.tokens_in, 0) end * ep.usd_in
-                    + case when s.input_tokens + s.output_tokens > 0 then s.output_tokens
-                           else coalesce(c.tokens_out, 0) end * ep.usd_out) / 1e6
-                else 0.0 end as cost,
-           m.first_flag_ns, c.priced_calls, af.call_cost_after_flag, af.calls_after_flag,
-           c.all_calls
+           -- the inputs of the false-kill rule (fragment false_kill_rule)
+           fk.episode_id is not null as human_false_kill,
+           case when el.label is not null then el.label = 'true_loop'
+                else s.scenario_loop end as loop_label,
+           case when el.label is null then s.scenario_first_loop_step end as first_loop_step,
+           m.first_kill_step as kill_step,
+           coalesce(af.progress_after_kill, false) as progress_after_kill,
+           rc.cost_source, coalesce(rc.cost_usd, 0.0) as cost,
+           m.first_flag_ns, rc.priced_calls, af.call_cost_after_flag, af.calls_after_flag,
+           rc.n_calls as all_calls
     from sel s
     join marks m using (episode_id)
     left join calls c using (episode_id)
     left join after_flag af using (episode_id)
-    left join episode_price ep using (episode_id)
+    left join run_cost rc using (episode_id)
     left join episode_labels el using (episode_id)
     left join false_kill_labels fk using (episode_id)
 ),
@@ -463,6 +466,7 @@ ef as materialized (
            (label_source = 'human')::int as labelled_human,
            (label_source = 'scenario')::int as labelled_scenario,
            killed::int as killed,
+           (killed and wrong_if_killed is not null)::int as judged_kill,
            budget_stopped::int as budget_stopped,
            (killed and wrong_if_killed)::int as false_kill,
            (killed and verdict_source = 'human')::int as kill_human,
@@ -470,10 +474,10 @@ ef as materialized (
            (killed and verdict_source = 'scenario')::int as kill_scenario,
            (killed and verdict_source = 'scenario' and wrong_if_killed)::int
                as false_kill_scenario,
-           (killed and verdict_source = 'rule')::int as kill_rule,
+           (killed and verdict_source = 'rule' and wrong_if_killed is not null)::int
+               as kill_rule,
            (killed and verdict_source = 'rule' and wrong_if_killed)::int as false_kill_rule,
-           (killed and verdict_source = 'rule'
-                and coalesce(outcome, '') not in ('success', 'failure'))::int as kill_rule_unknown,
+           (killed and wrong_if_killed is null)::int as kill_rule_unknown,
            (outcome = 'success')::int as success,
            (outcome = 'failure')::int as failure,
            cost,
@@ -484,7 +488,7 @@ ef as materialized (
            (cost_source = 'tool_calls')::int as cost_calls,
            (cost_source = 'tokens')::int as cost_tokens,
            (cost_source = 'none')::int as cost_none
-    from facts
+    from (select *, (/*fragment false_kill_rule*/) as wrong_if_killed from facts k)
 ),
 episode_tools as (
     select t.episode_id, t.tool, count(*) as n
@@ -530,6 +534,7 @@ select dimension, key,
        coalesce(sum(no_loop), 0)::bigint as no_loop_episodes,
        coalesce(sum(unlabelled), 0)::bigint as unlabelled_episodes,
        coalesce(sum(killed), 0)::bigint as kills,
+       coalesce(sum(judged_kill), 0)::bigint as judged_kills,
        coalesce(sum(false_kill), 0)::bigint as false_kills,
        coalesce(sum(budget_stopped), 0)::bigint as budget_stops,
        coalesce(sum(kill_human), 0)::bigint as kills_human,
@@ -725,6 +730,7 @@ with flags as (
     where detector <> 'budget' and kind <> 'budget'
     group by trace_id, span_id
 ),
+run_scope as (select episode_id, model, cost_usd, input_tokens, output_tokens from episodes),
 /*fragment run_cost*/,
 first_flag as (
     select e.episode_id,
@@ -778,6 +784,7 @@ with flagged_calls as (
     join tool_calls t on t.trace_id = d.trace_id and t.span_id = d.span_id
     where d.detector <> 'budget' and d.kind <> 'budget' and t.signature <> ''
 ),
+run_scope as (select episode_id, model, cost_usd, input_tokens, output_tokens from episodes),
 /*fragment run_cost*/,
 scope as (
     select e.episode_id, rc.cost_usd, coalesce(e.end_ns, e.start_ns) as at_ns,
@@ -888,15 +895,23 @@ limit coalesce($limit, 200);
 -- name: replay_episodes
 -- The episodes the Policy page replays, newest first (at most $limit, default 10000), filtered
 -- as episode_list, with what a replay needs: task type, outcome, cost, the scenario label and
--- the human label (true_loop / no_loop on the episode; false_kill anywhere in it).
-select e.episode_id, e.service, e.agent, e.task_type, e.outcome, e.cost_usd, e.guard_mode,
+-- the human label (true_loop / no_loop on the episode; false_kill anywhere in it). cost_usd is
+-- the run's cost by the pricing rule (fragment run_cost, with its $prices), as the metrics
+-- price it.
+with run_scope as (
+    select e.episode_id, e.model, e.cost_usd, e.input_tokens, e.output_tokens
+    from episodes e
+    where /*fragment episode_filter*/
+),
+/*fragment run_cost*/
+select e.episode_id, e.service, e.agent, e.task_type, e.outcome, rc.cost_usd, e.guard_mode,
        e.stop_reason, e.scenario_loop, e.scenario_first_loop_step,
        (select max(l.label) from labels l where l.episode_id = e.episode_id
             and l.span_id = '' and l.label in ('true_loop', 'no_loop')) as human_label,
        exists (select 1 from labels l where l.episode_id = e.episode_id
             and l.label = 'false_kill') as human_false_kill
 from episodes e
-where /*fragment episode_filter*/
+join run_cost rc using (episode_id)
 order by coalesce(e.end_ns, e.start_ns) desc nulls last, e.episode_id
 limit coalesce($limit, 10000);
 

@@ -39,7 +39,7 @@ class FlagLike(Protocol):
 
 
 class FlaggedVerdict(CallVerdict, Protocol):
-    """A verdict with its place in the episode and its flags (``detection.Verdict``)."""
+    """A verdict with its place in the episode and its flags (``detection.CallDetection``)."""
 
     @property
     def ordinal(self) -> int: ...
@@ -48,7 +48,7 @@ class FlaggedVerdict(CallVerdict, Protocol):
 
 
 class FlaggedMessage(Protocol):
-    """A message's flags and the ordinal of the call after it (``detection.MessageVerdict``)."""
+    """A message's flags and the ordinal of the call after it (``detection.MessageDetection``)."""
 
     @property
     def row(self) -> MessageRow: ...

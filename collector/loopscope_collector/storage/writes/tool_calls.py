@@ -44,7 +44,7 @@ _SQL: Final = statements("tool_calls")
 
 
 class CallVerdict(Protocol):
-    """What the store keeps of detection's verdict on a call (``detection.Verdict``)."""
+    """What the store keeps of detection's verdict on a call (``detection.CallDetection``)."""
 
     @property
     def row(self) -> ToolCallRow: ...

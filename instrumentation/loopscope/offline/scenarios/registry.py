@@ -6,6 +6,7 @@ import json
 import os
 import random
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from . import drift, errors, polling, repeats, writes
 from ._episode import Scenario
@@ -15,7 +16,8 @@ FAULT_TARGETS = ("healthy_lookup", "poll_legit", "cursor_legit")
 """Shapes that ``generate(faults=True)`` also emits once per fault (variant 0)."""
 
 
-def _shape(build: Callable[[random.Random, int], dict], kind: str, loop: bool, task_type: str):
+def _shape(build: Callable[[random.Random, int], dict[str, Any]], kind: str, loop: bool,
+           task_type: str) -> tuple[str, Scenario]:
     doc = (build.__doc__ or "").strip().splitlines()[0]
     return build.__name__, Scenario(build.__name__, kind, loop, task_type, doc, build)
 
@@ -57,7 +59,7 @@ def generate(
     per_shape: int = 2,
     shapes: Iterable[str] | None = None,
     faults: bool = True,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Build labelled episodes, deterministically for ``seed``.
 
     Args:
@@ -89,14 +91,14 @@ def generate(
     return episodes
 
 
-def _build(name: str, variant: int, seed: int) -> dict:
+def _build(name: str, variant: int, seed: int) -> dict[str, Any]:
     episode = SHAPES[name].build(random.Random(f"{seed}:{name}:{variant}"), variant)
     episode["episode_id"] += f"-s{seed}"
     episode["meta"]["seed"] = seed
     return episode
 
 
-def write_jsonl(path: str | os.PathLike[str], episodes: Iterable[dict]) -> int:
+def write_jsonl(path: str | os.PathLike[str], episodes: Iterable[dict[str, Any]]) -> int:
     """Write ``episodes`` to ``path``, one JSON object per line (UTF-8); return the count."""
     count = 0
     with open(path, "w", encoding="utf-8") as f:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from importlib.metadata import entry_points
 from typing import Any
 
-from .detect.events import MODES
+from ..detect.events import MODES
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 1
@@ -74,7 +74,7 @@ Example:
 
 
 def _policy(path: str | None) -> Any:
-    from ._config import load_policy
+    from ..policy_file import load_policy
 
     return load_policy(path) if path else None
 
@@ -107,8 +107,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """``loopscope eval``."""
+    from ..detect.replay import parse_episode
     from .analysis import analyze, read_episodes
-    from .detect.replay import parse_episode
     from .evaluation import as_text, evaluate
 
     if args.files:
@@ -127,7 +127,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """``loopscope demo``."""
-    from . import _config
+    from .. import _config, _instrument
     from .demo import drive_all
     from .scenarios import generate
 
@@ -139,14 +139,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     scripts = generate(seed=args.seed, per_shape=args.per_shape)
     policy = {"budgets": {"tool_calls": DEMO_TOOL_CALL_BUDGET}}
     if args.endpoint:
-        _config.instrument(service_name="loopscope-demo", endpoint=args.endpoint, policy=policy)
+        _instrument.instrument(service_name="loopscope-demo", endpoint=args.endpoint, policy=policy)
         where = f"exported to {args.endpoint}"
     else:
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
         exporter = InMemorySpanExporter()
-        _config.instrument(
+        _instrument.instrument(
             service_name="loopscope-demo",
             policy=policy,
             span_processor=SimpleSpanProcessor(exporter),
@@ -184,7 +184,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _demo_forever(args: argparse.Namespace, scripts: Any, modes: Any, where: str) -> int:
     import threading
 
-    from . import _config
+    from .. import _config
     from .demo import drive_forever
 
     stop = threading.Event()
@@ -310,7 +310,7 @@ def _analyze_inputs() -> Any:
 
 
 def _version() -> str:
-    from . import __version__
+    from .. import __version__
 
     return f"loopscope {__version__}"
 

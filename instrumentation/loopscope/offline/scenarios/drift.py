@@ -1,7 +1,7 @@
 """Loops that no exact-signature rule sees: fuzzy repeats, oscillation, jitter, stagnation.
 
 Each call here differs from the last one, in its arguments or its tool, or the agent only
-talks; yet nothing new comes back. Seed 002: "fingerprints are only signals, the object to
+talks; yet nothing new comes back. As docs/detection.md puts it: "fingerprints are only signals, the object to
 govern is no progress". The fuzzy look-alike is the control: long, different arguments with
 new results each time.
 """
@@ -9,11 +9,13 @@ new results each time.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+from typing import Any
 
 from ._episode import EpisodeBuilder
 from .domains import Call, pick_domain, take
 
-_FUZZY_EDITS = (
+_FUZZY_EDITS: tuple[Callable[[str], str], ...] = (
     lambda s: s + " ",
     lambda s: s + ".",
     lambda s: s.replace("50", "51", 1),
@@ -25,7 +27,7 @@ _FUZZY_EDITS = (
 """Tiny edits; each changes a text containing "50", " and " and ", " by a character or two."""
 
 
-def _fuzzy_base(rng: random.Random, variant: int) -> tuple[str, str, str, dict, str]:
+def _fuzzy_base(rng: random.Random, variant: int) -> tuple[str, str, str, dict[str, Any], str]:
     """Tool name, argument key, a long base argument text, the output and the task."""
     if variant % 2 == 0:
         customer = f"C-{rng.randint(10000, 99999)}"
@@ -45,8 +47,8 @@ def _fuzzy_base(rng: random.Random, variant: int) -> tuple[str, str, str, dict, 
     return "literature_search", "query", query, output, f"Summarise {topic} durability data."
 
 
-def fuzzy_repeat(rng: random.Random, variant: int) -> dict:
-    """Seed 003's fuzzy case: long args with tiny edits (3-gram Jaccard >= 0.8), same output."""
+def fuzzy_repeat(rng: random.Random, variant: int) -> dict[str, Any]:
+    """The fuzzy case: long args with tiny edits (3-gram Jaccard >= 0.8), same output."""
     tool, key, base, output, task = _fuzzy_base(rng, variant)
     task_type = "lookup" if key == "sql" else "research"
     b = EpisodeBuilder(rng, "fuzzy_repeat", variant, task, task_type)
@@ -64,7 +66,7 @@ def fuzzy_repeat(rng: random.Random, variant: int) -> dict:
     )
 
 
-def fuzzy_lookalike(rng: random.Random, variant: int) -> dict:
+def fuzzy_lookalike(rng: random.Random, variant: int) -> dict[str, Any]:
     """Long arguments on one tool, each substantially different, each with new results."""
     customer = f"C-{rng.randint(10000, 99999)}"
     queries = [
@@ -116,7 +118,7 @@ def fuzzy_lookalike(rng: random.Random, variant: int) -> dict:
     )
 
 
-def oscillation(rng: random.Random, variant: int) -> dict:
+def oscillation(rng: random.Random, variant: int) -> dict[str, Any]:
     """A->B->A->B... (even variants) or A->B->C->A->B->C... (odd), same outputs each cycle."""
     domain = pick_domain(rng, variant)
     period = 2 + variant % 2
@@ -140,7 +142,7 @@ def oscillation(rng: random.Random, variant: int) -> dict:
     )
 
 
-def param_jitter(rng: random.Random, variant: int) -> dict:
+def param_jitter(rng: random.Random, variant: int) -> dict[str, Any]:
     """read_file at offsets 0,1,0,1,... or tiny query edits; the output never changes."""
     total = rng.randint(4, 8)
     if variant % 2 == 0:
@@ -178,12 +180,12 @@ def param_jitter(rng: random.Random, variant: int) -> dict:
     )
 
 
-def output_stagnation(rng: random.Random, variant: int) -> dict:
+def output_stagnation(rng: random.Random, variant: int) -> dict[str, Any]:
     """Different tools and arguments, all returning the same (or only id/time-stamped) output."""
     total = rng.randint(4, 7)
     if variant % 2 == 0:
         email = f"{rng.choice(('ana', 'kenji', 'omar'))}{rng.randint(10, 99)}@example.com"
-        tries = [
+        tries: list[tuple[str, dict[str, Any]]] = [
             ("search_orders", {"q": email}),
             ("find_customer", {"email": email}),
             ("get_order_history", {"email": email, "days": 90}),
@@ -192,7 +194,7 @@ def output_stagnation(rng: random.Random, variant: int) -> dict:
             ("get_order_history", {"email": email, "days": 365}),
             ("search_orders", {"q": email.upper()}),
         ]
-        outputs = ['{"orders": [], "total": 0}'] * total
+        outputs: list[Any] = ['{"orders": [], "total": 0}'] * total
         task, task_type = f"Find the last order placed with {email}.", "lookup"
     else:
         host = rng.choice(("example-news.com", "journal.example.org"))
@@ -219,7 +221,7 @@ def output_stagnation(rng: random.Random, variant: int) -> dict:
         ]
         task, task_type = f"Summarise the article 8812 on {host}.", "research"
     b = EpisodeBuilder(rng, "output_stagnation", variant, task, task_type)
-    indexes = []
+    indexes: list[int] = []
     for (tool, args), output in zip(tries[:total], outputs, strict=True):
         if indexes:
             b.think(0.4, ("Nothing useful; trying a different route.",))
@@ -234,8 +236,8 @@ def output_stagnation(rng: random.Random, variant: int) -> dict:
     )
 
 
-def monologue(rng: random.Random, variant: int) -> dict:
-    """Seed 003: the model writes plans turn after turn and never calls a tool."""
+def monologue(rng: random.Random, variant: int) -> dict[str, Any]:
+    """A monologue: the model writes plans turn after turn and never calls a tool."""
     domain = pick_domain(rng, variant)
     b = EpisodeBuilder(rng, "monologue", variant, domain.task, domain.task_type)
     calls = take(domain, rng.randint(1, 3))

@@ -4,7 +4,7 @@ Labelled episodes (``label.loop`` true or false: the scenario library, human lab
 detection rate and a false-kill rate with n and Wilson 95% intervals, detection delay and a
 per-kind breakdown. Unlabelled episodes with a known outcome (real trajectories) give kills on
 successful runs, flags on failed runs, cost per successful task and the cost spent after the
-first flag (DESIGN.md §4). The baselines are deliberately simple strawmen, computed here and
+first flag (docs/metrics.md). The baselines are deliberately simple strawmen, computed here and
 nowhere else: *naive* kills at the first (tool, arguments) seen 3 times in the last 6 calls,
 outputs ignored; *max-steps* kills before tool call N+1.
 """
@@ -18,8 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .detect.fingerprint import canonical_json
-from .detect.replay import EpisodeRecord, EpisodeReport
+from ..detect.false_kill import is_detector_kill, kill_was_false
+from ..detect.fingerprint import canonical_json
+from ..detect.replay import EpisodeRecord, EpisodeReport
 
 Z95 = 1.959963984540054
 
@@ -47,7 +48,7 @@ def rate(successes: int, n: int) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class SystemVerdict:
     """One system's verdict on one episode: its first flag and its first kill, by step."""
 
     first_flag: int | None
@@ -55,19 +56,20 @@ class Verdict:
     flag_steps: tuple[int, ...] = ()
 
 
-def ours(report: EpisodeReport) -> Verdict:
-    """loopscope's verdict from a replay report."""
-    kill = report.first_kill
-    return Verdict(
+def ours(report: EpisodeReport) -> SystemVerdict:
+    """loopscope's verdict from a replay report (its first detector kill: a budget stop is
+    the user's cap, not a kill)."""
+    kill = next((f for f in report.flags if is_detector_kill(f)), None)
+    return SystemVerdict(
         first_flag=report.first_flag.step if report.first_flag else None,
         first_kill=kill.step if kill else None,
         flag_steps=tuple(f.step for f in report.flags),
     )
 
 
-def naive_baseline(episode: EpisodeRecord, *, threshold: int = 3, window: int = 6) -> Verdict:
+def naive_baseline(episode: EpisodeRecord, *, threshold: int = 3, window: int = 6) -> SystemVerdict:
     """Kill at the first call whose (tool, arguments) occurs ``threshold`` times in the last
-    ``window`` calls, outputs and kinds ignored (seed 003's rule with no exemptions)."""
+    ``window`` calls, outputs and kinds ignored (the plain 3-of-6 rule, no exemptions)."""
     recent: deque[str] = deque(maxlen=window)
     for index, step in enumerate(episode.steps):
         if step.get("type") != "tool":
@@ -75,19 +77,19 @@ def naive_baseline(episode: EpisodeRecord, *, threshold: int = 3, window: int = 
         key = f"{step.get('tool')}\x00{canonical_json(step.get('args'))}"
         recent.append(key)
         if recent.count(key) >= threshold:
-            return Verdict(index, index, (index,))
-    return Verdict(None, None)
+            return SystemVerdict(index, index, (index,))
+    return SystemVerdict(None, None)
 
 
-def max_steps_baseline(episode: EpisodeRecord, *, max_steps: int = 10) -> Verdict:
+def max_steps_baseline(episode: EpisodeRecord, *, max_steps: int = 10) -> SystemVerdict:
     """Kill before tool call ``max_steps + 1`` (a global round cap)."""
     calls = 0
     for index, step in enumerate(episode.steps):
         if step.get("type") == "tool":
             calls += 1
             if calls > max_steps:
-                return Verdict(index, index, (index,))
-    return Verdict(None, None)
+                return SystemVerdict(index, index, (index,))
+    return SystemVerdict(None, None)
 
 
 @dataclass
@@ -114,7 +116,7 @@ class SystemScore:
     cost_after_flag: float = 0.0
     cost_after_kill: float = 0.0
 
-    def add(self, episode: EpisodeRecord, verdict: Verdict, report: EpisodeReport) -> None:
+    def add(self, episode: EpisodeRecord, verdict: SystemVerdict, report: EpisodeReport) -> None:
         """Score one episode."""
         label = episode.loop_label
         first_loop = episode.label.get("first_loop_step") if label else None
@@ -124,20 +126,18 @@ class SystemScore:
         )
         row["episodes"] += 1 if label is not None else 0
         if verdict.first_kill is not None:
-            false_kill = (
-                label is False
-                or (
-                    label is True
-                    and isinstance(first_loop, int)
-                    and verdict.first_kill < first_loop
-                )
-                or (label is None and episode.outcome == "success")
+            judged = kill_was_false(
+                label=label,
+                kill_step=verdict.first_kill,
+                first_loop_step=first_loop if isinstance(first_loop, int) else None,
+                outcome=episode.outcome,
+                progress_after_kill=report.progress_after(verdict.first_kill),
             )
-            if label is not None or episode.outcome in ("success", "failure"):
+            if judged is not None:
                 self.kills += 1
-                self.false_kills += false_kill
+                self.false_kills += judged
             row["killed"] += 1
-            row["false_kills"] += false_kill
+            row["false_kills"] += bool(judged)
         if label is True:
             self.loops += 1
             start = first_loop if isinstance(first_loop, int) else 0
@@ -196,7 +196,7 @@ class SystemScore:
 
 def evaluate(reports: Sequence[EpisodeReport], *, max_steps: int = 10) -> dict[str, Any]:
     """Score loopscope and both baselines over the same replayed episodes."""
-    systems: list[tuple[SystemScore, Callable[[EpisodeReport], Verdict]]] = [
+    systems: list[tuple[SystemScore, Callable[[EpisodeReport], SystemVerdict]]] = [
         (SystemScore("loopscope"), ours),
         (SystemScore("naive_3_of_6"), lambda r: naive_baseline(r.episode)),
         (

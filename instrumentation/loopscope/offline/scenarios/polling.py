@@ -4,20 +4,20 @@ A poll repeats the same call on purpose: the server's state can still change. It
 loop only once the deadline is past (``deadline_s`` on the poll steps, measured from the first
 poll; the detector assumes 300 s when absent). Paging repeats one tool with a new cursor each
 time; it is stuck when the returned ``next_cursor`` stops advancing. ``check_background_tasks``
-is seed 003's exempt tool: identical polls with ``kind`` null, allowed by name.
+is the exempt poll tool: identical polls with ``kind`` null, allowed by name.
 """
 
 from __future__ import annotations
 
 import random
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ._episode import EpisodeBuilder
 
 
 class _Op(NamedTuple):
     start: str
-    start_args: dict
+    start_args: dict[str, Any]
     poll: str
     id_key: str
     read: str
@@ -52,7 +52,7 @@ _OPS = (
 )
 
 
-def _start(rng: random.Random, shape: str, variant: int) -> tuple[EpisodeBuilder, _Op, dict]:
+def _start(rng: random.Random, shape: str, variant: int) -> tuple[EpisodeBuilder, _Op, dict[str, Any]]:
     """Begin the episode and start the long-running operation; return the poll args too."""
     op = _OPS[variant % len(_OPS)]
     b = EpisodeBuilder(rng, shape, variant, op.task, "polling")
@@ -62,7 +62,7 @@ def _start(rng: random.Random, shape: str, variant: int) -> tuple[EpisodeBuilder
     return b, op, args
 
 
-def poll_legit(rng: random.Random, variant: int) -> dict:
+def poll_legit(rng: random.Random, variant: int) -> dict[str, Any]:
     """RUNNING, RUNNING, ..., DONE within the deadline, then the agent proceeds.
 
     Variant 0: kind "poll", identical JSON state. Variant 1: kind null, progress changes every
@@ -71,6 +71,7 @@ def poll_legit(rng: random.Random, variant: int) -> dict:
     style = variant % 3
     b, op, args = _start(rng, "poll_legit", variant)
     running = rng.randint(3, 6)
+    outputs: list[Any]
     if style == 0:
         outputs = [{**args, "state": "RUNNING"}] * running + [{**args, "state": "DONE"}]
     elif style == 1:
@@ -78,8 +79,9 @@ def poll_legit(rng: random.Random, variant: int) -> dict:
         outputs = [{**args, "state": "RUNNING", "progress": p} for p in steps]
         outputs.append({**args, "state": "DONE", "progress": 100})
     else:
-        outputs = ["RUNNING"] * running + ["DONE"]
-    kind, extra = ("poll", {"deadline_s": 300}) if style != 1 else (None, {})
+        outputs = [*(["RUNNING"] * running), "DONE"]
+    extra: dict[str, Any] = {"deadline_s": 300} if style != 1 else {}
+    kind = "poll" if style != 1 else None
     interval = rng.uniform(8.0, 20.0)
     for output in outputs:
         b.call(op.poll, args, output, kind=kind, latency=interval + rng.uniform(0, 2), **extra)
@@ -96,11 +98,11 @@ def poll_legit(rng: random.Random, variant: int) -> dict:
     )
 
 
-def poll_timeout(rng: random.Random, variant: int) -> dict:
+def poll_timeout(rng: random.Random, variant: int) -> dict[str, Any]:
     """Polling goes on past the deadline while the state never changes."""
     b, op, args = _start(rng, "poll_timeout", variant)
     deadline = 120 if variant % 2 == 0 else None
-    extra = {"deadline_s": deadline} if deadline else {}
+    extra: dict[str, Any] = {"deadline_s": deadline} if deadline else {}
     limit = deadline or 300
     interval = rng.uniform(20.0, 30.0) if deadline else rng.uniform(45.0, 60.0)
     output = {**args, "state": "RUNNING", "queue_position": rng.randint(2, 9)}
@@ -120,7 +122,7 @@ def poll_timeout(rng: random.Random, variant: int) -> dict:
     )
 
 
-def poll_exempt(rng: random.Random, variant: int) -> dict:
+def poll_exempt(rng: random.Random, variant: int) -> dict[str, Any]:
     """check_background_tasks polled with identical output, then a change; exempt by name."""
     task_id = f"bg-{rng.randint(10, 99)}"
     name = ("reindex", "thumbnail-render", "nightly-backup")[variant % 3]
@@ -149,7 +151,7 @@ def poll_exempt(rng: random.Random, variant: int) -> dict:
 
 class _Listing(NamedTuple):
     tool: str
-    base_args: dict
+    base_args: dict[str, Any]
     item_prefix: str
     detail_tool: str
     detail_key: str
@@ -170,20 +172,20 @@ _LISTINGS = (
 )
 
 
-def _page(rng: random.Random, prefix: str, page: int, next_cursor: str | None) -> dict:
+def _page(rng: random.Random, prefix: str, page: int, next_cursor: str | None) -> dict[str, Any]:
     """One page of three new items and the cursor of the next page (None on the last)."""
     items = [f"{prefix}-{page}{i}{rng.randint(100, 999)}" for i in range(3)]
     return {"items": items, "next_cursor": next_cursor}
 
 
-def cursor_stuck(rng: random.Random, variant: int) -> dict:
+def cursor_stuck(rng: random.Random, variant: int) -> dict[str, Any]:
     """The server hands back the cursor it was given; the agent keeps asking for that page."""
     listing = _LISTINGS[variant % len(_LISTINGS)]
     tool, base, prefix = listing.tool, listing.base_args, listing.item_prefix
     task = f"Count all {listing.noun} in the listing."
     b = EpisodeBuilder(rng, "cursor_stuck", variant, task, "lookup")
     cursors = [f"c_{rng.getrandbits(32):08x}" for _ in range(rng.randint(1, 2))]
-    args: dict = dict(base)
+    args: dict[str, Any] = dict(base)
     for page, cursor in enumerate(cursors):
         b.call(tool, args, _page(rng, prefix, page, cursor))
         args = {**base, "cursor": cursor}
@@ -203,14 +205,14 @@ def cursor_stuck(rng: random.Random, variant: int) -> dict:
     )
 
 
-def cursor_legit(rng: random.Random, variant: int) -> dict:
+def cursor_legit(rng: random.Random, variant: int) -> dict[str, Any]:
     """Pagination that advances through 4-6 pages to the end, then two detail reads."""
     listing = _LISTINGS[variant % len(_LISTINGS)]
     tool, base, prefix = listing.tool, listing.base_args, listing.item_prefix
     task = f"List all {listing.noun} and show details of the first two."
     b = EpisodeBuilder(rng, "cursor_legit", variant, task, "lookup")
     pages = rng.randint(4, 6)
-    args: dict = dict(base)
+    args: dict[str, Any] = dict(base)
     first_items: list[str] = []
     for page in range(pages):
         cursor = f"c_{rng.getrandbits(32):08x}" if page < pages - 1 else None

@@ -17,8 +17,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._errors import LoopDetected
-from .episode import episode
+from .._call import tool_call
+from .._errors import LoopDetected
+from ..episode import episode
 
 PRICE_IN_USD = 2.5e-6
 PRICE_OUT_USD = 1e-5
@@ -111,9 +112,10 @@ def drive(script: Mapping[str, Any], *, mode: str, service: str = "demo", pace: 
 
 
 def _call(ep: Any, step: Mapping[str, Any], run: DemoRun) -> None:
-    call = ep.tool_call(
+    call = tool_call(
         str(step["tool"]),
         step.get("args") or {},
+        episode=ep,
         kind=step.get("kind"),
         call_id=step.get("tool_call_id"),
         intent=step.get("intent"),

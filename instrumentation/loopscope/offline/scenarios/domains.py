@@ -20,7 +20,7 @@ class Call(NamedTuple):
     """A tool call as a scenario script sees it: name, arguments and what came back."""
 
     tool: str
-    args: dict
+    args: dict[str, Any]
     output: Any
 
 
@@ -30,7 +30,7 @@ class Domain:
 
     Attributes:
         name: ``orders``, ``files`` or ``wiki``.
-        task_type: The EPISODE_FORMAT task type of work in this domain.
+        task_type: The Episode format's task type (docs/episode-format.md) of work in this domain.
         task: The user's request.
         answer: A final answer that fits the task.
         search: The domain's most natural search call (the one agents spin on).

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from .detect import Policy
-from .detect.replay import (
+from ..detect import Policy
+from ..detect.replay import (
     EpisodeFormatError,
     EpisodeRecord,
     EpisodeReport,

@@ -1,13 +1,14 @@
 """Healthy lookups and the exact-repeat loops that look most like them.
 
 An exact repeat is the same tool with the same canonical arguments returning the same output
-(seed 001: tool name + normalised args + model-visible output). The healthy shapes here make
+(tool name + normalised args + model-visible output). The healthy shapes here make
 many calls too, but every call is new, so a detector that fires on them is a false kill.
 """
 
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from ._episode import EpisodeBuilder
 from .domains import DOMAINS, Call, pick_domain, take
@@ -20,7 +21,7 @@ RETRY_THOUGHTS = (
 )
 
 
-def _healthy(b: EpisodeBuilder, calls: list[Call], answer: str) -> dict:
+def _healthy(b: EpisodeBuilder, calls: list[Call], answer: str) -> dict[str, Any]:
     for i, call in enumerate(calls):
         if i:
             b.think()
@@ -35,7 +36,7 @@ def _healthy(b: EpisodeBuilder, calls: list[Call], answer: str) -> dict:
     )
 
 
-def healthy_lookup(rng: random.Random, variant: int) -> dict:
+def healthy_lookup(rng: random.Random, variant: int) -> dict[str, Any]:
     """4-9 distinct reads (odd variants make more than five), each new, then an answer."""
     domain = pick_domain(rng, variant)
     n = rng.randint(6, 9) if variant % 2 else rng.randint(4, 5)
@@ -43,8 +44,8 @@ def healthy_lookup(rng: random.Random, variant: int) -> dict:
     return _healthy(b, take(domain, n), domain.answer)
 
 
-def seed001_long_healthy(rng: random.Random, variant: int) -> dict:
-    """Seed 001: a coding task needing 8-12 distinct tool rounds completes normally."""
+def seed001_long_healthy(rng: random.Random, variant: int) -> dict[str, Any]:
+    """A coding task needing 8-12 distinct tool rounds completes normally."""
     domain = DOMAINS["files"](rng)
     b = EpisodeBuilder(rng, "seed001_long_healthy", variant, domain.task, domain.task_type)
     return _healthy(b, take(domain, rng.randint(8, 12)), domain.answer)
@@ -60,8 +61,8 @@ def _spin(b: EpisodeBuilder, call: Call, total: int) -> int:
     return indexes[1]
 
 
-def read_spin(rng: random.Random, variant: int) -> dict:
-    """Seed 002's opening example: the same search 4-7 times in a row, same result."""
+def read_spin(rng: random.Random, variant: int) -> dict[str, Any]:
+    """The classic read spin: the same search 4-7 times in a row, same result."""
     domain = pick_domain(rng, variant)
     b = EpisodeBuilder(rng, "read_spin", variant, domain.task, domain.task_type)
     for call in take(domain, rng.randint(1, 2)):
@@ -77,8 +78,8 @@ def read_spin(rng: random.Random, variant: int) -> dict:
     )
 
 
-def seed001_repeated_read(rng: random.Random, variant: int) -> dict:
-    """Seed 001: read_file("lib/agent-builtins.ts") again and again, same content."""
+def seed001_repeated_read(rng: random.Random, variant: int) -> dict[str, Any]:
+    """read_file("lib/agent-builtins.ts") again and again, same content."""
     path = "lib/agent-builtins.ts"
     b = EpisodeBuilder(
         rng,
@@ -105,8 +106,8 @@ def seed001_repeated_read(rng: random.Random, variant: int) -> dict:
     )
 
 
-def seed000_reordered(rng: random.Random, variant: int) -> dict:
-    """Seed 000: the same search with its argument keys reordered, same result each time."""
+def seed000_reordered(rng: random.Random, variant: int) -> dict[str, Any]:
+    """The same search with its argument keys reordered, same result each time."""
     query = ("policy", "refund policy", "data retention policy")[variant % 3]
     limit = rng.randint(1, 3)
     b = EpisodeBuilder(
@@ -133,8 +134,8 @@ def seed000_reordered(rng: random.Random, variant: int) -> dict:
     )
 
 
-def window_repeat(rng: random.Random, variant: int) -> dict:
-    """Seed 003's doom loop: A, B, A, C, A, B, ...: A 3 times within any 6 calls."""
+def window_repeat(rng: random.Random, variant: int) -> dict[str, Any]:
+    """A doom loop: A, B, A, C, A, B, ...: A 3 times within any 6 calls."""
     domain = pick_domain(rng, variant)
     others = take(domain, rng.randint(2, 3))
     b = EpisodeBuilder(rng, "window_repeat", variant, domain.task, domain.task_type)
@@ -154,7 +155,7 @@ def window_repeat(rng: random.Random, variant: int) -> dict:
     )
 
 
-def budget_runaway(rng: random.Random, variant: int) -> dict:
+def budget_runaway(rng: random.Random, variant: int) -> dict[str, Any]:
     """A research agent making 42-56 distinct searches and page reads, never answering."""
     domain = DOMAINS["wiki"](rng)
     b = EpisodeBuilder(rng, "budget_runaway", variant, domain.task, domain.task_type)

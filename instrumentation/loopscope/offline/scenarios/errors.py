@@ -1,7 +1,7 @@
 """Retrying into the same error.
 
 tau-bench's airline agent books, gets "payment amount does not add up", does some arithmetic
-and books again with the very same arguments. Seed 002 adds the other cause: an error that says
+and books again with the very same arguments. The other cause: an error that says
 nothing ("error: something went wrong") leaves the model nothing to fix, so every retry is
 blind even when the arguments change.
 """
@@ -9,13 +9,14 @@ blind even when the arguments change.
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from ._episode import EpisodeBuilder
 
 VAGUE_ERROR = "error: something went wrong"
 
 
-def _airline(b: EpisodeBuilder, rng: random.Random, variant: int) -> tuple[dict, int, int]:
+def _airline(b: EpisodeBuilder, rng: random.Random, variant: int) -> tuple[dict[str, Any], int, int]:
     """Look up the user and the flight; return booking args, the fare total and the paid sum."""
     price, passengers = (125, 3) if variant == 0 else (rng.choice((139, 154, 189)), 2)
     total = price * passengers
@@ -52,7 +53,7 @@ def _airline(b: EpisodeBuilder, rng: random.Random, variant: int) -> tuple[dict,
     return args, total, paid
 
 
-def repeat_same_error(rng: random.Random, variant: int) -> dict:
+def repeat_same_error(rng: random.Random, variant: int) -> dict[str, Any]:
     """book_reservation retried 3-6 times with identical args and the identical error."""
     b = EpisodeBuilder(
         rng,
@@ -87,7 +88,7 @@ def repeat_same_error(rng: random.Random, variant: int) -> dict:
     )
 
 
-def vague_error_retry(rng: random.Random, variant: int) -> dict:
+def vague_error_retry(rng: random.Random, variant: int) -> dict[str, Any]:
     """A tool answering only "error: something went wrong" to 3-7 different attempts."""
     if variant % 2 == 0:
         number = rng.randint(1000, 9999)

@@ -1,4 +1,4 @@
-"""Fault injection: the tool-side failures seed 002 says to rehearse before production does.
+"""Fault injection: the tool-side failures to rehearse before production does.
 
 Each fault takes a finished episode and returns a changed copy whose label is still true:
 a timed-out read followed by one successful retry, two different calls that happen to return
@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+from typing import Any
 
 from ._episode import TIMEOUT_S, cost_usd
 from .errors import VAGUE_ERROR
@@ -19,7 +20,7 @@ FAULTS = ("timeout", "duplicate_return", "vague_error")
 FAULT_TIMEOUT_OUTPUT = "Timeout: no response within 30s"
 
 
-def inject_fault(episode: dict, fault: str, rng: random.Random) -> dict:
+def inject_fault(episode: dict[str, Any], fault: str, rng: random.Random) -> dict[str, Any]:
     """Return a copy of ``episode`` with ``fault`` injected; ``episode`` is not modified.
 
     Args:
@@ -57,7 +58,7 @@ def inject_fault(episode: dict, fault: str, rng: random.Random) -> dict:
     return new
 
 
-def _reads(episode: dict) -> list[int]:
+def _reads(episode: dict[str, Any]) -> list[int]:
     """Ok read steps a fault may touch: before the loop, not paging, not between two polls."""
     steps = episode["steps"]
     end = episode["label"]["first_loop_step"] if episode["label"]["loop"] else len(steps)
@@ -75,7 +76,7 @@ def _reads(episode: dict) -> list[int]:
 
 
 def _fail_and_retry(
-    episode: dict, rng: random.Random, status: str, output: str, wait_s: float
+    episode: dict[str, Any], rng: random.Random, status: str, output: str, wait_s: float
 ) -> int:
     candidates = _reads(episode)
     if not candidates:
@@ -101,11 +102,11 @@ def _fail_and_retry(
     return index
 
 
-def _signature(step: dict) -> str:
-    return step["tool"] + json.dumps(step["args"], sort_keys=True, ensure_ascii=False)
+def _signature(step: dict[str, Any]) -> str:
+    return str(step["tool"]) + json.dumps(step["args"], sort_keys=True, ensure_ascii=False)
 
 
-def _duplicate_return(episode: dict, rng: random.Random) -> int:
+def _duplicate_return(episode: dict[str, Any], rng: random.Random) -> int:
     if episode["label"]["loop"]:
         raise ValueError(
             f"{episode['episode_id']}: duplicate_return applies to loop-free "
@@ -129,7 +130,7 @@ def _duplicate_return(episode: dict, rng: random.Random) -> int:
     return target
 
 
-def _vague_error(episode: dict, rng: random.Random) -> int:
+def _vague_error(episode: dict[str, Any], rng: random.Random) -> int:
     steps = episode["steps"]
     messages = sorted(
         {

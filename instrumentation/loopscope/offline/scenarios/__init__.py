@@ -1,10 +1,10 @@
 """Labelled agent episodes for every loop shape and its legitimate look-alikes.
 
 Standard library only. Each shape in ``SHAPES`` builds Episode JSONL dicts
-(shared/EPISODE_FORMAT.md) with a ground-truth label, so a detector can be scored on loop
+(docs/episode-format.md) with a ground-truth label, so a detector can be scored on loop
 detection and false kills::
 
-    from loopscope.scenarios import generate, write_jsonl
+    from loopscope.offline.scenarios import generate, write_jsonl
 
     write_jsonl("scenarios.jsonl", generate(seed=0, per_shape=3))
 """

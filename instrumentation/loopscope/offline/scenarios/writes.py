@@ -1,6 +1,6 @@
 """Writes after a timeout, and writes the user really wanted twice.
 
-Seed 002: a timeout means the result is UNKNOWN, not FAILED. The right move is to look the
+A timeout means the result is UNKNOWN, not FAILED. The right move is to look the
 business record up by its reference (the step carries ``reconciles``: the timed-out write's
 ``tool_call_id``, and ``found``) and retry only if it did not happen. A blind retry with the
 same arguments is the loop that double-charges a customer. Identical arguments alone prove
@@ -10,7 +10,7 @@ nothing: "buy another one" is an intended duplicate (``intent: "duplicate"`` on 
 from __future__ import annotations
 
 import random
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ._episode import EpisodeBuilder
 
@@ -24,7 +24,7 @@ class _Write(NamedTuple):
     id_prefix: str
 
 
-def _prepare(rng: random.Random, shape: str, variant: int) -> tuple[EpisodeBuilder, _Write, dict]:
+def _prepare(rng: random.Random, shape: str, variant: int) -> tuple[EpisodeBuilder, _Write, dict[str, Any]]:
     """Start the episode with the read that precedes the write; return the write's args.
 
     Variants rotate an order, a payment and a ticket. Every write carries a client
@@ -55,13 +55,13 @@ def _prepare(rng: random.Random, shape: str, variant: int) -> tuple[EpisodeBuild
     return b, write, {**args, "reference": reference}
 
 
-def _record(rng: random.Random, write: _Write) -> dict:
+def _record(rng: random.Random, write: _Write) -> dict[str, Any]:
     """A freshly created business record: a new id every time."""
     return {write.id_key: f"{write.id_prefix}-{rng.randint(100000, 999999)}", "status": "created"}
 
 
 def _reconcile(
-    b: EpisodeBuilder, write: _Write, args: dict, timed_out: int, record: dict | None
+    b: EpisodeBuilder, write: _Write, args: dict[str, Any], timed_out: int, record: dict[str, Any] | None
 ) -> int:
     """Look the timed-out write up by reference; ``record`` is what exists, if anything."""
     b.say(
@@ -79,7 +79,7 @@ def _reconcile(
     )
 
 
-def write_timeout_reconciled(rng: random.Random, variant: int) -> dict:
+def write_timeout_reconciled(rng: random.Random, variant: int) -> dict[str, Any]:
     """Timeout, reconcile finds nothing, one retry succeeds with a new record id."""
     b, write, args = _prepare(rng, "write_timeout_reconciled", variant)
     timed_out = b.call(write.create, args, TIMEOUT_OUTPUT, kind="write", status="timeout")
@@ -96,7 +96,7 @@ def write_timeout_reconciled(rng: random.Random, variant: int) -> dict:
     )
 
 
-def write_timeout_found(rng: random.Random, variant: int) -> dict:
+def write_timeout_found(rng: random.Random, variant: int) -> dict[str, Any]:
     """Timeout, reconcile finds the record, no retry."""
     b, write, args = _prepare(rng, "write_timeout_found", variant)
     timed_out = b.call(write.create, args, TIMEOUT_OUTPUT, kind="write", status="timeout")
@@ -112,7 +112,7 @@ def write_timeout_found(rng: random.Random, variant: int) -> dict:
     )
 
 
-def write_duplicate(rng: random.Random, variant: int) -> dict:
+def write_duplicate(rng: random.Random, variant: int) -> dict[str, Any]:
     """Timeout, then blind identical retries with no reconcile; duplicates appear."""
     b, write, args = _prepare(rng, "write_duplicate", variant)
     b.call(write.create, args, TIMEOUT_OUTPUT, kind="write", status="timeout")
@@ -134,7 +134,7 @@ def write_duplicate(rng: random.Random, variant: int) -> dict:
     )
 
 
-def intended_duplicate(rng: random.Random, variant: int) -> dict:
+def intended_duplicate(rng: random.Random, variant: int) -> dict[str, Any]:
     """The user asks to "buy another one": the second identical create_order is intended."""
     product = rng.choice(("trail shoes", "desk lamp", "espresso grinder", "rain jacket"))
     sku, customer = f"SKU-{rng.randint(1000, 9999)}", f"C-{rng.randint(10000, 99999)}"

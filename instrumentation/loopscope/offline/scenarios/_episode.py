@@ -3,7 +3,7 @@
 A scenario is a short script: a user message, tool calls, assistant turns, a label. The builder
 owns everything a script should not have to think about: the clock (``t`` strictly increasing,
 0.5-3 s per call, 30 s for a timeout), unique ``tool_call_id`` values, growing token counts,
-the cost in ``meta`` and the exact Episode JSONL field names (shared/EPISODE_FORMAT.md).
+the cost in ``meta`` and the exact Episode JSONL field names (docs/episode-format.md).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-SOURCE = "authored: loopscope.scenarios"
+SOURCE = "authored: loopscope.offline.scenarios"
 PRICE_IN_USD = 2.5e-6
 PRICE_OUT_USD = 1e-5
 TIMEOUT_S = 30.0
@@ -46,7 +46,7 @@ class Scenario:
     loop: bool
     task_type: str
     description: str
-    build: Callable[[random.Random, int], dict]
+    build: Callable[[random.Random, int], dict[str, Any]]
 
 
 def dumps(value: Any) -> str:
@@ -54,9 +54,9 @@ def dumps(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def cost_usd(steps: list[dict]) -> float:
+def cost_usd(steps: list[dict[str, Any]]) -> float:
     """Price of an episode's tool steps with the fixed scripted-fake price table."""
-    total = sum(
+    total: float = sum(
         s["tokens_in"] * PRICE_IN_USD + s["tokens_out"] * PRICE_OUT_USD
         for s in steps
         if s["type"] == "tool"
@@ -72,7 +72,7 @@ class EpisodeBuilder:
         shape: Scenario name.
         variant: Variant index.
         task: The user's request; becomes ``task`` and the first user message.
-        task_type: One of the EPISODE_FORMAT task types.
+        task_type: One of the Episode format's task types (docs/episode-format.md).
     """
 
     def __init__(
@@ -83,7 +83,7 @@ class EpisodeBuilder:
         self.variant = variant
         self.task = task
         self.task_type = task_type
-        self.steps: list[dict] = []
+        self.steps: list[dict[str, Any]] = []
         self.clock = rng.uniform(0.8, 2.5)
         self._context = rng.randint(700, 1500)
         self._calls = 0
@@ -106,7 +106,7 @@ class EpisodeBuilder:
     def call(
         self,
         tool: str,
-        args: dict,
+        args: dict[str, Any],
         output: Any,
         *,
         kind: str | None = "read",
@@ -154,7 +154,7 @@ class EpisodeBuilder:
 
     def finish(
         self, *, outcome: str, loop: bool, kind: str, first_loop_step: int | None, why: str
-    ) -> dict:
+    ) -> dict[str, Any]:
         """Return the finished episode dict (``episode_id`` without the seed suffix)."""
         return {
             "episode_id": f"scn-{self.shape}-{self.variant}",

@@ -1,0 +1,68 @@
+"""``loopscope.instrument()``: the one call a user makes. It configures this process
+(``_config.configure``: settings, joining or creating an OpenTelemetry provider) and then
+instruments the agent frameworks it finds installed (``integrations``). Kept apart from
+``_config`` because the integrations themselves read the settings ``_config`` holds."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry.sdk.trace import SpanProcessor
+
+from ._config import Settings, configure
+from .detect import Policy
+from .integrations import instrument_frameworks
+
+__all__ = ["instrument"]
+
+
+def instrument(
+    *,
+    service_name: str | None = None,
+    endpoint: str | None = None,
+    mode: str | None = None,
+    policy: Policy | Mapping[str, Any] | str | os.PathLike[str] | None = None,
+    capture_content: bool | None = None,
+    span_processor: SpanProcessor | None = None,
+    frameworks: Sequence[str] | None = None,
+) -> Settings:
+    """Connect this process to loopscope. Call once, early; calling again updates settings.
+
+    Joins an existing OpenTelemetry ``TracerProvider`` (adding one span processor) or creates
+    one with an OTLP/HTTP exporter. Safe to call twice: the second call changes settings and
+    never adds a second processor.
+
+    Args:
+        service_name: ``service.name`` of a provider loopscope creates. Defaults to
+            ``$OTEL_SERVICE_NAME``, then ``"agent"``.
+        endpoint: Collector base URL (``/v1/traces`` is appended). Defaults to
+            ``$LOOPSCOPE_ENDPOINT``, then ``$OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` (used as
+            is), then ``$OTEL_EXPORTER_OTLP_ENDPOINT``, then ``http://127.0.0.1:4318``.
+        mode: ``"observe"`` (record what the guard would do), ``"warn"`` (inject the
+            correction into the tool result) or ``"enforce"`` (block repeated reads, raise
+            ``LoopDetected`` on a stop). Defaults to ``$LOOPSCOPE_MODE``, then ``"observe"``.
+        policy: A ``loopscope.detect.Policy``, a mapping of its fields, or the path of a JSON
+            file of them. Defaults to ``$LOOPSCOPE_POLICY``, then the defaults of docs/detection.md.
+        capture_content: Record tool arguments and outputs (truncated) on spans. Defaults
+            to ``$LOOPSCOPE_CAPTURE_CONTENT``, then the OpenTelemetry GenAI variable
+            ``$OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` (read as the version of
+            the conventions ``$OTEL_SEMCONV_STABILITY_OPT_IN`` picks), then ``False``: only
+            hashes and sizes.
+        span_processor: Use this processor instead of the OTLP exporter (tests pass an
+            in-memory one).
+        frameworks: Agent frameworks whose tool calls to trace and guard: ``None`` (the
+            default) instruments every supported framework installed (OpenAI Agents SDK,
+            LangChain / LangGraph, MCP clients), a list names some (``["mcp"]``), ``[]``
+            none.
+
+    Raises:
+        ValueError: a setting is invalid; the message names it and its source. This is the
+            only place loopscope raises on bad configuration.
+    """
+    resolved = configure(
+        service_name=service_name, endpoint=endpoint, mode=mode, policy=policy,
+        capture_content=capture_content, span_processor=span_processor)
+    instrument_frameworks(frameworks)
+    return resolved
