@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypedDict, Unpack
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -166,27 +166,37 @@ def export_stats() -> dict[str, int]:
     return _STATE.stats.as_dict()
 
 
-def configure(
-    *,
-    service_name: str | None = None,
-    endpoint: str | None = None,
-    mode: str | None = None,
-    policy: Policy | Mapping[str, Any] | str | os.PathLike[str] | None = None,
-    capture_content: bool | None = None,
-    span_processor: SpanProcessor | None = None,
-) -> Settings:
+class Options(TypedDict, total=False):
+    """What ``instrument()`` configures, stated once: ``configure`` takes these and
+    ``instrument()`` takes these and ``frameworks`` (its docstring documents each)."""
+
+    service_name: str | None
+    endpoint: str | None
+    mode: str | None
+    policy: Policy | Mapping[str, Any] | str | os.PathLike[str] | None
+    capture_content: bool | None
+    span_processor: SpanProcessor | None
+
+
+def configure(**options: Unpack[Options]) -> Settings:
     """``loopscope.instrument()`` without the agent frameworks: the settings and the span
-    processor (the arguments are ``instrument()``'s, which documents them).
+    processor (the options are ``instrument()``'s, which documents them).
 
     Raises:
         ValueError: a setting is invalid; the message names it and its source.
     """
+    unknown = sorted(set(options) - Options.__optional_keys__)
+    if unknown:  # (as a misspelt keyword argument would be)
+        raise TypeError(f"instrument() got unexpected keyword argument(s) {', '.join(unknown)}; "
+                        f"it takes frameworks, {', '.join(sorted(Options.__optional_keys__))}")
+    span_processor = options.get("span_processor")
     resolved = Settings(
-        service_name=service_name or os.environ.get("OTEL_SERVICE_NAME") or DEFAULT_SERVICE_NAME,
-        endpoint=_endpoint(endpoint),
-        mode=_mode(mode),
-        policy=_policy(policy),
-        capture_content=_capture_content(capture_content),
+        service_name=options.get("service_name") or os.environ.get("OTEL_SERVICE_NAME")
+        or DEFAULT_SERVICE_NAME,
+        endpoint=_endpoint(options.get("endpoint")),
+        mode=_mode(options.get("mode")),
+        policy=_policy(options.get("policy")),
+        capture_content=_capture_content(options.get("capture_content")),
     )
     with _STATE.lock:
         previous = _STATE.settings

@@ -5,29 +5,17 @@ instruments the agent frameworks it finds installed (``integrations``). Kept apa
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Unpack
 
-from opentelemetry.sdk.trace import SpanProcessor
-
-from ._config import Settings, configure
-from .detect import Policy
+from ._config import Options, Settings, configure
 from .integrations import instrument_frameworks
 
 __all__ = ["instrument"]
 
 
-def instrument(
-    *,
-    service_name: str | None = None,
-    endpoint: str | None = None,
-    mode: str | None = None,
-    policy: Policy | Mapping[str, Any] | str | os.PathLike[str] | None = None,
-    capture_content: bool | None = None,
-    span_processor: SpanProcessor | None = None,
-    frameworks: Sequence[str] | None = None,
-) -> Settings:
+def instrument(*, frameworks: Sequence[str] | None = None, **options: Unpack[Options]
+               ) -> Settings:
     """Connect this process to loopscope. Call once, early; calling again updates settings.
 
     Joins an existing OpenTelemetry ``TracerProvider`` (adding one span processor) or creates
@@ -61,8 +49,6 @@ def instrument(
         ValueError: a setting is invalid; the message names it and its source. This is the
             only place loopscope raises on bad configuration.
     """
-    resolved = configure(
-        service_name=service_name, endpoint=endpoint, mode=mode, policy=policy,
-        capture_content=capture_content, span_processor=span_processor)
+    resolved = configure(**options)
     instrument_frameworks(frameworks)
     return resolved

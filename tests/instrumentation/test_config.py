@@ -281,3 +281,10 @@ def test_a_users_own_agents_module_is_not_taken_for_the_openai_agents_sdk(
     found = done.stdout.strip().split(",")
     assert "openai_agents" not in found and "langchain" in found
     assert not (tmp_path / "imported.txt").exists()
+
+
+def test_a_misspelt_option_is_refused_naming_it_and_the_options() -> None:
+    """``instrument()``'s options are stated once (``_config.Options``); a misspelt one is a
+    TypeError, as a misspelt keyword argument is, naming it and what is taken."""
+    with pytest.raises(TypeError, match=r"servce_name; it takes frameworks, capture_content"):
+        loopscope.instrument(servce_name="x")  # type: ignore[call-arg]
