@@ -303,6 +303,10 @@ class Pipeline:
             undo.undo(self.detector.forget)
             raise
         undo.commit()
+        try:
+            self._watch.after_commit()
+        except Exception as exc:  # the batch is stored (in the log): it is acknowledged
+            self._watch.failed(exc)
         self._count_conflicts(conflicts)
         self.stats.spans_stored += len(new)
         self.stats.spans_duplicate += len(spans) - len(new)

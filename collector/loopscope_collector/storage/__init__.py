@@ -8,6 +8,7 @@ collector's file for reading after the fact. Each reader thread takes its own ``
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from pathlib import Path
 from typing import Any, Final
@@ -45,8 +46,14 @@ class Database:
             cur.close()
 
     def close(self) -> None:
-        """Close the connection (checkpointing the write-ahead log when read-write)."""
+        """Close the connection (checkpointing the write-ahead log when read-write, if the
+        disk has room for it: ``checkpoint_shortfall``; else the log is replayed at the next
+        open)."""
         with self._lock:
+            if not self.read_only and self.path != ":memory:":
+                with contextlib.suppress(duckdb.Error):
+                    if checkpoint_shortfall(self.path) is not None:
+                        self.con.execute("pragma disable_checkpoint_on_shutdown")
             self.con.close()
 
     def reopen(self) -> None:
@@ -70,7 +77,8 @@ class Database:
             cur = self.con.cursor()
         try:
             name = cur.execute("select current_database()").fetchall()[0][0].replace('"', '""')
-            cur.execute("attach $path as loopscope_export", {"path": path})
+            quoted = "'" + path.replace("'", "''") + "'"  # DuckDB 1.4 binds no ATTACH path
+            cur.execute(f"attach {quoted} as loopscope_export")
             try:
                 cur.execute(f'copy from database "{name}" to loopscope_export')
             finally:
@@ -112,8 +120,42 @@ def open_database(path: str | Path, *, read_only: bool = False,
                               f"up to {LATEST}")
         return Database(con, path, True)
     con = _connect(path, read_only=False, memory_limit=memory_limit)
-    migrate(con)
+    if migrate(con) < LATEST:
+        # DuckDB 1.4 cannot replay DDL whose defaults bind a function (``default
+        # current_timestamp``) from its write-ahead log after a crash ("GetDefaultDatabase
+        # with no default database set", duckdb#19712, fixed after 1.4.4): a schema change
+        # goes into the file at once, so the log never holds one.
+        con.execute("checkpoint")
     return Database(con, path, False, memory_limit)
+
+
+CHECKPOINT_BYTES: Final = 16 * 1024 * 1024
+"""The write-ahead log is checkpointed into the file past this size (DuckDB's own default),
+by the pipeline thread rather than by DuckDB at a commit: see ``checkpoint_shortfall``."""
+CHECKPOINT_MARGIN: Final = 8 * 1024 * 1024
+
+
+def checkpoint_shortfall(path: str) -> str | None:
+    """Why the disk of the store at ``path`` has no room to checkpoint its write-ahead log
+    now, or None when it has.
+
+    DuckDB 1.4 leaves the file corrupt when a checkpoint fails half-way for a full disk
+    ("Corrupt database file: computed checksum ..." at the next read), so DuckDB's own
+    checkpoint at a commit is off (``_connect``) and a checkpoint starts only with the log's
+    size free on the disk, and a margin (the blocks it writes hold at most the log's data).
+    A log that cannot be checkpointed keeps every commit: it is replayed at the next open.
+    """
+    try:
+        wal = os.stat(f"{path}.wal").st_size
+    except FileNotFoundError:
+        return None
+    disk = os.statvfs(os.path.dirname(os.path.abspath(path)))
+    free, need = disk.f_bavail * disk.f_frsize, wal + CHECKPOINT_MARGIN
+    if free >= need:
+        return None
+    mib = 1024 * 1024
+    return (f"no room to checkpoint the store's {wal // mib} MiB write-ahead log into {path}: "
+            f"{free // mib} MiB free on its disk, {need // mib} MiB needed; free space there")
 
 
 DUCKDB_MAGIC: Final = b"DUCK"
@@ -142,6 +184,8 @@ def _connect(path: str, *, read_only: bool,
                 raise SchemaError(f"{path} is not a DuckDB file (is it the wrong file?); "
                                   "give the store a new name, such as loopscope.duckdb")
     config = {"memory_limit": memory_limit} if memory_limit else {}
+    if not read_only and path != ":memory:":  # checkpoints are the pipeline's: see above
+        config["checkpoint_threshold"] = "1TB"
     con = duckdb.connect(path, read_only=read_only, config=config)
     if path != ":memory:":
         backing = con.execute(
