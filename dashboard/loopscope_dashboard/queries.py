@@ -4,7 +4,7 @@ Pages never know where data lives. Live, a ``HttpSource`` asks the collector's r
 (``GET /v1/reads/NAME``): the collector is the DuckDB file's only writer, so the dashboard
 cannot open it. After the fact (a copied snapshot, an offline investigation, the test suite),
 ``LOOPSCOPE_DB_SNAPSHOT`` names a DuckDB file and a ``FileSource`` opens it read-only and runs
-the same named reads from ``storage/sql/reads.sql``, so each read's SQL exists once.
+the same named reads from ``reads/sql/reads.sql``, so each read's SQL exists once.
 
 Reads are cached with ``st.cache_data`` for at most two seconds (the live panels refresh every
 two seconds); the source itself is the one ``st.cache_resource``. A source that cannot answer
@@ -167,7 +167,7 @@ class FileSource:
 
     def rows(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Run the named read on a fresh cursor (the read's SQL is the collector's)."""
-        from loopscope_collector.storage.queries import run_read
+        from loopscope_collector.reads import run_read
 
         given = {k: v for k, v in params.items() if v is not None}  # as HttpSource sends them
         cur = self._db.cursor()

@@ -17,6 +17,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +162,7 @@ def _from_file(path: str, filters: dict[str, Any], collect: Any) -> dict[str, An
     try:
         import duckdb
 
+        from ..reads import read
         from ..storage import SchemaError, open_database
     except ImportError as exc:
         return _error(f"{exc.name or 'a dependency'} is missing. Install the collector with:  "
@@ -181,7 +183,7 @@ def _from_file(path: str, filters: dict[str, Any], collect: Any) -> dict[str, An
     except duckdb.Error as exc:
         return _error(f"{path} is not a readable DuckDB file: {exc}")
     try:
-        return collect(db.read, filters)
+        return collect(partial(read, db), filters)
     except duckdb.Error as exc:
         return _error(f"{path}: cannot compute the metrics ({exc}); is it a loopscope store?")
     finally:

@@ -1,4 +1,4 @@
-"""The collector's DuckDB store: one file, one writer, named reads.
+"""The collector's DuckDB store: one file, one writer (the named reads over it: ``reads``).
 
 ``open_database(path)`` opens (and migrates) the file read-write for the collector, which is
 its only writer; ``open_database(path, read_only=True)`` opens a copy or a stopped
@@ -11,14 +11,13 @@ import contextlib
 import os
 import threading
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import duckdb
 
-from .queries import READS, run_read
 from .schema import LATEST, SchemaError, current_version, migrate
 
-__all__ = ["READS", "Database", "SchemaError", "open_database"]
+__all__ = ["Database", "SchemaError", "open_database"]
 
 
 class Database:
@@ -36,14 +35,6 @@ class Database:
         """A cursor for the calling thread (DuckDB connections are not shared across threads)."""
         with self._lock:
             return self.con.cursor()
-
-    def read(self, name: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        """Run a named read on a fresh cursor; returns finished rows."""
-        cur = self.cursor()
-        try:
-            return run_read(cur, name, params or {})
-        finally:
-            cur.close()
 
     def close(self) -> None:
         """Close the connection (checkpointing the write-ahead log when read-write, if the
