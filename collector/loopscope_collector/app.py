@@ -17,11 +17,11 @@ from .receive.connections import ConnectionWatch
 from .receive.grpc_server import serve_grpc
 from .receive.http_server import MAX_BODY_BYTES, CollectorHTTPServer
 from .receive.limits import MAX_INFLIGHT_BYTES, InFlight
-from .storage import open_database
+from .storage import Lake, open_database, open_lake
 
 
 class Collector:
-    """One collector process's parts. ``start()`` binds the ports; ``stop()`` drains and
+    """One collector process's parts (its store a DuckDB file at ``db_path``, or ``lake``). ``start()`` binds the ports; ``stop()`` drains and
     closes: receivers first, then the queued spans are stored, then the store is closed."""
 
     def __init__(
@@ -39,9 +39,11 @@ class Collector:
         max_inflight_bytes: int = MAX_INFLIGHT_BYTES,
         watch: ConnectionWatch | None = None,
         store_memory: str | None = None,
+        lake: Lake | None = None,
     ) -> None:
         self.alerts = AlertManager(alert_settings, build_sink(webhooks))  # bad URL: ValueError
-        self.db = open_database(db_path, memory_limit=store_memory)
+        self.db = (open_lake(lake, memory_limit=store_memory) if lake is not None
+                   else open_database(db_path, memory_limit=store_memory))
         self.pipeline = Pipeline(self.db, policy=policy, on_batch=self.alerts)
         self.inflight = InFlight(max(max_inflight_bytes, max_request_bytes))
         try:

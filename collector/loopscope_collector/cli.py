@@ -58,6 +58,7 @@ def register(sub: Any) -> None:
                    help="OTLP/gRPC (default 4317; 0 disables it)")
     p.add_argument("--db", default=os.environ.get("LOOPSCOPE_DB", "loopscope.duckdb"),
                    help="DuckDB file (default: ./loopscope.duckdb or $LOOPSCOPE_DB)")
+    add_lake_options(p, "instead of --db: write into this DuckLake (one of N collectors)")
     p.add_argument("--auth-token", default=os.environ.get("LOOPSCOPE_AUTH_TOKEN"),
                    help="require 'Authorization: Bearer TOKEN' (default: $LOOPSCOPE_AUTH_TOKEN)")
     p.add_argument("--insecure-remote", action="store_true",
@@ -92,6 +93,36 @@ def register(sub: Any) -> None:
     add_alert_options(a)
     p.set_defaults(func=cmd_collector)
     register_export(sub)
+
+
+def add_lake_options(p: Any, what: str) -> None:
+    """``--lake`` and ``--lake-data`` (docs/deploy.md), for every command that opens a store."""
+    p.add_argument("--lake", metavar="CATALOG", default=os.environ.get("LOOPSCOPE_LAKE"),
+                   help=f"{what}: a DuckLake catalog such as 'ducklake:postgres:dbname=loopscope "
+                        "host=db.internal user=loopscope' (default: $LOOPSCOPE_LAKE)")
+    p.add_argument("--lake-data", metavar="DIR_OR_S3_URL",
+                   default=os.environ.get("LOOPSCOPE_LAKE_DATA"),
+                   help="where the lake's Parquet files are: a shared directory or s3://bucket/"
+                        "prefix/ (credentials from AWS_* variables; default: "
+                        "$LOOPSCOPE_LAKE_DATA)")
+
+
+def lake_of(args: argparse.Namespace, command: str) -> Any:
+    """The ``Lake`` that ``--lake``/``--lake-data`` name, or None; exits with status 2 and a
+    message naming what is wrong."""
+    if not getattr(args, "lake", None):
+        if getattr(args, "lake_data", None):
+            print(f"loopscope {command}: error: --lake-data needs --lake (the catalog)",
+                  file=sys.stderr)
+            raise SystemExit(2)
+        return None
+    from .storage.lake import Lake, LakeError
+
+    try:
+        return Lake.parse(args.lake, args.lake_data)
+    except LakeError as exc:
+        print(f"loopscope {command}: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def add_alert_options(group: Any) -> None:
@@ -283,33 +314,40 @@ def cmd_collector(args: argparse.Namespace) -> int:
     settings = alert_settings(args)
     import duckdb
 
-    from .storage import SchemaError
+    from .storage import LakeError, SchemaError
 
+    lake = lake_of(args, "collector")
     if args.grpc_port and _port_taken(args.host, args.grpc_port):
         print(f"loopscope collector: error: cannot listen for OTLP/gRPC on {args.host}:"
               f"{args.grpc_port} (the port is taken); pass another --grpc-port (0 turns gRPC "
               "off).", file=sys.stderr)
         return 1
-    new_store = args.db != ":memory:" and not Path(args.db).exists()
+    new_store = lake is None and args.db != ":memory:" and not Path(args.db).exists()
     try:
         collector = Collector(db_path=args.db, host=args.host, http_port=args.http_port,
                               grpc_port=args.grpc_port, auth_token=args.auth_token,
                               policy=policy, max_request_bytes=args.max_request_bytes,
                               alert_settings=settings, webhooks=args.webhook,
                               max_inflight_bytes=args.max_inflight_bytes,
-                              store_memory=args.store_memory,
+                              store_memory=args.store_memory, lake=lake,
                               watch=ConnectionWatch(
                                   max_connections=args.max_connections,
                                   header_timeout_s=args.header_timeout,
                                   body_timeout_s=args.body_timeout,
                                   idle_timeout_s=args.idle_timeout))
-    except duckdb.IOException as exc:
+    except duckdb.Error as exc:
+        if lake is not None:
+            print(f"loopscope collector: error: cannot open the lake {lake}: {exc}",
+                  file=sys.stderr)
+            return 1
+        if not isinstance(exc, duckdb.IOException):
+            raise
         hint = (" Another collector probably owns it (one writer per file): stop it, or pass "
                 "another --db." if "lock" in str(exc).lower() else "")
         print(f"loopscope collector: error: cannot open the store {args.db}: {exc}.{hint}",
               file=sys.stderr)
         return 1
-    except SchemaError as exc:
+    except (SchemaError, LakeError) as exc:
         print(f"loopscope collector: error: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
@@ -334,7 +372,7 @@ def cmd_collector(args: argparse.Namespace) -> int:
         return 1
     print(f"loopscope collector: OTLP/HTTP on {collector.http_url}/v1/traces"
           + (f", OTLP/gRPC on {args.host}:{collector.grpc_port}" if collector.grpc_port else "")
-          + f"; store {args.db}; reads {collector.http_url}/v1/reads; "
+          + f"; store {collector.db.path}; reads {collector.http_url}/v1/reads; "
           f"metrics {collector.http_url}/metrics", flush=True)
     stop.wait()
     print("loopscope collector: stopping (finishing queued spans)…", file=sys.stderr, flush=True)

@@ -1,8 +1,10 @@
-"""The collector's DuckDB store: one file, one writer (the named reads over it: ``reads``).
+"""The collector's DuckDB store: one file, one writer; or a DuckLake that N collectors write
+and every reader reads (``storage.lake``). The named reads over either are ``reads``.
 
 ``open_database(path)`` opens (and migrates) the file read-write for the collector, which is
 its only writer; ``open_database(path, read_only=True)`` opens a copy or a stopped
-collector's file for reading after the fact. Each reader thread takes its own ``cursor()``.
+collector's file for reading after the fact. ``open_lake(lake)`` attaches a lake (and
+migrates it), for writing and reading alike. Each reader thread takes its own ``cursor()``.
 """
 
 from __future__ import annotations
@@ -15,33 +17,42 @@ from typing import Final
 
 import duckdb
 
+from .lake import ALIAS as LAKE_ALIAS
+from .lake import Lake, LakeError
+from .lake import connect as lake_connect
 from .schema import LATEST, SchemaError, current_version, migrate
 
-__all__ = ["Database", "SchemaError", "open_database"]
+__all__ = ["Database", "Lake", "LakeError", "SchemaError", "open_database", "open_lake"]
 
 
 class Database:
     """An open store. The read-write connection belongs to the pipeline thread."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, path: str, read_only: bool,
-                 memory_limit: str | None = None) -> None:
+                 memory_limit: str | None = None, lake: Lake | None = None) -> None:
         self.con = con
         self.path = path
         self.read_only = read_only
         self.memory_limit = memory_limit
+        self.lake = lake
+        """Where the lake is, for a store in a lake (``path`` then names it for people)."""
         self._lock = threading.Lock()
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
-        """A cursor for the calling thread (DuckDB connections are not shared across threads)."""
+        """A cursor for the calling thread (DuckDB connections are not shared across threads).
+        In a lake, the lake is its default database (``use`` holds for one connection)."""
         with self._lock:
-            return self.con.cursor()
+            cur = self.con.cursor()
+        if self.lake is not None:
+            cur.execute(f"use {LAKE_ALIAS}")
+        return cur
 
     def close(self) -> None:
         """Close the connection (checkpointing the write-ahead log when read-write, if the
         disk has room for it: ``checkpoint_shortfall``; else the log is replayed at the next
         open)."""
         with self._lock:
-            if not self.read_only and self.path != ":memory:":
+            if self.lake is None and not self.read_only and self.path != ":memory:":
                 with contextlib.suppress(duckdb.Error):
                     if checkpoint_shortfall(self.path) is not None:
                         self.con.execute("pragma disable_checkpoint_on_shutdown")
@@ -57,6 +68,9 @@ class Database:
         with self._lock:
             with contextlib.suppress(duckdb.Error):
                 self.con.close()
+            if self.lake is not None:
+                self.con = lake_connect(self.lake, memory_limit=self.memory_limit)
+                return
             self.con = _connect(self.path, read_only=self.read_only,
                                 memory_limit=self.memory_limit)
             if not self.read_only:
@@ -78,9 +92,39 @@ class Database:
             cur.close()
 
     def checkpoint(self) -> None:
-        """Write the write-ahead log into the file; raises when the disk cannot take it."""
+        """Write the write-ahead log into the file; raises when the disk cannot take it.
+        (A lake has no log of its own: every commit is in the catalog.)"""
+        if self.lake is not None:
+            return
         with self._lock:
             self.con.execute("checkpoint")
+
+
+MIGRATE_ATTEMPTS: Final = 5
+"""Collectors starting together on one lake race to migrate it; the losers try again."""
+
+
+def open_lake(lake: Lake, *, memory_limit: str | None = None) -> Database:
+    """Attach the lake (``storage.lake``) and bring its schema up to date.
+
+    Raises:
+        LakeError: the extensions cannot be loaded.
+        duckdb.Error: the catalog or the data path cannot be reached.
+        SchemaError: the lake is from a newer loopscope.
+    """
+    con = lake_connect(lake, memory_limit=memory_limit)
+    try:
+        for attempt in range(MIGRATE_ATTEMPTS):
+            try:
+                migrate(con, lake=True)
+                break
+            except duckdb.TransactionException:
+                if attempt == MIGRATE_ATTEMPTS - 1:
+                    raise
+    except BaseException:
+        con.close()
+        raise
+    return Database(con, str(lake), False, memory_limit, lake=lake)
 
 
 def open_database(path: str | Path, *, read_only: bool = False,

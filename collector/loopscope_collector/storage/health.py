@@ -18,6 +18,10 @@ left where it was moved, as it was at the move), a failed disk is
 probed and the store reopened (DuckDB replays its write-ahead log), and health turns ``ok``
 again. A replaced or overwritten file is left alone: the open database is saved beside it, and the
 collector stays failing until an operator restarts it.
+
+A store in a lake has no file to watch: a write that fails (the catalog database down, the
+data path unwritable) turns health failing, and recovery attaches the lake again and probes
+a local data path, about once a second, until both answer.
 """
 
 from __future__ import annotations
@@ -133,7 +137,7 @@ class StoreWatch:
         self.db = db
         self.health = health
         self.in_memory = db.path == ":memory:"
-        self._file = None if self.in_memory else _StoreFile(db.path)
+        self._file = None if self.in_memory or db.lake is not None else _StoreFile(db.path)
         self._next_attempt = 0.0
         self._saved_aside = False
 
@@ -243,6 +247,12 @@ class StoreWatch:
             _set_aside(f"{path}.wal")  # a stale log must not be replayed into the new file
             os.replace(f"{path}.recovering", path)
             logger.warning("loopscope collector: wrote the deleted store back to %s", path)
+        elif self.db.lake is not None:  # attach again (fails while the catalog is down)
+            self.db.reopen()
+            if "://" not in self.db.lake.data_path:
+                _probe_disk(os.path.join(self.db.lake.data_path, "loopscope"))
+            self.health.recover()
+            return
         elif self.in_memory:  # nothing to reopen (it would be empty): try it as it is
             self.db.checkpoint()
             self.health.recover()

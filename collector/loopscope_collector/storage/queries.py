@@ -13,6 +13,7 @@ import duckdb
 import pyarrow as pa
 
 from .arrow import registered
+from .lake import is_lake
 
 R = TypeVar("R")
 
@@ -69,13 +70,51 @@ def insert_rows(
     if not rows:
         return 0
     view = f"incoming_{table}"
-    verb = "insert or ignore" if on_conflict == "ignore" else "insert or replace"
     with registered(cur, view, pa.Table.from_pylist(list(rows), schema=schema)) as batch:
-        cur.execute(f"{verb} into {table} by name select * from {view}")
+        for sql in insert_statements(cur, table, view, on_conflict=on_conflict):
+            cur.execute(sql)
     return batch.num_rows
 
 
-TABLES: Final = frozenset({
-    "spans", "tool_calls", "episodes", "detections", "guard_decisions", "unknown_writes",
-    "reconciles", "alerts", "labels", "messages",
-})
+def insert_statements(
+    cur: duckdb.DuckDBPyConnection, table: str, view: str, *, on_conflict: str = "ignore"
+) -> list[str]:
+    """The statements that insert the rows of ``view`` into ``table`` by name, skipping (or
+    with ``on_conflict="replace"``, replacing) rows whose key is stored.
+
+    In a DuckDB file the table's primary key does it. A lake has no keys
+    (``lake.lake_ddl``): the rows whose key is stored are left out (or deleted first), one
+    row per key is kept from the batch, and the time stamp a default fills in a file is set.
+    """
+    if table not in TABLES:
+        raise ValueError(f"not a loopscope table: {table!r}")
+    if not is_lake(cur):
+        verb = "insert or ignore" if on_conflict == "ignore" else "insert or replace"
+        return [f"{verb} into {table} by name select * from {view}"]
+    keys = TABLES[table]
+    match = " and ".join(f"t.{k} = i.{k}" for k in keys)
+    stamp = f", now()::timestamp as {STAMPED[table]}" if table in STAMPED else ""
+    statements = []
+    if on_conflict == "replace":
+        statements.append(f"delete from {table} t where exists "
+                          f"(select 1 from {view} i where {match})")
+    statements.append(
+        f"insert into {table} by name select * exclude (rn) from ("
+        f"select *{stamp}, row_number() over (partition by {', '.join(keys)}) as rn "
+        f"from {view} i where not exists (select 1 from {table} t where {match})"
+        f") where rn = 1")
+    return statements
+
+
+TABLES: Final[dict[str, tuple[str, ...]]] = {
+    "spans": ("trace_id", "span_id"), "tool_calls": ("trace_id", "span_id"),
+    "episodes": ("episode_id",), "detections": ("episode_id", "span_id", "detector"),
+    "guard_decisions": ("trace_id", "span_id"), "unknown_writes": ("idempotency_key", "span_id"),
+    "reconciles": ("trace_id", "span_id"), "alerts": ("alert_id",),
+    "labels": ("episode_id", "span_id"), "messages": ("trace_id", "span_id"),
+}
+"""The store's own tables (never a name from input) and their keys (the primary keys of the
+DDL, which a lake does not hold)."""
+STAMPED: Final = {"spans": "received_at", "episodes": "updated_at",
+                  "detections": "detected_at", "labels": "labelled_at"}
+"""The time stamp each table's DDL fills with ``default current_timestamp`` in a file."""

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from ...normalize.rows import EpisodeRow, ToolCallRow
 from ..arrow import registered
+from ..lake import is_lake
 from ..queries import statements
 
 EPISODES: Final = pa.schema([
@@ -62,4 +63,4 @@ def upsert_episodes(
         schema=EPISODES,
     )
     with registered(cur, "incoming_episodes", batch):
-        cur.execute(_SQL["upsert"])
+        cur.execute(_SQL["upsert_lake" if is_lake(cur) else "upsert"])

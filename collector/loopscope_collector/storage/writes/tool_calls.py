@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from ...normalize.rows import ToolCallRow
 from ..arrow import registered
-from ..queries import by_episode, statements
+from ..queries import by_episode, insert_statements, statements
 
 TOOL_CALLS: Final = pa.schema([
     ("trace_id", pa.string()), ("span_id", pa.string()), ("episode_id", pa.string()),
@@ -77,7 +77,8 @@ def insert_tool_calls(
     columns["collector_progress"] = [(v.progress or "none") if v else None for v in found]
     columns["collector_streak"] = [v.streak if v else None for v in found]
     with registered(cur, "incoming_tool_calls", pa.table(columns, schema=TOOL_CALLS)) as batch:
-        cur.execute(_SQL["insert"])
+        for sql in insert_statements(cur, "tool_calls", "incoming_tool_calls"):
+            cur.execute(sql)
     return batch.num_rows
 
 

@@ -1,10 +1,8 @@
 -- The statements that write and look up the tool_calls table (storage/writes/tool_calls.py).
 -- Each is a "-- name:" block, as in reads.sql. "incoming_*", "shadowed" and "emptied" are
 -- Arrow batches the Python side registers for the statement (storage/arrow.py); $names are
--- bound parameters.
-
--- name: insert
-insert or ignore into tool_calls by name select * from incoming_tool_calls;
+-- bound parameters. The insert is queries.insert_statements' (a file's key, or a lake's
+-- anti-join), as every table's.
 
 -- name: load
 -- The stored calls of the episodes in incoming_episode_ids (every column ToolCallRow has).
