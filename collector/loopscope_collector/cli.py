@@ -17,6 +17,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from .lake_options import add_lake_options, lake_of
+
 COLLECTOR_HELP = """\
 Receive OTLP from agents, store it in DuckDB, detect loops as spans arrive.
 
@@ -95,36 +97,6 @@ def register(sub: Any) -> None:
     register_export(sub)
 
 
-def add_lake_options(p: Any, what: str) -> None:
-    """``--lake`` and ``--lake-data`` (docs/deploy.md), for every command that opens a store."""
-    p.add_argument("--lake", metavar="CATALOG", default=os.environ.get("LOOPSCOPE_LAKE"),
-                   help=f"{what}: a DuckLake catalog such as 'ducklake:postgres:dbname=loopscope "
-                        "host=db.internal user=loopscope' (default: $LOOPSCOPE_LAKE)")
-    p.add_argument("--lake-data", metavar="DIR_OR_S3_URL",
-                   default=os.environ.get("LOOPSCOPE_LAKE_DATA"),
-                   help="where the lake's Parquet files are: a shared directory or s3://bucket/"
-                        "prefix/ (credentials from AWS_* variables; default: "
-                        "$LOOPSCOPE_LAKE_DATA)")
-
-
-def lake_of(args: argparse.Namespace, command: str) -> Any:
-    """The ``Lake`` that ``--lake``/``--lake-data`` name, or None; exits with status 2 and a
-    message naming what is wrong."""
-    if not getattr(args, "lake", None):
-        if getattr(args, "lake_data", None):
-            print(f"loopscope {command}: error: --lake-data needs --lake (the catalog)",
-                  file=sys.stderr)
-            raise SystemExit(2)
-        return None
-    from .storage.lake import Lake, LakeError
-
-    try:
-        return Lake.parse(args.lake, args.lake_data)
-    except LakeError as exc:
-        print(f"loopscope {command}: error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
-
-
 def add_alert_options(group: Any) -> None:
     """The spike rule's settings, for ``collector`` and ``export --prometheus-rules``."""
     group.add_argument("--alert-window", metavar="SECONDS", type=float, default=60.0,
@@ -172,8 +144,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     """``loopscope export``: tables (``--db``), rules (``--prometheus-rules``), or both."""
     from .storage import export
 
-    if not args.db and not args.prometheus_rules:
-        print("loopscope export: error: give --db FILE (a store's tables) or "
+    if not args.db and not args.lake and not args.prometheus_rules:
+        print("loopscope export: error: give --db FILE or --lake CATALOG (a store's tables) or "
               "--prometheus-rules FILE (the spike alert for Prometheus)", file=sys.stderr)
         return export.EXIT_USAGE
     if args.prometheus_rules:
@@ -190,7 +162,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             Path(args.prometheus_rules).write_text(text, encoding="utf-8")
             print(f"prometheus rules  {args.prometheus_rules}  (check: promtool check rules "
                   f"{args.prometheus_rules})")
-    return export.cmd_export(args) if args.db else export.EXIT_OK
+    return export.cmd_export(args) if args.db or args.lake else export.EXIT_OK
 
 
 def port_number(text: str) -> int:

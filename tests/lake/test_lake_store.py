@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from collector_process import CollectorProcess, free_port, start_collector
-from conftest import LakePlace
+from lake_place import LakePlace
 from otlp_requests import episode_request
 
 from loopscope.cli import main

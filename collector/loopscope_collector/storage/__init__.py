@@ -69,7 +69,8 @@ class Database:
             with contextlib.suppress(duckdb.Error):
                 self.con.close()
             if self.lake is not None:
-                self.con = lake_connect(self.lake, memory_limit=self.memory_limit)
+                self.con = lake_connect(self.lake, memory_limit=self.memory_limit,
+                                        read_only=self.read_only)
                 return
             self.con = _connect(self.path, read_only=self.read_only,
                                 memory_limit=self.memory_limit)
@@ -104,28 +105,44 @@ MIGRATE_ATTEMPTS: Final = 5
 """Collectors starting together on one lake race to migrate it; the losers try again."""
 
 
-def open_lake(lake: Lake, *, memory_limit: str | None = None) -> Database:
-    """Attach the lake (``storage.lake``) and bring its schema up to date.
+def open_lake(lake: Lake, *, memory_limit: str | None = None,
+              read_only: bool = False) -> Database:
+    """Attach the lake (``storage.lake``) and bring its schema up to date; ``read_only``: a
+    reader (``loopscope metrics``, the dashboard, exports), which changes nothing.
 
     Raises:
         LakeError: the extensions cannot be loaded.
         duckdb.Error: the catalog or the data path cannot be reached.
-        SchemaError: the lake is from a newer loopscope.
+        SchemaError: the lake is from a newer loopscope, or (read-only) holds no loopscope
+            store.
     """
-    con = lake_connect(lake, memory_limit=memory_limit)
+    con = lake_connect(lake, memory_limit=memory_limit, read_only=read_only)
     try:
-        for attempt in range(MIGRATE_ATTEMPTS):
-            try:
-                migrate(con, lake=True)
-                break
-            except duckdb.TransactionException:
-                if attempt == MIGRATE_ATTEMPTS - 1:
-                    raise
+        if read_only:
+            _check_readable(con, str(lake), lake=True)
+        else:
+            for attempt in range(MIGRATE_ATTEMPTS):
+                try:
+                    migrate(con, lake=True)
+                    break
+                except duckdb.TransactionException:
+                    if attempt == MIGRATE_ATTEMPTS - 1:
+                        raise
     except BaseException:
         con.close()
         raise
-    return Database(con, str(lake), False, memory_limit, lake=lake)
+    return Database(con, str(lake), read_only, memory_limit, lake=lake)
 
+
+def _check_readable(con: duckdb.DuckDBPyConnection, name: str, *, lake: bool = False) -> None:
+    """Raise ``SchemaError`` unless ``con`` holds a loopscope store this version reads."""
+    version = current_version(con)
+    if version == 0:
+        what = "lake" if lake else "store"
+        raise SchemaError(f"{name} is not a loopscope {what} (no schema_version table)")
+    if version > LATEST:
+        raise SchemaError(f"{name} has schema version {version}; this loopscope reads up to "
+                          f"{LATEST}")
 
 def open_database(path: str | Path, *, read_only: bool = False,
                   memory_limit: str | None = None) -> Database:
@@ -145,14 +162,11 @@ def open_database(path: str | Path, *, read_only: bool = False,
         if not Path(path).exists():
             raise FileNotFoundError(f"no such DuckDB file: {path}")
         con = _connect(path, read_only=True)
-        version = current_version(con)
-        if version == 0:
+        try:
+            _check_readable(con, path)
+        except SchemaError:
             con.close()
-            raise SchemaError(f"{path} is not a loopscope store (no schema_version table)")
-        if version > LATEST:
-            con.close()
-            raise SchemaError(f"{path} has schema version {version}; this loopscope reads "
-                              f"up to {LATEST}")
+            raise
         return Database(con, path, True)
     con = _connect(path, read_only=False, memory_limit=memory_limit)
     if migrate(con) < LATEST:

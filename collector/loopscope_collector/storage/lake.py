@@ -98,8 +98,10 @@ def extension_directory() -> str:
                     "'loopscope[collector]'")
 
 
-def connect(lake: Lake, *, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with ``lake`` attached as its default database.
+def connect(lake: Lake, *, memory_limit: str | None = None,
+            read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with ``lake`` attached as its default database (``read_only``:
+    for a reader, which commits nothing).
 
     Raises:
         LakeError: an extension cannot be loaded.
@@ -124,8 +126,9 @@ def connect(lake: Lake, *, memory_limit: str | None = None) -> duckdb.DuckDBPyCo
             _s3_secret(con)
         else:
             Path(lake.data_path).mkdir(parents=True, exist_ok=True)
+        mode = ", read_only" if read_only else ""
         con.execute(f"attach {_quote(lake.catalog)} as {ALIAS} "
-                    f"(data_path {_quote(lake.data_path)})")
+                    f"(data_path {_quote(lake.data_path)}{mode})")
         con.execute(f"use {ALIAS}")
     except BaseException:
         con.close()

@@ -1,0 +1,40 @@
+"""``--lake`` and ``--lake-data``: the options of every command that opens a store, for a
+store in a DuckLake (docs/deploy.md). Light to import (``loopscope --help`` imports it
+without the collector's extra): the lake itself is ``storage.lake``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+
+def add_lake_options(p: Any, what: str) -> None:
+    """``--lake`` and ``--lake-data`` (docs/deploy.md), for every command that opens a store."""
+    p.add_argument("--lake", metavar="CATALOG", default=os.environ.get("LOOPSCOPE_LAKE"),
+                   help=f"{what}: a DuckLake catalog such as 'ducklake:postgres:dbname=loopscope "
+                        "host=db.internal user=loopscope' (default: $LOOPSCOPE_LAKE)")
+    p.add_argument("--lake-data", metavar="DIR_OR_S3_URL",
+                   default=os.environ.get("LOOPSCOPE_LAKE_DATA"),
+                   help="where the lake's Parquet files are: a shared directory or s3://bucket/"
+                        "prefix/ (credentials from AWS_* variables; default: "
+                        "$LOOPSCOPE_LAKE_DATA)")
+
+
+def lake_of(args: argparse.Namespace, command: str) -> Any:
+    """The ``storage.lake.Lake`` that ``--lake``/``--lake-data`` name, or None; exits with
+    status 2 and a message naming what is wrong."""
+    if not getattr(args, "lake", None):
+        if getattr(args, "lake_data", None):
+            print(f"loopscope {command}: error: --lake-data needs --lake (the catalog)",
+                  file=sys.stderr)
+            raise SystemExit(2)
+        return None
+    from .storage.lake import Lake, LakeError
+
+    try:
+        return Lake.parse(args.lake, args.lake_data)
+    except LakeError as exc:
+        print(f"loopscope {command}: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
