@@ -40,11 +40,13 @@ class Collector:
         watch: ConnectionWatch | None = None,
         store_memory: str | None = None,
         lake: Lake | None = None,
+        instance: str = "",
     ) -> None:
         self.alerts = AlertManager(alert_settings, build_sink(webhooks))  # bad URL: ValueError
         self.db = (open_lake(lake, memory_limit=store_memory) if lake is not None
                    else open_database(db_path, memory_limit=store_memory))
-        self.pipeline = Pipeline(self.db, policy=policy, on_batch=self.alerts)
+        self.pipeline = Pipeline(self.db, policy=policy, on_batch=self.alerts,
+                                 instance=instance)
         self.inflight = InFlight(max(max_inflight_bytes, max_request_bytes))
         try:
             self.http = CollectorHTTPServer(

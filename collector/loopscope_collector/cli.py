@@ -61,6 +61,10 @@ def register(sub: Any) -> None:
     p.add_argument("--db", default=os.environ.get("LOOPSCOPE_DB", "loopscope.duckdb"),
                    help="DuckDB file (default: ./loopscope.duckdb or $LOOPSCOPE_DB)")
     add_lake_options(p, "instead of --db: write into this DuckLake (one of N collectors)")
+    p.add_argument("--instance", metavar="NAME", default=os.environ.get("LOOPSCOPE_INSTANCE"),
+                   help="this collector's name among those writing one lake, stored with each "
+                        "call to tell an episode sent to two of them (default: "
+                        "$LOOPSCOPE_INSTANCE, else HOSTNAME:HTTP_PORT; keep it across restarts)")
     p.add_argument("--auth-token", default=os.environ.get("LOOPSCOPE_AUTH_TOKEN"),
                    help="require 'Authorization: Bearer TOKEN' (default: $LOOPSCOPE_AUTH_TOKEN)")
     p.add_argument("--insecure-remote", action="store_true",
@@ -163,6 +167,12 @@ def cmd_export(args: argparse.Namespace) -> int:
             print(f"prometheus rules  {args.prometheus_rules}  (check: promtool check rules "
                   f"{args.prometheus_rules})")
     return export.cmd_export(args) if args.db or args.lake else export.EXIT_OK
+
+
+def _instance(args: argparse.Namespace) -> str:
+    import socket
+
+    return args.instance or f"{socket.gethostname()}:{args.http_port}"
 
 
 def port_number(text: str) -> int:
@@ -302,6 +312,7 @@ def cmd_collector(args: argparse.Namespace) -> int:
                               alert_settings=settings, webhooks=args.webhook,
                               max_inflight_bytes=args.max_inflight_bytes,
                               store_memory=args.store_memory, lake=lake,
+                              instance=_instance(args) if lake is not None else "",
                               watch=ConnectionWatch(
                                   max_connections=args.max_connections,
                                   header_timeout_s=args.header_timeout,

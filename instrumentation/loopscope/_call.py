@@ -205,7 +205,9 @@ class ToolCallScope:
             attributes[c.IDEMPOTENCY_KEY] = decision.idempotency_key
         if episode.capture_content:
             attributes[c.GEN_AI_TOOL_CALL_ARGUMENTS] = args_text[: episode.max_content_chars]
-        self._span = _tracer.start_span(f"{c.OP_EXECUTE_TOOL} {self.tool}", attributes=attributes)
+        self._span = _tracer.start_span(f"{c.OP_EXECUTE_TOOL} {self.tool}",
+                                        context=episode.parent_context(), attributes=attributes)
+        episode.started(self._span)
         if self._applied not in KILL_ACTIONS:
             return None
         found, cached = guard.cached(self._signature, decision.idempotency_key)

@@ -87,6 +87,9 @@ class Stats:
     spans_rejected: int = 0
     spans_conflicting: int = 0
     """Spans whose id was stored already with other content (the first is kept)."""
+    episodes_misrouted: int = 0
+    """Episodes this collector was sent whose calls another collector instance had stored:
+    the router in front sends one episode to two collectors (docs/deploy.md)."""
     requests_overloaded: int = 0
     requests_rejected: Counter[str] = field(default_factory=Counter)
     """Requests answered 4xx for their content (malformed, too large, unstorable), by code."""

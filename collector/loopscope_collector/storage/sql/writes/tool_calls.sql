@@ -8,6 +8,14 @@
 -- The stored calls of the episodes in incoming_episode_ids (every column ToolCallRow has).
 select t.* from tool_calls t join incoming_episode_ids i using (episode_id);
 
+-- name: episodes_stored_elsewhere
+-- The episodes of incoming_episode_ids with calls that another collector instance ($me is
+-- this one) stored, and one such instance.
+select t.episode_id, any_value(t.collector) from tool_calls t
+join incoming_episode_ids i using (episode_id)
+where t.collector is not null and t.collector <> $me
+group by t.episode_id;
+
 -- name: loopscope_spans_of_traces
 select t.trace_id, t.tool, t.start_ns, t.end_ns from tool_calls t
 join incoming_traces i using (trace_id) where t.convention = 'loopscope';
