@@ -4,6 +4,7 @@ reading the lake finds every acknowledged span."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -106,3 +107,31 @@ def test_an_unreachable_catalog_is_refused_at_start(
                  "--lake-data", str(tmp_path / "data")])
     assert code == 1
     assert "cannot open the lake" in capsys.readouterr().err
+
+
+def test_collectors_starting_together_on_a_new_lake_all_start(
+        lake: LakePlace, tmp_path: Path) -> None:
+    """Three collectors started at once on a lake nobody created: they race to create
+    DuckLake's catalog tables and loopscope's schema; the losers attach again and go on."""
+    started: list[CollectorProcess] = []
+    failed: list[BaseException] = []
+
+    def start(name: str) -> None:
+        try:
+            started.append(lake_collector(lake, tmp_path, name))
+        except BaseException as exc:
+            failed.append(exc)
+
+    threads = [threading.Thread(target=start, args=(f"n{i}",)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    try:
+        assert not failed, failed
+        for node in started:
+            body, _ = episode_request(3)
+            assert node.post(body.SerializeToString())[0] == 200
+    finally:
+        for node in started:
+            node.stop()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Final
 
@@ -116,7 +117,7 @@ def open_lake(lake: Lake, *, memory_limit: str | None = None,
         SchemaError: the lake is from a newer loopscope, or (read-only) holds no loopscope
             store.
     """
-    con = lake_connect(lake, memory_limit=memory_limit, read_only=read_only)
+    con = _attach_lake(lake, memory_limit=memory_limit, read_only=read_only)
     try:
         if read_only:
             _check_readable(con, str(lake), lake=True)
@@ -132,6 +133,20 @@ def open_lake(lake: Lake, *, memory_limit: str | None = None,
         con.close()
         raise
     return Database(con, str(lake), read_only, memory_limit, lake=lake)
+
+
+def _attach_lake(lake: Lake, *, memory_limit: str | None,
+                 read_only: bool) -> duckdb.DuckDBPyConnection:
+    """Attach ``lake``; collectors that start together on a new lake race to create
+    DuckLake's own catalog tables, and the losers attach again once the winner has."""
+    for attempt in range(MIGRATE_ATTEMPTS):
+        try:
+            return lake_connect(lake, memory_limit=memory_limit, read_only=read_only)
+        except duckdb.Error as exc:
+            if attempt == MIGRATE_ATTEMPTS - 1 or "Failed to initialize DuckLake" not in str(exc):
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    raise AssertionError("not reached")
 
 
 def _check_readable(con: duckdb.DuckDBPyConnection, name: str, *, lake: bool = False) -> None:
