@@ -52,14 +52,17 @@ def _install() -> Path | None:
     return _bin_dir()
 
 
-@dataclass(frozen=True)
+@dataclass
 class Postgres:
-    """A running server: its port, its superuser, and the binaries that made it."""
+    """A server: its port, its superuser, its folder, and the binaries that made it;
+    ``stop`` and ``start`` it again (the catalog database down, then back)."""
 
     bin: Path
     port: int
     user: str
     run_as: str | None
+    root: Path
+    proc: subprocess.Popen[bytes] | None = None
     _names = itertools.count()
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
@@ -76,7 +79,36 @@ class Postgres:
         return (f"ducklake:postgres:dbname={database} host=127.0.0.1 port={self.port} "
                 f"user={self.user}")
 
+    def start(self) -> None:
+        """Start the server on its folder and port; returns once it accepts connections."""
+        self.proc = subprocess.Popen(
+            [str(self.bin / "postgres"), "-D", str(self.root / "data"), "-p", str(self.port),
+             "-k", str(self.root), "-c", "listen_addresses=127.0.0.1",
+             "-c", "max_connections=200"],
+            stdout=subprocess.DEVNULL, stderr=open(self.root / "log", "a"),  # noqa: SIM115
+            user=self.run_as)
+        deadline = time.monotonic() + 60
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"PostgreSQL exited: {(self.root / 'log').read_text()}")
+            try:
+                self.run("pg_isready", "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user)
+                return
+            except subprocess.CalledProcessError:
+                if time.monotonic() > deadline:
+                    self.proc.kill()
+                    raise RuntimeError("PostgreSQL did not start within 60 s") from None
+                time.sleep(0.1)
 
+    def stop(self) -> None:
+        """Stop the server (a fast shutdown: open connections are closed)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
 
 
 def _has_user(name: str) -> bool:
@@ -115,33 +147,12 @@ def running_postgres() -> Iterator[Postgres]:
         account = pwd.getpwnam(run_as)
         os.chown(root, account.pw_uid, account.pw_gid)
         root.chmod(0o700)
-    data, port, user = root / "data", _free_port(), "loopscope"
-    server = Postgres(folder, port, user, run_as)
-    server.run("initdb", "-D", str(data), "-U", user, "--auth=trust", "-E", "UTF8",
-               "--no-sync")
-    proc = subprocess.Popen(
-        [str(folder / "postgres"), "-D", str(data), "-p", str(port), "-k", str(root),
-         "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200"],
-        stdout=subprocess.DEVNULL, stderr=open(root / "log", "w"), user=run_as)  # noqa: SIM115
-    deadline = time.monotonic() + 60
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"PostgreSQL exited: {(root / 'log').read_text()}")
-        try:
-            server.run("pg_isready", "-h", "127.0.0.1", "-p", str(port), "-U", user)
-            break
-        except subprocess.CalledProcessError:
-            if time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError("PostgreSQL did not start within 60 s") from None
-            time.sleep(0.1)
+    server = Postgres(folder, _free_port(), "loopscope", run_as, root)
+    server.run("initdb", "-D", str(root / "data"), "-U", server.user, "--auth=trust",
+               "-E", "UTF8", "--no-sync")
+    server.start()
     try:
         yield server
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        server.stop()
         shutil.rmtree(root, ignore_errors=True)

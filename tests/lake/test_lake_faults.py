@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 from collector_process import CollectorProcess, eventually, start_collector
-from lake_place import LakePlace
+from lake_place import LakePlace, Postgres, running_postgres
 from otlp_requests import episode_request, request, tool_span
+from test_chaos_store import _tmpfs
 
 from loopscope_collector.reads import read
 from loopscope_collector.storage import open_lake
@@ -89,3 +90,95 @@ def test_kill_9_of_one_of_three_loses_nothing_acknowledged_and_the_others_keep_g
     assert everything_acked <= set(stored), "every acknowledged span is in the lake"
     assert acked[1], "the killed collector acknowledged some before it died"
     assert summary["tool_calls"] == calls[0]
+
+
+def _health(node: CollectorProcess) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(node.url + "/healthz", timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_the_catalog_down_fails_health_with_a_reason_and_recovers_without_a_restart(
+        tmp_path: Path) -> None:
+    """A PostgreSQL of its own, stopped under a running collector: spans get 503, /healthz
+    says why; once it is back the collector attaches again by itself, and every acknowledged
+    span is in the lake."""
+    with running_postgres() as server:
+        place = LakePlace(server.catalog(server.new_database()), tmp_path / "data")
+        node = start_collector(tmp_path / "c.duckdb", grpc=False, extra=place.args)
+        acked: list[str] = []
+        try:
+            body, ids = episode_request(5)
+            assert node.post(body.SerializeToString())[0] == 200
+            acked += ids
+            server.stop()
+            body, ids = episode_request(5)
+            assert node.post(body.SerializeToString())[0] == 503
+            code, reason = _health(node)
+            assert code == 503 and reason.startswith("failing:")
+            server.start()
+            eventually(lambda: _health(node) == (200, "ok\n"), timeout=60)
+            assert node.post(body.SerializeToString())[0] == 200
+            acked += ids
+        finally:
+            log = node.stop()
+        assert log.count("the store cannot be written") == 1, log
+        db = open_lake(Lake.parse(place.catalog, str(place.data)), read_only=True)
+        try:
+            stored = {row[0] for row in db.cursor().execute("select span_id from spans")
+                      .fetchall()}
+        finally:
+            db.close()
+        assert set(acked) == stored
+
+
+def _fill(disk: Path) -> Path:
+    """Fill the disk with one file, to the last block (unbuffered: nothing is left to flush
+    when it closes); returns it (delete it to free the space)."""
+    filler = disk / "filler"
+    with filler.open("wb", buffering=0) as handle:
+        for chunk in (1 << 20, 1 << 12, 1):
+            try:
+                while True:
+                    handle.write(b"\0" * chunk)
+            except OSError:
+                pass
+    return filler
+
+
+def test_a_full_data_path_fails_health_and_recovers(tmp_path: Path,
+                                                   postgres: Postgres) -> None:
+    """The lake's data directory on a small disk that fills under a running collector (as a
+    full share would): 503 with the reason, then ok again, without a restart, once space is
+    freed; every acknowledged span is in the lake."""
+    with _tmpfs(tmp_path / "disk", "32m") as disk:
+        place = LakePlace(postgres.catalog(postgres.new_database()), disk / "lake")
+        node = start_collector(tmp_path / "c.duckdb", grpc=False, extra=place.args)
+        acked: list[str] = []
+        try:
+            body, ids = episode_request(5)
+            assert node.post(body.SerializeToString())[0] == 200
+            acked += ids
+            filler = _fill(disk)
+            body, ids = episode_request(200)
+            assert node.post(body.SerializeToString())[0] == 503
+            code, reason = _health(node)
+            assert code == 503 and reason.startswith("failing:")
+            filler.unlink()
+            eventually(lambda: _health(node) == (200, "ok\n"), timeout=60)
+            assert node.post(body.SerializeToString())[0] == 200
+            acked += ids
+        finally:
+            node.stop()
+        db = open_lake(Lake.parse(place.catalog, str(place.data)), read_only=True)
+        try:
+            stored = {row[0] for row in db.cursor().execute("select span_id from spans")
+                      .fetchall()}
+        finally:
+            db.close()
+        assert set(acked) == stored

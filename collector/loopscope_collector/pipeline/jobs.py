@@ -114,11 +114,16 @@ _DATA_ERRORS = (
 )
 
 
-def is_store_error(exc: BaseException) -> bool:
+def is_store_error(exc: BaseException, *, lake: bool = False) -> bool:
     """Whether the store could not write (disk full, I/O error, file gone, database
-    invalidated): health turns failing until it recovers."""
+    invalidated): health turns failing until it recovers. In a ``lake``, any DuckDB error
+    that is not the data's: the catalog database or the data path failing comes as a plain
+    ``duckdb.Error`` ("Failed to query most recent snapshot for DuckLake: ... server closed
+    the connection")."""
     if isinstance(exc, duckdb.OutOfMemoryException):
         return False
+    if lake and isinstance(exc, duckdb.Error) and not is_data_error(exc):
+        return True
     return (isinstance(exc, duckdb.IOException | duckdb.FatalException
                        | duckdb.TransactionException | OSError)
             or "invalidated" in str(exc))

@@ -240,7 +240,7 @@ class Pipeline:
         try:
             return self._store(jobs)
         except Exception as exc:
-            if len(jobs) == 1 or is_store_error(exc):
+            if len(jobs) == 1 or is_store_error(exc, lake=self.db.lake is not None):
                 self._fail(jobs, exc)
                 return []
             logger.warning("loopscope collector: a batch of %d requests failed (%s: %s); "
@@ -264,7 +264,7 @@ class Pipeline:
             error: Exception = Rejected(f"the store cannot hold this request's data: {exc}")
             with self._lock:
                 self.stats.spans_rejected += spans
-        elif is_store_error(exc):
+        elif is_store_error(exc, lake=self.db.lake is not None):
             logger.debug("loopscope collector: a batch of %d spans failed; not acknowledged: "
                          "%s: %s", spans, type(exc).__name__, exc)
             self._watch.failed(exc)  # logged once, when health turns
