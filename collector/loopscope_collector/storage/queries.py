@@ -77,14 +77,16 @@ def insert_rows(
 
 
 def insert_statements(
-    cur: duckdb.DuckDBPyConnection, table: str, view: str, *, on_conflict: str = "ignore"
+    cur: duckdb.DuckDBPyConnection, table: str, view: str, *, on_conflict: str = "ignore",
+    stamped: bool = False,
 ) -> list[str]:
     """The statements that insert the rows of ``view`` into ``table`` by name, skipping (or
     with ``on_conflict="replace"``, replacing) rows whose key is stored.
 
     In a DuckDB file the table's primary key does it. A lake has no keys
     (``lake.lake_ddl``): the rows whose key is stored are left out (or deleted first), one
-    row per key is kept from the batch, and the time stamp a default fills in a file is set.
+    row per key is kept from the batch, and the time stamp a default fills in a file is set
+    (unless ``stamped``: the rows bring theirs, from another store).
     """
     if table not in TABLES:
         raise ValueError(f"not a loopscope table: {table!r}")
@@ -93,7 +95,8 @@ def insert_statements(
         return [f"{verb} into {table} by name select * from {view}"]
     keys = TABLES[table]
     match = " and ".join(f"t.{k} = i.{k}" for k in keys)
-    stamp = f", now()::timestamp as {STAMPED[table]}" if table in STAMPED else ""
+    stamp = (f", now()::timestamp as {STAMPED[table]}"
+             if table in STAMPED and not stamped else "")
     statements = []
     if on_conflict == "replace":
         statements.append(f"delete from {table} t where exists "
