@@ -1,5 +1,6 @@
 """``loopscope lake import``: an embedded store's history moved into a lake, so a team that
-started on one machine keeps it when it moves to N collectors (docs/deploy.md).
+started on one machine keeps it when it moves to N collectors (docs/deploy.md); and
+``loopscope lake maintain``: DuckLake's own housekeeping, for a schedule (cron) to run.
 
 The DuckDB file is attached read-only beside the lake; each of the store's tables goes in by
 name, in a transaction of its own, leaving out the rows whose key the lake holds already
@@ -27,6 +28,19 @@ Work with a DuckLake store that N collectors write (docs/deploy.md).
 
 Example:
   loopscope lake import --db loopscope.duckdb --lake "$LAKE" --lake-data /shared/lake
+  loopscope lake maintain --lake "$LAKE" --lake-data /shared/lake
+"""
+
+MAINTAIN_HELP = """\
+DuckLake's own housekeeping over a lake that collectors write: merge the small Parquet files
+that frequent commits leave (ducklake_merge_adjacent_files), expire snapshots older than
+--keep (ducklake_expire_snapshots), and delete the files no snapshot needs any more once they
+are older than --keep too (ducklake_cleanup_old_files; a reader still scanning them is given
+that long). Safe beside running collectors and readers: each step is a DuckLake transaction.
+Run it on a schedule (docs/deploy.md: hourly from cron).
+
+Example:
+  loopscope lake maintain --lake "$LAKE" --lake-data /shared/lake --keep 1d
 """
 
 HELP = """\
@@ -55,6 +69,72 @@ def register(sub: Any) -> None:
     p.add_argument("--db", metavar="FILE", required=True, help="the DuckDB store to import")
     add_lake_options(p, "the lake to import into")
     p.set_defaults(func=cmd_import)
+    m = actions.add_parser("maintain", help="merge small files, expire old snapshots",
+                           description=MAINTAIN_HELP,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_lake_options(m, "the lake to maintain")
+    m.add_argument("--keep", metavar="DURATION", default="1d", type=_interval,
+                   help="snapshots and unused files younger than this are kept: 30m, 6h, 1d "
+                        "(default 1d)")
+    m.set_defaults(func=cmd_maintain)
+
+
+_UNITS: Final = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def _interval(text: str) -> str:
+    """An argparse type: ``30m``, ``6h``, ``1d`` as an SQL interval."""
+    number, unit = text[:-1], text[-1:]
+    if not number.isdigit() or unit not in _UNITS:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (say 30m, 6h or 1d)")
+    return f"{int(number)} {_UNITS[unit]}"
+
+
+def cmd_maintain(args: argparse.Namespace) -> int:
+    """``loopscope lake maintain``."""
+    import duckdb
+
+    from . import LakeError, SchemaError, open_lake
+
+    lake = lake_of(args, "lake maintain")
+    if lake is None:
+        print("loopscope lake maintain: error: give --lake (and --lake-data)", file=sys.stderr)
+        return 2
+    try:
+        db = open_lake(lake)
+    except (LakeError, SchemaError, duckdb.Error) as exc:
+        print(f"loopscope lake maintain: error: cannot open the lake {lake}: {exc}",
+              file=sys.stderr)
+        return 1
+    try:
+        done = maintain(db, args.keep)
+    finally:
+        db.close()
+    for step, count in done.items():
+        print(f"{step:<24} {count:>8,}")
+    return 0
+
+
+def maintain(db: Any, keep: str) -> dict[str, int]:
+    """Run DuckLake's housekeeping on the lake ``db`` (see ``MAINTAIN_HELP``); returns how many
+    rows each step reported (files merged, snapshots expired, files deleted)."""
+    from .lake import ALIAS
+
+    steps = {
+        "merged files": f"call ducklake_merge_adjacent_files('{ALIAS}')",
+        "expired snapshots": f"call ducklake_expire_snapshots('{ALIAS}', "
+                             f"older_than => now() - interval '{keep}')",
+        "deleted files": f"call ducklake_cleanup_old_files('{ALIAS}', "
+                         f"older_than => now() - interval '{keep}')",
+    }
+    cur = db.cursor()
+    try:
+        # (as Arrow: the rows hold time stamps with a zone, which fetchall turns into Python
+        # datetimes only with pytz)
+        return {step: cur.execute(sql).fetch_arrow_table().num_rows
+                for step, sql in steps.items()}
+    finally:
+        cur.close()
 
 
 def cmd_import(args: argparse.Namespace) -> int:
