@@ -45,7 +45,11 @@ class Collector:
         self.alerts = AlertManager(alert_settings, build_sink(webhooks))  # bad URL: ValueError
         self.db = (open_lake(lake, memory_limit=store_memory) if lake is not None
                    else open_database(db_path, memory_limit=store_memory))
-        self.pipeline = Pipeline(self.db, policy=policy, on_batch=self.alerts,
+        # Collectors on a lake leave spikes to one `loopscope alerts` over the union
+        # (alerts.lake): each sees only its share of every service's calls.
+        self.judges_alerts = lake is None
+        self.pipeline = Pipeline(self.db, policy=policy,
+                                 on_batch=self.alerts if self.judges_alerts else None,
                                  instance=instance)
         self.inflight = InFlight(max(max_inflight_bytes, max_request_bytes))
         try:
@@ -81,7 +85,8 @@ class Collector:
         (a client or a test that waits on ``/healthz`` never meets a refused gRPC port).
         """
         self.pipeline.start()
-        self.alerts.start_ticker(self.pipeline)
+        if self.judges_alerts:
+            self.alerts.start_ticker(self.pipeline)
         if self.grpc_port:
             self._grpc = serve_grpc(self.pipeline, self.host, self.grpc_port,
                                     auth_token=self.auth_token, inflight=self.inflight,
