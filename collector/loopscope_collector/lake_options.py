@@ -38,3 +38,27 @@ def lake_of(args: argparse.Namespace, command: str) -> Any:
     except LakeError as exc:
         print(f"loopscope {command}: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def required_lake(args: argparse.Namespace, command: str) -> Any:
+    """``lake_of``, exiting with status 2 when no ``--lake`` is given."""
+    lake = lake_of(args, command)
+    if lake is None:
+        print(f"loopscope {command}: error: give --lake (and --lake-data)", file=sys.stderr)
+        raise SystemExit(2)
+    return lake
+
+
+def open_named_lake(lake: Any, command: str) -> Any:
+    """``storage.open_lake(lake)``, exiting with status 1 and a message naming the lake and
+    why when it cannot be opened."""
+    import duckdb
+
+    from .storage import LakeError, SchemaError, open_lake
+
+    try:
+        return open_lake(lake)
+    except (LakeError, SchemaError, duckdb.Error) as exc:
+        print(f"loopscope {command}: error: cannot open the lake {lake}: {exc}",
+              file=sys.stderr)
+        raise SystemExit(1) from None

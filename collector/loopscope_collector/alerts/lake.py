@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..lake_options import add_lake_options, lake_of
+from ..lake_options import add_lake_options, open_named_lake, required_lake
 from .options import add_alert_options, alert_settings
 
 LATE_COMMIT_S: Final = 120.0
@@ -115,24 +115,16 @@ def cmd_alerts(args: argparse.Namespace) -> int:
     """``loopscope alerts``: look about once a bucket until SIGINT or SIGTERM."""
     import duckdb
 
-    from ..storage import LakeError, SchemaError, open_lake
     from .manager import AlertManager
     from .sinks import build_sink
 
-    lake = lake_of(args, "alerts")
-    if lake is None:
-        print("loopscope alerts: error: give --lake (and --lake-data)", file=sys.stderr)
-        return 2
+    lake = required_lake(args, "alerts")
     try:
         manager = AlertManager(alert_settings(args), build_sink(args.webhook))
     except ValueError as exc:
         print(f"loopscope alerts: error: {exc}", file=sys.stderr)
         return 2
-    try:
-        db = open_lake(lake)
-    except (LakeError, SchemaError, duckdb.Error) as exc:
-        print(f"loopscope alerts: error: cannot open the lake {lake}: {exc}", file=sys.stderr)
-        return 1
+    db = open_named_lake(lake, "alerts")
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
-from ..lake_options import add_lake_options, lake_of
+from ..lake_options import add_lake_options, open_named_lake, required_lake
 
 SOURCE: Final = "loopscope_import"
 ORDER: Final = ("spans", "episodes", "tool_calls", "messages", "detections", "guard_decisions",
@@ -92,20 +92,7 @@ def _interval(text: str) -> str:
 
 def cmd_maintain(args: argparse.Namespace) -> int:
     """``loopscope lake maintain``."""
-    import duckdb
-
-    from . import LakeError, SchemaError, open_lake
-
-    lake = lake_of(args, "lake maintain")
-    if lake is None:
-        print("loopscope lake maintain: error: give --lake (and --lake-data)", file=sys.stderr)
-        return 2
-    try:
-        db = open_lake(lake)
-    except (LakeError, SchemaError, duckdb.Error) as exc:
-        print(f"loopscope lake maintain: error: cannot open the lake {lake}: {exc}",
-              file=sys.stderr)
-        return 1
+    db = open_named_lake(required_lake(args, "lake maintain"), "lake maintain")
     try:
         done = maintain(db, args.keep)
     finally:
@@ -141,12 +128,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     """``loopscope lake import``."""
     import duckdb
 
-    from . import LakeError, SchemaError, open_database, open_lake
+    from . import SchemaError, open_database
 
-    lake = lake_of(args, "lake import")
-    if lake is None:
-        print("loopscope lake import: error: give --lake (and --lake-data)", file=sys.stderr)
-        return 2
+    lake = required_lake(args, "lake import")
     try:
         open_database(args.db, read_only=True).close()  # a loopscope store this version reads
     except (FileNotFoundError, SchemaError) as exc:
@@ -156,15 +140,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(f"loopscope lake import: error: cannot open {args.db} read-only ({exc}); stop "
               "the collector writing it, or import a copy", file=sys.stderr)
         return 1
-    try:
-        db = open_lake(lake)
-    except (LakeError, SchemaError) as exc:
-        print(f"loopscope lake import: error: {exc}", file=sys.stderr)
-        return 1
-    except duckdb.Error as exc:
-        print(f"loopscope lake import: error: cannot open the lake {lake}: {exc}",
-              file=sys.stderr)
-        return 1
+    db = open_named_lake(lake, "lake import")
     try:
         moved = import_file(db, Path(args.db))
     finally:
