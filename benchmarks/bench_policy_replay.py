@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from loopscope.detect import Policy
 from loopscope.detect.replay import replay
+from loopscope_collector.reads import read
 from loopscope_collector.storage import open_database
 from loopscope_dashboard import replays
 
@@ -80,8 +81,8 @@ def main() -> None:
         build_store(path, args.runs, args.calls)
         db = open_database(path, read_only=True)
         t0 = time.perf_counter()
-        episodes = pd.DataFrame(db.read("replay_episodes", {"limit": args.runs}))
-        calls = db.read("replay_calls", {"limit": args.runs})
+        episodes = pd.DataFrame(read(db, "replay_episodes", {"limit": args.runs}))
+        calls = read(db, "replay_calls", {"limit": args.runs})
         t1 = time.perf_counter()
         runs = replays.stored_runs(episodes, calls)
         t2 = time.perf_counter()

@@ -43,7 +43,7 @@ def main() -> None:
 
     import duckdb
 
-    from loopscope_collector.storage.queries import run_read
+    from loopscope_collector.reads import run_read
 
     with tempfile.TemporaryDirectory() as tmp:
         store = timed_store(Path(tmp) / "runs.duckdb", args.calls)

@@ -19,8 +19,8 @@ from loopscope.detect.replay import parse_episode, replay
 from loopscope.offline.cli import main
 from loopscope.offline.evaluation import evaluate
 from loopscope_collector.metrics.compute import compute_metrics
+from loopscope_collector.reads import fragment
 from loopscope_collector.storage import open_database
-from loopscope_collector.storage.queries import fragment
 from loopscope_dashboard import replays
 
 pytestmark = pytest.mark.timeout(300)

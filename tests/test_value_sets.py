@@ -28,7 +28,10 @@ from loopscope.detect.policy import DETECTOR_NAMES
 from loopscope_collector.storage.writes.labels import LABEL_VALUES
 from loopscope_dashboard import charts, truth, uploads
 
-SQL = Path(__file__).resolve().parents[1] / "collector" / "loopscope_collector" / "storage" / "sql"
+COLLECTOR = Path(__file__).resolve().parents[1] / "collector" / "loopscope_collector"
+SQL = COLLECTOR / "storage" / "sql"
+SQL_FILES = (SQL, COLLECTOR / "reads" / "sql")
+"""The store's SQL (its DDL and writes) and the named reads' (a stage of their own)."""
 
 VOCABULARIES: dict[str, tuple[str, ...]] = {
     "action": ACTIONS,
@@ -57,7 +60,7 @@ _COMPARISON = re.compile(
 def _sql_comparisons() -> list[tuple[str, str, frozenset[str]]]:
     """(file:line, column, literals) for every comparison of a known column with literals."""
     found = []
-    for path in sorted(SQL.rglob("*.sql")):
+    for path in sorted(p for folder in SQL_FILES for p in folder.rglob("*.sql")):
         for number, line in enumerate(path.read_text().splitlines(), 1):
             code = line.split("--", 1)[0]
             for match in _COMPARISON.finditer(code):

@@ -18,14 +18,14 @@ from .receive.connections import ConnectionWatch
 from .receive.grpc_server import serve_grpc
 from .receive.http_server import MAX_BODY_BYTES, CollectorHTTPServer
 from .receive.limits import MAX_INFLIGHT_BYTES, InFlight
-from .storage import open_database
+from .storage import Lake, open_database, open_lake
 
 if TYPE_CHECKING:
     import grpc
 
 
 class Collector:
-    """One collector process's parts. ``start()`` binds the ports; ``stop()`` drains and
+    """One collector process's parts (its store a DuckDB file at ``db_path``, or ``lake``). ``start()`` binds the ports; ``stop()`` drains and
     closes: receivers first, then the queued spans are stored, then the store is closed."""
 
     def __init__(
@@ -43,10 +43,18 @@ class Collector:
         max_inflight_bytes: int = MAX_INFLIGHT_BYTES,
         watch: ConnectionWatch | None = None,
         store_memory: str | None = None,
+        lake: Lake | None = None,
+        instance: str = "",
     ) -> None:
         self.alerts = AlertManager(alert_settings, build_sink(webhooks))  # bad URL: ValueError
-        self.db = open_database(db_path, memory_limit=store_memory)
-        self.pipeline = Pipeline(self.db, policy=policy, on_batch=self.alerts)
+        self.db = (open_lake(lake, memory_limit=store_memory) if lake is not None
+                   else open_database(db_path, memory_limit=store_memory))
+        # Collectors on a lake leave spikes to one `loopscope alerts` over the union
+        # (alerts.lake): each sees only its share of every service's calls.
+        self.judges_alerts = lake is None
+        self.pipeline = Pipeline(self.db, policy=policy,
+                                 on_batch=self.alerts if self.judges_alerts else None,
+                                 instance=instance)
         self.inflight = InFlight(max(max_inflight_bytes, max_request_bytes))
         try:
             self.http = CollectorHTTPServer(
@@ -81,7 +89,8 @@ class Collector:
         (a client or a test that waits on ``/healthz`` never meets a refused gRPC port).
         """
         self.pipeline.start()
-        self.alerts.start_ticker(self.pipeline)
+        if self.judges_alerts:
+            self.alerts.start_ticker(self.pipeline)
         if self.grpc_port:
             self._grpc = serve_grpc(self.pipeline, self.host, self.grpc_port,
                                     auth_token=self.auth_token, inflight=self.inflight,

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Final
 
 from . import environment_variables as env
-from .alerts.settings import AlertSettings
+from .alerts.options import add_alert_options, alert_settings
+from .lake_options import add_lake_options, lake_of
 from .receive import limits as lim
 
 MIB: Final = 1024 * 1024
@@ -65,6 +66,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="OTLP/gRPC (default 4317; 0 disables it)")
     p.add_argument("--db", default=env.default_db(),
                    help=f"DuckDB file (default: ./{env.DEFAULT_DB} or ${env.DB_ENV})")
+    add_lake_options(p, "instead of --db: write into this DuckLake (one of N collectors)")
+    p.add_argument("--instance", metavar="NAME", default=os.environ.get(env.INSTANCE_ENV),
+                   help="this collector's name among those writing one lake, stored with each "
+                        "call to tell an episode sent to two of them (default: "
+                        f"${env.INSTANCE_ENV}, else HOSTNAME:HTTP_PORT; keep it across restarts)")
     p.add_argument("--auth-token", default=os.environ.get(env.TOKEN_ENV),
                    help=f"require 'Authorization: Bearer TOKEN' (default: ${env.TOKEN_ENV})")
     p.add_argument("--insecure-remote", action="store_true",
@@ -106,35 +112,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     register_export(sub)
 
 
-def add_alert_options(group: argparse._ActionsContainer) -> None:
-    """The spike rule's settings, for ``collector`` and ``export --prometheus-rules``
-    (defaults: ``AlertSettings``')."""
-    d = AlertSettings()
-    group.add_argument("--alert-window", metavar="SECONDS", type=float, default=d.window_s,
-                       help=f"rolling window of the no-progress rate (default {d.window_s:g})")
-    group.add_argument("--alert-factor", metavar="X", type=float, default=d.factor,
-                       help="fire at X times the service's own baseline rate "
-                            f"(default {d.factor:g})")
-    group.add_argument("--alert-threshold", metavar="RATE", type=float, default=d.threshold,
-                       help="fire at this no-progress rate whatever the baseline "
-                            f"(default {d.threshold:g})")
-    group.add_argument("--alert-min-volume", metavar="N", type=int, default=d.min_volume,
-                       help="tool calls needed in the window before a rate can fire "
-                            f"(default {d.min_volume})")
-    group.add_argument("--alert-cooldown", metavar="SECONDS", type=float, default=d.cooldown_s,
-                       help="least time between two firings for one service "
-                            f"(default {d.cooldown_s:g})")
-
-
-def alert_settings(args: argparse.Namespace) -> AlertSettings:
-    """``AlertSettings`` from ``add_alert_options``' arguments (a ``ValueError`` names a bad
-    one)."""
-    return AlertSettings(
-        window_s=args.alert_window, bucket_s=min(AlertSettings().bucket_s, args.alert_window),
-        factor=args.alert_factor, threshold=args.alert_threshold,
-        min_volume=args.alert_min_volume, cooldown_s=args.alert_cooldown)
-
-
 def register_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``loopscope export``: a store's tables (``storage.export``) and, with
     ``--prometheus-rules``, the spike alert as Prometheus rules (``alerts.prometheus_rules``)."""
@@ -156,8 +133,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     """``loopscope export``: tables (``--db``), rules (``--prometheus-rules``), or both."""
     from .storage import export
 
-    if not args.db and not args.prometheus_rules:
-        print("loopscope export: error: give --db FILE (a store's tables) or "
+    if not args.db and not args.lake and not args.prometheus_rules:
+        print("loopscope export: error: give --db FILE or --lake CATALOG (a store's tables) or "
               "--prometheus-rules FILE (the spike alert for Prometheus)", file=sys.stderr)
         return export.EXIT_USAGE
     if args.prometheus_rules:
@@ -174,7 +151,13 @@ def cmd_export(args: argparse.Namespace) -> int:
             Path(args.prometheus_rules).write_text(text, encoding="utf-8")
             print(f"prometheus rules  {args.prometheus_rules}  (check: promtool check rules "
                   f"{args.prometheus_rules})")
-    return export.cmd_export(args) if args.db else export.EXIT_OK
+    return export.cmd_export(args) if args.db or args.lake else export.EXIT_OK
+
+
+def _instance(args: argparse.Namespace) -> str:
+    import socket
+
+    return args.instance or f"{socket.gethostname()}:{args.http_port}"
 
 
 def port_number(text: str) -> int:
@@ -299,33 +282,41 @@ def cmd_collector(args: argparse.Namespace) -> int:
     settings = alert_settings(args)
     import duckdb
 
-    from .storage import SchemaError
+    from .storage import LakeError, SchemaError
 
+    lake = lake_of(args, "collector")
     if args.grpc_port and _port_taken(args.host, args.grpc_port):
         print(f"loopscope collector: error: cannot listen for OTLP/gRPC on {args.host}:"
               f"{args.grpc_port} (the port is taken); pass another --grpc-port (0 turns gRPC "
               "off).", file=sys.stderr)
         return 1
-    new_store = args.db != ":memory:" and not Path(args.db).exists()
+    new_store = lake is None and args.db != ":memory:" and not Path(args.db).exists()
     try:
         collector = Collector(db_path=args.db, host=args.host, http_port=args.http_port,
                               grpc_port=args.grpc_port, auth_token=args.auth_token,
                               policy=policy, max_request_bytes=args.max_request_bytes,
                               alert_settings=settings, webhooks=args.webhook,
                               max_inflight_bytes=args.max_inflight_bytes,
-                              store_memory=args.store_memory,
+                              store_memory=args.store_memory, lake=lake,
+                              instance=_instance(args) if lake is not None else "",
                               watch=ConnectionWatch(
                                   max_connections=args.max_connections,
                                   header_timeout_s=args.header_timeout,
                                   body_timeout_s=args.body_timeout,
                                   idle_timeout_s=args.idle_timeout))
-    except duckdb.IOException as exc:
+    except duckdb.Error as exc:
+        if lake is not None:
+            print(f"loopscope collector: error: cannot open the lake {lake}: {exc}",
+                  file=sys.stderr)
+            return 1
+        if not isinstance(exc, duckdb.IOException):
+            raise
         hint = (" Another collector probably owns it (one writer per file): stop it, or pass "
                 "another --db." if "lock" in str(exc).lower() else "")
         print(f"loopscope collector: error: cannot open the store {args.db}: {exc}.{hint}",
               file=sys.stderr)
         return 1
-    except SchemaError as exc:
+    except (SchemaError, LakeError) as exc:
         print(f"loopscope collector: error: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
@@ -350,7 +341,7 @@ def cmd_collector(args: argparse.Namespace) -> int:
         return 1
     print(f"loopscope collector: OTLP/HTTP on {collector.http_url}/v1/traces"
           + (f", OTLP/gRPC on {args.host}:{collector.grpc_port}" if collector.grpc_port else "")
-          + f"; store {args.db}; reads {collector.http_url}/v1/reads; "
+          + f"; store {collector.db.path}; reads {collector.http_url}/v1/reads; "
           f"metrics {collector.http_url}/metrics", flush=True)
     stop.wait()
     print("loopscope collector: stopping (finishing queued spans)…", file=sys.stderr, flush=True)

@@ -14,6 +14,12 @@ DEFAULT_DB: Final = "loopscope.duckdb"
 """The store's file name when neither ``--db`` nor ``LOOPSCOPE_DB`` names one."""
 TOKEN_ENV: Final = "LOOPSCOPE_AUTH_TOKEN"
 """The collector's bearer token (``--auth-token``), for it and for its clients."""
+LAKE_ENV: Final = "LOOPSCOPE_LAKE"
+"""A DuckLake catalog (``--lake``), for the collectors writing it and the commands reading it."""
+LAKE_DATA_ENV: Final = "LOOPSCOPE_LAKE_DATA"
+"""Where that lake's Parquet files are (``--lake-data``: a directory or an s3:// URL)."""
+INSTANCE_ENV: Final = "LOOPSCOPE_INSTANCE"
+"""This collector's name among those writing one lake (``--instance``)."""
 
 
 def default_db() -> str:

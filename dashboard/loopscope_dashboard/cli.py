@@ -13,8 +13,15 @@ import sys
 from pathlib import Path
 
 from loopscope_collector.cli import is_loopback, port_number
+from loopscope_collector.lake_options import add_lake_options, lake_of
 
-from .environment_variables import COLLECTOR_URL_ENV, DEFAULT_COLLECTOR_URL, SNAPSHOT_ENV
+from .environment_variables import (
+    COLLECTOR_URL_ENV,
+    DEFAULT_COLLECTOR_URL,
+    LAKE_DATA_ENV,
+    LAKE_ENV,
+    SNAPSHOT_ENV,
+)
 
 HELP = """\
 Open the loopscope dashboard: which agents are stuck, why, and what it cost.
@@ -22,12 +29,14 @@ Open the loopscope dashboard: which agents are stuck, why, and what it cost.
 Live, it reads a running collector's named reads (--collector, default
 http://127.0.0.1:4318, or $LOOPSCOPE_COLLECTOR_URL); labels and sending imported runs need
 this. After the fact, --db opens a loopscope DuckDB file read-only (a copy, or the file of a
-stopped collector; written by `loopscope analyze FILE --db FILE` too).
+stopped collector; written by `loopscope analyze FILE --db FILE` too). Beside N collectors
+writing one DuckLake, --lake and --lake-data read it (every collector's rows, read-only).
 
 Example:
   loopscope dashboard
   loopscope dashboard --collector http://127.0.0.1:4318 --port 8501
   loopscope dashboard --db runs.duckdb
+  loopscope dashboard --lake 'ducklake:postgres:dbname=loopscope host=db' --lake-data /shared/lake
 """
 
 
@@ -47,8 +56,14 @@ def command(args: argparse.Namespace) -> list[str]:
 def environment(args: argparse.Namespace) -> dict[str, str]:
     """The environment the app runs with: the source it should read."""
     env = dict(os.environ)
+    lake = None if args.db or args.collector else lake_of(args, "dashboard")
+    env.pop(LAKE_ENV, None)
+    env.pop(LAKE_DATA_ENV, None)
     if args.db:
         env[SNAPSHOT_ENV] = str(Path(args.db).resolve())
+    elif lake is not None:
+        env.pop(SNAPSHOT_ENV, None)
+        env[LAKE_ENV], env[LAKE_DATA_ENV] = lake.catalog, lake.data_path
     else:
         env.pop(SNAPSHOT_ENV, None)
         env[COLLECTOR_URL_ENV] = args.collector or env.get(COLLECTOR_URL_ENV,
@@ -66,12 +81,15 @@ def run(args: argparse.Namespace) -> int:
     if args.db and not Path(args.db).exists():
         print(f"loopscope dashboard: error: no such DuckDB file: {args.db}", file=sys.stderr)
         return 2
-    where = f"file {args.db}" if args.db else f"collector {environment(args)[COLLECTOR_URL_ENV]}"
+    env = environment(args)  # a malformed --lake exits here, naming what is wrong
+    where = (f"file {args.db}" if args.db else f"lake {env[LAKE_ENV]} (data "
+             f"{env[LAKE_DATA_ENV]})" if LAKE_ENV in env
+             else f"collector {env[COLLECTOR_URL_ENV]}")
     print(f"loopscope dashboard on http://{args.host}:{args.port} reading {where}",
           file=sys.stderr, flush=True)
     # Become Streamlit (same process): signals reach it directly, and a parent that stops
     # this process stops the server, with no grandchild left behind.
-    os.execve(sys.executable, command(args), environment(args))  # does not return
+    os.execve(sys.executable, command(args), env)  # does not return
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -84,6 +102,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                              f"{DEFAULT_COLLECTOR_URL})")
     source.add_argument("--db", metavar="FILE",
                         help="read this loopscope DuckDB file instead (read-only)")
+    add_lake_options(parser, "instead of --collector or --db: read this DuckLake, every "
+                             "collector's rows (read-only)")
     parser.add_argument("--port", type=port_number, default=8501,
                         help="port to serve on (default: 8501)")
     parser.add_argument("--host", default="127.0.0.1",

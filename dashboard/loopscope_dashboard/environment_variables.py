@@ -9,6 +9,11 @@ COLLECTOR_URL_ENV: Final = "LOOPSCOPE_COLLECTOR_URL"
 """Base URL of a running collector (default ``http://127.0.0.1:4318``)."""
 SNAPSHOT_ENV: Final = "LOOPSCOPE_DB_SNAPSHOT"
 """A loopscope DuckDB file to read instead of a collector; wins over the URL."""
+LAKE_ENV: Final = collector_env.LAKE_ENV
+"""A DuckLake catalog to read instead of a collector (with ``LAKE_DATA_ENV``): every
+collector's rows."""
+LAKE_DATA_ENV: Final = collector_env.LAKE_DATA_ENV
+"""Where that lake's Parquet files are (a directory or an s3:// URL)."""
 TOKEN_ENV: Final = collector_env.TOKEN_ENV
 """The collector's bearer token, when it was started with one."""
 DEFAULT_COLLECTOR_URL: Final = "http://127.0.0.1:4318"

@@ -4,7 +4,7 @@ Pages never know where data lives. Live, a ``HttpSource`` asks the collector's r
 (``GET /v1/reads/NAME``): the collector is the DuckDB file's only writer, so the dashboard
 cannot open it. After the fact (a copied snapshot, an offline investigation, the test suite),
 ``LOOPSCOPE_DB_SNAPSHOT`` names a DuckDB file and a ``FileSource`` opens it read-only and runs
-the same named reads from ``storage/sql/reads.sql``, so each read's SQL exists once.
+the same named reads from ``reads/sql/reads.sql``, so each read's SQL exists once.
 
 Reads are cached with ``st.cache_data`` for at most two seconds (the live panels refresh every
 two seconds); the source itself is the one ``st.cache_resource``. A source that cannot answer
@@ -40,6 +40,8 @@ from . import truth
 from .environment_variables import (
     COLLECTOR_URL_ENV,
     DEFAULT_COLLECTOR_URL,
+    LAKE_DATA_ENV,
+    LAKE_ENV,
     SNAPSHOT_ENV,
     TOKEN_ENV,
 )
@@ -167,7 +169,7 @@ class FileSource:
 
     def rows(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Run the named read on a fresh cursor (the read's SQL is the collector's)."""
-        from loopscope_collector.storage.queries import run_read
+        from loopscope_collector.reads import run_read
 
         given = {k: v for k, v in params.items() if v is not None}  # as HttpSource sends them
         cur = self._db.cursor()
@@ -190,6 +192,25 @@ class FileSource:
         """A file opened once stays readable: nothing to check."""
 
 
+class LakeSource(FileSource):
+    """A DuckLake that collectors write, read with the same named reads (every collector's
+    rows); each read takes its own cursor. Labels go through a live collector."""
+
+    def __init__(self, catalog: str, data_path: str) -> None:
+        from loopscope_collector.storage import LakeError, SchemaError, open_lake
+        from loopscope_collector.storage.lake import Lake
+
+        try:
+            lake = Lake.parse(catalog, data_path)
+            self._db = open_lake(lake, read_only=True)
+        except (LakeError, SchemaError) as exc:
+            raise SourceError(f"cannot browse the lake: {exc}") from None
+        except Exception as exc:  # duckdb.Error: the catalog cannot be reached
+            raise SourceError(f"cannot open the lake {catalog} ({exc})") from None
+        self.path = str(lake)
+        self.description = f"lake {lake} (read-only)"
+
+
 def _error_text(raw: bytes) -> str:
     try:
         return str(json.loads(raw).get("error") or json.loads(raw).get("message"))
@@ -199,9 +220,12 @@ def _error_text(raw: bytes) -> str:
 
 @st.cache_resource(show_spinner=False)
 def _source() -> Source:
-    """Live: the collector's read API. Offline or in tests: a DuckDB file, read-only."""
+    """Live: the collector's read API. Offline or in tests: a DuckDB file, read-only; or a
+    lake, every collector's rows (read-only)."""
     if snapshot := os.environ.get(SNAPSHOT_ENV):
         return FileSource(snapshot)
+    if catalog := os.environ.get(LAKE_ENV):
+        return LakeSource(catalog, os.environ.get(LAKE_DATA_ENV, ""))
     return HttpSource(collector_url(), os.environ.get(TOKEN_ENV) or None)
 
 

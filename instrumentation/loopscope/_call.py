@@ -189,7 +189,9 @@ class ToolCallScope:
         }
         if episode.agent_name:  # a run still in flight is named before its root span ends
             attributes[c.GEN_AI_AGENT_NAME] = episode.agent_name
-        self._span = _tracer.start_span(f"{c.OP_EXECUTE_TOOL} {self.tool}", attributes=attributes)
+        self._span = _tracer.start_span(f"{c.OP_EXECUTE_TOOL} {self.tool}",
+                                        context=episode.parent_context(), attributes=attributes)
+        episode.started(self._span)
         if self._applied not in KILL_ACTIONS:
             return None
         found, cached = guard.cached(self._signature, decision.idempotency_key)

@@ -16,7 +16,14 @@ from contextvars import ContextVar, Token
 from typing import Any, Final
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.context import Context
+from opentelemetry.trace import (
+    NonRecordingSpan,
+    Span,
+    SpanContext,
+    Status,
+    StatusCode,
+)
 
 from . import conventions as c
 from ._config import MODE_CHOICES, settings
@@ -100,8 +107,38 @@ class Episode:
         self._root = True
         """Whether entering the run opens its root span (not for the implicit episode)."""
         self._span: Span | None = None
+        self._anchor: SpanContext | None = None
         self._token: Token[Episode | None] | None = None
         self._span_token: Any = None
+
+    def parent_context(self) -> Context | None:
+        """The context a span of this episode starts in (None: the current one).
+
+        Every span of one episode shares its trace, so a load balancer that routes by trace
+        id (the OpenTelemetry Collector's ``load_balancing`` exporter, docs/deploy.md) sends
+        the whole episode to one collector: a span started outside the root's trace (a tool
+        call on another thread, where the context did not follow) is put under the root; in
+        an episode without a root span (the implicit one), with no current span, the first
+        span is the trace's root and the later ones its children (``started``). An implicit
+        episode inside the caller's own spans stays in their traces: route those by
+        ``loopscope.episode.id``.
+        """
+        current = trace.get_current_span().get_span_context()
+        if self._span is not None:
+            root = self._span.get_span_context()
+            if current.is_valid and current.trace_id == root.trace_id:
+                return None
+            return trace.set_span_in_context(self._span)
+        if current.is_valid or self._anchor is None:
+            return None
+        return trace.set_span_in_context(NonRecordingSpan(self._anchor))
+
+    def started(self, span: Span) -> None:
+        """``span`` of this episode was started in ``parent_context()``: the first one of an
+        episode without a root, outside any span, anchors the episode's trace."""
+        if (self._span is None and self._anchor is None
+                and not trace.get_current_span().get_span_context().is_valid):
+            self._anchor = span.get_span_context()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -261,8 +298,9 @@ class Episode:
         if cost_usd is not None:
             attributes[c.COST_USD] = max(float(cost_usd), 0.0)
         span = _tracer.start_span(f"{c.OP_CHAT} {model}" if model else c.OP_CHAT,
-                                  kind=trace.SpanKind.CLIENT, attributes=attributes,
-                                  start_time=started_ns)
+                                  context=self.parent_context(), kind=trace.SpanKind.CLIENT,
+                                  attributes=attributes, start_time=started_ns)
+        self.started(span)
         span.end()
 
     def record_message(self, role: str, content: str = "") -> Decision | None:
@@ -304,7 +342,9 @@ class Episode:
             attributes[c.GUARD_DECISION] = decision.action
             attributes[c.FLAGS] = [f.detector for f in decision.flags]
             attributes[c.FLAG_KINDS] = [f.kind for f in decision.flags]
-        span = _tracer.start_span(f"{c.OP_MESSAGE} {role}", attributes=attributes)
+        span = _tracer.start_span(f"{c.OP_MESSAGE} {role}", context=self.parent_context(),
+                                  attributes=attributes)
+        self.started(span)
         for name, event in c.evaluation_events(decision.flags):
             span.add_event(name, event)
         span.end()
@@ -349,7 +389,7 @@ class Episode:
         with swallow_internal_errors("reconciling a write"):
             settled = self.guard.reconcile(ref, found=found, result=result)
             span = _tracer.start_span(
-                f"reconcile {ref}",
+                f"reconcile {ref}", context=self.parent_context(),
                 attributes={
                     c.EPISODE_ID: self.id,
                     c.GEN_AI_CONVERSATION_ID: self.conversation_id,
@@ -357,6 +397,7 @@ class Episode:
                     c.RECONCILE_FOUND: bool(found),
                 },
             )
+            self.started(span)
             span.end()
         return settled
 

@@ -270,12 +270,13 @@ def test_the_server_header_names_no_python_version(collector: CollectorProcess) 
 
 
 class _FailingReads:
-    """A store whose reads fail on the collector's side, as a bug or a broken file would."""
+    """A store whose reads fail on the collector's side, as a bug or a broken file would
+    (the named reads take a cursor of the store: ``reads.read``)."""
 
     def __init__(self, error: Exception) -> None:
         self.error = error
 
-    def read(self, name: str, params: dict[str, object]) -> list[dict[str, object]]:
+    def cursor(self) -> object:
         raise self.error
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from loopscope.offline.cli import main
 from loopscope_collector.metrics.compute import PRICES, compute_metrics
+from loopscope_collector.reads import READS, read
 from loopscope_collector.storage import Database, open_database
-from loopscope_collector.storage.queries import READS
 
 S = 1_000_000_000  # one second in ns
 T0 = 1_700_000_000 * S
@@ -471,9 +471,9 @@ def test_the_loops_per_tool_cost_adds_up_to_cost_after_the_first_flag(
     store.detect("P2", 1)
     card = metrics(store)["cost_after_first_flag_usd"]
     assert card > 0
-    tools = store.db.read("loops_by_tool", {})
+    tools = read(store.db, "loops_by_tool", {})
     assert sum(row["cost_in_loops_usd"] for row in tools) == pytest.approx(card)
-    signatures = store.db.read("looping_signatures", {})
+    signatures = read(store.db, "looping_signatures", {})
     assert 0 < sum(row["cost_in_loops_usd"] for row in signatures) <= card + 1e-9
 
 
@@ -482,7 +482,7 @@ def test_shared_sql_is_written_once_and_every_read_that_names_it_gets_it() -> No
     reads.sql, and so does the false-kill rule."""
     from importlib.resources import files
 
-    text = (files("loopscope_collector.storage") / "sql" / "reads.sql").read_text("utf-8")
+    text = (files("loopscope_collector.reads") / "sql" / "reads.sql").read_text("utf-8")
     assert text.count("run_price as (") == 1  # written once
     assert text.count("json_each(coalesce($prices") == 1 and text.count("/*prices*/") == 1
     assert text.count("case when k.human_false_kill") == 1
@@ -510,7 +510,7 @@ def test_the_metrics_and_the_policy_page_price_a_run_alike(store: Store) -> None
 
 
 def test_a_read_naming_a_fragment_that_does_not_exist_is_refused() -> None:
-    from loopscope_collector.storage.queries import _with_fragments
+    from loopscope_collector.reads.named import _with_fragments
 
     with pytest.raises(ValueError, match="run_costs"):
         _with_fragments("-- name: x\nwith /*fragment run_costs*/ select 1")

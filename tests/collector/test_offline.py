@@ -21,6 +21,7 @@ from loopscope.offline import cli
 from loopscope.offline.analysis import analyze
 from loopscope.testing import capture_spans
 from loopscope_collector.offline.synthetic_spans import episode_spans
+from loopscope_collector.reads import read
 from loopscope_collector.storage import open_database
 
 pytestmark = pytest.mark.timeout(120)
@@ -206,21 +207,21 @@ def test_db_stores_tool_calls_episodes_and_detections(
     assert "0 new spans" in err
     db = open_database(store, read_only=True)
     try:
-        calls = db.read("episode_tool_calls", {"episode_id": "spinner"})
+        calls = read(db, "episode_tool_calls", {"episode_id": "spinner"})
         assert len(calls) == 8
         assert [c["step"] for c in calls] == list(range(8))
         assert all(c["content_captured"] for c in calls)
-        assert len(db.read("episode_tool_calls", {"episode_id": "healthy"})) == 2
-        episodes = {e["episode_id"]: e for e in db.read("episodes", {})}
+        assert len(read(db, "episode_tool_calls", {"episode_id": "healthy"})) == 2
+        episodes = {e["episode_id"]: e for e in read(db, "episodes", {})}
         assert set(episodes) == {"spinner", "healthy"}
         assert episodes["spinner"]["outcome"] == "failure"
-        detections = db.read("episode_detections", {"episode_id": "spinner"})
+        detections = read(db, "episode_detections", {"episode_id": "spinner"})
         by_span = {c["span_id"]: c["step"] for c in calls}
         stored = sorted((by_span[d["span_id"]], d["detector"], d["kind"]) for d in detections)
         reported = sorted((f["step"], f["detector"], f["kind"])
                           for f in _flags(document, "spinner"))
         assert stored == reported
-        assert db.read("summary")[0]["tool_calls"] == 10
+        assert read(db, "summary")[0]["tool_calls"] == 10
     finally:
         db.close()
 
@@ -268,13 +269,13 @@ def test_episode_jsonl_into_the_store_prints_what_it_stored(
     assert again == document and "0 new spans" in err
     db = open_database(store, read_only=True)
     try:
-        assert db.read("summary")[0]["episodes"] == 15
+        assert read(db, "summary")[0]["episodes"] == 15
         for episode in document["episodes"]:
             eid = episode["episode_id"]
-            calls = db.read("episode_tool_calls", {"episode_id": eid})
+            calls = read(db, "episode_tool_calls", {"episode_id": eid})
             by_span = {c["span_id"]: c["step"] for c in calls}
             stored = sorted((by_span[d["span_id"]], d["detector"], d["kind"], d["severity"])
-                            for d in db.read("episode_detections", {"episode_id": eid}))
+                            for d in read(db, "episode_detections", {"episode_id": eid}))
             reported = sorted((f["step"], f["detector"], f["kind"], f["severity"])
                               for f in episode["flags"])
             assert stored == reported, eid

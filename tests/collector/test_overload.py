@@ -10,6 +10,7 @@ from pathlib import Path
 from otlp_requests import episode_request
 
 from loopscope_collector.pipeline.thread import Pipeline
+from loopscope_collector.reads import read
 from loopscope_collector.receive.http_server import CollectorHTTPServer
 from loopscope_collector.storage import open_database
 
@@ -51,7 +52,7 @@ def test_full_queue_gives_503_with_retry_after_then_recovers(tmp_path: Path) -> 
         waiting.join(30)
         assert answers == [200]
         assert _post(url, second.SerializeToString())[0] == 200
-        assert db.read("summary")[0]["tool_calls"] == 13
+        assert read(db, "summary")[0]["tool_calls"] == 13
     finally:
         server.shutdown()
         server.server_close()

@@ -7,6 +7,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from loopscope_collector.reads import read
 from loopscope_collector.storage import SchemaError, open_database
 from loopscope_collector.storage.schema import LATEST, MIGRATIONS, current_version
 
@@ -35,9 +36,9 @@ def test_an_older_store_is_migrated_on_open_and_keeps_its_rows(tmp_path: Path) -
     db = open_database(path)
     try:
         assert current_version(db.con) == LATEST >= 7
-        [alert] = db.read("alerts")
+        [alert] = read(db, "alerts")
         assert (alert["alert_id"], alert["rate"], alert["episodes_in_streak"]) == ("a1", 0.6, None)
-        assert db.read("label_list")[0]["label"] == "true_loop"
+        assert read(db, "label_list")[0]["label"] == "true_loop"
     finally:
         db.close()
     again = open_database(path)  # a second start applies nothing more
@@ -68,7 +69,7 @@ def test_an_alert_stored_before_version_10_has_no_rule_and_reads_as_before(
     _store_at(path, 9)
     db = open_database(path)
     try:
-        [alert] = db.read("alerts")
+        [alert] = read(db, "alerts")
         assert alert["alert_id"] == "a1"
         assert [alert[k] for k in ("threshold", "window_s", "baseline_s", "factor", "floor",
                                    "min_volume")] == [None] * 6

@@ -10,6 +10,7 @@ import pytest
 
 from loopscope_collector.normalize.spans import SpanRecord
 from loopscope_collector.pipeline.thread import Pipeline
+from loopscope_collector.reads import read
 from loopscope_collector.storage import open_database
 
 TRACE = "ab" * 16
@@ -54,12 +55,12 @@ def test_one_row_per_guarded_mcp_call(tmp_path: Path, order: str) -> None:
                        "parent first": [mine, theirs]}[order]
             for batch in batches:
                 pipeline.submit(batch).wait(30)
-        calls = db.read("episode_tool_calls", {"episode_id": "ep-mcp"})
+        calls = read(db, "episode_tool_calls", {"episode_id": "ep-mcp"})
         assert [c["convention"] for c in calls] == ["loopscope"] * 3
-        assert db.read("summary")[0]["tool_calls"] == 3
-        flags = db.read("episode_detections", {"episode_id": "ep-mcp"})
+        assert read(db, "summary")[0]["tool_calls"] == 3
+        flags = read(db, "episode_detections", {"episode_id": "ep-mcp"})
         assert [(f["ordinal"], f["detector"]) for f in flags][:1] == [(2, "exact_repeat")]
-        assert [e["episode_id"] for e in db.read("episodes")] == ["ep-mcp"]
+        assert [e["episode_id"] for e in read(db, "episodes")] == ["ep-mcp"]
     finally:
         pipeline.stop()
         db.close()
@@ -81,11 +82,11 @@ def test_another_instrumentations_span_inside_a_loopscope_call_is_the_same_call(
                                         "traceloop.entity.output": '"none"'},
                             resource=RESOURCE)
         pipeline.submit([theirs]).wait(30)
-        assert db.read("summary")[0]["tool_calls"] == 1
+        assert read(db, "summary")[0]["tool_calls"] == 1
         pipeline.submit([ours(parent, 0)]).wait(30)
-        calls = db.read("episode_tool_calls", {"episode_id": "ep-mcp"})
+        calls = read(db, "episode_tool_calls", {"episode_id": "ep-mcp"})
         assert [c["convention"] for c in calls] == ["loopscope"]
-        assert db.read("summary")[0]["tool_calls"] == 1
+        assert read(db, "summary")[0]["tool_calls"] == 1
     finally:
         pipeline.stop()
         db.close()

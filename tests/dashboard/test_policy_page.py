@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 import loopscope_dashboard
 from loopscope.detect import Policy
 from loopscope.offline.cli import main
+from loopscope_collector.reads import read
 from loopscope_collector.storage import open_database
 from loopscope_dashboard import replays
 
@@ -34,8 +35,8 @@ def _stored(store: Path) -> list[replays.StoredRun]:
 
     db = open_database(store, read_only=True)
     try:
-        return replays.stored_runs(pd.DataFrame(db.read("replay_episodes", {})),
-                                   db.read("replay_calls", {}))
+        return replays.stored_runs(pd.DataFrame(read(db, "replay_episodes", {})),
+                                   read(db, "replay_calls", {}))
     finally:
         db.close()
 
@@ -223,10 +224,10 @@ def test_the_guards_policies_are_read_from_the_root_spans(demo_store_path: Path)
 
     db = open_database(demo_store_path, read_only=True)
     try:
-        rows = db.read("guard_policies", {})
+        rows = read(db, "guard_policies", {})
         assert len(rows) == 1
         assert replays.build(json.loads(rows[0]["policy"])) == replays.build(DEMO_BUDGET)
-        assert rows[0]["runs"] == len(db.read("replay_episodes", {}))
+        assert rows[0]["runs"] == len(read(db, "replay_episodes", {}))
         assert rows[0]["modes"] == "enforce, observe"
     finally:
         db.close()

@@ -15,7 +15,7 @@ from collector_process import start_collector
 from streamlit.testing.v1 import AppTest
 
 import loopscope_dashboard
-from loopscope_collector.storage.queries import run_read
+from loopscope_collector.reads import run_read
 from loopscope_dashboard import queries, uploads, waterfall
 
 pytestmark = pytest.mark.timeout(120)

@@ -13,6 +13,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import loopscope_dashboard
+from loopscope_collector.reads import read
 from loopscope_collector.storage import open_database
 from loopscope_dashboard import truth
 
@@ -71,14 +72,14 @@ def test_every_demo_stop_says_the_streak_its_steps_table_shows(demo_store_path: 
     before the call ran. Several of these runs' collector streaks say otherwise."""
     db = open_database(demo_store_path, read_only=True)
     try:
-        episodes = [e for e in db.read("episode_list", {"limit": 1000})
+        episodes = [e for e in read(db, "episode_list", {"limit": 1000})
                     if e["guard_mode"] == "enforce" and e["happened"] == "stopped"]
         checked, collector_wrong = 0, []
         for row in episodes:
-            episode = db.read("episode", {"episode_id": row["episode_id"]})[0]
+            episode = read(db, "episode", {"episode_id": row["episode_id"]})[0]
             diagnostic = json.loads(episode["stop_diagnostic"])
             calls = truth.number_calls(pd.DataFrame(
-                db.read("episode_tool_calls", {"episode_id": row["episode_id"]})))
+                read(db, "episode_tool_calls", {"episode_id": row["episode_id"]})))
             steps = truth.step_progress(calls)
             kind, story = truth.stop_story({**episode, "happened": "stopped"}, diagnostic,
                                            calls)

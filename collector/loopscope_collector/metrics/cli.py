@@ -18,12 +18,14 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loopscope.detect.events import OUTCOMES
 
 from .. import environment_variables as env
+from ..lake_options import add_lake_options, lake_of
 
 if TYPE_CHECKING:
     from .compute import Reader
@@ -35,8 +37,9 @@ EXIT_USAGE = 2
 METRICS_HELP = """\
 Loop-detection rate, false-kill rate, UNKNOWN reconcile latency and cost per successful task.
 
-Reads a loopscope DuckDB store read-only (a copy, or the file of a stopped collector), or a
-running collector through its read API (--collector), and prints the metrics with their n and
+Reads a loopscope DuckDB store read-only (a copy, or the file of a stopped collector), a
+DuckLake that collectors write (--lake, --lake-data: the same SQL over the union of every
+collector's rows), or a running collector through its read API (--collector), and prints the metrics with their n and
 Wilson 95% intervals, then the breakdown by service, agent, model, tool and flag kind.
 Definitions and worked examples: docs/metrics.md. Filters combine; an episode is in the time
 window when it started in it (--since/--last, --until; ISO times without a zone are UTC).
@@ -44,6 +47,7 @@ window when it started in it (--since/--last, --until; ISO times without a zone 
 Example:
   loopscope metrics --db loopscope.duckdb
   loopscope metrics --db copy.duckdb --service checkout --last 24h --json
+  loopscope metrics --lake 'ducklake:postgres:dbname=loopscope host=db' --lake-data /shared/lake
   loopscope metrics --collector http://127.0.0.1:4318 --tool search --since 2025-06-01T00:00
 """
 
@@ -63,6 +67,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     source.add_argument("--collector", metavar="URL",
                         help="read through a running collector's API, e.g. "
                              "http://127.0.0.1:4318")
+    add_lake_options(p, "instead of --db: read this DuckLake, every collector's rows")
     p.add_argument("--auth-token", default=os.environ.get(env.TOKEN_ENV),
                    help=f"bearer token for --collector (default: ${env.TOKEN_ENV})")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
@@ -150,6 +155,11 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             return _error(f"cannot reach the collector at {args.collector}: {reason}")
+    elif not args.db and lake_of(args, "metrics") is not None:
+        result = _from_lake(lake_of(args, "metrics"), filters, collect)
+        if isinstance(result, int):
+            return result
+        report = result
     else:
         path = args.db or env.default_db()
         result = _from_file(path, filters, collect)
@@ -163,12 +173,36 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _from_lake(
+    lake: Any, filters: dict[str, Any], collect: Callable[[Reader, dict[str, Any]], dict[str, Any]]
+) -> dict[str, Any] | int:
+    """The metrics over a lake, with the reads' SQL (a reader beside running collectors)."""
+    import duckdb
+
+    from ..reads import read
+    from ..storage import LakeError, SchemaError, open_lake
+
+    try:
+        db = open_lake(lake, read_only=True)
+    except (LakeError, SchemaError) as exc:
+        return _error(str(exc))
+    except duckdb.Error as exc:
+        return _error(f"cannot open the lake {lake}: {exc}")
+    try:
+        return collect(partial(read, db), filters)
+    except duckdb.Error as exc:
+        return _error(f"the lake {lake}: cannot compute the metrics ({exc})")
+    finally:
+        db.close()
+
+
 def _from_file(
     path: str, filters: dict[str, Any], collect: Callable[[Reader, dict[str, Any]], dict[str, Any]]
 ) -> dict[str, Any] | int:
     try:
         import duckdb
 
+        from ..reads import read
         from ..storage import SchemaError, open_database
     except ImportError as exc:
         return _error(f"{exc.name or 'a dependency'} is missing. Install the collector with:  "
@@ -189,7 +223,7 @@ def _from_file(
     except duckdb.Error as exc:
         return _error(f"{path} is not a readable DuckDB file: {exc}")
     try:
-        return collect(db.read, filters)
+        return collect(partial(read, db), filters)
     except duckdb.Error as exc:
         return _error(f"{path}: cannot compute the metrics ({exc}); is it a loopscope store?")
     finally:

@@ -1,6 +1,6 @@
 """The collector's four metrics (docs/metrics.md), exactly as docs/metrics.md defines them.
 
-The counting is SQL: two named reads in ``storage/sql/reads.sql`` (``metrics_breakdown`` and
+The counting is SQL: two named reads in ``reads/sql/reads.sql`` (``metrics_breakdown`` and
 ``metrics_unknown_latency``), so the live collector (``GET /v1/reads/NAME``) and a read-only
 DuckDB file answer from the same text. This module only turns their rows into the report:
 rates with n and a Wilson 95% interval (``loopscope.offline.evaluation.rate``), costs per successful
@@ -13,10 +13,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any, Final
 
 from loopscope.offline.evaluation import rate
+
+from ..reads import read
 
 if TYPE_CHECKING:
     from ..storage import Database
@@ -28,7 +31,7 @@ DIMENSIONS: Final = ("service", "agent", "model", "tool", "kind")
 
 
 def _builtin_prices() -> dict[str, dict[str, float]]:
-    text = files("loopscope_collector.storage").joinpath("sql", "reads.sql").read_text("utf-8")
+    text = files("loopscope_collector.reads").joinpath("sql", "reads.sql").read_text("utf-8")
     found = re.search(r"/\*prices\*/'(.*?)'/\*end prices\*/", text, re.DOTALL)
     if found is None:  # pragma: no cover - the reads file is part of the package
         raise RuntimeError("reads.sql has no built-in price table")
@@ -78,7 +81,7 @@ def compute_metrics(
     """
     params = read_params(service=service, agent=agent, model=model, tool=tool,
                          since_ns=since_ns, until_ns=until_ns, outcome=outcome)
-    return collect(db.read, params, prices=prices)
+    return collect(partial(read, db), params, prices=prices)
 
 
 def collect(

@@ -81,6 +81,10 @@ def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = (),
     lines += _lines("loopscope_spans_conflicting_total", "counter",
                     "Spans sent again under a stored span id with other content (first kept).",
                     [({}, s.spans_conflicting)])
+    lines += _lines("loopscope_episodes_misrouted_total", "counter",
+                    "Episodes sent here whose calls another collector instance stored (one "
+                    "episode routed to two collectors: route by trace id or episode id).",
+                    [({}, s.episodes_misrouted)])
     lines += _lines("loopscope_requests_rejected_total", "counter",
                     "Export requests refused for their content (malformed 400, too large 413, "
                     "unsupported 415, unstorable 400), by status code.",

@@ -87,6 +87,9 @@ class Stats:
     spans_rejected: int = 0
     spans_conflicting: int = 0
     """Spans whose id was stored already with other content (the first is kept)."""
+    episodes_misrouted: int = 0
+    """Episodes this collector was sent whose calls another collector instance had stored:
+    the router in front sends one episode to two collectors (docs/deploy.md)."""
     requests_overloaded: int = 0
     requests_rejected: Counter[str] = field(default_factory=Counter)
     """Requests answered 4xx for their content (malformed, too large, unstorable), by code."""
@@ -113,11 +116,16 @@ _DATA_ERRORS = (
 )
 
 
-def is_store_error(exc: BaseException) -> bool:
+def is_store_error(exc: BaseException, *, lake: bool = False) -> bool:
     """Whether the store could not write (disk full, I/O error, file gone, database
-    invalidated): health turns failing until it recovers."""
+    invalidated): health turns failing until it recovers. In a ``lake``, any DuckDB error
+    that is not the data's: the catalog database or the data path failing comes as a plain
+    ``duckdb.Error`` ("Failed to query most recent snapshot for DuckLake: ... server closed
+    the connection")."""
     if isinstance(exc, duckdb.OutOfMemoryException):
         return False
+    if lake and isinstance(exc, duckdb.Error) and not is_data_error(exc):
+        return True
     return (isinstance(exc, duckdb.IOException | duckdb.FatalException
                        | duckdb.TransactionException | OSError)
             or "invalidated" in str(exc))

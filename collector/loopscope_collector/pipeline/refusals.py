@@ -38,8 +38,13 @@ class RefusalLog:
 
     def __init__(self, logger: logging.Logger, interval_s: float = INTERVAL_S, *,
                  clock: Callable[[], float] = time.monotonic,
-                 schedule: Callable[[float, Callable[[], None]], None] = _timer) -> None:
+                 schedule: Callable[[float, Callable[[], None]], None] = _timer,
+                 verb: str = "refused", items: str = "request(s)") -> None:
+        """``verb`` and ``items`` word the lines: the same limit serves other events that a
+        client causes over and over (an episode routed to two collectors: ``thread``)."""
         self.logger = logger
+        self.verb = verb
+        self.items = items
         self.interval_s = interval_s
         self._clock = clock
         self._schedule = schedule
@@ -66,7 +71,7 @@ class RefusalLog:
                     self._summary_due = True
                     self._schedule(self._quiet_until - now, self.summarise)
         if log_now:
-            self.logger.warning("loopscope collector: refused %s", what)
+            self.logger.warning("loopscope collector: %s %s", self.verb, what)
 
     def summarise(self) -> None:
         """Log the refusals held since the last line, if any (the timer calls this at the end
@@ -79,6 +84,6 @@ class RefusalLog:
                 self._quiet_until = self._clock() + self.interval_s
         if requests:
             self.logger.warning(
-                "loopscope collector: refused %d more request(s) (%d span(s)) since the line "
-                "before, not logged one by one (one line per %.0f s at most); the latest: %s",
-                requests, spans, self.interval_s, latest)
+                "loopscope collector: %s %d more %s (%d span(s)) since the line before, not "
+                "logged one by one (one line per %.0f s at most); the latest: %s",
+                self.verb, requests, self.items, spans, self.interval_s, latest)

@@ -66,8 +66,11 @@ class Pipeline:
         max_batch_spans: int = 20_000,
         max_wait_s: float = 0.02,
         on_batch: Callable[[Pipeline, list[EpisodeResult]], None] | None = None,
+        instance: str = "",
     ) -> None:
         self.db = db
+        self.instance = instance
+        """This collector's name among N on one lake (``--instance``), stored with each call."""
         self.detector = StreamingDetector(policy)
         self.max_queue_spans = max_queue_spans
         self.max_batch_spans = max_batch_spans
@@ -85,6 +88,7 @@ class Pipeline:
         self.health = StoreHealth()
         self._watch = StoreWatch(db, self.health)
         self.refusals = RefusalLog(logger)
+        self.misroutes = RefusalLog(logger, verb="was sent", items="misrouted episode(s)")
 
     # -- receivers' side ------------------------------------------------------------------
 
@@ -151,6 +155,7 @@ class Pipeline:
         self._queue.put(None)
         self._thread.join(timeout)
         self.refusals.summarise()
+        self.misroutes.summarise()
 
     # -- the pipeline thread --------------------------------------------------------------
 
@@ -236,7 +241,7 @@ class Pipeline:
         try:
             return self._store(jobs)
         except Exception as exc:
-            if len(jobs) == 1 or is_store_error(exc):
+            if len(jobs) == 1 or is_store_error(exc, lake=self.db.lake is not None):
                 self._fail(jobs, exc)
                 return []
             logger.warning("loopscope collector: a batch of %d requests failed (%s: %s); "
@@ -260,7 +265,7 @@ class Pipeline:
             error: Exception = Rejected(f"the store cannot hold this request's data: {exc}")
             with self._lock:
                 self.stats.spans_rejected += spans
-        elif is_store_error(exc):
+        elif is_store_error(exc, lake=self.db.lake is not None):
             logger.debug("loopscope collector: a batch of %d spans failed; not acknowledged: "
                          "%s: %s", spans, type(exc).__name__, exc)
             self._watch.failed(exc)  # logged once, when health turns
@@ -304,6 +309,10 @@ class Pipeline:
             undo.undo(self.detector.forget)
             raise
         undo.commit()
+        try:
+            self._watch.after_commit()
+        except Exception as exc:  # the batch is stored (in the log): it is acknowledged
+            self._watch.failed(exc)
         self._count_conflicts(conflicts)
         self.stats.spans_stored += len(new)
         self.stats.spans_duplicate += len(spans) - len(new)
@@ -335,6 +344,7 @@ class Pipeline:
         task_types = {e.episode_id: e.task_type for e in episodes}
         unseen = [e for e in by_episode if not self.detector.has(e)]
         stored = self._load_steps(cur, unseen)  # one query per table for the whole batch
+        self._check_routing(cur, [e for e in unseen if e in stored])
         self._undo.episodes.update(by_episode)
         results = [
             self.detector.add(episode_id, rows, task_type=task_types.get(episode_id),
@@ -343,7 +353,8 @@ class Pipeline:
             for episode_id, rows in by_episode.items()
         ]
         verdicts = {v.row.span_id: v for r in results for v in r.verdicts}
-        tables.insert_tool_calls(cur, tool_rows, verdicts, reading.dedup_keys)
+        tables.insert_tool_calls(cur, tool_rows, verdicts, reading.dedup_keys,
+                                 self.instance or None)
         tables.insert_messages(cur, reading.messages)
         new_ids = {t.span_id for t in tool_rows}
         tables.update_verdicts(cur, [v for r in results if r.reevaluated for v in r.verdicts
@@ -376,6 +387,26 @@ class Pipeline:
             for episode_id, rows in found.items():
                 steps.setdefault(episode_id, []).extend(rows)
         return steps
+
+    def _check_routing(self, cur: duckdb.DuckDBPyConnection, episode_ids: Sequence[str]) -> None:
+        """Episodes new to this collector whose calls another instance stored: the router in
+        front sent one episode to two collectors (each judges only what it holds). Counted
+        (``loopscope_episodes_misrouted_total``) and logged, rate-limited, once the batch
+        commits. Not a rule about the calls (detection is the core's): a fact about routing."""
+        if not self.instance or not episode_ids:
+            return
+        elsewhere = tables.episodes_stored_elsewhere(cur, episode_ids, self.instance)
+        if elsewhere:
+            self._undo.on_commit.append(lambda: self._misrouted(elsewhere))
+
+    def _misrouted(self, elsewhere: dict[str, str]) -> None:
+        with self._lock:
+            self.stats.episodes_misrouted += len(elsewhere)
+        for episode_id, other in elsewhere.items():
+            self.misroutes.refused(
+                f"episode {episode_id!r}, whose calls collector {other!r} stored (this one is "
+                f"{self.instance!r}): each judges only the calls it holds; route every span "
+                "of an episode to one collector (by trace id, or by loopscope.episode.id)")
 
     def _seen_keys(self, cur: duckdb.DuckDBPyConnection, keys: Sequence[str]) -> set[str]:
         """The MCP keys an earlier batch kept: in memory, else in the store."""

@@ -46,9 +46,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from ..normalize.spans import SpanRecord
 from ..pipeline.jobs import Job, Overloaded, PipelineStopped, Rejected
 from ..pipeline.thread import Pipeline
+from ..reads import READS, UnknownRead
+from ..reads import read as run_named_read
 from ..storage import Database
 from ..storage.health import StoreUnavailable
-from ..storage.queries import READS, UnknownRead
 from .connections import CONNECTION_KEY, WatchedH11Protocol
 from .decode import DecodeError, PayloadTooLarge, decode_request, decoding, inflate
 from .labels import check_label
@@ -294,7 +295,7 @@ class CollectorApp:
             await ex.json(400, {"error": str(exc)})
             return
         try:
-            rows = await self._on(self.reading, self.db.read, name, params)
+            rows = await self._on(self.reading, run_named_read, self.db, name, params)
         except (duckdb.IOException, duckdb.FatalException, StoreUnavailable) as exc:
             await ex.json(503, {"error": f"read {name!r}: the store cannot be read now: "
                                          f"{exc}"}, {"Retry-After": RETRY_AFTER_S})

@@ -1,52 +1,62 @@
-"""The collector's DuckDB store: one file, one writer, named reads.
+"""The collector's DuckDB store: one file, one writer; or a DuckLake that N collectors write
+and every reader reads (``storage.lake``). The named reads over either are ``reads``.
 
 ``open_database(path)`` opens (and migrates) the file read-write for the collector, which is
 its only writer; ``open_database(path, read_only=True)`` opens a copy or a stopped
-collector's file for reading after the fact. Each reader thread takes its own ``cursor()``.
+collector's file for reading after the fact. ``open_lake(lake)`` attaches a lake (and
+migrates it), for writing and reading alike. Each reader thread takes its own ``cursor()``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
+import time
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import duckdb
 
-from .queries import READS, run_read
+from .lake import ALIAS as LAKE_ALIAS
+from .lake import Lake, LakeError
+from .lake import connect as lake_connect
 from .schema import LATEST, SchemaError, current_version, migrate
 
-__all__ = ["READS", "Database", "SchemaError", "open_database"]
+__all__ = ["Database", "Lake", "LakeError", "SchemaError", "open_database", "open_lake"]
 
 
 class Database:
     """An open store. The read-write connection belongs to the pipeline thread."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, path: str, read_only: bool,
-                 memory_limit: str | None = None) -> None:
+                 memory_limit: str | None = None, lake: Lake | None = None) -> None:
         self.con = con
         self.path = path
         self.read_only = read_only
         self.memory_limit = memory_limit
+        self.lake = lake
+        """Where the lake is, for a store in a lake (``path`` then names it for people)."""
         self._lock = threading.Lock()
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
-        """A cursor for the calling thread (DuckDB connections are not shared across threads)."""
+        """A cursor for the calling thread (DuckDB connections are not shared across threads).
+        In a lake, the lake is its default database (``use`` holds for one connection)."""
         with self._lock:
-            return self.con.cursor()
-
-    def read(self, name: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        """Run a named read on a fresh cursor; returns finished rows."""
-        cur = self.cursor()
-        try:
-            return run_read(cur, name, params or {})
-        finally:
-            cur.close()
+            cur = self.con.cursor()
+        if self.lake is not None:
+            cur.execute(f"use {LAKE_ALIAS}")
+        return cur
 
     def close(self) -> None:
-        """Close the connection (checkpointing the write-ahead log when read-write)."""
+        """Close the connection (checkpointing the write-ahead log when read-write, if the
+        disk has room for it: ``checkpoint_shortfall``; else the log is replayed at the next
+        open)."""
         with self._lock:
+            if self.lake is None and not self.read_only and self.path != ":memory:":
+                with contextlib.suppress(duckdb.Error):
+                    if checkpoint_shortfall(self.path) is not None:
+                        self.con.execute("pragma disable_checkpoint_on_shutdown")
             self.con.close()
 
     def reopen(self) -> None:
@@ -59,6 +69,10 @@ class Database:
         with self._lock:
             with contextlib.suppress(duckdb.Error):
                 self.con.close()
+            if self.lake is not None:
+                self.con = lake_connect(self.lake, memory_limit=self.memory_limit,
+                                        read_only=self.read_only)
+                return
             self.con = _connect(self.path, read_only=self.read_only,
                                 memory_limit=self.memory_limit)
             if not self.read_only:
@@ -70,7 +84,8 @@ class Database:
             cur = self.con.cursor()
         try:
             name = cur.execute("select current_database()").fetchall()[0][0].replace('"', '""')
-            cur.execute("attach $path as loopscope_export", {"path": path})
+            quoted = "'" + path.replace("'", "''") + "'"  # DuckDB 1.4 binds no ATTACH path
+            cur.execute(f"attach {quoted} as loopscope_export")
             try:
                 cur.execute(f'copy from database "{name}" to loopscope_export')
             finally:
@@ -79,10 +94,70 @@ class Database:
             cur.close()
 
     def checkpoint(self) -> None:
-        """Write the write-ahead log into the file; raises when the disk cannot take it."""
+        """Write the write-ahead log into the file; raises when the disk cannot take it.
+        (A lake has no log of its own: every commit is in the catalog.)"""
+        if self.lake is not None:
+            return
         with self._lock:
             self.con.execute("checkpoint")
 
+
+MIGRATE_ATTEMPTS: Final = 5
+"""Collectors starting together on one lake race to migrate it; the losers try again."""
+
+
+def open_lake(lake: Lake, *, memory_limit: str | None = None,
+              read_only: bool = False) -> Database:
+    """Attach the lake (``storage.lake``) and bring its schema up to date; ``read_only``: a
+    reader (``loopscope metrics``, the dashboard, exports), which changes nothing.
+
+    Raises:
+        LakeError: the extensions cannot be loaded.
+        duckdb.Error: the catalog or the data path cannot be reached.
+        SchemaError: the lake is from a newer loopscope, or (read-only) holds no loopscope
+            store.
+    """
+    con = _attach_lake(lake, memory_limit=memory_limit, read_only=read_only)
+    try:
+        if read_only:
+            _check_readable(con, str(lake), lake=True)
+        else:
+            for attempt in range(MIGRATE_ATTEMPTS):
+                try:
+                    migrate(con, lake=True)
+                    break
+                except duckdb.TransactionException:
+                    if attempt == MIGRATE_ATTEMPTS - 1:
+                        raise
+    except BaseException:
+        con.close()
+        raise
+    return Database(con, str(lake), read_only, memory_limit, lake=lake)
+
+
+def _attach_lake(lake: Lake, *, memory_limit: str | None,
+                 read_only: bool) -> duckdb.DuckDBPyConnection:
+    """Attach ``lake``; collectors that start together on a new lake race to create
+    DuckLake's own catalog tables, and the losers attach again once the winner has."""
+    for attempt in range(MIGRATE_ATTEMPTS):
+        try:
+            return lake_connect(lake, memory_limit=memory_limit, read_only=read_only)
+        except duckdb.Error as exc:
+            if attempt == MIGRATE_ATTEMPTS - 1 or "Failed to initialize DuckLake" not in str(exc):
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    raise AssertionError("not reached")
+
+
+def _check_readable(con: duckdb.DuckDBPyConnection, name: str, *, lake: bool = False) -> None:
+    """Raise ``SchemaError`` unless ``con`` holds a loopscope store this version reads."""
+    version = current_version(con)
+    if version == 0:
+        what = "lake" if lake else "store"
+        raise SchemaError(f"{name} is not a loopscope {what} (no schema_version table)")
+    if version > LATEST:
+        raise SchemaError(f"{name} has schema version {version}; this loopscope reads up to "
+                          f"{LATEST}")
 
 def open_database(path: str | Path, *, read_only: bool = False,
                   memory_limit: str | None = None) -> Database:
@@ -102,18 +177,49 @@ def open_database(path: str | Path, *, read_only: bool = False,
         if not Path(path).exists():
             raise FileNotFoundError(f"no such DuckDB file: {path}")
         con = _connect(path, read_only=True)
-        version = current_version(con)
-        if version == 0:
+        try:
+            _check_readable(con, path)
+        except SchemaError:
             con.close()
-            raise SchemaError(f"{path} is not a loopscope store (no schema_version table)")
-        if version > LATEST:
-            con.close()
-            raise SchemaError(f"{path} has schema version {version}; this loopscope reads "
-                              f"up to {LATEST}")
+            raise
         return Database(con, path, True)
     con = _connect(path, read_only=False, memory_limit=memory_limit)
-    migrate(con)
+    if migrate(con) < LATEST:
+        # DuckDB 1.4 cannot replay DDL whose defaults bind a function (``default
+        # current_timestamp``) from its write-ahead log after a crash ("GetDefaultDatabase
+        # with no default database set", duckdb#19712, fixed after 1.4.4): a schema change
+        # goes into the file at once, so the log never holds one.
+        con.execute("checkpoint")
     return Database(con, path, False, memory_limit)
+
+
+CHECKPOINT_BYTES: Final = 16 * 1024 * 1024
+"""The write-ahead log is checkpointed into the file past this size (DuckDB's own default),
+by the pipeline thread rather than by DuckDB at a commit: see ``checkpoint_shortfall``."""
+CHECKPOINT_MARGIN: Final = 8 * 1024 * 1024
+
+
+def checkpoint_shortfall(path: str) -> str | None:
+    """Why the disk of the store at ``path`` has no room to checkpoint its write-ahead log
+    now, or None when it has.
+
+    DuckDB 1.4 leaves the file corrupt when a checkpoint fails half-way for a full disk
+    ("Corrupt database file: computed checksum ..." at the next read), so DuckDB's own
+    checkpoint at a commit is off (``_connect``) and a checkpoint starts only with the log's
+    size free on the disk, and a margin (the blocks it writes hold at most the log's data).
+    A log that cannot be checkpointed keeps every commit: it is replayed at the next open.
+    """
+    try:
+        wal = os.stat(f"{path}.wal").st_size
+    except FileNotFoundError:
+        return None
+    disk = os.statvfs(os.path.dirname(os.path.abspath(path)))
+    free, need = disk.f_bavail * disk.f_frsize, wal + CHECKPOINT_MARGIN
+    if free >= need:
+        return None
+    mib = 1024 * 1024
+    return (f"no room to checkpoint the store's {wal // mib} MiB write-ahead log into {path}: "
+            f"{free // mib} MiB free on its disk, {need // mib} MiB needed; free space there")
 
 
 DUCKDB_MAGIC: Final = b"DUCK"
@@ -141,8 +247,11 @@ def _connect(path: str, *, read_only: bool,
             if head[8:12] != DUCKDB_MAGIC:
                 raise SchemaError(f"{path} is not a DuckDB file (is it the wrong file?); "
                                   "give the store a new name, such as loopscope.duckdb")
-    con = duckdb.connect(path, read_only=read_only,
-                         config={"memory_limit": memory_limit} if memory_limit else {})
+    config: dict[str, str | bool | int | float | list[str]] = (
+        {"memory_limit": memory_limit} if memory_limit else {})
+    if not read_only and path != ":memory:":  # checkpoints are the pipeline's: see above
+        config["checkpoint_threshold"] = "1TB"
+    con = duckdb.connect(path, read_only=read_only, config=config)
     if path != ":memory:":
         backing = con.execute(
             "select path from duckdb_databases() where database_name = current_database()"

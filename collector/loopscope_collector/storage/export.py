@@ -2,7 +2,8 @@
 
 The dashboard's download buttons give the table a page shows; this gives every row of the
 store's tables (tool calls, episodes, detections, guard decisions, alerts, labels, ...), one
-file per table, read from a DuckDB file opened read-only (a copy, or a stopped collector's).
+file per table, read from a DuckDB file opened read-only (a copy, or a stopped collector's),
+or from a DuckLake (every collector's rows; ``--lake``).
 Registered by the collector's commands (``cli.register``), which add ``--prometheus-rules``.
 """
 
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from . import Database
+
+from ..lake_options import add_lake_options, lake_of
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 1
@@ -44,6 +47,7 @@ with `promtool check rules FILE`. docs/grafana-dashboard.json charts the same me
 Example:
   loopscope export --db loopscope.duckdb --format parquet --out exported/
   loopscope export --db copy.duckdb --format csv --table episodes --table tool_calls
+  loopscope export --lake 'ducklake:postgres:dbname=loopscope host=db' --lake-data /shared/lake
   loopscope export --prometheus-rules loopscope-rules.yml --alert-window 120
 """
 
@@ -56,6 +60,7 @@ def register(
                        description=EXPORT_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--db", metavar="FILE", help="DuckDB store (read-only) whose tables to write")
+    add_lake_options(p, "instead of --db: write the tables of this DuckLake")
     p.add_argument("--format", choices=FORMATS, default="parquet",
                    help="file format (default: parquet)")
     p.add_argument("--out", metavar="DIR", default=".",
@@ -68,15 +73,18 @@ def register(
 
 def cmd_export(args: argparse.Namespace) -> int:
     """``loopscope export``."""
-    from . import SchemaError, open_database
+    from . import LakeError, SchemaError, open_database, open_lake
 
+    lake = None if args.db else lake_of(args, "export")
     try:
-        db = open_database(args.db, read_only=True)
-    except (FileNotFoundError, SchemaError) as exc:
+        db = (open_lake(lake, read_only=True) if lake is not None
+              else open_database(args.db, read_only=True))
+    except (FileNotFoundError, SchemaError, LakeError) as exc:
         print(f"loopscope export: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception as exc:  # duckdb.IOException: a running collector holds the lock
-        print(f"loopscope export: cannot open {args.db} read-only ({exc})", file=sys.stderr)
+        print(f"loopscope export: cannot open {lake or args.db} read-only ({exc})",
+              file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
         written = export_tables(db, Path(args.out), args.format, args.table or TABLES)

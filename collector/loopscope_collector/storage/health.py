@@ -18,6 +18,10 @@ left where it was moved, as it was at the move), a failed disk is
 probed and the store reopened (DuckDB replays its write-ahead log), and health turns ``ok``
 again. A replaced or overwritten file is left alone: the open database is saved beside it, and the
 collector stays failing until an operator restarts it.
+
+A store in a lake has no file to watch: a write that fails (the catalog database down, the
+data path unwritable) turns health failing, and recovery attaches the lake again and probes
+a local data path, about once a second, until both answer.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from . import DUCKDB_MAGIC, Database
+from . import CHECKPOINT_BYTES, DUCKDB_MAGIC, Database, checkpoint_shortfall
 
 logger = logging.getLogger(__name__)
 
@@ -81,9 +85,12 @@ class StoreHealth:
                 logger.exception("loopscope collector: a health listener failed")
 
 
-MAIN_HEADER_BYTES: Final = 4096
-"""DuckDB's main header: written once when the file is made, never at a checkpoint; it holds
-the format's magic bytes and the database's own random identifier (and their checksum)."""
+HEADER_BYTES: Final = 3 * 4096
+"""DuckDB's main header (the format's magic bytes) and its two database headers, which only a
+checkpoint writes. Every checkpoint of the store is the collector's own (``after_commit``,
+``Database.checkpoint``: DuckDB's automatic one is off), so headers that change without one
+mean another database was written over the store. (DuckDB 1.4's main header holds no
+database id: two new files' main headers are the same bytes.)"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +110,7 @@ def _identity(path: str) -> _Identity | None:
 class _StoreFile:
     """A descriptor held open on the store's file for as long as the watch looks at it.
 
-    The watch reads the file's main header through it, never by opening the path again: the
+    The watch reads the file's headers through it, never by opening the path again: the
     store's lock is a POSIX record lock, which a process loses on *every* descriptor of the
     file as soon as it closes *any* one of them, so a check that opened and closed the file
     would let a second collector open the store beside this one.
@@ -116,7 +123,7 @@ class _StoreFile:
         self.header = self.read_header()
 
     def read_header(self) -> bytes:
-        return os.pread(self.fd, MAIN_HEADER_BYTES, 0)
+        return os.pread(self.fd, HEADER_BYTES, 0)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -130,7 +137,7 @@ class StoreWatch:
         self.db = db
         self.health = health
         self.in_memory = db.path == ":memory:"
-        self._file = None if self.in_memory else _StoreFile(db.path)
+        self._file = None if self.in_memory or db.lake is not None else _StoreFile(db.path)
         self._next_attempt = 0.0
         self._saved_aside = False
 
@@ -153,6 +160,30 @@ class StoreWatch:
             return False
         return self.health.ok
 
+    def after_commit(self) -> None:
+        """Checkpoint the write-ahead log once it is past ``CHECKPOINT_BYTES``, if the disk
+        has room for it; if not, turn failing with the reason (the commit stands: it is in
+        the log). Pipeline thread only, after a commit.
+
+        Raises:
+            duckdb.Error: the checkpoint failed.
+        """
+        if self._file is None:
+            return
+        try:
+            wal = os.stat(f"{self.db.path}.wal").st_size
+        except FileNotFoundError:
+            return
+        if wal < CHECKPOINT_BYTES:
+            return
+        shortfall = checkpoint_shortfall(self.db.path)
+        if shortfall is not None:
+            self.health.fail(shortfall)
+            return
+        self.verify()  # never checkpoint into a file that is not the store
+        self.db.checkpoint()
+        self._file.header = self._file.read_header()
+
     def failed(self, exc: BaseException) -> None:
         """A write failed for the store's sake (not the data's): turn health failing."""
         self.health.fail(f"{type(exc).__name__}: {exc}")
@@ -168,7 +199,8 @@ class StoreWatch:
 
     def _file_problem(self) -> str | None:
         """What is wrong with the file at the store's path, checked by where it is (device
-        and inode) and by what it is (DuckDB's main header, with the database's own id)."""
+        and inode) and by what it is (DuckDB's headers, as the store's last checkpoint
+        wrote them)."""
         if self.in_memory or self._file is None:
             return None
         found = _identity(self.db.path)
@@ -187,7 +219,8 @@ class StoreWatch:
                     "a DuckDB file) while the collector had it open")
         if header != self._file.header:
             return (f"the store file {self.db.path} was overwritten in place by another "
-                    "database (its DuckDB header and database id differ from the store's) "
+                    "database (its DuckDB headers differ from those the store's last "
+                    "checkpoint wrote) "
                     "while the collector had it open")
         return None
 
@@ -214,18 +247,27 @@ class StoreWatch:
             _set_aside(f"{path}.wal")  # a stale log must not be replayed into the new file
             os.replace(f"{path}.recovering", path)
             logger.warning("loopscope collector: wrote the deleted store back to %s", path)
+        elif self.db.lake is not None:  # attach again (fails while the catalog is down)
+            self.db.reopen()
+            if "://" not in self.db.lake.data_path:
+                _probe_disk(os.path.join(self.db.lake.data_path, "loopscope"))
+            self.health.recover()
+            return
         elif self.in_memory:  # nothing to reopen (it would be empty): try it as it is
             self.db.checkpoint()
             self.health.recover()
             return
         else:
             _probe_disk(path)
+            shortfall = checkpoint_shortfall(path)
+            if shortfall is not None:  # reopening replays and checkpoints the log
+                raise OSError(shortfall)
         self.db.reopen()
+        self.db.checkpoint()
         if not self.in_memory:
             if self._file is not None:
                 self._file.close()
             self._file = _StoreFile(path)
-        self.db.checkpoint()
         self.health.recover()
 
 

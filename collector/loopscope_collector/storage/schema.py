@@ -7,10 +7,13 @@ from a newer loopscope is refused rather than misread.
 
 from __future__ import annotations
 
+import contextlib
 from importlib.resources import files
 from typing import Final
 
 import duckdb
+
+from .lake import lake_ddl
 
 DDL = files(__package__).joinpath("sql", "ddl")
 
@@ -41,12 +44,18 @@ def current_version(con: duckdb.DuckDBPyConnection) -> int:
     return int(version) if version is not None else 0
 
 
-def migrate(con: duckdb.DuckDBPyConnection) -> int:
-    """Bring the schema up to ``LATEST``; returns the version it started from."""
+def migrate(con: duckdb.DuckDBPyConnection, *, lake: bool = False) -> int:
+    """Bring the schema up to ``LATEST``; returns the version it started from.
+
+    ``lake``: the database is a DuckLake (``lake.lake_ddl``). Collectors that start together
+    on one lake race to migrate it: DuckLake lets one commit and fails the others, which then
+    find the version applied and go on.
+    """
+    stamp = "" if lake else " not null default current_timestamp"
+    key = "" if lake else " primary key"
     con.execute(
         "create table if not exists schema_version ("
-        " version integer primary key, name varchar not null,"
-        " applied_at timestamp not null default current_timestamp)"
+        f" version integer{key}, name varchar not null, applied_at timestamp{stamp})"
     )
     start = current_version(con)
     if start > LATEST:
@@ -55,15 +64,17 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
             f"understands ({LATEST}); upgrade loopscope"
         )
     for version, name, ddl in MIGRATIONS:
-        if version <= start:
+        if version <= current_version(con):
             continue
         con.execute("begin transaction")
         try:
-            con.execute(ddl)
-            con.execute("insert into schema_version (version, name) values ($v, $n)",
-                        {"v": version, "n": name})
+            con.execute(lake_ddl(ddl) if lake else ddl)
+            con.execute("insert into schema_version (version, name, applied_at) "
+                        "values ($v, $n, now()::timestamp)", {"v": version, "n": name})
             con.execute("commit")
         except Exception:
-            con.execute("rollback")
-            raise
+            with contextlib.suppress(duckdb.Error):  # a failed commit has rolled back
+                con.execute("rollback")
+            if not lake or current_version(con) < version:
+                raise
     return start

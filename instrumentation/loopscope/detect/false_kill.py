@@ -2,7 +2,7 @@
 run that was in fact healthy. One rule for every place that reports the false-kill rate:
 ``loopscope eval``, the dashboard's Policy page and the collector's ``metrics_breakdown``
 read, whose SQL spells the same rule as the ``false_kill_rule`` fragment of
-``collector/loopscope_collector/storage/sql/reads.sql`` (a test holds the two equal on every
+``collector/loopscope_collector/reads/sql/reads.sql`` (a test holds the two equal on every
 combination of inputs). docs/metrics.md, "False-kill rate", says why.
 
 A budget stop is a user's cap, not a detector's verdict: it is no kill here

@@ -85,9 +85,10 @@ def write_detections(cur: duckdb.DuckDBPyConnection,
     for result in results:
         before: set[tuple[str, str, str]] = set()
         if result.reevaluated:
-            before = set(cur.execute(
-                "delete from detections where episode_id = $e "
-                "returning span_id, detector, kind", {"e": result.episode_id}).fetchall())
+            params = {"e": result.episode_id}  # (a lake's DELETE has no RETURNING)
+            before = set(cur.execute("select span_id, detector, kind from detections "
+                                     "where episode_id = $e", params).fetchall())
+            cur.execute("delete from detections where episode_id = $e", params)
         flagged: list[FlaggedVerdict | FlaggedMessage] = [*result.verdicts, *result.messages]
         for verdict in flagged:
             for flag in verdict.flags:

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from ...normalize.rows import ToolCallRow
 from ..arrow import registered, schema
-from ..queries import by_episode, statements
+from ..queries import by_episode, insert_statements, statements
 
 TOOL_CALLS: Final = schema([
     ("trace_id", pa.string()), ("span_id", pa.string()), ("episode_id", pa.string()),
@@ -35,8 +35,9 @@ TOOL_CALLS: Final = schema([
     ("tokens_in", pa.int64()),
     ("tokens_out", pa.int64()), ("cost_usd", pa.float64()), ("dedup_key", pa.string()),
     ("collector_progress", pa.string()), ("collector_streak", pa.int32()),
+    ("collector", pa.string()),
 ])
-_COLLECTOR_COLUMNS: Final = ("dedup_key", "collector_progress", "collector_streak")
+_COLLECTOR_COLUMNS: Final = ("dedup_key", "collector_progress", "collector_streak", "collector")
 """The columns the collector fills (the rest are a ``ToolCallRow``'s fields of those names)."""
 _ROW_COLUMNS: Final = tuple(name for name in TOOL_CALLS.names if name not in _COLLECTOR_COLUMNS)
 _ROW_FIELDS: Final = frozenset(f.name for f in fields(ToolCallRow))
@@ -61,9 +62,11 @@ def insert_tool_calls(
     rows: Sequence[ToolCallRow],
     verdicts: Mapping[str, CallVerdict],
     dedup_keys: Mapping[str, str],
+    collector: str | None = None,
 ) -> int:
     """Insert tool calls with the collector's verdicts, built column by column (no dict per
-    row: this is the pipeline's widest table and its hottest insert)."""
+    row: this is the pipeline's widest table and its hottest insert); ``collector`` names
+    the instance storing them (``episodes_stored_elsewhere``)."""
     if not rows:
         return 0
     columns: dict[str, list[Any]] = {
@@ -76,8 +79,10 @@ def insert_tool_calls(
     columns["dedup_key"] = [dedup_keys.get(row.span_id) for row in rows]
     columns["collector_progress"] = [(v.progress or "none") if v else None for v in found]
     columns["collector_streak"] = [v.streak if v else None for v in found]
+    columns["collector"] = [collector] * len(rows)
     with registered(cur, "incoming_tool_calls", pa.table(columns, schema=TOOL_CALLS)) as batch:
-        cur.execute(_SQL["insert"])
+        for sql in insert_statements(cur, "tool_calls", "incoming_tool_calls"):
+            cur.execute(sql)
     return batch.num_rows
 
 
@@ -91,6 +96,18 @@ def load_tool_calls(
         return ToolCallRow(**data)
 
     return by_episode(cur, _SQL["load"], episode_ids, _ROW_FIELDS, row)
+
+
+def episodes_stored_elsewhere(
+    cur: duckdb.DuckDBPyConnection, episode_ids: Sequence[str], collector: str
+) -> dict[str, str]:
+    """Among these episodes, those with calls another collector instance stored, and that
+    instance (one of them): an episode routed to two collectors."""
+    if not episode_ids:
+        return {}
+    with registered(cur, "incoming_episode_ids", {"episode_id": list(episode_ids)}):
+        found = cur.execute(_SQL["episodes_stored_elsewhere"], {"me": collector}).fetchall()
+    return dict(found)
 
 
 def loopscope_spans_of_traces(

@@ -1,14 +1,20 @@
 -- The statements that write and look up the tool_calls table (storage/writes/tool_calls.py).
 -- Each is a "-- name:" block, as in reads.sql. "incoming_*", "shadowed" and "emptied" are
 -- Arrow batches the Python side registers for the statement (storage/arrow.py); $names are
--- bound parameters.
-
--- name: insert
-insert or ignore into tool_calls by name select * from incoming_tool_calls;
+-- bound parameters. The insert is queries.insert_statements' (a file's key, or a lake's
+-- anti-join), as every table's.
 
 -- name: load
 -- The stored calls of the episodes in incoming_episode_ids (every column ToolCallRow has).
 select t.* from tool_calls t join incoming_episode_ids i using (episode_id);
+
+-- name: episodes_stored_elsewhere
+-- The episodes of incoming_episode_ids with calls that another collector instance ($me is
+-- this one) stored, and one such instance.
+select t.episode_id, any_value(t.collector) from tool_calls t
+join incoming_episode_ids i using (episode_id)
+where t.collector is not null and t.collector <> $me
+group by t.episode_id;
 
 -- name: loopscope_spans_of_traces
 select t.trace_id, t.tool, t.start_ns, t.end_ns from tool_calls t

@@ -1,0 +1,193 @@
+"""The named reads, parsed from ``sql/reads.sql``: what the HTTP read API, the dashboard,
+``loopscope metrics`` and exports run over a store.
+
+A read is a ``-- name:`` block with ``$named`` parameters; the API accepts only names that
+exist in ``READS`` and only the parameters the read uses, so a client can never send SQL.
+Every parameter's type is declared once at the top of the file (``-- param NAME: TYPE``),
+and query-string text is converted by that declaration, never by its look (``007`` stays
+text for a text parameter). A read lists the parameters it cannot do without
+(``-- requires: NAME``); any other parameter left out is bound as NULL (each read treats NULL
+as "no filter"). Results are
+fetched in full before returning: no half-read DuckDB result leaves this module (DuckDB 2.x
+refuses a second query on a connection with a pending result).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib.resources import files
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+import duckdb
+
+if TYPE_CHECKING:
+    from ..storage import Database
+
+R = TypeVar("R")
+
+_NAME_LINE = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
+_PARAM = re.compile(r"\$([a-z_][a-z0-9_]*)")
+_DOC_LINE = re.compile(r"^--\s?(.*)$")
+_TYPE_LINE = re.compile(r"^--\s*param\s+(\w+)\s*:\s*(\w+)\s*$", re.MULTILINE)
+_REQUIRES_LINE = re.compile(r"^--\s*requires:\s*(.+)$", re.MULTILINE)
+
+
+class UnknownRead(KeyError):
+    """A read name or parameter that does not exist, or a parameter value it cannot take."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def _integer(text: str) -> int:
+    return int(text.strip())
+
+
+def _boolean(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "1"):
+        return True
+    if lowered in ("false", "0"):
+        return False
+    raise ValueError("expected true or false")
+
+
+_TYPES: Final[dict[str, Callable[[str], object]]] = {
+    "varchar": str, "bigint": _integer, "boolean": _boolean, "double": float}
+_TYPE_NAMES: Final = {"varchar": "text", "bigint": "an integer", "boolean": "true or false",
+                      "double": "a number"}
+
+
+@dataclass(frozen=True, slots=True)
+class NamedRead:
+    """One read: its SQL, the parameters it takes (with their declared types), those it
+    requires, and its one-line description."""
+
+    name: str
+    sql: str
+    params: tuple[str, ...]
+    doc: str
+    types: dict[str, str]
+    required: tuple[str, ...] = ()
+
+    def convert(self, text: Mapping[str, str]) -> dict[str, Any]:
+        """Query-string values as the declared types of their parameters.
+
+        Raises:
+            UnknownRead: a parameter the read does not take, or a value not of its type.
+        """
+        self._check_names(text)
+        values: dict[str, Any] = {}
+        for key, value in text.items():
+            try:
+                values[key] = _TYPES[self.types[key]](value)
+            except ValueError:
+                raise UnknownRead(f"parameter {key} of read {self.name!r} must be "
+                                  f"{_TYPE_NAMES[self.types[key]]}, not {value!r}") from None
+        return values
+
+    def _check_names(self, params: Mapping[str, Any]) -> None:
+        extra = set(params) - set(self.params)
+        if extra:
+            takes = ", ".join(self.params) or "no parameters"
+            raise UnknownRead(f"read {self.name!r} takes {takes}, not "
+                              f"{', '.join(sorted(extra))}")
+        missing = [p for p in self.required if params.get(p) is None]
+        if missing:
+            raise UnknownRead(f"read {self.name!r} requires {', '.join(missing)}")
+
+
+_FRAGMENT: Final = re.compile(
+    r"^--[ \t]*fragment:[ \t]*(\w+)[ \t]*\n((?:--[^\n]*\n)*)(.*?)^--[ \t]*end fragment[ \t]*\n?",
+    re.MULTILINE | re.DOTALL,
+)
+"""A piece of SQL several reads share, written once at the top of reads.sql (its comment lines,
+then its text, up to ``-- end fragment``); a read names it ``/*fragment NAME*/``."""
+
+
+def _fragments(text: str) -> dict[str, str]:
+    return {m.group(1): m.group(3).rstrip() for m in _FRAGMENT.finditer(text)}
+
+
+def fragment(name: str) -> str:
+    """The text of the ``reads.sql`` fragment ``name`` (for a test that holds a rule written
+    in SQL equal to the same rule in Python).
+
+    Raises:
+        KeyError: reads.sql defines no such fragment.
+    """
+    return _fragments(files(__package__).joinpath("sql", "reads.sql").read_text(
+        encoding="utf-8"))[name]
+
+
+def _with_fragments(text: str) -> str:
+    fragments = _fragments(text)
+    text = _FRAGMENT.sub("", text)
+    for name in re.findall(r"/\*fragment (\w+)\*/", text):
+        if name not in fragments:
+            raise ValueError(f"reads.sql uses /*fragment {name}*/ but defines no such fragment")
+    for name, body in fragments.items():
+        text = text.replace(f"/*fragment {name}*/", body)
+    return text
+
+
+def _load_reads() -> dict[str, NamedRead]:
+    text = files(__package__).joinpath("sql", "reads.sql").read_text(encoding="utf-8")
+    text = _with_fragments(text)
+    header, *pairs = _NAME_LINE.split(text)
+    types = dict(_TYPE_LINE.findall(header))
+    unknown = {t for t in types.values() if t not in _TYPES}
+    if unknown:
+        raise ValueError(f"reads.sql declares unknown parameter types: {sorted(unknown)}")
+    reads: dict[str, NamedRead] = {}
+    for name, body in zip(pairs[::2], pairs[1::2], strict=True):
+        body = body.strip()
+        required = tuple(p.strip() for m in _REQUIRES_LINE.findall(body) for p in m.split(","))
+        doc = " ".join(
+            m.group(1).strip() for line in body.splitlines()
+            if (m := _DOC_LINE.match(line)) and not _REQUIRES_LINE.match(line)
+        )
+        params = tuple(dict.fromkeys(_PARAM.findall(body)))
+        undeclared = [p for p in params if p not in types]
+        if undeclared:
+            raise ValueError(f"reads.sql: read {name!r} uses ${', $'.join(undeclared)} "
+                             "without a '-- param NAME: TYPE' line at the top of the file")
+        reads[name] = NamedRead(name, body.rstrip(";"), params, doc,
+                                {p: types[p] for p in params}, required)
+    return reads
+
+
+READS: Final = _load_reads()  # parsed at import: a broken file fails at start-up
+
+
+def run_read(
+    cur: duckdb.DuckDBPyConnection, name: str, params: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """Run the named read with ``params``; returns finished rows as dicts.
+
+    Raises:
+        UnknownRead: no such read, a parameter it does not take, or one it requires missing.
+    """
+    read = READS.get(name)
+    if read is None:
+        raise UnknownRead(f"no read named {name!r}; reads: {', '.join(sorted(READS))}")
+    read._check_names(params)
+    bound = {p: params.get(p) for p in read.params}
+    result = cur.execute(read.sql, bound)
+    columns = [d[0] for d in result.description or ()]
+    return [dict(zip(columns, row, strict=True)) for row in result.fetchall()]
+
+
+def read(db: Database, name: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Run a named read on a fresh cursor of ``db`` (any thread); returns finished rows.
+
+    Raises:
+        UnknownRead: as ``run_read``.
+    """
+    cur = db.cursor()
+    try:
+        return run_read(cur, name, params or {})
+    finally:
+        cur.close()

@@ -1,0 +1,29 @@
+"""Lake tests' fixtures: one real PostgreSQL per session (Debian's server in a temp folder on
+a free loopback port; installed with apt-get when absent, as the browser tests install
+Chromium, and ``.ci/run`` installs it first), and a lake of its own for each test."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "collector"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from lake_place import LakePlace, Postgres, running_postgres
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    """One PostgreSQL for the session (``lake_place.running_postgres``)."""
+    with running_postgres() as server:
+        yield server
+
+
+@pytest.fixture
+def lake(postgres: Postgres, tmp_path: Path) -> LakePlace:
+    """A lake of the test's own."""
+    return LakePlace(postgres.catalog(postgres.new_database()), tmp_path / "lake-data")
