@@ -502,7 +502,7 @@ def test_the_metrics_and_the_policy_page_price_a_run_alike(store: Store) -> None
     store.episode("unpriced", service="unpriced", model="no-such-model", tokens=(9, 9))
     store.episode("no-tokens", service="no-tokens", model="gpt-4o")
     by_service = {r["key"]: r["cost_usd"] for r in metrics(store)["breakdown"]["service"]}
-    replayed = {r["episode_id"]: r["cost_usd"] for r in store.db.read("replay_episodes", {})}
+    replayed = {r["episode_id"]: r["cost_usd"] for r in read(store.db, "replay_episodes", {})}
     assert replayed == {"own": 0.8, "calls": pytest.approx(1.0), "root": pytest.approx(1.2),
                         "tokens": pytest.approx(4 * (0.05 * 0.15 + 0.002 * 0.6)),
                         "unpriced": None, "no-tokens": None}

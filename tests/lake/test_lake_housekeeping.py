@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from collector_process import start_collector
 from lake_place import LakePlace
-from loopscope.cli import main
 from otlp_requests import episode_request
+
+from loopscope.offline.cli import main
 
 
 def test_maintain_merges_the_small_files_and_the_reads_stay_the_same(

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from collector_process import start_collector
 from lake_place import LakePlace
-from loopscope.cli import main
 from otlp_requests import episode_request
+
+from loopscope.offline.cli import main
 
 TABLES = ("spans", "tool_calls", "episodes", "detections")
 

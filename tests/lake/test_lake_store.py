@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from collector_process import CollectorProcess, free_port, start_collector
 from lake_place import LakePlace
-from loopscope.cli import main
 from otlp_requests import episode_request
 
+from loopscope.offline.cli import main
 from loopscope_collector.reads import read
 from loopscope_collector.storage import Database, open_lake
 from loopscope_collector.storage.lake import Lake

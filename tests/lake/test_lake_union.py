@@ -19,12 +19,12 @@ import pytest
 import streamlit as st
 from collector_process import start_collector
 from lake_place import LakePlace, Postgres
-from loopscope.cli import main
-from loopscope.scenarios import generate
 from streamlit.testing.v1 import AppTest
 
 import loopscope_dashboard
 from loopscope.detect.replay import parse_episode
+from loopscope.offline.cli import main
+from loopscope.offline.scenarios import generate
 from loopscope_collector.metrics.compute import compute_metrics
 from loopscope_collector.normalize.spans import SpanRecord
 from loopscope_collector.offline.synthetic_spans import episode_spans

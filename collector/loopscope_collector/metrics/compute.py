@@ -90,7 +90,7 @@ def collect(
 ) -> dict[str, Any]:
     """Run the two metric reads through ``read(name, params)`` and assemble the report.
 
-    ``read`` is ``Database.read`` for a file, or an HTTP client of ``GET /v1/reads/NAME``.
+    ``read`` is ``reads.read`` over a store (a file or a lake), or an HTTP client of ``GET /v1/reads/NAME``.
     """
     breakdown_params = dict(params)
     if prices is not None:
