@@ -18,8 +18,9 @@ from loopscope.detect.false_kill import kill_was_false
 from loopscope.detect.replay import parse_episode, replay
 from loopscope.offline.cli import main
 from loopscope.offline.evaluation import evaluate
+from loopscope.policy_file import load_policy
 from loopscope_collector.metrics.compute import compute_metrics
-from loopscope_collector.reads import fragment
+from loopscope_collector.reads import fragment, read
 from loopscope_collector.storage import open_database
 from loopscope_dashboard import replays
 
@@ -115,8 +116,8 @@ def test_eval_the_policy_page_and_the_metrics_agree_run_by_run(store: Path) -> N
     db = open_database(store, read_only=True)
     try:
         metrics = compute_metrics(db)
-        runs = replays.stored_runs(pd.DataFrame(db.read("replay_episodes", {})),
-                                   db.read("replay_calls", {}))
+        runs = replays.stored_runs(pd.DataFrame(read(db, "replay_episodes", {})),
+                                   read(db, "replay_calls", {}))
     finally:
         db.close()
     by_service = {row["key"]: _counts(row["false_kill_rate"])
@@ -137,3 +138,42 @@ def test_eval_the_policy_page_and_the_metrics_agree_run_by_run(store: Path) -> N
     everything = evaluate([replay(parse_episode(r), mode="enforce") for r, _ in EPISODES])
     assert _counts(everything["systems"][0]["labelled"]["false_kill_rate"]) == total
     assert metrics["false_kill_rate"]["rule_kills_with_unknown_outcome"] == 1
+
+
+def test_a_kill_after_the_runs_budget_stop_is_no_kill_by_all_three(tmp_path: Path) -> None:
+    """A run stopped by a budget (three tool calls) whose recorded calls go on into a spin
+    the detectors would stop: under enforce it ended at the budget stop, so it has no kill
+    (``false_kill.first_kill``) for eval, the Policy page and the metrics alike; a run whose
+    spin comes before the budget stop keeps its kill."""
+    policy = {"budgets": {"tool_calls": 3}}
+    policy_file = tmp_path / "policy.json"
+    policy_file.write_text(json.dumps(policy), encoding="utf-8")
+    after = _episode("kill-after-budget-stop", _progress(3) + [SPIN] * 6, outcome="success")
+    before = _episode("kill-before-budget-stop", [SPIN] * 6, outcome="success")
+    paths = []
+    for record in (after, before):
+        path = tmp_path / f"{record['episode_id']}.jsonl"
+        path.write_text(json.dumps(record) + "\n", encoding="utf-8")
+        paths.append(str(path))
+    db_path = tmp_path / "runs.duckdb"
+    assert main(["analyze", "--db", str(db_path), "--policy", str(policy_file), *paths]) in (0, 1)
+    db = open_database(db_path, read_only=True)
+    try:
+        metrics = compute_metrics(db)
+        runs = replays.stored_runs(pd.DataFrame(read(db, "replay_episodes", {})),
+                                   read(db, "replay_calls", {}))
+    finally:
+        db.close()
+    by_service = {row["key"]: row for row in metrics["breakdown"]["service"]}
+    loaded = load_policy(str(policy_file))
+    assert loaded is not None
+    verdicts = {v.episode_id: v for v in replays.replay_all(runs, loaded, workers=1)}
+    for record, killed in ((after, False), (before, True)):
+        episode_id = record["episode_id"]
+        report = replay(parse_episode(record), loaded, mode="enforce")
+        ours = evaluate([report])["systems"][0]["labelled"]
+        seen = {"eval": ours["false_kill_rate"]["n"],
+                "metrics": by_service[episode_id]["false_kill_rate"]["n"],
+                "policy page": int(verdicts[episode_id].kill_judged)}
+        assert seen == dict.fromkeys(seen, int(killed)), (episode_id, seen)
+        assert (verdicts[episode_id].first_kill_call is not None) == killed

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from loopscope.detect import Policy
 from loopscope.detect.events import ACTIONS
-from loopscope.detect.false_kill import is_detector_kill, kill_was_false
+from loopscope.detect.false_kill import first_kill, kill_was_false
 from loopscope.detect.replay import EpisodeRecord, replay
 from loopscope.offline.analysis import flag_calls
 from loopscope_collector.normalize.assembly import sort_key
@@ -201,25 +201,24 @@ def verdict(run: StoredRun, policy: Policy) -> PolicyVerdict:
     stop_step = stop.step if stop is not None and stop.step < len(run.episode.steps) else None
     # the recorded run went on past a stop; under enforce it would have ended there
     flags = [f for f in report.flags if stop_step is None or f.step <= stop_step]
-    detector_kills = [f for f in flags if is_detector_kill(f)]
     action = max((f.action if f.severity == "kill" else "warn" for f in flags),
                  key=_RANK.__getitem__, default="allow")
     budget_stop = stop is not None and stop.stop_reason == "budget"
     if stop is not None:
         action = "stop"
     first = flags[0] if flags else None
-    first_kill = detector_kills[0] if detector_kills else None
+    kill = first_kill(report.flags, stop_step)
     loop_from = run.first_loop_step
     caught = run.label is True and any(
         loop_from is None or _at_or_after(run, f.step, loop_from)
         for f in flags if f.kind != "budget")
-    judged = None if first_kill is None else kill_was_false(
+    judged = None if kill is None else kill_was_false(
         label=run.label,
-        kill_step=_agent_step(run, first_kill.step),
+        kill_step=_agent_step(run, kill.step),
         first_loop_step=loop_from,
         human_false_kill=run.human_false_kill,
         outcome=run.outcome,
-        progress_after_kill=report.progress_after(first_kill.step),
+        progress_after_kill=report.progress_after(kill.step),
     )
     calls = flag_calls(run.episode)
     saved = 0 if stop_step is None else sum(
@@ -228,7 +227,7 @@ def verdict(run: StoredRun, policy: Policy) -> PolicyVerdict:
     return PolicyVerdict(
         episode_id=run.episode.episode_id, action=action,
         first_flag_call=None if first is None else calls[first.step],
-        first_kill_call=None if first_kill is None else calls[first_kill.step],
+        first_kill_call=None if kill is None else calls[kill.step],
         stop_call=None if stop_step is None else calls[stop_step],
         stop_reason=None if stop is None else stop.stop_reason, budget_stop=budget_stop,
         label=run.label, caught=caught, kill_judged=judged is not None,

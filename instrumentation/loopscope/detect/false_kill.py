@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from .events import Flag
@@ -78,3 +79,13 @@ def is_detector_kill(flag: Flag) -> bool:
     """Whether ``flag`` is a kill the rule judges: a detector's block or stop (severity
     ``kill``), not a budget's."""
     return flag.severity == "kill" and flag.detector != "budget" and flag.kind != "budget"
+
+
+def first_kill(flags: Sequence[Flag], stop_step: int | None) -> Flag | None:
+    """The run's kill the rule judges: its first detector kill (``is_detector_kill``) at or
+    before the run's first stop (``stop_step``, a budget's included; None: it never
+    stopped). A recorded run may go on past a stop (observe mode, or a what-if replay), but
+    under enforce it would have ended there: a kill after it is no kill of this run. Eval,
+    the Policy page and the SQL reads (``marks`` in reads.sql) all pick it so."""
+    return next((f for f in flags if is_detector_kill(f)
+                 and (stop_step is None or f.step <= stop_step)), None)

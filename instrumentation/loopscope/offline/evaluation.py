@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..detect.false_kill import is_detector_kill, kill_was_false
+from ..detect.false_kill import first_kill, kill_was_false
 from ..detect.fingerprint import canonical_json
 from ..detect.replay import EpisodeRecord, EpisodeReport
 
@@ -57,9 +57,9 @@ class SystemVerdict:
 
 
 def ours(report: EpisodeReport) -> SystemVerdict:
-    """loopscope's verdict from a replay report (its first detector kill: a budget stop is
-    the user's cap, not a kill)."""
-    kill = next((f for f in report.flags if is_detector_kill(f)), None)
+    """loopscope's verdict from a replay report (its first detector kill at or before its
+    first stop, ``false_kill.first_kill``: a budget stop is the user's cap, not a kill)."""
+    kill = first_kill(report.flags, report.stop.step if report.stop is not None else None)
     return SystemVerdict(
         first_flag=report.first_flag.step if report.first_flag else None,
         first_kill=kill.step if kill else None,

@@ -356,16 +356,25 @@ flag_events as materialized (
     left join tool_calls t on t.trace_id = g.trace_id and t.span_id = g.span_id
     where coalesce(g.decision, g.action) in ('warn', 'block', 'stop')
 ),
+budget_stops as (
+    -- a run's first budget stop: a kill after it is no kill of the run (under enforce it
+    -- ended there; loopscope.detect.false_kill.first_kill)
+    select episode_id, min(at_ns) as stop_ns from flag_events
+    where is_kill and is_budget group by episode_id
+),
 marks as materialized (
     select s.episode_id,
            least(s.first_flag_ns, min(f.at_ns) filter (where not f.is_budget))
                as first_flag_ns,
            count(f.episode_id) filter (where not f.is_budget) > 0
                or s.first_flag_ns is not null as flagged,
-           bool_or(f.is_kill and not f.is_budget) as killed,
+           coalesce(bool_or(f.is_kill and not f.is_budget
+                            and f.at_ns <= coalesce(b.stop_ns, f.at_ns)), false) as killed,
            coalesce(bool_or(f.is_kill and f.is_budget), false) as budget_stopped,
-           min(f.at_ns) filter (where f.is_kill and not f.is_budget) as first_kill_ns,
-           arg_min(f.step, f.at_ns) filter (where f.is_kill and not f.is_budget)
+           min(f.at_ns) filter (where f.is_kill and not f.is_budget
+                                and f.at_ns <= coalesce(b.stop_ns, f.at_ns)) as first_kill_ns,
+           arg_min(f.step, f.at_ns) filter (where f.is_kill and not f.is_budget
+                                            and f.at_ns <= coalesce(b.stop_ns, f.at_ns))
                as first_kill_step,
            -- a flag at or after the scenario's first loop step (a flag without a step counts)
            coalesce(bool_or(f.step is null
@@ -374,6 +383,7 @@ marks as materialized (
                     s.first_flag_ns is not null) as flagged_in_loop
     from sel s
     left join flag_events f using (episode_id)
+    left join budget_stops b using (episode_id)
     group by s.episode_id, s.first_flag_ns, s.scenario_first_loop_step
 ),
 run_scope as (
