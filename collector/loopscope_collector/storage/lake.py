@@ -1,6 +1,6 @@
 """A DuckLake store: the collector's tables in a lake that N collectors write and any reader
 reads — the catalog in PostgreSQL (or any catalog DuckLake takes), the data as Parquet files
-in a shared directory or S3-compatible storage (DESIGN.md §7).
+in a shared directory or S3-compatible storage (docs/deploy.md).
 
 DuckDB runs in memory and ATTACHes the lake as its default database, so the writers' and the
 reads' SQL is the one over a file. DuckLake has no primary keys, no indexes and only literal

@@ -1,6 +1,6 @@
 """A tool call's kind when nobody declared it, and where that kind came from.
 
-DESIGN §2: a call's kind (read / write / poll) is declared where the user knows it. When it
+A call's kind (read / write / poll) is declared where the user knows it (docs/detection.md). When it
 is not, it is inferred from the first of these that tells, and the source is recorded
 (``KindSource``) so the span and the diagnostic can say it:
 
