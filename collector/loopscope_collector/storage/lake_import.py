@@ -58,8 +58,8 @@ Example:
 
 
 def register(sub: Any) -> None:
-    """Add ``lake`` (with ``import``) to the ``loopscope`` command's subparsers."""
-    lake = sub.add_parser("lake", help="work with a DuckLake store (import a file into it)",
+    """Add ``lake`` (``import``, ``maintain``) to the ``loopscope`` command's subparsers."""
+    lake = sub.add_parser("lake", help="a DuckLake store: import a file into it, maintain it",
                           description=LAKE_HELP,
                           formatter_class=argparse.RawDescriptionHelpFormatter)
     actions = lake.add_subparsers(dest="lake_action", metavar="ACTION", required=True)
