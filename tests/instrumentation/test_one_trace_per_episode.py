@@ -23,7 +23,7 @@ def test_a_tool_call_on_another_thread_stays_in_its_episodes_trace() -> None:
             call.finish("r1")
 
         def elsewhere() -> None:
-            with ep.tool_call("search", {"q": "there"}, kind="read") as call:
+            with loopscope.tool_call("search", {"q": "there"}, kind="read", episode=ep) as call:
                 call.finish("r2")
             ep.record_message("assistant", "done")
 
