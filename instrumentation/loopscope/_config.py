@@ -38,6 +38,10 @@ DEFAULT_ENDPOINT: Final = "http://127.0.0.1:4318"
 DEFAULT_SERVICE_NAME: Final = "agent"
 SCHEDULE_DELAY_MS: Final = 200
 """Batch delay: short, so a flag reaches the collector well within a second."""
+MAX_QUEUE_SPANS: Final = 16_384
+"""Spans the batch processor holds before it drops (the SDK's default is 2,048): an agent
+that makes many fast tool and model calls outruns a 2,048-span queue, and the span it drops
+may be its run's root, which carries the outcome."""
 EXPORT_TIMEOUT_S: Final = 2.0
 DOWN_BACKOFF_S: Final = 5.0
 MAX_CONTENT_CHARS: Final = 4096
@@ -243,9 +247,11 @@ def _otlp_processor(resolved: Settings) -> SpanProcessor:
     exporter = ResilientExporter(
         OTLPSpanExporter(endpoint=url, timeout=EXPORT_TIMEOUT_S), _STATE.stats
     )
-    if "OTEL_BSP_SCHEDULE_DELAY" in os.environ:
-        return BatchSpanProcessor(exporter)
-    return BatchSpanProcessor(exporter, schedule_delay_millis=SCHEDULE_DELAY_MS)
+    return BatchSpanProcessor(
+        exporter,
+        schedule_delay_millis=None if "OTEL_BSP_SCHEDULE_DELAY" in os.environ
+        else SCHEDULE_DELAY_MS,
+        max_queue_size=None if "OTEL_BSP_MAX_QUEUE_SIZE" in os.environ else MAX_QUEUE_SPANS)
 
 
 def _endpoint(value: str | None) -> str:
