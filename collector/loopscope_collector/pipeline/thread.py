@@ -362,8 +362,11 @@ class Pipeline:
         new_flags = tables.write_detections(cur, results)
         tables.write_guard_decisions(cur, tool_rows)
         tables.upsert_episodes(cur, episodes, tool_rows)
-        if reading.trace_agents:  # (a run stored unnamed takes the name a later span brings)
-            owners = self._episodes_of(cur, list(reading.trace_agents))
+        named = {row.trace_id for row in tool_rows if row.agent} | {
+            root.trace_id for root in episodes if root.agent}
+        unnamed = [t for t in reading.trace_agents if t not in named]  # (upsert named those)
+        if unnamed:  # (a run stored unnamed takes the name a later span brings)
+            owners = self._episodes_of(cur, unnamed)
             tables.name_agents(cur, {t: (owners[t], name)
                                      for t, name in reading.trace_agents.items() if t in owners})
         reconciles += [  # the core saw these calls look an UNKNOWN write up
