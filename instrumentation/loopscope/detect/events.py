@@ -78,9 +78,11 @@ PROGRESS_MARKERS: Final = (
 poll before its deadline, which neither extends nor resets the no-progress streak."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolCall:
-    """One tool call as known before it runs.
+    """One tool call as known before it runs. (Not frozen, as ``ToolResult``: one is made
+    for every call, and a frozen dataclass sets each field through ``object.__setattr__``,
+    several times slower. The core never changes one.)
 
     ``args`` may be ``None`` when the caller did not capture arguments; ``signature`` is then
     required. ``signature`` and ``args_text`` are computed from ``args`` when left empty.
@@ -116,7 +118,7 @@ class ToolCall:
     declared."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolResult:
     """What a tool call returned, as the model sees it.
 

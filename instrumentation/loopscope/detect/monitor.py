@@ -115,7 +115,7 @@ READINGS_KEPT: Final = 2048
 """Outputs whose reading (word sketch, facts) is remembered, process-wide: an output read
 once is not read again, whether a loop repeats it or another run of the same agent gets the
 same answer from the same backend (bounded memory; O(1) per step)."""
-_SKETCHES: dict[tuple[int, int], frozenset[str]] = {}
+_SKETCHES: dict[tuple[int, int], tuple[frozenset[str], bool]] = {}
 _FACTS: dict[tuple[int, int, str], frozenset[int]] = {}
 """Keyed by the text's own hash and length (no text is kept; an output hash recorded by
 someone else may not be one of this text), and for facts by the arguments too (their echoes
@@ -142,16 +142,18 @@ def _facts_of(text: str, args_text: str, args: Any) -> frozenset[int]:
     return found
 
 
-def _words_of(text: str) -> frozenset[str]:
-    """The output's word sketch; an output seen again lately (a loop returns the same
-    text over and over) is not read again."""
+def _words_of(text: str) -> tuple[frozenset[str], bool]:
+    """The output's word sketch, and whether it says that nothing was found
+    (``is_negative``); an output seen again (a loop returns the same text over and over)
+    is not read again."""
     key = (hash(text), len(text))
-    words = _SKETCHES.get(key)
-    if words is None:
+    reading = _SKETCHES.get(key)
+    if reading is None:
         if len(_SKETCHES) >= READINGS_KEPT:
             _SKETCHES.clear()
-        words = _SKETCHES[key] = word_sketch(text)
-    return words
+        words = word_sketch(text)
+        reading = _SKETCHES[key] = (words, is_negative(text, words))
+    return reading
 
 
 @dataclass(slots=True)
@@ -341,7 +343,11 @@ class EpisodeMonitor:
         step.status = result.status
         if result.t is not None:
             step.t = result.t
-        step.words = _words_of(text) if text is not None else None
+        negative = False
+        if text is not None:
+            step.words, negative = _words_of(text)
+        else:
+            step.words = None
         step.output = text
         if text is not None:
             step.facts = _facts_of(text, cand.args_text, cand.args)
@@ -363,7 +369,7 @@ class EpisodeMonitor:
             step.shape = output_hash(masked(text)) if text is not None else digest
             step.retry_after = retry_after_s(text)
         elif step.status == "ok":
-            step.negative = is_negative(text, step.words)
+            step.negative = negative
         if kind == "poll" and text is not None and step.status != "blocked":
             step.figures = figures(text)
             step.stuck = stuck_state(text, step.words)

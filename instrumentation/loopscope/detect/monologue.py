@@ -42,9 +42,10 @@ def idle(content: str) -> bool:
     """Whether a message moves nothing: it asks no question, carries no figure or id (no
     digit), and says little (at most ``IDLE_MAX_WORDS`` words). An empty message is not
     idle talk (it stands for a model turn whose text was not recorded)."""
-    if "?" in content or _FIGURE.search(content) is not None:
+    words = len(content.split(maxsplit=IDLE_MAX_WORDS))  # (first: a long message is read no further)
+    if not 0 < words <= IDLE_MAX_WORDS:
         return False
-    return 0 < len(content.split(maxsplit=IDLE_MAX_WORDS)) <= IDLE_MAX_WORDS
+    return "?" not in content and _FIGURE.search(content) is None
 MESSAGE_CHARS = 20_000
 
 

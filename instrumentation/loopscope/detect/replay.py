@@ -278,37 +278,53 @@ def episode_steps(episode: EpisodeRecord, first_t: float = 0.0) -> list[Step]:
     """The steps of a recorded episode as the core takes them. A step without a time
     ``t`` happened when the one before it did (the first: at ``first_t``)."""
     steps: list[Step] = []
+    append = steps.append
     t = first_t
     for index, step in enumerate(episode.steps):
-        t = float(step["t"]) if isinstance(step.get("t"), int | float) else t
-        if step.get("type") == "message":
-            steps.append(MessageStep(
-                str(step.get("role", "")), str(step.get("content") or ""), t,
-                tokens=_int(step.get("tokens_in")) + _int(step.get("tokens_out")),
-                model_turn=True))
+        get = step.get
+        at = get("t")
+        if isinstance(at, _NUMBERS):
+            t = float(at)
+        if get("type") == "message":
+            append(MessageStep(
+                str(get("role", "")), str(get("content") or ""), t,
+                _int(get("tokens_in")) + _int(get("tokens_out")), True))
             continue
-        call_id = _call_id(step, index)
-        output = step.get("output")
-        took = step.get("duration_s")
-        end = t + took if isinstance(took, int | float) and took > 0 else None
-        steps.append(ToolStep(_tool_call(step, call_id, t), ToolResult(
-            output=None if output is None else output_text(output),
-            output_hash=_text(step.get("output_hash")),
-            status=_STATUSES[step.get("status")],
-            call_id=call_id,
-            t=t,
-            tokens_in=_int(step.get("tokens_in")),
-            tokens_out=_int(step.get("tokens_out")),
-        ), end))
+        call_id = get("tool_call_id")
+        call_id = str(call_id) if call_id else f"step-{index}"
+        output = get("output")
+        took = get("duration_s")
+        tokens_in, tokens_out = get("tokens_in"), get("tokens_out")
+        append(ToolStep(_tool_call(step, call_id, t), ToolResult(
+            None if output is None else output_text(output),
+            _text(get("output_hash")),
+            _STATUSES[get("status")],
+            call_id,
+            t,
+            tokens_in if type(tokens_in) is int else _int(tokens_in),
+            tokens_out if type(tokens_out) is int else _int(tokens_out),
+        ), t + took if isinstance(took, _NUMBERS) and took > 0 else None))
     return steps
 
 
+_NUMBERS: Final = (int, float)
+
+
 def _tool_call(step: Mapping[str, Any], call_id: str, t: float) -> ToolCall:
-    deadline, intent, found = step.get("deadline_s"), step.get("intent"), step.get("found")
-    args, signature = step.get("args"), _text(step.get("signature"))
-    args_text = step.get("args_text") if isinstance(step.get("args_text"), str) else None
-    if args is None and args_text is None and not signature:
-        args = {}  # (a step without arguments or a recorded signature called the tool with none)
+    get = step.get
+    args, signature, args_text = get("args"), get("signature"), get("args_text")
+    if args is None and not isinstance(args_text, str):  # (the common cases decide at once)
+        args_text = None
+        if not signature or not isinstance(signature, str):
+            signature = ""
+            args = {}  # (a step without arguments or a recorded signature: called with none)
+    elif not isinstance(args_text, str):
+        args_text = None
+    if not isinstance(signature, str):
+        signature = ""
+    deadline, intent, found, stated = (
+        get("deadline_s"), get("intent"), get("found"), get("deadline_stated"))
+    turn = get("turn")
     return recorded_call(
         step["tool"],
         args=args,
@@ -316,16 +332,15 @@ def _tool_call(step: Mapping[str, Any], call_id: str, t: float) -> ToolCall:
         signature=signature,
         unique=call_id,
         call_id=call_id,
-        kind=step.get("kind"),
+        kind=get("kind"),
         t=t,
         intent=intent if isinstance(intent, str) else None,
-        idempotency_key=step.get("idempotency_key") or None,
-        reconciles=step.get("reconciles") or None,
+        idempotency_key=get("idempotency_key") or None,
+        reconciles=get("reconciles") or None,
         found=found if isinstance(found, bool) else None,
-        deadline_s=float(deadline) if isinstance(deadline, int | float) else None,
-        deadline_stated=stated if isinstance(stated := step.get("deadline_stated"), bool)
-        else None,
-        turn=_int(step.get("turn")) or None,
+        deadline_s=float(deadline) if isinstance(deadline, _NUMBERS) else None,
+        deadline_stated=stated if isinstance(stated, bool) else None,
+        turn=(turn if type(turn) is int else _int(turn)) or None,
     )
 
 
