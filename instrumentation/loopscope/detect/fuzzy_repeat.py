@@ -47,21 +47,24 @@ class FuzzyRepeat:
             return None
         if self.same_output and not step.same_info and self.threshold > 1:
             return None  # no earlier answer like this one: nothing can match (grams later)
+        recent = history.recent(self.window - 1)
+        if self.same_output:  # (the cheap test first: grams only for calls that could count)
+            recent = [s for s in recent if s.index in step.same_info]
         mine = self._grams_of(step)
         matches = [
             s
-            for s in history.recent(self.window - 1)
+            for s in recent
             if s.tool == step.tool
             and len(s.args_text) >= self.min_chars
             and similar(mine, self._grams_of(s), self.similarity)
-            and (not self.same_output or s.index in step.same_info)
         ]
         if self.same_output:  # progress-first: the stretch, plus the call that began it
             inside = [s for s in matches if history.in_stretch(s)]
             first = [s for s in matches if not history.in_stretch(s) and history.in_turn(s)]
             matches = inside + first[-1:]
-        oldest = history.steps[0].index if history.steps else step.index
-        self._grams = {i: g for i, g in self._grams.items() if i >= oldest}
+        if len(self._grams) > 2 * self.window:  # (now and then: those out of the window go)
+            oldest = history.steps[0].index if history.steps else step.index
+            self._grams = {i: g for i, g in self._grams.items() if i >= oldest}
         self._grams[step.index] = mine
         texts = {s.args_text for s in matches} | {step.args_text}
         if len(matches) + 1 < self.threshold or len(texts) < 2:
