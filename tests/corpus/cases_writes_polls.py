@@ -517,6 +517,64 @@ def duplicate_after_success_loop_browser_repost() -> dict[str, Any]:
                   "clicks Post again, 4 times; the page now lists 4 copies")
 
 
+_OTHER_POSTS = (
+    "Also hiring: a Data Engineer (remote, EU time zones) to own our Kafka and ClickHouse "
+    "pipelines. Apply: https://tidewater.io/careers/data-engineer",
+    "And a Developer Advocate (Berlin or remote) to help teams run boring, reliable "
+    "infrastructure. Apply: https://tidewater.io/careers/developer-advocate",
+)
+
+
+# The same composer and the same Post button, three times, but each time with another ad:
+# three posts the task asks for, not one posted again.
+@case
+def duplicate_after_success_ok_browser_three_ads() -> dict[str, Any]:
+    e = Ep("corpus-duplicate-after-success-ok-browser-three-ads", "duplicate_after_success",
+           "Post our three open roles on the Tidewater LinkedIn company page, one post each. "
+           "The texts are in the ticket.", "other", domain="browser")
+    e.call("go_to_url", {"url": "https://www.linkedin.com/company/tidewater-io/admin/"},
+           "Navigated to https://www.linkedin.com/company/tidewater-io/admin/\n"
+           "Interactive elements:\n[3]<button>Start a post</button>\n[7]<a>Page posts (118)"
+           "</a>\n[11]<a>Analytics</a>")
+    for n, text in enumerate((_POST_TEXT, *_OTHER_POSTS)):
+        e.call("click_element", {"index": 3},
+               "Clicked button with index 3: Start a post\nInteractive elements:\n"
+               "[14]<div role=textbox aria-label='Text editor for creating content'></div>\n"
+               "[18]<button>Post</button>")
+        e.call("input_text", {"index": 14, "text": text}, f"Input \"{text[:40]}...\" into index 14")
+        e.call("click_element", {"index": 18},
+               "Clicked button with index 18: Post\n" + _li_state(n + 1))
+    e.say("All three roles are posted on the company page (Page posts now 121).")
+    return e.legit("write_retry_legit",
+                   "three clicks on the same Post button that each say 'Post successful', but "
+                   "each after another ad was typed: three posts, as asked")
+
+
+# A settings form saved after each field: the same Save button confirms every time, and what
+# was typed before each save is new.
+@case
+def duplicate_after_success_ok_browser_save_each_field() -> dict[str, Any]:
+    e = Ep("corpus-duplicate-after-success-ok-browser-save-each-field",
+           "duplicate_after_success",
+           "On the Tidewater billing portal, update the company profile: legal name 'Tidewater "
+           "Systems B.V.', VAT number NL859341207B01, invoice email billing@tidewater.io. Save "
+           "after each change, the portal drops unsaved edits.", "other", domain="browser")
+    e.call("go_to_url", {"url": "https://billing.example.com/settings/company"},
+           "Navigated to https://billing.example.com/settings/company\nInteractive elements:\n"
+           "[4]<input name=legal_name value='Tidewater Systems'>\n[5]<input name=vat value=''>\n"
+           "[6]<input name=invoice_email value='ops@tidewater.io'>\n[9]<button>Save</button>")
+    for index, value in ((4, "Tidewater Systems B.V."), (5, "NL859341207B01"),
+                         (6, "billing@tidewater.io")):
+        e.call("input_text", {"index": index, "text": value},
+               f"Input \"{value}\" into index {index}")
+        e.call("click_element", {"index": 9},
+               "Clicked button with index 9: Save\n[2]<div class=toast>Settings saved "
+               "successfully.</div>\n[9]<button>Save</button>")
+    e.say("The company profile is updated: legal name, VAT number and invoice email saved.")
+    return e.legit("write_retry_legit",
+                   "the same Save click confirms three times, each after a new field was typed")
+
+
 _INTERVIEWS = [
     ("Onsite 1/3: System design - Lena Okafor", "2024-06-18T10:00:00+02:00",
      "2024-06-18T11:00:00+02:00", "raj.patel@tidewater.io"),

@@ -28,11 +28,7 @@ EPISODES = [
     for line in CORPUS.read_text(encoding="utf-8").splitlines()
     if line.strip()
 ]
-KNOWN_GAPS: dict[str, str] = {
-    "corpus-duplicate-after-success-loop-browser-repost":
-        "the duplicate post is a browser click on 'Post': a click tells no kind (it could do "
-        "anything), so no write is known",
-}
+KNOWN_GAPS: dict[str, str] = {}
 """Loops not caught yet, with why (strict expected failures: see the module docstring)."""
 KILLED_EARLY: dict[str, str] = {}
 """Loops caught, but stopped before their first loop step: only the test of that fails."""

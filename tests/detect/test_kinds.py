@@ -12,8 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopscope.detect.kinds import idempotent_hint, infer_kind
+from loopscope.detect import Decision, EpisodeMonitor, ToolResult
+from loopscope.detect.fingerprint import word_sketch
+from loopscope.detect.kinds import confirms_change, idempotent_hint, infer_kind
 from loopscope.detect.shell import command_kind
+from loopscope.detect.steps import MessageStep, ToolStep, feed, recorded_call
 from loopscope.detect.verbs import name_kind, name_words, statement_kind
 
 # -- the order of the sources -----------------------------------------------------------------
@@ -354,3 +357,68 @@ def test_infer_kind_never_raises(tool: str, args: Any, annotations: Any) -> None
 @given(text=shellish | st.text(max_size=80))
 def test_command_kind_never_raises(text: str) -> None:
     assert command_kind(text) in (None, "read", "write", "poll", "opaque")
+
+
+# -- the outcome: an undeclared call that says it did something wrote ------------------------
+
+CONFIRMATIONS = [
+    ("Clicked button with index 18: Post\n[9]<div>Post successful. <a>View post</a></div>", True),
+    ("Message sent.", True),
+    ("Your order has been placed. Order number 1182.", True),
+    ("Successfully installed numpy-1.26.4", True),
+    ("Settings saved successfully.", True),
+    ("The message was not sent.", False),
+    ("Upload failed: the file was not saved.", False),
+    ("Unsuccessful login attempt", False),
+    ('{"successful": true, "items": []}', False),
+    ("Sent items (3)\nInbox (12)", False),
+    ("created_at: 2024-06-01", False),
+    ("Clicked button with index 3: Start a post", False),
+    ("x" * 700 + " Message sent.", False),  # past the head that is read
+]
+
+
+@pytest.mark.parametrize(("text", "confirms"), CONFIRMATIONS)
+def test_confirms_change(text: str, confirms: bool) -> None:
+    assert confirms_change(text) is confirms
+    assert confirms_change(text, word_sketch(text)) is confirms  # the quick look agrees
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=200))
+def test_confirms_change_never_raises(text: str) -> None:
+    assert confirms_change(text) in (True, False)
+
+
+def _click(m: EpisodeMonitor, index: int, output: str) -> tuple[Decision, Decision]:
+    return feed(m, ToolStep(recorded_call("click_element", args={"index": index}),
+                            ToolResult(output)))
+
+
+def test_a_click_that_confirms_is_a_write_and_the_same_click_after_the_same_steps_is_again() -> None:
+    m = EpisodeMonitor()
+    feed(m, MessageStep("user", "Post the job ad."))
+    _click(m, 3, "Composer open")
+    feed(m, ToolStep(recorded_call("input_text", args={"index": 14, "text": "We're hiring"}),
+                     ToolResult("Input typed")))
+    before, after = _click(m, 18, "Post successful. Page posts (119)")
+    assert (before.kind, after.kind, after.write_status) == (None, "write", "ok")
+    _click(m, 3, "Composer open")
+    feed(m, ToolStep(recorded_call("input_text", args={"index": 14, "text": "We're hiring"}),
+                     ToolResult("Input typed")))
+    before, _ = _click(m, 18, "Post successful. Page posts (120)")
+    assert (before.kind, before.kind_source, before.action) == ("write", "outcome", "warn")
+    # a new user turn is a new intent: the same click is a new write
+    feed(m, MessageStep("user", "Great, now post it on the careers page too."))
+    before, _ = _click(m, 18, "Post successful. Page posts (121)")
+    assert before.action == "allow"
+
+
+def test_the_same_click_after_a_new_step_is_a_new_write() -> None:
+    m = EpisodeMonitor()
+    feed(m, MessageStep("user", "Update the profile; save after each field."))
+    for index, value in ((4, "Tidewater Systems B.V."), (5, "NL859341207B01")):
+        feed(m, ToolStep(recorded_call("input_text", args={"index": index, "text": value}),
+                         ToolResult(f'Input "{value}" into index {index}')))
+        before, after = _click(m, 9, "Settings saved successfully.")
+        assert before.action == "allow" and after.kind == "write"

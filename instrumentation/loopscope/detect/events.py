@@ -18,9 +18,11 @@ from typing import Any, Final, Literal, get_args
 Mode = Literal["observe", "warn", "enforce"]
 """How a guard applies a decision: record it only, nudge the model, or block and stop."""
 ToolKind = Literal["read", "write", "poll"]
-KindSource = Literal["declared", "annotation", "method", "name"]
+KindSource = Literal["declared", "annotation", "method", "name", "outcome"]
 """Where a call's kind came from: declared by the caller or the configuration, the MCP
-tool annotations, the HTTP method of an HTTP call, or the tool's name and arguments."""
+tool annotations, the HTTP method of an HTTP call, the tool's name and arguments, or what
+the call answered (an undeclared call that confirmed doing something is a write:
+``kinds.confirms_change``)."""
 Status = Literal["ok", "error", "timeout", "blocked"]
 Action = Literal["allow", "warn", "block", "stop"]
 Severity = Literal["warn", "kill"]
@@ -221,8 +223,8 @@ class Decision:
     """Before a call: the call's signature as the core computed it (under the policy's
     volatile arguments), for callers that store it."""
     kind_source: KindSource | None = None
-    """Before a call: where ``kind`` came from (declared, annotation, method, name), or
-    ``None`` when it was judged by the call's shape."""
+    """Before a call: where ``kind`` came from (declared, annotation, method, name, outcome),
+    or ``None`` when it was judged by the call's shape."""
     @property
     def is_kill(self) -> bool:
         """Block and stop end or skip work; allow and warn do not."""

@@ -100,6 +100,7 @@ class History:
         "changes",
         "default_deadline_s",
         "epoch",
+        "fresh_at",
         "idle_messages",
         "seen_facts",
         "seen_loose",
@@ -118,6 +119,9 @@ class History:
         self.seen_facts: set[int] = set()
         """Every fact an output of the episode has told (``information.facts``)."""
         self.seen_loose: set[str] = set()
+        self.fresh_at = -1
+        """The last step that asked something not asked before in the episode (loosened
+        arguments: ``asked_before``)."""
         self._by_sig: dict[str, SignatureStats] = {}
         self._recent: dict[int, list[StepView]] = {}  # cleared on append
         self.stretch_start = 0
@@ -244,7 +248,9 @@ class History:
         self.idle_messages = 0  # (a tool call: the conversation acts)
         if step.status != "blocked":
             self.seen_outputs.add(step.output_hash)
-            self.seen_loose.add(step.loose)
+            if step.loose not in self.seen_loose:
+                self.seen_loose.add(step.loose)
+                self.fresh_at = step.index
             if step.facts:
                 if len(self.seen_facts) > MAX_SEEN_FACTS:
                     self.seen_facts.clear()  # (bounded memory: a very long run forgets)

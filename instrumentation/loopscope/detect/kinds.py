@@ -16,6 +16,11 @@ is not, it is inferred from the first of these that tells, and the source is rec
 
 Nothing here raises: an odd input tells nothing (``None``).
 
+When none of them tells, the call is judged by what it does. A call whose answer confirms
+that it did something ("Post successful", "Message sent.": ``confirms_change``) did a write,
+whatever its name: its source is ``outcome``, and the same call again in the same turn is
+that write again (a browser agent clicking "Post" once more).
+
 Example:
     >>> infer_kind("search_docs", {"q": "x"}, {"readOnlyHint": True})
     ('read', 'annotation')
@@ -25,6 +30,10 @@ Example:
     ('poll', 'name')
     >>> infer_kind("browser_click", {"element": "Submit"}) is None
     True
+    >>> confirms_change("Clicked button 18: Post. Post successful. View post")
+    True
+    >>> confirms_change("Clicked button 3: Start a post")
+    False
 """
 
 from __future__ import annotations
@@ -237,3 +246,37 @@ def is_wait(tool: str, args: Any) -> bool:
         return line is not None and _SLEEP_LINE.fullmatch(line) is not None
     except Exception:  # an odd input tells nothing
         return False
+
+
+CONFIRM_WORDS: Final = frozenset({
+    "successful", "successfully", "sent", "posted", "published", "submitted", "placed",
+    "booked", "saved", "created", "scheduled",
+})
+"""Words of an answer that confirms an action done: one of them must be in its word sketch
+before ``_CONFIRMS`` is read."""
+CONFIRM_CHARS: Final = 600
+"""Only the head of an answer is read for a confirmation (a page that lists "Sent" items
+further down confirms nothing)."""
+_CONFIRMS: Final = re.compile(
+    r"(?<![\w-])(?:successful(?:ly)?\b(?! *(?:=|:|\"))"
+    r"|(?:has been|have been|was|were|is now|are now)\s+(?:sent|posted|published|submitted"
+    r"|placed|booked|saved|created|scheduled)\b"
+    r"|(?:sent|posted|published|submitted|placed|booked|saved|created|scheduled)"
+    r"(?: successfully)?\s*[.!](?:\s|$|<))"
+)
+_DENIES: Final = re.compile(r"\b(?:not|un\w*|fail\w*|error|couldn|cannot|can't|unable)\b")
+
+
+def confirms_change(text: str, words: frozenset[str] | None = None) -> bool:
+    """Whether an answer says that the call did something: "Post successful", "Message
+    sent.", "Your order has been placed", and no "not" or "failed" beside it. ``words`` (the
+    answer's word sketch, when at hand) rules most answers out at once."""
+    if words is not None and words.isdisjoint(CONFIRM_WORDS):
+        return False
+    head = text[:CONFIRM_CHARS].lower()
+    found = _CONFIRMS.search(head)
+    if found is None:
+        return False
+    sentence = head[max(head.rfind(".", 0, found.start()), head.rfind("\n", 0, found.start()))
+                    + 1:found.end()]
+    return _DENIES.search(sentence) is None

@@ -54,7 +54,7 @@ from .fingerprint import (
 from .fuzzy_repeat import FuzzyRepeat
 from .history import History, SignatureStats
 from .information import facts, forget_echoes
-from .kinds import infer_kind, is_wait
+from .kinds import confirms_change, infer_kind, is_wait
 from .ladder import Ladder, same_turn
 from .monologue import IDLE_MESSAGES, Monologue, idle
 from .oscillation import Oscillation
@@ -365,6 +365,18 @@ class EpisodeMonitor:
         ):
             kind = step.kind = "poll"  # same call, what it says has changed: polling by shape
             step.kind_source = None
+        key = pending.key
+        if (
+            kind is None
+            and result.status == "ok"
+            and text is not None
+            and not step.wait
+            and confirms_change(text, step.words)
+        ):  # nothing told its kind, and it says it did something: it was a write
+            kind = step.kind = "write"
+            step.kind_source = "outcome"
+            key = self.writes.key_for(step.tool, pending.call.idempotency_key, step.args,
+                                      step.args_text)
         if step.status in ("error", "timeout"):
             step.shape = output_hash(masked(text)) if text is not None else digest
             step.retry_after = retry_after_s(text)
@@ -388,8 +400,8 @@ class EpisodeMonitor:
                     findings.append((detector.name, finding))
         write_status = None
         again = kind == "write" and bool(self.writes.done(step.signature))
-        if kind == "write" and pending.key is not None:
-            write_status = self.writes.after(step, pending.key)
+        if kind == "write" and key is not None:
+            write_status = self.writes.after(step, key)
         if step.status == "ok" and (
             kind == "write" or step.edit is not None or changes_state(step.args)
         ):
@@ -411,7 +423,7 @@ class EpisodeMonitor:
             findings.append(("no_progress", self._ignored_finding(step)))
         if not findings:  # (the common case, built in one go)
             return Decision(
-                step=step.index, idempotency_key=pending.key, kind=step.kind, progress=step.progress,
+                step=step.index, idempotency_key=key, kind=step.kind, progress=step.progress,
                 write_status=write_status, streak=self.streak, turn=history.turn,
                 reconciled=reconciled,
             )
@@ -419,7 +431,7 @@ class EpisodeMonitor:
             step.index,
             findings,
             step,
-            key=pending.key,
+            key=key,
             progress=step.progress,
             write_status=write_status,
             streak=self.streak,
@@ -455,6 +467,8 @@ class EpisodeMonitor:
             )
         if inferred[0] in ("write", "poll"):
             return inferred
+        if self.writes.done(signature):
+            return "write", "outcome"  # it confirmed doing something this turn: a write again
         if self._polled(call, signature):
             return "poll", None
         return inferred

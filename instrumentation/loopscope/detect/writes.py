@@ -343,8 +343,9 @@ class WriteDuplicate:
       once until the record is looked up; under the caller's own key it is safe (the
       provider deduplicates) and passes.
     - Identical arguments in a new step of the same turn, with nothing new changed since the
-      last success (``WriteLedger.unchanged_since``), are a sign of a duplicate side
-      effect, unless declared (``intent="duplicate"``), asked for by the task or the latest
+      last success (``WriteLedger.unchanged_since``; for a write known only by its outcome,
+      a click that answered "Post successful", no call since that was not made before), are
+      a sign of a duplicate side effect, unless declared (``intent="duplicate"``), asked for by the task or the latest
       user turn ("create three identical tickets", "send it again"), or an edit (edits
       and their reverts are ``EditRevert``'s). The second is a warning; a third means the
       warning was ignored and climbs, even when each write created a new record (that is
@@ -398,7 +399,9 @@ class WriteDuplicate:
             or candidate.intent == "duplicate"
             or candidate.edit is not None
             or not ledger.unchanged_since(candidate.signature, history.changes)
-        ):
+            or (candidate.kind_source == "outcome" and history.fresh_at > done[-1])
+        ):  # (a write known by its outcome, a click on "Post", is new when what led to it is:
+            # a call not made before since, new text typed into the form)
             return None
         return Finding(
             kind="write_duplicate",
