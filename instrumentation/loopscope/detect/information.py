@@ -104,11 +104,12 @@ def _facts(text: str, echoes: _Echoes) -> frozenset[int]:
     lines = _echoed(_unfielded(text).lower(), tuple(echo.lower() for echo in echoes[0]), "\x00")
     if echoes[1] is not None:
         lines = echoes[1].sub("\x00", lines)
-    return frozenset(
-        hash(" ".join(line.split()))
-        for line in lines.splitlines()[:MAX_FACTS]
-        if line and not line.isspace()
-    )
+    found = set(map(hash, map(" ".join, map(str.split, lines.splitlines()[:MAX_FACTS]))))
+    found.discard(_BLANK)  # (a blank line says nothing)
+    return frozenset(found)
+
+
+_BLANK: Final = hash("")
 
 
 ECHO: Final = "\u2400"

@@ -35,17 +35,20 @@ IDLE_MESSAGES = 7
 """Idle messages in a row (both sides, no tool call) that make a conversation idle talk:
 a closing exchange ("Thanks!" / "You're welcome, have a great day!") ends in far fewer."""
 IDLE_MAX_WORDS = 40
+IDLE_MAX_CHARS = 400
+"""Longer than this, a message says more than idle talk does, however few its words (a
+message is measured before it is read)."""
 _FIGURE = re.compile(r"\d")
 
 
 def idle(content: str) -> bool:
     """Whether a message moves nothing: it asks no question, carries no figure or id (no
-    digit), and says little (at most ``IDLE_MAX_WORDS`` words). An empty message is not
-    idle talk (it stands for a model turn whose text was not recorded)."""
-    words = len(content.split(maxsplit=IDLE_MAX_WORDS))  # (first: a long message is read no further)
-    if not 0 < words <= IDLE_MAX_WORDS:
+    digit), and says little (at most ``IDLE_MAX_WORDS`` words in at most ``IDLE_MAX_CHARS``
+    characters). An empty message is not idle talk (it stands for a model turn whose text was
+    not recorded)."""
+    if len(content) > IDLE_MAX_CHARS or "?" in content or _FIGURE.search(content) is not None:
         return False
-    return "?" not in content and _FIGURE.search(content) is None
+    return 0 < len(content.split(maxsplit=IDLE_MAX_WORDS)) <= IDLE_MAX_WORDS
 MESSAGE_CHARS = 20_000
 
 

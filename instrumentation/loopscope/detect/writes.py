@@ -176,6 +176,8 @@ class WriteRecord:
     caller_key: bool = False
     """The key came from the caller: the provider deduplicates retries under it."""
     entities: frozenset[str] = field(default_factory=frozenset)
+    """What the write names (``_entities``), set when its outcome is UNKNOWN: a look-up that
+    names one of them settles it."""
     found: bool = False
     """A reconcile found that this write happened after all."""
 
@@ -251,7 +253,7 @@ class WriteLedger:
         if record is None:
             record = self._records[key] = WriteRecord(
                 key=key, tool=step.tool, slot=key.rpartition("#")[0].removeprefix(f"{self.run_id}:"),
-                caller_key=self.is_callers(key), entities=_entities(step),
+                caller_key=self.is_callers(key),
             )
         record.step, record.t, record.call_id = step.index, step.t, step.call_id
         record.output_hash, record.signature = step.output_hash, step.signature
@@ -263,6 +265,7 @@ class WriteLedger:
         self._unknown.pop(record.key, None)  # a new attempt settles the last one's state
         if step.status == "timeout" or unknown_outcome(step.output):
             record.state = "unknown"
+            record.entities = _entities(step)  # (read only while it is UNKNOWN: a look-up's)
             self._unknown[record.key] = record
             return "unknown"
         record.state = "error"  # exceptions are not cached: the same key may be retried
