@@ -97,6 +97,10 @@ CORPUS_CLASSES = ("monologue", "message_loop", "normalised_output", "state_cycle
 """The authored corpus's classes the doors are fed (a loop and a look-alike each): messages
 (the user's turns, the assistant's replies) and every class detection v3 added; and a loop
 and a look-alike with parallel tool calls (several calls issued at once)."""
+CORPUS_EPISODES = ("corpus-duplicate-after-success-loop-browser-repost",
+                   "corpus-duplicate-after-success-ok-browser-three-ads")
+"""And these, named: a write known only by its outcome (a click that answered "Post
+successful"), which every door must read from the call's output."""
 
 
 def _parallel(record: dict[str, Any]) -> bool:
@@ -111,9 +115,12 @@ def _corpus_runs() -> list[dict[str, Any]]:
         key = (record["meta"]["corpus_class"], bool(record["label"]["loop"]))
         if key[0] in CORPUS_CLASSES:
             picked.setdefault(key, record)
+        if record["episode_id"] in CORPUS_EPISODES:
+            picked[(record["episode_id"], key[1])] = record
         if _parallel(record):
             picked.setdefault(("parallel", key[1]), record)
-    assert {c for c, _ in picked} == {*CORPUS_CLASSES, "parallel"}, "a class is gone"
+    assert {c for c, _ in picked} == {*CORPUS_CLASSES, *CORPUS_EPISODES, "parallel"}, (
+        "a class or a named episode is gone")
     return list({r["episode_id"]: r for r in picked.values()}.values())
 
 
@@ -298,3 +305,17 @@ def test_a_monologue_is_flagged_by_every_door(doors: dict[str, dict[str, Flags]]
         for episode_id in looping:
             assert any(detector == "monologue" for _, detector, _ in flags[episode_id]), (
                 door, episode_id, flags[episode_id])
+
+
+def test_a_write_known_by_its_outcome_is_flagged_by_every_door(
+    doors: dict[str, dict[str, Flags]],
+) -> None:
+    """A click that answered "Post successful" was a write: the same click after the same
+    steps is warned, then blocked, by every door (each reads the call's output); three
+    different ads through the same button raise nothing."""
+    for door, flags in doors.items():
+        actions = [action for _, detector, action
+                   in sorted(flags["corpus-duplicate-after-success-loop-browser-repost"])
+                   if detector == "write_duplicate"]
+        assert actions[:2] == ["warn", "block"], (door, flags)
+        assert not flags["corpus-duplicate-after-success-ok-browser-three-ads"], door
