@@ -30,6 +30,10 @@ from typing import Any, Final
 
 from .fingerprint import PAGE_PARAMS
 
+READINGS_KEPT: Final = 2048
+"""Outputs whose reading (word sketch, facts) is remembered, process-wide: an output read
+once is not read again, whether a loop repeats it or another run of the same agent gets the
+same answer from the same backend (bounded memory; O(1) per step). Arguments' echoes too."""
 FACT_CHARS: Final = 4_000
 """Only this much of an output is read for facts: bounded work per step (twice what the word
 sketch reads)."""
@@ -249,7 +253,7 @@ def forget_echoes() -> None:
 def _echoes_named(args: Any, key: str) -> _Echoes:
     found = _ECHOES.get(key)
     if found is None:
-        if len(_ECHOES) >= 2048:
+        if len(_ECHOES) >= READINGS_KEPT:
             _ECHOES.clear()
         found = _ECHOES[key] = _echoes(args)
     return found
@@ -278,7 +282,8 @@ def _numbers_pattern(numbers: tuple[str, ...]) -> re.Pattern[str] | None:
 
 
 _NUMBER: Final = re.compile(r"-?\d+(?:\.\d+)?")
-_DIGIT: Final = re.compile(r"\d").search
+DIGIT: Final = re.compile(r"\d").search
+"""Where a text has a digit (a figure, an id)."""
 _PAGE_PARAM: Final = re.compile(rf"[?&;](?:{PAGE_PARAMS})=(\d{{1,6}})\b", re.I)
 """A page or offset in a URL's query: an answer that names it ("no results for page 4")
 echoes the call."""
@@ -294,7 +299,7 @@ def _collect(value: Any, found: set[str], depth: int) -> None:
         for item in value[:20]:
             _collect(item, found, depth + 1)
     elif isinstance(value, str):
-        digits = _DIGIT(value, 0, 200) is not None
+        digits = DIGIT(value, 0, 200) is not None
         text = " ".join((_mask(value[:200]) if digits else value[:200]).split())
         if len(text) >= 3 and text != "#":
             found.add(text)

@@ -53,7 +53,7 @@ from .fingerprint import (
 )
 from .fuzzy_repeat import FuzzyRepeat
 from .history import History, SignatureStats
-from .information import facts, forget_echoes
+from .information import READINGS_KEPT, facts, forget_echoes
 from .kinds import confirms_change, infer_kind, is_wait
 from .ladder import Ladder, same_turn
 from .monologue import IDLE_MESSAGES, Monologue, idle
@@ -111,10 +111,6 @@ NEUTRAL: Final = ("waiting", "new_action")
 """Markers that neither end a no-progress stretch nor extend it: a poll waiting in time, and
 a new request that brought nothing back (exploring, not learning yet)."""
 CONFLICT_WORDS: Final = frozenset({"already", "exists", "conflict", "409", "duplicate"})
-READINGS_KEPT: Final = 2048
-"""Outputs whose reading (word sketch, facts) is remembered, process-wide: an output read
-once is not read again, whether a loop repeats it or another run of the same agent gets the
-same answer from the same backend (bounded memory; O(1) per step)."""
 _SKETCHES: dict[tuple[int, int], tuple[frozenset[str], bool]] = {}
 _FACTS: dict[tuple[int, int, str], frozenset[int]] = {}
 """Keyed by the text's own hash and length (no text is kept; an output hash recorded by
