@@ -575,6 +575,35 @@ def duplicate_after_success_ok_browser_save_each_field() -> dict[str, Any]:
                    "the same Save click confirms three times, each after a new field was typed")
 
 
+# A setup wizard clicked through with the same Next button: each click saves and confirms, and
+# each answer is the next page of the wizard, so no click is the last one again.
+@case
+def duplicate_after_success_ok_browser_wizard_next() -> dict[str, Any]:
+    e = Ep("corpus-duplicate-after-success-ok-browser-wizard-next", "duplicate_after_success",
+           "Finish the Tidewater workspace onboarding wizard on app.example.com; the defaults "
+           "on every page are right.", "other", domain="browser")
+    e.call("go_to_url", {"url": "https://app.example.com/onboarding"},
+           "Navigated to https://app.example.com/onboarding\nInteractive elements:\n"
+           "[2]<h1>Workspace name</h1>\n[3]<input value='tidewater'>\n[5]<button>Next</button>")
+    pages = (("Region", "[3]<select>eu-central-1</select>"),
+             ("Single sign-on", "[3]<input type=checkbox checked> Require SSO for members"),
+             ("Billing contact", "[3]<input value='billing@tidewater.io'>"),
+             ("Review", "[3]<ul><li>Workspace tidewater</li><li>Region eu-central-1</li></ul>"))
+    for n, (title, field) in enumerate(pages, start=2):
+        e.call("click_element", {"index": 5},
+               f"Clicked button with index 5: Next\n[1]<div class=toast>Progress saved "
+               f"successfully.</div>\n[2]<h1>{title}</h1>\n{field}\n"
+               f"[5]<button>{'Finish' if title == 'Review' else 'Next'}</button>\n"
+               f"[6]<span>Step {n} of 5</span>")
+    e.call("click_element", {"index": 5},
+           "Clicked button with index 5: Finish\nNavigated to https://app.example.com/home\n"
+           "[1]<h1>Welcome to Tidewater's workspace</h1>")
+    e.say("The onboarding wizard is finished with the default settings; the workspace is ready.")
+    return e.legit("write_retry_legit",
+                   "the same Next button clicked four times, each click confirming a save, but "
+                   "each answer is the next page of the wizard")
+
+
 _INTERVIEWS = [
     ("Onsite 1/3: System design - Lena Okafor", "2024-06-18T10:00:00+02:00",
      "2024-06-18T11:00:00+02:00", "raj.patel@tidewater.io"),

@@ -398,20 +398,35 @@ def _click(m: EpisodeMonitor, index: int, output: str) -> tuple[Decision, Decisi
 def test_a_click_that_confirms_is_a_write_and_the_same_click_after_the_same_steps_is_again() -> None:
     m = EpisodeMonitor()
     feed(m, MessageStep("user", "Post the job ad."))
-    _click(m, 3, "Composer open")
-    feed(m, ToolStep(recorded_call("input_text", args={"index": 14, "text": "We're hiring"}),
-                     ToolResult("Input typed")))
-    before, after = _click(m, 18, "Post successful. Page posts (119)")
+
+    def post(count: int) -> tuple[Decision, Decision]:
+        _click(m, 3, "Composer open")
+        feed(m, ToolStep(recorded_call("input_text", args={"index": 14, "text": "We're hiring"}),
+                         ToolResult("Input typed")))
+        return _click(m, 18, f"Post successful. Page posts ({count})")
+
+    before, after = post(119)
     assert (before.kind, after.kind, after.write_status) == (None, "write", "ok")
-    _click(m, 3, "Composer open")
-    feed(m, ToolStep(recorded_call("input_text", args={"index": 14, "text": "We're hiring"}),
-                     ToolResult("Input typed")))
-    before, _ = _click(m, 18, "Post successful. Page posts (120)")
-    assert (before.kind, before.kind_source, before.action) == ("write", "outcome", "warn")
+    before, after = post(120)  # the same steps, the same answer but for the count
+    assert (before.kind, before.kind_source, before.action) == ("write", "outcome", "allow")
+    assert after.action == "warn"
+    before, _ = post(121)
+    assert before.action == "block"
     # a new user turn is a new intent: the same click is a new write
     feed(m, MessageStep("user", "Great, now post it on the careers page too."))
-    before, _ = _click(m, 18, "Post successful. Page posts (121)")
-    assert before.action == "allow"
+    before, after = _click(m, 18, "Post successful. Page posts (122)")
+    assert (before.action, after.action) == ("allow", "allow")
+
+
+def test_a_button_whose_answers_are_new_pages_is_clicked_again_without_a_flag() -> None:
+    """A "Next" clicked through a wizard confirms a save each time, but each answer is a new
+    page: no redo."""
+    m = EpisodeMonitor()
+    feed(m, MessageStep("user", "Go through the onboarding wizard and accept the defaults."))
+    for page, title in enumerate(("Company details", "Billing contact", "Invoice settings",
+                                  "Team members", "Review"), start=1):
+        before, after = _click(m, 5, f"Progress saved successfully. Page {page} of 5: {title}")
+        assert (before.action, after.action) == ("allow", "allow"), page
 
 
 def test_the_same_click_after_a_new_step_is_a_new_write() -> None:

@@ -347,7 +347,8 @@ class WriteDuplicate:
       provider deduplicates) and passes.
     - Identical arguments in a new step of the same turn, with nothing new changed since the
       last success (``WriteLedger.unchanged_since``; for a write known only by its outcome,
-      a click that answered "Post successful", no call since that was not made before), are
+      a click that answered "Post successful", no call since that was not made before, and
+      its first redo is judged once it has answered: ``after``), are
       a sign of a duplicate side effect, unless declared (``intent="duplicate"``), asked for by the task or the latest
       user turn ("create three identical tickets", "send it again"), or an edit (edits
       and their reverts are ``EditRevert``'s). The second is a warning; a third means the
@@ -360,6 +361,8 @@ class WriteDuplicate:
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
+        self._redone: set[str] = set()
+        """Writes known only by their outcome whose redo was judged a duplicate (``after``)."""
 
     def before(self, history: History, candidate: StepView) -> Finding | None:
         key = candidate.idempotency_key
@@ -396,24 +399,61 @@ class WriteDuplicate:
                          "state": "found"},
                 rungs=("block", "block", "stop"),
             )
-        done = ledger.done(candidate.signature)
-        if (
-            not done
-            or candidate.intent == "duplicate"
-            or candidate.edit is not None
-            or not ledger.unchanged_since(candidate.signature, history.changes)
-            or (candidate.kind_source == "outcome" and history.fresh_at > done[-1])
-        ):  # (a write known by its outcome, a click on "Post", is new when what led to it is:
-            # a call not made before since, new text typed into the form)
+        done = _redone(history, candidate)
+        if not done:
             return None
-        return Finding(
-            kind="write_duplicate",
-            message=(
-                f"{candidate.tool} {args_preview(candidate)} was already done at step "
-                f"{done[-1]}. Running it again would repeat the side effect. If the user really "
-                "wants it again, the call must be declared intended."
-            ),
-            key=f"dup:{candidate.signature}",
-            details={"tool": candidate.tool, "idempotency_key": key, "done_at_step": done[-1]},
-            sticky=True,
-        )
+        if candidate.kind_source == "outcome" and candidate.signature not in self._redone:
+            return None  # (its first redo is judged by its answer: ``after``)
+        return _duplicate(candidate, done)
+
+    def after(self, history: History, step: StepView) -> Finding | None:
+        """A write known only by its outcome, redone with nothing new leading to it, whose
+        answer says what the last one said, figures aside ("Post successful", the post count
+        one higher): the redo was a duplicate. A "Next" clicked through a wizard, whose
+        answers are new pages, was not."""
+        if step.kind_source != "outcome" or step.status != "ok" or step.kind != "write":
+            return None
+        stats = history.stats(step.signature)
+        done = _redone(history, step)
+        if not done or stats is None or not step.shape or step.shape != stats.last_shape:
+            return None
+        self._redone.add(step.signature)
+        return _duplicate(step, done)
+
+    def new_turn(self) -> None:
+        """A new user turn: earlier redos were of another intent."""
+        self._redone.clear()
+
+
+def _redone(history: History, step: StepView) -> list[int]:
+    """The steps at which ``step``'s write already succeeded in this turn, when doing it
+    again repeats them: with nothing new changed since (``WriteLedger.unchanged_since``), not
+    declared intended, not an edit, and, for a write known only by its outcome (a click on
+    "Post"), no call since that was not made before (new text typed into the form makes it
+    a new write); else an empty list."""
+    ledger = history.writes
+    done: list[int] = ledger.done(step.signature)
+    if (
+        not done
+        or step.intent == "duplicate"
+        or step.edit is not None
+        or not ledger.unchanged_since(step.signature, history.changes)
+        or (step.kind_source == "outcome" and history.fresh_at > done[-1])
+    ):
+        return []
+    return done
+
+
+def _duplicate(step: StepView, done: list[int]) -> Finding:
+    return Finding(
+        kind="write_duplicate",
+        message=(
+            f"{step.tool} {args_preview(step)} was already done at step "
+            f"{done[-1]}. Running it again would repeat the side effect. If the user really "
+            "wants it again, the call must be declared intended."
+        ),
+        key=f"dup:{step.signature}",
+        details={"tool": step.tool, "idempotency_key": step.idempotency_key,
+                 "done_at_step": done[-1]},
+        sticky=True,
+    )
