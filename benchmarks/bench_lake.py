@@ -188,6 +188,26 @@ def day_requests(commits: int, per_commit: int, seed: int = 2) -> list[bytes]:
     return bodies
 
 
+def send_in_order(port: int, bodies: list[bytes]) -> list[float]:
+    """POST each body in turn on one connection; returns each one's seconds to its 200."""
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    latencies = []
+    for body in bodies:
+        started = time.perf_counter()
+        while True:
+            conn.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
+            response = conn.getresponse()
+            response.read()
+            if response.status == 200:
+                break
+            time.sleep(float(response.getheader("Retry-After") or 1))
+        latencies.append(time.perf_counter() - started)
+    conn.close()
+    return latencies
+
+
 def time_reads(db, rounds: int = 3) -> dict[str, float]:
     """Median seconds of ``compute_metrics`` and of each of ``DAY_READS`` over ``db``."""
     from loopscope_collector.metrics.compute import compute_metrics
@@ -239,27 +259,38 @@ def copy_lake(source, target) -> None:
         cur.close()
 
 
-def a_day_of_ingest(postgres, tmp: Path, commits: int, per_commit: int) -> dict:
+def a_day_of_ingest(postgres, tmp: Path, commits: int, per_commit: int,
+                    housekeeping_every: str) -> dict:
     from loopscope_collector.storage import open_lake
     from loopscope_collector.storage.lake import Lake
     from loopscope_collector.storage.lake_import import maintain
 
     bodies = day_requests(commits, per_commit)
-    catalog = postgres.catalog(postgres.new_database())
-    lake = Lake.parse(catalog, str(tmp / "day-lake"))
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "loopscope", "collector",
-                             "--lake", catalog, "--lake-data", lake.data_path,
-                             "--http-port", str(port), "--grpc-port", "0", "--instance", "day"],
-                            stdout=subprocess.DEVNULL)
-    try:
-        wait_http(f"http://127.0.0.1:{port}/healthz")
-        started = time.perf_counter()
-        run_load(port, bodies, 1)  # one at a time: one commit per request
-        ingest_s = time.perf_counter() - started
-    finally:
-        proc.terminate()
-        proc.wait(60)
+    ingest = {}
+    lakes = {}
+    for name, every in (("no_housekeeping", "0"), ("housekeeping", housekeeping_every)):
+        catalog = postgres.catalog(postgres.new_database())
+        lakes[name] = Lake.parse(catalog, str(tmp / f"day-{name}"))
+        port = free_port()
+        proc = subprocess.Popen([sys.executable, "-m", "loopscope", "collector",
+                                 "--lake", catalog, "--lake-data", lakes[name].data_path,
+                                 "--lake-maintain-every", every, "--http-port", str(port),
+                                 "--grpc-port", "0", "--instance", "day"],
+                                stdout=subprocess.DEVNULL)
+        try:
+            wait_http(f"http://127.0.0.1:{port}/healthz")
+            started = time.perf_counter()
+            latencies = send_in_order(port, bodies)  # one at a time: a commit per request
+            took = time.perf_counter() - started
+            tenth = max(1, len(latencies) // 10)
+            ingest[name] = {
+                "seconds": round(took, 1),
+                "first_tenth_commit_ms": round(1000 * statistics.median(latencies[:tenth]), 1),
+                "last_tenth_commit_ms": round(1000 * statistics.median(latencies[-tenth:]), 1)}
+        finally:
+            proc.terminate()
+            proc.wait(60)
+    lake = lakes["no_housekeeping"]
     fresh = Lake.parse(postgres.catalog(postgres.new_database()), str(tmp / "day-fresh"))
     db = open_lake(lake)
     try:
@@ -279,7 +310,8 @@ def a_day_of_ingest(postgres, tmp: Path, commits: int, per_commit: int) -> dict:
         stages["fresh"] = time_reads(db)
     finally:
         db.close()
-    report = {"commits": commits, "spans_per_commit": per_commit, "ingest_s": round(ingest_s, 1),
+    report = {"commits": commits, "spans_per_commit": per_commit,
+              "collector_housekeeping_every": housekeeping_every, "ingest": ingest,
               "housekeeping_s": round(maintain_s, 2), "layout": layout,
               "seconds": {stage: {k: round(v, 4) for k, v in times.items()}
                           for stage, times in stages.items()}}
@@ -303,6 +335,9 @@ def main() -> None:
                              "or the reads after a day of --day commits")
     parser.add_argument("--day", type=int, default=3000, metavar="COMMITS",
                         help="commits of the day-of-ingest measurement (with --only day)")
+    parser.add_argument("--day-housekeeping", default="30s", metavar="DURATION",
+                        help="--lake-maintain-every of the day's second collector (its first "
+                             "runs none)")
     parser.add_argument("--day-spans", type=int, default=100,
                         help="tool spans per commit of the day-of-ingest measurement")
     args = parser.parse_args()
@@ -313,7 +348,8 @@ def main() -> None:
                     k: round(v, 3) for k, v in
                     metrics_over_a_lake(postgres, Path(folder), args.calls).items()}}
             else:
-                report = a_day_of_ingest(postgres, Path(folder), args.day, args.day_spans)
+                report = a_day_of_ingest(postgres, Path(folder), args.day, args.day_spans,
+                                         args.day_housekeeping)
         report["load_average"] = [round(x, 2) for x in __import__("os").getloadavg()]
         print(json.dumps(report, indent=2))
         return
