@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -86,10 +87,48 @@ def sharded_requests(total: int, per_request: int, shards: int, seed: int = 1) -
     return bodies
 
 
+def _cpu_s(pids: list[int]) -> float:
+    """CPU seconds (user + system, all threads) the live processes ``pids`` have used."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def _postgres_pids() -> list[int]:
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if stat.read_text().strip() == "postgres":
+                pids.append(int(stat.parent.name))
+        except OSError:
+            continue
+    return pids
+
+
+def _machine_busy() -> tuple[float, float]:
+    """(busy, all) jiffies of every core since boot, from /proc/stat."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = values[3] + values[4]
+    return sum(values) - idle, sum(values)
+
+
+CPU: list[dict[str, float]] = []
+"""Per ``run_collectors``: the cores its collectors, PostgreSQL and the whole machine (this
+benchmark's load generator and anything else running) kept busy while it ran."""
+
+
 def run_collectors(store_args: list[list[str]], shards: list[list[bytes]], total: int,
-                   connections: int) -> float:
+                   connections: int, *, per_collector: bool = False) -> float:
     """Start one collector per ``store_args``, send each its shard, and return the queryable
-    spans/s (every tool call in the ``summary`` read)."""
+    spans/s (every tool call in the ``summary`` read); appends the cores used to ``CPU``.
+    ``connections`` are split between the collectors, or with ``per_collector`` each has
+    that many (as the load_balancing exporter's own sending queue per backend)."""
     ports = [free_port() for _ in store_args]
     procs = [subprocess.Popen([sys.executable, "-m", "loopscope", "collector", *args,
                                "--http-port", str(port), "--grpc-port", "0",
@@ -99,7 +138,10 @@ def run_collectors(store_args: list[list[str]], shards: list[list[bytes]], total
     try:
         for port in ports:
             wait_http(f"http://127.0.0.1:{port}/healthz")
-        each = max(1, connections // len(ports))
+        each = connections if per_collector else max(1, connections // len(ports))
+        pids = [proc.pid for proc in procs]
+        postgres = _postgres_pids()
+        cpu_before = (_cpu_s(pids), _cpu_s(postgres), _machine_busy())
         start = time.perf_counter()
         loads = [threading.Thread(target=run_load, args=(port, bodies, each))
                  for port, bodies in zip(ports, shards, strict=True)]
@@ -110,7 +152,14 @@ def run_collectors(store_args: list[list[str]], shards: list[list[bytes]], total
         summary_url = f"http://127.0.0.1:{ports[0]}/v1/reads/summary"
         while json.load(urllib.request.urlopen(summary_url))["rows"][0]["tool_calls"] < total:
             time.sleep(0.05)
-        return total / (time.perf_counter() - start)
+        took = time.perf_counter() - start
+        busy, every = _machine_busy()
+        CPU.append({
+            "collectors_cores": round((_cpu_s(pids) - cpu_before[0]) / took, 2),
+            "postgres_cores": round((_cpu_s(postgres) - cpu_before[1]) / took, 2),
+            "machine_busy_cores": round(os.cpu_count() * (busy - cpu_before[2][0])  # type: ignore[operator]
+                                        / max(1, every - cpu_before[2][1]), 2)})
+        return total / took
     finally:
         for proc in procs:
             proc.terminate()
@@ -327,6 +376,10 @@ def main() -> None:
     parser.add_argument("--spans", type=int, default=60_000)
     parser.add_argument("--per-request", type=int, default=500)
     parser.add_argument("--connections", type=int, default=4)
+    parser.add_argument("--per-collector", action="store_true",
+                        help="each of the two lake collectors gets --connections (as the "
+                             "load_balancing exporter has a sending queue per backend), "
+                             "instead of half of them each")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--calls", type=int, default=1_000_000,
                         help="tool calls for the metrics-over-a-lake timing (0 skips it)")
@@ -350,7 +403,7 @@ def main() -> None:
             else:
                 report = a_day_of_ingest(postgres, Path(folder), args.day, args.day_spans,
                                          args.day_housekeeping)
-        report["load_average"] = [round(x, 2) for x in __import__("os").getloadavg()]
+        report["load_average"] = [round(x, 2) for x in os.getloadavg()]
         print(json.dumps(report, indent=2))
         return
     total = (args.spans // CALLS_PER_EPISODE) * CALLS_PER_EPISODE
@@ -368,18 +421,23 @@ def main() -> None:
             lake = ["--lake", postgres.catalog(postgres.new_database()),
                     "--lake-data", str(tmp / f"lake2-{n}")]
             results["lake-2"].append(run_collectors([lake, lake], two, total,
-                                                    args.connections))
+                                                    args.connections,
+                                                    per_collector=args.per_collector))
             print(json.dumps({k: round(v[-1]) for k, v in results.items()}), flush=True)
+            print(json.dumps({"cpu": dict(zip(results, CPU[-3:], strict=True))}), flush=True)
         medians = {k: statistics.median(v) for k, v in results.items()}
-        report = {"spans": total, "rounds": args.rounds,
+        report = {"spans": total, "rounds": args.rounds, "connections": args.connections,
+                  "per_collector": args.per_collector,
                   "queryable_spans_per_s": {k: round(v) for k, v in medians.items()},
                   "two_lake_over_one_lake": round(medians["lake-2"] / medians["lake-1"], 2),
                   "two_lake_over_file": round(medians["lake-2"] / medians["file"], 2),
                   "one_lake_over_file": round(medians["lake-1"] / medians["file"], 2)}
-        if args.calls:
+        report["cpu_last_round"] = dict(zip(results, CPU[-3:], strict=True))
+        if args.calls and args.only != "collectors":
             report["metrics_over_calls"] = args.calls
             report.update({k: round(v, 3) for k, v in
                            metrics_over_a_lake(postgres, tmp, args.calls).items()})
+    report["load_average"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(report, indent=2))
 
 
