@@ -312,6 +312,7 @@ def a_day_of_ingest(postgres, tmp: Path, commits: int, per_commit: int,
                     housekeeping_every: str) -> dict:
     from loopscope_collector.storage import open_lake
     from loopscope_collector.storage.lake import Lake
+    from loopscope_collector.storage.lake_housekeeping import MERGE_BELOW_BYTES
     from loopscope_collector.storage.lake_import import maintain
 
     bodies = day_requests(commits, per_commit)
@@ -347,7 +348,7 @@ def a_day_of_ingest(postgres, tmp: Path, commits: int, per_commit: int,
         layout = {"before": lake_files(db)}
         stages = {"before": time_reads(db)}
         t = time.perf_counter()
-        maintain(db, "1 days")
+        maintain(db, "1 days", merge_below=MERGE_BELOW_BYTES)  # as a collector runs it
         maintain_s = time.perf_counter() - t
         layout["after_housekeeping"] = lake_files(db)
         stages["after_housekeeping"] = time_reads(db)

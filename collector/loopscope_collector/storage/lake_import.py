@@ -93,15 +93,19 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     return 0
 
 
-def maintain(db: Any, keep: str) -> dict[str, int]:
+def maintain(db: Any, keep: str, *, merge_below: int | None = None) -> dict[str, int]:
     """Run DuckLake's housekeeping on the lake ``db`` (see ``MAINTAIN_HELP``); returns how many
     rows each step reported (files rewritten, files merged, snapshots expired, files
-    deleted)."""
+    deleted). ``merge_below``: merge only files smaller than that many bytes (a collector's
+    frequent run: a file that size or larger is never rewritten again, so a run costs what
+    the commits since the last one wrote, not the lake's size); None merges every file below
+    DuckLake's ``target_file_size``."""
     from .lake import ALIAS
 
+    bound = "" if merge_below is None else f", max_file_size => {int(merge_below)}"
     steps = {
         "rewritten files": f"call ducklake_rewrite_data_files('{ALIAS}')",
-        "merged files": f"call ducklake_merge_adjacent_files('{ALIAS}')",
+        "merged files": f"call ducklake_merge_adjacent_files('{ALIAS}'{bound})",
         "expired snapshots": f"call ducklake_expire_snapshots('{ALIAS}', "
                              f"older_than => now() - interval '{keep}')",
         "deleted files": f"call ducklake_cleanup_old_files('{ALIAS}', "
