@@ -19,6 +19,7 @@ from .receive.grpc_server import serve_grpc
 from .receive.http_server import MAX_BODY_BYTES, CollectorHTTPServer
 from .receive.limits import MAX_INFLIGHT_BYTES, InFlight
 from .storage import Lake, open_database, open_lake
+from .storage.lake_housekeeping import DEFAULT_EVERY_S, DEFAULT_KEEP, LakeHousekeeping
 
 if TYPE_CHECKING:
     import grpc
@@ -45,6 +46,8 @@ class Collector:
         store_memory: str | None = None,
         lake: Lake | None = None,
         instance: str = "",
+        lake_maintain_every_s: float = DEFAULT_EVERY_S,
+        lake_keep: str = DEFAULT_KEEP,
     ) -> None:
         self.alerts = AlertManager(alert_settings, build_sink(webhooks))  # bad URL: ValueError
         self.db = (open_lake(lake, memory_limit=store_memory) if lake is not None
@@ -54,7 +57,10 @@ class Collector:
         self.judges_alerts = lake is None
         self.pipeline = Pipeline(self.db, policy=policy,
                                  on_batch=self.alerts if self.judges_alerts else None,
-                                 instance=instance)
+                                 instance=instance,
+                                 housekeeping=LakeHousekeeping(self.db, lake_maintain_every_s,
+                                                               lake_keep)
+                                 if lake is not None else None)
         self.inflight = InFlight(max(max_inflight_bytes, max_request_bytes))
         try:
             self.http = CollectorHTTPServer(

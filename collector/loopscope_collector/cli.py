@@ -19,7 +19,7 @@ from typing import Final
 
 from . import environment_variables as env
 from .alerts.options import add_alert_options, alert_settings
-from .lake_options import add_lake_options, lake_of
+from .lake_options import add_lake_options, every, interval, lake_of
 from .receive import limits as lim
 
 MIB: Final = 1024 * 1024
@@ -71,6 +71,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="this collector's name among those writing one lake, stored with each "
                         "call to tell an episode sent to two of them (default: "
                         f"${env.INSTANCE_ENV}, else HOSTNAME:HTTP_PORT; keep it across restarts)")
+    p.add_argument("--lake-maintain-every", metavar="DURATION", type=every, default="5m",
+                   help="with --lake: run DuckLake's housekeeping (merge small files, rewrite "
+                        "deleted ones, expire snapshots older than --lake-keep) this often, "
+                        "between two batches: 30s, 5m, 1h; 0 never (default 5m; "
+                        "docs/deploy.md)")
+    p.add_argument("--lake-keep", metavar="DURATION", type=interval, default="1d",
+                   help="with --lake: snapshots and unused files younger than this are kept "
+                        "by the housekeeping (default 1d)")
     p.add_argument("--auth-token", default=os.environ.get(env.TOKEN_ENV),
                    help=f"require 'Authorization: Bearer TOKEN' (default: ${env.TOKEN_ENV})")
     p.add_argument("--insecure-remote", action="store_true",
@@ -299,6 +307,8 @@ def cmd_collector(args: argparse.Namespace) -> int:
                               max_inflight_bytes=args.max_inflight_bytes,
                               store_memory=args.store_memory, lake=lake,
                               instance=_instance(args) if lake is not None else "",
+                              lake_maintain_every_s=args.lake_maintain_every,
+                              lake_keep=args.lake_keep,
                               watch=ConnectionWatch(
                                   max_connections=args.max_connections,
                                   header_timeout_s=args.header_timeout,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import Any, Final
 
 from . import environment_variables as env
 
@@ -64,3 +64,30 @@ def open_named_lake(lake: Any, command: str) -> Any:
         print(f"loopscope {command}: error: cannot open the lake {lake}: {exc}",
               file=sys.stderr)
         raise SystemExit(1) from None
+
+
+_UNITS: Final = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def interval(text: str) -> str:
+    """An argparse type: ``30m``, ``6h``, ``1d`` as an SQL interval (``--keep``,
+    ``--lake-keep``)."""
+    number, unit = text[:-1], text[-1:]
+    if not number.isdigit() or unit not in _UNITS:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (say 30m, 6h or 1d)")
+    return f"{int(number)} {_UNITS[unit]}"
+
+
+_SECONDS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def every(text: str) -> float:
+    """An argparse type: ``30s``, ``5m``, ``1h`` as seconds, ``0`` as never
+    (``--lake-maintain-every``)."""
+    if text.strip() == "0":
+        return 0.0
+    number, unit = text[:-1], text[-1:]
+    if not number.isdigit() or unit not in _SECONDS:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (say 30s, 5m or 1h; 0 "
+                                         "for never)")
+    return float(int(number) * _SECONDS[unit])

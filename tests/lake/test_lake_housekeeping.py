@@ -1,12 +1,13 @@
-"""Housekeeping (issue 17, point 6): ``loopscope lake maintain`` runs DuckLake's own functions
-over a lake that frequent commits left in small files; the reads say the same after."""
+"""Housekeeping (issue 17, point 6): ``loopscope lake maintain``, and each lake collector on its
+own schedule (``--lake-maintain-every``), run DuckLake's own functions over a lake that frequent
+commits left in small files; the reads say the same after."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from collector_process import start_collector
+from collector_process import eventually, start_collector
 from lake_place import LakePlace
 from otlp_requests import episode_request
 
@@ -43,3 +44,28 @@ def test_a_bad_keep_is_refused_by_name(lake: LakePlace,
     with pytest.raises(SystemExit):
         main(["lake", "maintain", *lake.args, "--keep", "a week"])
     assert "not a duration: 'a week'" in capsys.readouterr().err
+
+
+def test_a_lake_collector_merges_its_small_files_on_its_own_schedule(
+        lake: LakePlace, tmp_path: Path) -> None:
+    spans = lake.data / "main" / "spans"
+    node = start_collector(tmp_path / "c.duckdb", grpc=False,
+                           extra=[*lake.args, "--lake-maintain-every", "1s", "--lake-keep", "1s"])
+    try:
+        for i in range(12):  # twelve commits: twelve small files per table, until merged
+            assert node.post(episode_request(4, repeat=i % 2 == 0)[0].SerializeToString())[0] \
+                == 200
+        before = node.read("summary")
+        # merged, and the files it replaced deleted once older than --lake-keep
+        eventually(lambda: len(list(spans.glob("*.parquet"))) == 1, timeout=30)
+        assert node.read("summary") == before
+        assert node.post(episode_request(4)[0].SerializeToString())[0] == 200  # still writes
+    finally:
+        node.stop()
+
+
+def test_the_collector_refuses_a_bad_schedule_by_name(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["collector", "--lake-maintain-every", "often"])
+    assert "not a duration: 'often'" in capsys.readouterr().err

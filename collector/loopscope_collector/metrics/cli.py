@@ -18,7 +18,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -179,7 +178,7 @@ def _from_lake(
     """The metrics over a lake, with the reads' SQL (a reader beside running collectors)."""
     import duckdb
 
-    from ..reads import read
+    from ..reads import snapshot
     from ..storage import LakeError, SchemaError, open_lake
 
     try:
@@ -189,7 +188,8 @@ def _from_lake(
     except duckdb.Error as exc:
         return _error(f"cannot open the lake {lake}: {exc}")
     try:
-        return collect(partial(read, db), filters)
+        with snapshot(db) as read:
+            return collect(read, filters)
     except duckdb.Error as exc:
         return _error(f"the lake {lake}: cannot compute the metrics ({exc})")
     finally:
@@ -202,7 +202,7 @@ def _from_file(
     try:
         import duckdb
 
-        from ..reads import read
+        from ..reads import snapshot
         from ..storage import SchemaError, open_database
     except ImportError as exc:
         return _error(f"{exc.name or 'a dependency'} is missing. Install the collector with:  "
@@ -223,7 +223,8 @@ def _from_file(
     except duckdb.Error as exc:
         return _error(f"{path} is not a readable DuckDB file: {exc}")
     try:
-        return collect(partial(read, db), filters)
+        with snapshot(db) as read:
+            return collect(read, filters)
     except duckdb.Error as exc:
         return _error(f"{path}: cannot compute the metrics ({exc}); is it a loopscope store?")
     finally:

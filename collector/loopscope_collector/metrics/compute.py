@@ -5,7 +5,7 @@ The counting is SQL: two named reads in ``reads/sql/reads.sql`` (``metrics_break
 DuckDB file answer from the same text. This module only turns their rows into the report:
 rates with n and a Wilson 95% interval (``loopscope.offline.evaluation.rate``), costs per successful
 task, latencies. ``assemble`` takes the rows from either path; ``compute_metrics`` runs the
-reads on an open store.
+reads on an open store, in one read transaction.
 """
 
 from __future__ import annotations
@@ -13,13 +13,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any, Final
 
 from loopscope.offline.evaluation import rate
 
-from ..reads import read
+from ..reads import snapshot
 
 if TYPE_CHECKING:
     from ..storage import Database
@@ -81,7 +80,8 @@ def compute_metrics(
     """
     params = read_params(service=service, agent=agent, model=model, tool=tool,
                          since_ns=since_ns, until_ns=until_ns, outcome=outcome)
-    return collect(partial(read, db), params, prices=prices)
+    with snapshot(db) as read:  # both reads over one state (one lake snapshot)
+        return collect(read, params, prices=prices)
 
 
 def collect(

@@ -36,6 +36,7 @@ from ..normalize.spans import SpanRecord
 from ..storage import Database
 from ..storage import writes as tables
 from ..storage.health import RECOVER_INTERVAL_S, StoreHealth, StoreUnavailable, StoreWatch
+from ..storage.lake_housekeeping import LakeHousekeeping
 from ..storage.queries import insert_rows
 from ..storage.writes.labels import Label
 from .batch_undo import BatchUndo
@@ -67,8 +68,12 @@ class Pipeline:
         max_wait_s: float = 0.02,
         on_batch: Callable[[Pipeline, list[EpisodeResult]], None] | None = None,
         instance: str = "",
+        housekeeping: LakeHousekeeping | None = None,
     ) -> None:
         self.db = db
+        self.housekeeping = housekeeping
+        """A lake's housekeeping, run on this thread between batches (never racing its own
+        commits): ``storage.lake_housekeeping``."""
         self.instance = instance
         """This collector's name among N on one lake (``--instance``), stored with each call."""
         self.detector = StreamingDetector(policy)
@@ -177,6 +182,8 @@ class Pipeline:
                 self._finish(jobs, StoreUnavailable(self.health.reason))
             if last:
                 return
+            if writable and self.housekeeping is not None:
+                self.housekeeping.tick()
 
     def _writable(self) -> bool:
         """Watch the store (``StoreWatch``); take a new cursor when it was reopened."""

@@ -14,9 +14,11 @@ refuses a second query on a connection with a pending result).
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -189,5 +191,26 @@ def read(db: Database, name: str, params: Mapping[str, Any] | None = None) -> li
     cur = db.cursor()
     try:
         return run_read(cur, name, params or {})
+    finally:
+        cur.close()
+
+
+@contextlib.contextmanager
+def snapshot(db: Database) -> Iterator[Callable[[str, Mapping[str, Any]], list[dict[str, Any]]]]:
+    """A ``read(name, params)`` whose reads all see one state of ``db``: one cursor in one
+    read transaction (over a lake, one DuckLake snapshot, looked up once rather than per
+    read), so rows of several reads agree with each other.
+
+    Raises:
+        UnknownRead: as ``run_read``.
+    """
+    cur = db.cursor()
+    try:
+        cur.execute("begin transaction")
+        try:
+            yield partial(run_read, cur)
+        finally:
+            with contextlib.suppress(duckdb.Error):
+                cur.execute("rollback")  # it only read
     finally:
         cur.close()

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
-from ..lake_options import add_lake_options, open_named_lake, required_lake
+from ..lake_options import add_lake_options, interval, open_named_lake, required_lake
 
 SOURCE: Final = "loopscope_import"
 ORDER: Final = ("spans", "episodes", "tool_calls", "messages", "detections", "guard_decisions",
@@ -32,12 +32,14 @@ Example:
 """
 
 MAINTAIN_HELP = """\
-DuckLake's own housekeeping over a lake that collectors write: merge the small Parquet files
-that frequent commits leave (ducklake_merge_adjacent_files), expire snapshots older than
+DuckLake's own housekeeping over a lake that collectors write: rewrite the files that deletes
+left mostly empty (ducklake_rewrite_data_files), merge the small Parquet files that frequent
+commits leave (ducklake_merge_adjacent_files), expire snapshots older than
 --keep (ducklake_expire_snapshots), and delete the files no snapshot needs any more once they
 are older than --keep too (ducklake_cleanup_old_files; a reader still scanning them is given
 that long). Safe beside running collectors and readers: each step is a DuckLake transaction.
-Run it on a schedule (docs/deploy.md: hourly from cron).
+Each lake collector runs the same every --lake-maintain-every (default 5m); run this by hand or
+from cron when no collector does (docs/deploy.md, "Housekeeping").
 
 Example:
   loopscope lake maintain --lake "$LAKE" --lake-data /shared/lake --keep 1d
@@ -73,21 +75,10 @@ def register(sub: Any) -> None:
                            description=MAINTAIN_HELP,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     add_lake_options(m, "the lake to maintain")
-    m.add_argument("--keep", metavar="DURATION", default="1d", type=_interval,
+    m.add_argument("--keep", metavar="DURATION", default="1d", type=interval,
                    help="snapshots and unused files younger than this are kept: 30m, 6h, 1d "
                         "(default 1d)")
     m.set_defaults(func=cmd_maintain)
-
-
-_UNITS: Final = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-
-
-def _interval(text: str) -> str:
-    """An argparse type: ``30m``, ``6h``, ``1d`` as an SQL interval."""
-    number, unit = text[:-1], text[-1:]
-    if not number.isdigit() or unit not in _UNITS:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (say 30m, 6h or 1d)")
-    return f"{int(number)} {_UNITS[unit]}"
 
 
 def cmd_maintain(args: argparse.Namespace) -> int:
@@ -102,13 +93,19 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     return 0
 
 
-def maintain(db: Any, keep: str) -> dict[str, int]:
+def maintain(db: Any, keep: str, *, merge_below: int | None = None) -> dict[str, int]:
     """Run DuckLake's housekeeping on the lake ``db`` (see ``MAINTAIN_HELP``); returns how many
-    rows each step reported (files merged, snapshots expired, files deleted)."""
+    rows each step reported (files rewritten, files merged, snapshots expired, files
+    deleted). ``merge_below``: merge only files smaller than that many bytes (a collector's
+    frequent run: a file that size or larger is never rewritten again, so a run costs what
+    the commits since the last one wrote, not the lake's size); None merges every file below
+    DuckLake's ``target_file_size``."""
     from .lake import ALIAS
 
+    bound = "" if merge_below is None else f", max_file_size => {int(merge_below)}"
     steps = {
-        "merged files": f"call ducklake_merge_adjacent_files('{ALIAS}')",
+        "rewritten files": f"call ducklake_rewrite_data_files('{ALIAS}')",
+        "merged files": f"call ducklake_merge_adjacent_files('{ALIAS}'{bound})",
         "expired snapshots": f"call ducklake_expire_snapshots('{ALIAS}', "
                              f"older_than => now() - interval '{keep}')",
         "deleted files": f"call ducklake_cleanup_old_files('{ALIAS}', "

@@ -119,7 +119,9 @@ end
 -- reported any, else unknown. Prices: $prices (JSON {model prefix: {"input": USD per 1M
 -- tokens, "output": ...}}), else the built-in table below; the longest matching prefix wins.
 -- Over the episodes of a CTE run_scope (episode_id, model, cost_usd, input_tokens,
--- output_tokens) the read defines first; defines run_calls, run_prices, run_price and
+-- output_tokens) and the calls of a CTE run_scope_calls (episode_id, cost_usd, tokens_in,
+-- tokens_out: all of tool_calls, or a read's own materialized pass over it) that the read
+-- defines first; defines run_calls, run_prices, run_price and
 -- run_cost (per episode: n_calls, priced_calls, call_cost, cost_source 'episode' /
 -- 'tool_calls' / 'tokens' / 'none', cost_usd: null when 'none'). Used as
 -- "/*fragment run_cost*/" inside a WITH list.
@@ -127,7 +129,7 @@ run_calls as (
     select t.episode_id, count(*) as n_calls, count(t.cost_usd) as priced_calls,
            sum(t.cost_usd) as call_cost, sum(t.tokens_in) as tokens_in,
            sum(t.tokens_out) as tokens_out
-    from tool_calls t
+    from run_scope_calls t
     semi join run_scope r on r.episode_id = t.episode_id
     group by t.episode_id
 ),
@@ -320,7 +322,15 @@ limit coalesce($limit, 100);
 -- kind). An episode is in the window when it started in it. Rates and Wilson intervals are
 -- derived from these counts by loopscope_collector.metrics. Costs by the pricing rule
 -- (fragment run_cost, with its $prices).
-with sel as materialized (
+with calls_of as materialized (
+    -- the columns of tool_calls this read needs, in one pass that every use below reads
+    -- (over a lake each scan decodes the Parquet files again: six scans made this read twice
+    -- as slow as over a DuckDB file)
+    select episode_id, trace_id, span_id, tool, start_ns, step, cost_usd, tokens_in,
+           tokens_out, collector_progress
+    from tool_calls
+),
+sel as materialized (
     select e.episode_id, e.service, e.agent, e.model, e.outcome, e.cost_usd, e.start_ns,
            e.input_tokens, e.output_tokens, e.first_flag_ns, e.scenario_loop,
            e.scenario_first_loop_step
@@ -332,7 +342,7 @@ with sel as materialized (
       and ($until_ns is null or e.start_ns < $until_ns)
       and ($outcome is null or e.outcome = $outcome)
       and ($tool is null or e.episode_id in (
-            select t.episode_id from tool_calls t where t.tool = $tool))
+            select t.episode_id from calls_of t where t.tool = $tool))
 ),
 flag_events as materialized (
     -- every flag: the collector's detections (any severity) and the guards' non-allow
@@ -344,7 +354,7 @@ flag_events as materialized (
            d.detector = 'budget' or d.kind = 'budget' as is_budget
     from detections d
     join sel s using (episode_id)
-    left join tool_calls t on t.trace_id = d.trace_id and t.span_id = d.span_id
+    left join calls_of t on t.trace_id = d.trace_id and t.span_id = d.span_id
     left join messages m on m.trace_id = d.trace_id and m.span_id = d.span_id
     union all
     select g.episode_id, g.span_id, g.time_ns,
@@ -353,7 +363,7 @@ flag_events as materialized (
            coalesce(g.reason = 'budget', false)
     from guard_decisions g
     join sel s using (episode_id)
-    left join tool_calls t on t.trace_id = g.trace_id and t.span_id = g.span_id
+    left join calls_of t on t.trace_id = g.trace_id and t.span_id = g.span_id
     where coalesce(g.decision, g.action) in ('warn', 'block', 'stop')
 ),
 budget_stops as (
@@ -389,12 +399,13 @@ marks as materialized (
 run_scope as (
     select episode_id, model, cost_usd, input_tokens, output_tokens from sel
 ),
+run_scope_calls as (select * from calls_of),
 /*fragment run_cost*/,
 calls as (
     -- one pass over the calls of the episodes in scope
     select t.episode_id,
            count(*) filter (where $tool is null or t.tool = $tool) as n_calls
-    from tool_calls t
+    from calls_of t
     semi join sel s on s.episode_id = t.episode_id
     group by t.episode_id
 ),
@@ -407,7 +418,7 @@ after_flag as (
            coalesce(bool_or(t.start_ns > m.first_kill_ns
                             and t.collector_progress not in ('none', 'waiting')), false)
                as progress_after_kill
-    from tool_calls t
+    from calls_of t
     join marks m on m.episode_id = t.episode_id and m.first_flag_ns is not null
     group by t.episode_id
 ),
@@ -502,7 +513,7 @@ ef as materialized (
 ),
 episode_tools as (
     select t.episode_id, t.tool, count(*) as n
-    from tool_calls t
+    from calls_of t
     semi join sel s on s.episode_id = t.episode_id
     where $tool is null or t.tool = $tool
     group by t.episode_id, t.tool
@@ -741,6 +752,7 @@ with flags as (
     group by trace_id, span_id
 ),
 run_scope as (select episode_id, model, cost_usd, input_tokens, output_tokens from episodes),
+run_scope_calls as (select * from tool_calls),
 /*fragment run_cost*/,
 first_flag as (
     select e.episode_id,
@@ -795,6 +807,7 @@ with flagged_calls as (
     where d.detector <> 'budget' and d.kind <> 'budget' and t.signature <> ''
 ),
 run_scope as (select episode_id, model, cost_usd, input_tokens, output_tokens from episodes),
+run_scope_calls as (select * from tool_calls),
 /*fragment run_cost*/,
 scope as (
     select e.episode_id, rc.cost_usd, coalesce(e.end_ns, e.start_ns) as at_ns,
@@ -913,6 +926,7 @@ with run_scope as (
     from episodes e
     where /*fragment episode_filter*/
 ),
+run_scope_calls as (select * from tool_calls),
 /*fragment run_cost*/
 select e.episode_id, e.service, e.agent, e.task_type, e.outcome, rc.cost_usd, e.guard_mode,
        e.stop_reason, e.scenario_loop, e.scenario_first_loop_step,
