@@ -128,6 +128,23 @@ def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = (),
     lines += _lines("loopscope_store_healthy", "gauge",
                     "1 while the store can be written, 0 while spans are refused (see /healthz).",
                     [({}, int(pipeline.health.ok))])
+    housekeeping = pipeline.housekeeping
+    if housekeeping is not None:  # a lake collector's own (storage.lake_housekeeping)
+        lines += _lines("loopscope_lake_commit_conflicts_total", "counter",
+                        "Batches stored again because their commit lost a race with another "
+                        "collector's on the same lake (it merged the files they delete from).",
+                        [({}, s.commit_conflicts)])
+        lines += _lines("loopscope_lake_housekeeping_runs_total", "counter",
+                        "Runs of the lake's housekeeping (merge small files, expire snapshots) "
+                        "this collector finished (--lake-maintain-every).",
+                        [({}, housekeeping.runs)])
+        lines += _lines("loopscope_lake_housekeeping_failures_total", "counter",
+                        "Runs of the lake's housekeeping that failed (the catalog down, or "
+                        "another collector's commit came first): tried again next period, "
+                        "ingest goes on.", [({}, housekeeping.failures)])
+        lines += _lines("loopscope_lake_housekeeping_last_seconds", "gauge",
+                        "How long the last finished housekeeping run took (the pipeline "
+                        "stores no batch meanwhile).", [({}, round(housekeeping.last_s or 0.0, 3))])
     if inflight is not None:
         lines += _lines("loopscope_inflight_bytes", "gauge",
                         "Memory requests hold: bodies as they arrive, then decoded spans "

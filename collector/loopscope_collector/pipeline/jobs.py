@@ -14,6 +14,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Final
 
 import duckdb
 import pyarrow as pa
@@ -87,6 +88,9 @@ class Stats:
     spans_rejected: int = 0
     spans_conflicting: int = 0
     """Spans whose id was stored already with other content (the first is kept)."""
+    commit_conflicts: int = 0
+    """Batches stored again because their commit lost a race with another collector's on
+    the same lake (``is_conflict``)."""
     episodes_misrouted: int = 0
     """Episodes this collector was sent whose calls another collector instance had stored:
     the router in front sends one episode to two collectors (docs/deploy.md)."""
@@ -114,6 +118,22 @@ _DATA_ERRORS = (
     duckdb.DataError, duckdb.IntegrityError, duckdb.InvalidInputException, pa.ArrowException,
     UnicodeError, OverflowError, RecursionError,
 )
+
+
+CONFLICT_RETRIES: Final = 5
+"""Commits in a row that may lose a race with other collectors on one lake before the batch
+fails (each retry runs over the lake as the winner left it)."""
+
+
+_CONFLICTS: Final = ("Transaction conflict", "Exceeded the maximum retry count")
+
+
+def is_conflict(exc: BaseException) -> bool:
+    """Whether a commit failed because other transactions on the same lake changed what it
+    touched first (DuckLake: "Transaction conflict - attempting to delete from table … but
+    another transaction has compacted it"; or its own retries of the catalog's commit ran
+    out while many committed at once): storing the batch again succeeds."""
+    return isinstance(exc, duckdb.Error) and any(c in str(exc) for c in _CONFLICTS)
 
 
 def is_store_error(exc: BaseException, *, lake: bool = False) -> bool:

@@ -42,11 +42,13 @@ from ..storage.writes.labels import Label
 from .batch_undo import BatchUndo
 from .detection import EpisodeResult, Row, StreamingDetector
 from .jobs import (
+    CONFLICT_RETRIES,
     Job,
     Overloaded,
     PipelineStopped,
     Rejected,
     Stats,
+    is_conflict,
     is_data_error,
     is_store_error,
 )
@@ -246,7 +248,7 @@ class Pipeline:
         (the data, or the batch's size), store them one by one, so only the request at fault
         fails. Sets each job's error."""
         try:
-            return self._store(jobs)
+            return self._store_again_on_conflict(jobs)
         except Exception as exc:
             if len(jobs) == 1 or is_store_error(exc, lake=self.db.lake is not None):
                 self._fail(jobs, exc)
@@ -259,10 +261,28 @@ class Pipeline:
                 job.error = StoreUnavailable(self.health.reason)
                 continue
             try:
-                results += self._store([job])
+                results += self._store_again_on_conflict([job])
             except Exception as exc:
                 self._fail([job], exc)
         return results
+
+    def _store_again_on_conflict(self, jobs: Sequence[Job]) -> list[EpisodeResult]:
+        """``_store``, again when its commit lost a race with another collector's on the same
+        lake (``is_conflict``: it rewrote or merged the files this batch deletes from): the
+        batch rolled back with its in-memory state, and runs over the lake as it is now. The
+        store is not at fault: only ``CONFLICT_RETRIES`` lost races in a row count as its
+        failure."""
+        for attempt in range(CONFLICT_RETRIES + 1):
+            try:
+                return self._store(jobs)
+            except duckdb.Error as exc:
+                if attempt == CONFLICT_RETRIES or not is_conflict(exc):
+                    raise
+                with self._lock:
+                    self.stats.commit_conflicts += 1
+                logger.debug("loopscope collector: a commit lost a race on the lake; storing "
+                             "the batch again: %s", str(exc).split("\n")[-1])
+        raise AssertionError("unreachable")  # (the loop returns or raises)
 
     def _fail(self, jobs: list[Job], exc: Exception) -> None:
         spans = sum(len(j.spans) for j in jobs)
