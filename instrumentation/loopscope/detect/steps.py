@@ -79,6 +79,10 @@ def feed(
     decision when it raised a flag (``None`` when it raised nothing)."""
     if isinstance(step, ToolStep):
         return monitor.before_call(step.call), monitor.after_call(step.result)
+    return _feed_message(monitor, step)
+
+
+def _feed_message(monitor: EpisodeMonitor, step: MessageStep) -> Decision | None:
     if step.model_turn and step.role == "assistant":
         monitor.check_model_turn(step.t)
         monitor.after_model_call(tokens=step.tokens)
@@ -103,7 +107,7 @@ def feed_run(monitor: EpisodeMonitor, steps: Iterable[Step]) -> Iterator[Fed]:
     """
     turn: list[ToolStep] = []
     for step in steps:
-        if isinstance(step, ToolStep):
+        if type(step) is ToolStep or isinstance(step, ToolStep):  # (the exact type: at once)
             if not turn or (_together(turn, step) and _distinct(turn, step)):
                 turn.append(step)
                 continue
@@ -113,7 +117,7 @@ def feed_run(monitor: EpisodeMonitor, steps: Iterable[Step]) -> Iterator[Fed]:
         if turn:
             yield from _feed_turn(monitor, turn)
             turn = []
-        yield feed(monitor, step)
+        yield _feed_message(monitor, step)
     if turn:
         yield from _feed_turn(monitor, turn)
 
@@ -140,13 +144,14 @@ def _distinct(turn: list[ToolStep], step: ToolStep) -> bool:
         for other in turn)
 
 
-def _feed_turn(monitor: EpisodeMonitor, turn: list[ToolStep]) -> list[Fed]:
+def _feed_turn(monitor: EpisodeMonitor, turn: list[ToolStep]) -> Iterator[Fed]:
     if len(turn) == 1:
         step = turn[0]
-        return [(monitor.before_call(step.call), monitor.after_call(step.result))]
+        yield monitor.before_call(step.call), monitor.after_call(step.result)
+        return
     befores = [monitor.before_call(step.call) for step in turn]
     afters = [monitor.after_call(step.result) for step in turn]
-    return list(zip(befores, afters, strict=True))
+    yield from zip(befores, afters, strict=True)
 
 
 def recorded_call(
