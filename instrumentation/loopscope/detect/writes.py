@@ -348,8 +348,8 @@ class WriteDuplicate:
     - Identical arguments in a new step of the same turn, with nothing new changed since the
       last success (``WriteLedger.unchanged_since``; for a write known only by its outcome,
       a click that answered "Post successful", no call since that was not made before, and
-      its first redo is judged once it has answered: ``after``), are
-      a sign of a duplicate side effect, unless declared (``intent="duplicate"``), asked for by the task or the latest
+      its first redo is judged once it has answered: ``after``), are a sign of a duplicate
+      side effect, unless declared (``intent="duplicate"``), asked for by the task or the latest
       user turn ("create three identical tickets", "send it again"), or an edit (edits
       and their reverts are ``EditRevert``'s). The second is a warning; a third means the
       warning was ignored and climbs, even when each write created a new record (that is
