@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -103,6 +104,13 @@ def start_collector(db: Path, *, token: str | None = None, extra: list[str] | No
             time.sleep(0.05)
     proc.kill()
     raise RuntimeError("collector did not start within 30 s")
+
+
+def metric_value(text: str, name: str) -> float:
+    """The value of the unlabelled sample ``name`` in a /metrics text."""
+    found = re.search(rf"^{re.escape(name)} (\S+)$", text, re.MULTILINE)
+    assert found, f"{name} is not on /metrics"
+    return float(found.group(1))
 
 
 def eventually(check: Callable[[], Any], *, timeout: float = 15.0) -> Any:

@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from collections.abc import Callable
 from pathlib import Path
 
 import grpc
 import pytest
-from collector_process import CollectorProcess, start_collector
+from collector_process import CollectorProcess, metric_value, start_collector
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from otlp_requests import request, tool_span
 
@@ -43,12 +42,6 @@ def _proto_body(spans: int, *, bad_kind: int) -> bytes:
                       start_ns=1_700_000_000_000_000_000) for _ in range(spans)]
     made[0].kind = bad_kind  # type: ignore[assignment]
     return request(made).SerializeToString()
-
-
-def _metric(metrics: str, name: str) -> float:
-    found = re.search(rf"^{re.escape(name)} (\S+)$", metrics, re.MULTILINE)
-    assert found, f"{name} not on /metrics"
-    return float(found.group(1))
 
 
 def _refusal_lines(log: str) -> list[str]:
@@ -152,7 +145,7 @@ def test_http_refusals_count_their_spans_and_the_log_names_the_field(
 
     metrics = collector.get("/metrics")
     assert 'loopscope_requests_rejected_total{code="400"} 2' in metrics
-    assert _metric(metrics, "loopscope_spans_rejected_total") == 2
+    assert metric_value(metrics, "loopscope_spans_rejected_total") == 2
 
     lines = _refusal_lines(collector.stop())
     assert lines[0] == ("loopscope collector: refused an OTLP/HTTP request from 127.0.0.1 "
@@ -179,7 +172,7 @@ def test_grpc_refusals_count_their_spans_and_the_log_names_the_field(
 
     metrics = collector.get("/metrics")
     assert 'loopscope_requests_rejected_total{code="400"} 1' in metrics
-    assert _metric(metrics, "loopscope_spans_rejected_total") == 3
+    assert metric_value(metrics, "loopscope_spans_rejected_total") == 3
 
     lines = _refusal_lines(collector.stop())
     assert lines == [
@@ -191,5 +184,5 @@ def test_good_traffic_logs_no_refusal(collector: CollectorProcess) -> None:
     good = request([tool_span(os.urandom(16), os.urandom(8), tool="t", args="{}", result="r",
                               start_ns=1_700_000_000_000_000_000)]).SerializeToString()
     assert collector.post(good)[0] == 200
-    assert _metric(collector.get("/metrics"), "loopscope_spans_rejected_total") == 0
+    assert metric_value(collector.get("/metrics"), "loopscope_spans_rejected_total") == 0
     assert _refusal_lines(collector.stop()) == []

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from collector_process import eventually, start_collector
+from collector_process import eventually, metric_value, start_collector
 from lake_place import LakePlace
 from otlp_requests import episode_request, request
 
@@ -46,14 +46,10 @@ def test_housekeeping_on_two_collectors_never_refuses_the_other_ones_requests(
         eventually(lambda: nodes[0].read("summary")[0]["tool_calls"] == expected, timeout=60)
         assert nodes[1].read("summary")[0]["tool_calls"] == expected
         for node in nodes:  # both collectors' housekeeping ran (a run may lose a race: retried)
-            eventually(lambda node=node: _counter(node.get("/metrics"),
+            eventually(lambda node=node: metric_value(node.get("/metrics"),
                                                   "loopscope_lake_housekeeping_runs_total") >= 1,
                        timeout=30)
     finally:
         for node in nodes:
             node.stop()
 
-
-def _counter(text: str, name: str) -> float:
-    return next(float(line.split()[-1]) for line in text.splitlines()
-                if line.startswith(name + " "))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from collector_process import start_collector
+from collector_process import metric_value, start_collector
 from lake_place import LakePlace
 from otlp_requests import request, tool_span
 
@@ -50,12 +50,6 @@ def test_the_collector_configurations_route_to_the_example_topology(
     assert traces["exporters"] == ["load_balancing"]
 
 
-def _metric(text: str, name: str) -> float:
-    found = re.search(rf"^{name} (\S+)$", text, re.MULTILINE)
-    assert found, f"{name} is not on /metrics"
-    return float(found.group(1))
-
-
 def _calls(trace: bytes, first: int, last: int) -> bytes:
     spans = [tool_span(trace, bytes([trace[0], i, 0, 0, 0, 0, 0, 1]), tool="search",
                        args='{"q": "same"}', result="r", start_ns=10**18 + i * 10**7)
@@ -77,13 +71,13 @@ def test_a_collector_sent_an_episode_another_stored_counts_and_logs_it(
         assert first.post(_calls(split, 0, 2))[0] == 200
         assert first.post(_calls(own, 0, 2))[0] == 200
         assert second.post(_calls(split, 2, 4))[0] == 200
-        assert _metric(second.get("/metrics"), "loopscope_episodes_misrouted_total") == 1
+        assert metric_value(second.get("/metrics"), "loopscope_episodes_misrouted_total") == 1
         port = first.http_port
         first.stop()
         first = start_collector(tmp_path / "a.duckdb", grpc=False, http_port=port,
                                 extra=[*lake.args, "--instance", "a"])
         assert first.post(_calls(own, 2, 4))[0] == 200
-        assert _metric(first.get("/metrics"), "loopscope_episodes_misrouted_total") == 0
+        assert metric_value(first.get("/metrics"), "loopscope_episodes_misrouted_total") == 0
     finally:
         log_b = second.stop()
         first.stop()
