@@ -66,19 +66,23 @@ def open_named_lake(lake: Any, command: str) -> Any:
         raise SystemExit(1) from None
 
 
-_UNITS: Final = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+_UNITS: Final = {"s": ("seconds", 1), "m": ("minutes", 60), "h": ("hours", 3600),
+                  "d": ("days", 86400)}
+
+
+def _duration(text: str, example: str) -> tuple[int, str]:
+    """``30m`` as (30, "m"); anything else refused by name, ``example`` saying what to write."""
+    number, unit = text[:-1], text[-1:]
+    if not number.isdigit() or unit not in _UNITS:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (say {example})")
+    return int(number), unit
 
 
 def interval(text: str) -> str:
     """An argparse type: ``30m``, ``6h``, ``1d`` as an SQL interval (``--keep``,
     ``--lake-keep``)."""
-    number, unit = text[:-1], text[-1:]
-    if not number.isdigit() or unit not in _UNITS:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (say 30m, 6h or 1d)")
-    return f"{int(number)} {_UNITS[unit]}"
-
-
-_SECONDS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    number, unit = _duration(text, "30m, 6h or 1d")
+    return f"{number} {_UNITS[unit][0]}"
 
 
 def every(text: str) -> float:
@@ -86,8 +90,5 @@ def every(text: str) -> float:
     (``--lake-maintain-every``)."""
     if text.strip() == "0":
         return 0.0
-    number, unit = text[:-1], text[-1:]
-    if not number.isdigit() or unit not in _SECONDS:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (say 30s, 5m or 1h; 0 "
-                                         "for never)")
-    return float(int(number) * _SECONDS[unit])
+    number, unit = _duration(text, "30s, 5m or 1h; 0 for never")
+    return float(number * _UNITS[unit][1])

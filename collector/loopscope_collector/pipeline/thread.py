@@ -272,17 +272,17 @@ class Pipeline:
         batch rolled back with its in-memory state, and runs over the lake as it is now. The
         store is not at fault: only ``CONFLICT_RETRIES`` lost races in a row count as its
         failure."""
-        for attempt in range(CONFLICT_RETRIES + 1):
+        for _ in range(CONFLICT_RETRIES):
             try:
                 return self._store(jobs)
             except duckdb.Error as exc:
-                if attempt == CONFLICT_RETRIES or not is_conflict(exc):
+                if not is_conflict(exc):
                     raise
                 with self._lock:
                     self.stats.commit_conflicts += 1
                 logger.debug("loopscope collector: a commit lost a race on the lake; storing "
                              "the batch again: %s", str(exc).split("\n")[-1])
-        raise AssertionError("unreachable")  # (the loop returns or raises)
+        return self._store(jobs)  # (the last attempt: a conflict now fails the batch)
 
     def _fail(self, jobs: list[Job], exc: Exception) -> None:
         spans = sum(len(j.spans) for j in jobs)

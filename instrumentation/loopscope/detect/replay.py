@@ -294,15 +294,14 @@ def episode_steps(episode: EpisodeRecord, first_t: float = 0.0) -> list[Step]:
         call_id = str(call_id) if call_id else f"step-{index}"
         output = get("output")
         took = get("duration_s")
-        tokens_in, tokens_out = get("tokens_in"), get("tokens_out")
         append(ToolStep(_tool_call(step, call_id, t), ToolResult(
             None if output is None else output_text(output),
             _text(get("output_hash")),
             _STATUSES[get("status")],
             call_id,
             t,
-            tokens_in if type(tokens_in) is int else _int(tokens_in),
-            tokens_out if type(tokens_out) is int else _int(tokens_out),
+            _int(get("tokens_in")),
+            _int(get("tokens_out")),
         ), t + took if isinstance(took, _NUMBERS) and took > 0 else None))
     return steps
 
@@ -312,19 +311,13 @@ _NUMBERS: Final = (int, float)
 
 def _tool_call(step: Mapping[str, Any], call_id: str, t: float) -> ToolCall:
     get = step.get
-    args, signature, args_text = get("args"), get("signature"), get("args_text")
-    if args is None and not isinstance(args_text, str):  # (the common cases decide at once)
+    args, signature, args_text = get("args"), _text(get("signature")), get("args_text")
+    if not isinstance(args_text, str):
         args_text = None
-        if not signature or not isinstance(signature, str):
-            signature = ""
-            args = {}  # (a step without arguments or a recorded signature: called with none)
-    elif not isinstance(args_text, str):
-        args_text = None
-    if not isinstance(signature, str):
-        signature = ""
+    if args is None and args_text is None and not signature:
+        args = {}  # (a step without arguments or a recorded signature called the tool with none)
     deadline, intent, found, stated = (
         get("deadline_s"), get("intent"), get("found"), get("deadline_stated"))
-    turn = get("turn")
     return recorded_call(
         step["tool"],
         args=args,
@@ -340,7 +333,7 @@ def _tool_call(step: Mapping[str, Any], call_id: str, t: float) -> ToolCall:
         found=found if isinstance(found, bool) else None,
         deadline_s=float(deadline) if isinstance(deadline, _NUMBERS) else None,
         deadline_stated=stated if isinstance(stated, bool) else None,
-        turn=(turn if type(turn) is int else _int(turn)) or None,
+        turn=_int(get("turn")) or None,
     )
 
 

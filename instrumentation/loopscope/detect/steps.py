@@ -107,7 +107,7 @@ def feed_run(monitor: EpisodeMonitor, steps: Iterable[Step]) -> Iterator[Fed]:
     """
     turn: list[ToolStep] = []
     for step in steps:
-        if type(step) is ToolStep or isinstance(step, ToolStep):  # (the exact type: at once)
+        if isinstance(step, ToolStep):
             if not turn or (_together(turn, step) and _distinct(turn, step)):
                 turn.append(step)
                 continue
