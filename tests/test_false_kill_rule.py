@@ -110,16 +110,20 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db
 
 
+def _metrics_and_runs(path: Path) -> tuple[dict[str, Any], list[replays.StoredRun]]:
+    """What the metrics and the Policy page read from the store at ``path``."""
+    db = open_database(path, read_only=True)
+    try:
+        return compute_metrics(db), replays.stored_runs(
+            pd.DataFrame(read(db, "replay_episodes", {})), read(db, "replay_calls", {}))
+    finally:
+        db.close()
+
+
 def test_eval_the_policy_page_and_the_metrics_agree_run_by_run(store: Path) -> None:
     """Each run's (false kills, judged kills) under each of the three, and the expected
     verdict; then the totals."""
-    db = open_database(store, read_only=True)
-    try:
-        metrics = compute_metrics(db)
-        runs = replays.stored_runs(pd.DataFrame(read(db, "replay_episodes", {})),
-                                   read(db, "replay_calls", {}))
-    finally:
-        db.close()
+    metrics, runs = _metrics_and_runs(store)
     by_service = {row["key"]: _counts(row["false_kill_rate"])
                   for row in metrics["breakdown"]["service"]}
     verdicts = {v.episode_id: v for v in replays.replay_all(runs, Policy(), workers=1)}
@@ -157,13 +161,7 @@ def test_a_kill_after_the_runs_budget_stop_is_no_kill_by_all_three(tmp_path: Pat
         paths.append(str(path))
     db_path = tmp_path / "runs.duckdb"
     assert main(["analyze", "--db", str(db_path), "--policy", str(policy_file), *paths]) in (0, 1)
-    db = open_database(db_path, read_only=True)
-    try:
-        metrics = compute_metrics(db)
-        runs = replays.stored_runs(pd.DataFrame(read(db, "replay_episodes", {})),
-                                   read(db, "replay_calls", {}))
-    finally:
-        db.close()
+    metrics, runs = _metrics_and_runs(db_path)
     by_service = {row["key"]: row for row in metrics["breakdown"]["service"]}
     loaded = load_policy(str(policy_file))
     assert loaded is not None
