@@ -8,6 +8,7 @@ import enum
 import json
 import random
 import re
+import string
 import unicodedata
 from typing import Any
 
@@ -20,6 +21,7 @@ from loopscope.detect import EpisodeMonitor, Policy, call_signature, canonical_j
 from loopscope.detect.fingerprint import (
     is_negative,
     is_refusal,
+    loose_text,
     normalize,
     output_text,
     word_sketch,
@@ -285,11 +287,23 @@ def test_word_sketch_blanks_what_the_whole_patterns_blank(parts):
     whole = fingerprint._UUID.sub(" ", fingerprint._TIMESTAMP.sub(" ", text))
     if text.count("-") < 4:  # (the sketch skips the UUID pattern when it cannot match)
         whole = fingerprint._TIMESTAMP.sub(" ", text)
-    expected = frozenset(whole.translate(fingerprint._SPACES).split())
+    expected = frozenset(whole.translate(_PUNCTUATION_AS_SPACES).split())
     expected = frozenset(
         w for w in expected if not (len(w) >= 8 and not w.isalpha() and set(w) <= set("0123456789abcdef"))
     )
     assert word_sketch(text) == expected
+
+
+_PUNCTUATION_AS_SPACES = str.maketrans({c: " " for c in string.punctuation})
+
+
+@given(st.text(alphabet=st.characters(blacklist_categories=()), max_size=40))
+@settings(max_examples=500, deadline=None)
+def test_punctuation_is_spaced_out_in_any_text(text):
+    """The byte-table translation gives what a plain ``str.translate`` gives, for text beyond
+    ASCII and lone surrogates too."""
+    assert fingerprint._unpunctuated(text) == text.translate(_PUNCTUATION_AS_SPACES)
+    assert loose_text(text) == " ".join(text.lower().translate(_PUNCTUATION_AS_SPACES).split())
 
 
 @pytest.mark.parametrize(

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from loopscope.detect import information
 from loopscope.detect.information import facts
 
 
@@ -82,3 +84,34 @@ def test_a_command_lines_own_words_and_a_process_id_are_not_news() -> None:
     assert facts(out('"numpy<2"', 56996), {"command": 'pip install "numpy<2"'}) == facts(
         out("numpy==1.26.4", 38064), {"command": "pip install numpy==1.26.4"})
     assert facts("id: 5\nstatus: open") != facts("id: 6\nstatus: open")  # a record's id stays
+
+
+MASKABLE = st.lists(
+    st.sampled_from(
+        ["12", "3.5", " MB", "512Mi", "ms", " ago", "2m", "2024-01-02T03:04:05Z", "10:01:02",
+         "0x1f", "deadbeef12", "a81f93c0e", " seconds", "5m", "1h30m", "x", "-", " ", "\x1c",
+         "\n", "é", "µs", "_", "."]
+    ),
+    max_size=10,
+).map("".join)
+
+
+@given(MASKABLE)
+def test_an_ascii_text_is_masked_as_the_unicode_pattern_masks_it(text: str) -> None:
+    """The ASCII pattern (the fast one) masks an ASCII text exactly as the Unicode pattern
+    does, its separators U+001C to U+001F included."""
+    if text.isascii():
+        assert information._MASK_ASCII.sub("#", text) == information._MASK.sub("#", text)
+
+
+@given(st.lists(st.sampled_from(["pid", "PGID", "x", ":", "=", " ", "\t", "\n", "-", "a.b",
+                                 "status"]), max_size=12).map("".join))
+def test_a_key_is_found_after_each_newline_as_at_each_line_start(text: str) -> None:
+    """``_FIELD``, found after a newline, finds the keys a line-start pattern finds."""
+    line_start = re.compile(r"^[ \t]*([A-Za-z][\w .-]{0,30}?)[ \t]*[:=]", re.MULTILINE)
+    assert information._FIELD.findall("\n" + text) == line_start.findall(text)
+
+
+def test_a_digit_is_found_in_any_script() -> None:
+    assert information.has_digit("order W123") and information.has_digit("٣ items")
+    assert not information.has_digit("no figures here") and not information.has_digit("")

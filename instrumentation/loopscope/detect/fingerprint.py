@@ -191,8 +191,17 @@ SKETCH_CHARS: Final = 2000
 """Only this much of an output feeds the near-duplicate sketch: bounded work per step."""
 
 
-_SPACES = str.maketrans({c: " " for c in string.punctuation})
 _SPACE_BYTES = bytes.maketrans(string.punctuation.encode(), b" " * len(string.punctuation))
+
+
+def _unpunctuated(text: str) -> str:
+    """``text`` with its ASCII punctuation as spaces. Done on the UTF-8 bytes with a byte
+    table, several times faster than ``str.translate`` with a dict (twenty times for a
+    text that is not ASCII); a character beyond ASCII is bytes of 0x80 and up, which the
+    table leaves alone (``surrogatepass``: a lone surrogate comes back as it was)."""
+    return text.encode("utf-8", "surrogatepass").translate(_SPACE_BYTES).decode(
+        "utf-8", "surrogatepass"
+    )
 _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d[t ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:z|[+-]\d\d:?\d\d)?")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # The same patterns from their first "-" on, the lead checked behind: a pattern that starts
@@ -234,11 +243,7 @@ def word_sketch(text: str) -> frozenset[str]:
         text = blank(text, _TIMESTAMP_TAIL)
         if text.count("-") >= 4:
             text = blank(text, UUID_TAIL)
-    if text.isascii():  # a byte table translates several times faster than a dict
-        text = text.encode("ascii").translate(_SPACE_BYTES).decode("ascii")
-    else:
-        text = text.translate(_SPACES)
-    words = frozenset(text.split())
+    words = frozenset(_unpunctuated(text).split())
     # hex ids: runs of hex digits with at least one digit ("deadbeef" is a word)
     ids = [w for w in words if len(w) >= 8 and not w.isalpha() and _HEX.issuperset(w)]
     return words.difference(ids) if ids else words
@@ -279,7 +284,6 @@ def masked(text: str, limit: int = SKETCH_CHARS) -> str:
     return " ".join(_VOLATILE.sub("#", text[:limit]).lower().split())
 
 
-_LOOSE = str.maketrans({c: " " for c in string.punctuation})
 _LOOSE_BYTES = bytes.maketrans(  # lower-casing and punctuation in one pass, for ASCII text
     string.ascii_uppercase.encode() + string.punctuation.encode(),
     string.ascii_lowercase.encode() + b" " * len(string.punctuation),
@@ -291,7 +295,7 @@ def loose_text(text: str) -> str:
     ``"Foo "`` and ``"foo."`` are the same request, slightly reworded."""
     if text.isascii():
         return " ".join(text.encode("ascii").translate(_LOOSE_BYTES).decode("ascii").split())
-    return " ".join(text.lower().translate(_LOOSE).split())
+    return " ".join(_unpunctuated(text.lower()).split())
 
 
 TRANSITIONAL: Final = frozenset(

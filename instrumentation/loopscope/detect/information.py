@@ -59,7 +59,7 @@ without saying anything new. Record ids, dates and statuses are information and 
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _UNITS = r"(?:ns|us|µs|ms|s|m|h|d|y)"
-_MASK = re.compile(
+_MASK_SOURCE: Final = (
     # every masked part starts with a digit that does not continue a word or a number: the
     # pattern opens with that digit, so the regex engine skips to the next digit at C speed
     r"\d(?<![\w.]\d)(?:"
@@ -75,8 +75,13 @@ _MASK = re.compile(
     r"|\s*[a-z]+\s+ago\b"  # 2m ago
     r"))"
 )
+_MASK: Final = re.compile(_MASK_SOURCE)
 """The volatile parts of a line of text, masked before it becomes a fact. Hex ids that start
 with a letter stay (a commit's short hash is often the news itself)."""
+_MASK_ASCII: Final = re.compile(_MASK_SOURCE.replace(r"\s", r"[\s\x1c-\x1f]"), re.ASCII)
+"""``_MASK`` for an ASCII text, where it finds the same parts a quarter faster (ASCII digits
+and word characters are looked up in a table). Unicode's whitespace class also holds the
+separators U+001C to U+001F, which ASCII's lacks: they are named."""
 
 
 def facts(text: str | None, args: Any = None, args_key: str = "") -> frozenset[int] | None:
@@ -121,13 +126,16 @@ ECHO: Final = "\u2400"
 may hold)."""
 
 
-_FIELD = re.compile(r"^[ \t]*([A-Za-z][\w .-]{0,30}?)[ \t]*[:=]", re.MULTILINE)
+_FIELD = re.compile(r"\n[ \t]*([A-Za-z][\w .-]{0,30}?)[ \t]*[:=]")
+"""The key of a ``key: value`` line, found after the line's newline (a pattern that opens
+with a literal is found by a fast scan; one that opens with ``^`` is tried at every
+character)."""
 
 
 def _unfielded(text: str) -> str:
     """Text whose ``key: value`` lines with a volatile key (``VOLATILE_KEYS``: a process id,
     a request id, a duration) have their value masked, as a JSON answer's are."""
-    pattern = _volatile_pattern(_FIELD.findall(text), r"^([ \t]*(?:{})[ \t]*[:=]).*$")
+    pattern = _volatile_pattern(_FIELD.findall("\n" + text), r"^([ \t]*(?:{})[ \t]*[:=]).*$")
     return pattern.sub(r"\1 #", text) if pattern is not None else text
 
 
@@ -155,9 +163,9 @@ def _volatile_pattern(keys: list[str], template: str) -> re.Pattern[str] | None:
 def _mask(text: str) -> str:
     """``text`` with its volatile parts masked (UUIDs, found by their dashes, then
     ``_MASK``)."""
-    if text.count("-") >= 4:
+    if _UUID_TAIL(text) is not None:
         text = _UUID.sub("#", text)
-    return _MASK.sub("#", text)
+    return (_MASK_ASCII if text.isascii() else _MASK).sub("#", text)
 
 
 _UUID: Final = re.compile(
@@ -166,6 +174,10 @@ _UUID: Final = re.compile(
     r"[0-9a-fA-F](?<![\w][0-9a-fA-F])[0-9a-fA-F]{7}"
     r"-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
 )
+_UUID_TAIL: Final = re.compile(r"-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}").search
+"""Where a text has what follows a UUID's first eight digits: a pattern that opens with a
+literal is found by a fast scan, so a text without a UUID (nearly all) is not searched
+character by character for one."""
 
 
 def _echoed(text: str, echoes: tuple[str, ...], mark: str) -> str:
@@ -268,8 +280,12 @@ def _echoes(args: Any) -> _Echoes:
     _collect(args, found, 0)
     if not found:
         return _NO_ECHOES
-    numbers = sorted(f for f in found if _NUMBER.fullmatch(f))
-    texts = sorted((f for f in found if not _NUMBER.fullmatch(f)), key=len, reverse=True)
+    numbers: list[str] = []
+    texts: list[str] = []
+    for value in found:
+        (numbers if _NUMBER.fullmatch(value) else texts).append(value)
+    numbers.sort()
+    texts.sort(key=len, reverse=True)
     return tuple(texts[:MAX_ECHOES]), _numbers_pattern(tuple(numbers[:MAX_ECHOES]))
 
 
@@ -282,8 +298,22 @@ def _numbers_pattern(numbers: tuple[str, ...]) -> re.Pattern[str] | None:
 
 
 _NUMBER: Final = re.compile(r"-?\d+(?:\.\d+)?")
-DIGIT: Final = re.compile(r"\d").search
-"""Where a text has a digit (a figure, an id)."""
+_DIGIT: Final = re.compile(r"\d").search
+_ASCII_DIGITS: Final = "0123456789"
+
+
+def has_digit(text: str) -> bool:
+    """Whether a text has a digit (a figure, an id). An ASCII text is looked through for
+    each of the ten digits in turn, by the fast substring search: three times quicker than
+    a pattern tried at every character."""
+    if not text.isascii():
+        return _DIGIT(text) is not None
+    for digit in _ASCII_DIGITS:  # noqa: SIM110 (a loop: any() over a generator costs more)
+        if digit in text:
+            return True
+    return False
+
+
 _PAGE_PARAM: Final = re.compile(rf"[?&;](?:{PAGE_PARAMS})=(\d{{1,6}})\b", re.I)
 """A page or offset in a URL's query: an answer that names it ("no results for page 4")
 echoes the call."""
@@ -299,8 +329,9 @@ def _collect(value: Any, found: set[str], depth: int) -> None:
         for item in value[:20]:
             _collect(item, found, depth + 1)
     elif isinstance(value, str):
-        digits = DIGIT(value, 0, 200) is not None
-        text = " ".join((_mask(value[:200]) if digits else value[:200]).split())
+        head = value[:200]
+        digits = has_digit(head)
+        text = " ".join((_mask(head) if digits else head).split())
         if len(text) >= 3 and text != "#":
             found.add(text)
         if digits and "=" in value:  # "…?q=x&page=4": "page 4" echoes 4

@@ -26,7 +26,7 @@ from .base import AFTER_RUNGS, Finding
 from .events import StepView
 from .fingerprint import SKETCH_CHARS, similar
 from .history import History
-from .information import DIGIT
+from .information import has_digit
 from .policy import Policy
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -46,7 +46,7 @@ def idle(content: str) -> bool:
     digit), and says little (at most ``IDLE_MAX_WORDS`` words in at most ``IDLE_MAX_CHARS``
     characters). An empty message is not idle talk (it stands for a model turn whose text was
     not recorded)."""
-    if len(content) > IDLE_MAX_CHARS or "?" in content or DIGIT(content) is not None:
+    if len(content) > IDLE_MAX_CHARS or "?" in content or has_digit(content):
         return False
     return 0 < len(content.split(maxsplit=IDLE_MAX_WORDS)) <= IDLE_MAX_WORDS
 MESSAGE_CHARS = 20_000

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Final
 
 from .base import AFTER_RUNGS, Finding
@@ -111,8 +112,10 @@ def judge(group: list[StepView]) -> tuple[Action, ...] | None:
 _PAGED: Final = re.compile(rf"\b({PAGE_PARAMS}) \d+\b")
 
 
+@lru_cache(maxsize=1024)
 def _unpaged(value: str) -> str:
-    """A loosened argument value with its page or offset left out ("jobs q x page 4")."""
+    """A loosened argument value with its page or offset left out ("jobs q x page 4"); each
+    value worked out once (a step is compared with every step of its window)."""
     return _PAGED.sub(r"\1 #", value) if " " in value else value
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -274,11 +274,10 @@ def episode_report(
     )
 
 
-def episode_steps(episode: EpisodeRecord, first_t: float = 0.0) -> list[Step]:
-    """The steps of a recorded episode as the core takes them. A step without a time
-    ``t`` happened when the one before it did (the first: at ``first_t``)."""
-    steps: list[Step] = []
-    append = steps.append
+def episode_steps(episode: EpisodeRecord, first_t: float = 0.0) -> Iterator[Step]:
+    """The steps of a recorded episode as the core takes them, one at a time (a step is
+    read when it is fed). A step without a time ``t`` happened when the one before it did
+    (the first: at ``first_t``)."""
     t = first_t
     for index, step in enumerate(episode.steps):
         get = step.get
@@ -286,15 +285,15 @@ def episode_steps(episode: EpisodeRecord, first_t: float = 0.0) -> list[Step]:
         if isinstance(at, _NUMBERS):
             t = float(at)
         if get("type") == "message":
-            append(MessageStep(
+            yield MessageStep(
                 str(get("role", "")), str(get("content") or ""), t,
-                _int(get("tokens_in")) + _int(get("tokens_out")), True))
+                _int(get("tokens_in")) + _int(get("tokens_out")), True)
             continue
         call_id = get("tool_call_id")
         call_id = str(call_id) if call_id else f"step-{index}"
         output = get("output")
         took = get("duration_s")
-        append(ToolStep(_tool_call(step, call_id, t), ToolResult(
+        yield ToolStep(_tool_call(step, call_id, t), ToolResult(
             None if output is None else output_text(output),
             _text(get("output_hash")),
             _STATUSES[get("status")],
@@ -302,8 +301,7 @@ def episode_steps(episode: EpisodeRecord, first_t: float = 0.0) -> list[Step]:
             t,
             _int(get("tokens_in")),
             _int(get("tokens_out")),
-        ), t + took if isinstance(took, _NUMBERS) and took > 0 else None))
-    return steps
+        ), t + took if isinstance(took, _NUMBERS) and took > 0 else None)
 
 
 _NUMBERS: Final = (int, float)
@@ -335,11 +333,6 @@ def _tool_call(step: Mapping[str, Any], call_id: str, t: float) -> ToolCall:
         deadline_stated=stated if isinstance(stated, bool) else None,
         turn=_int(get("turn")) or None,
     )
-
-
-def _call_id(step: Mapping[str, Any], index: int) -> str:
-    call_id = step.get("tool_call_id")
-    return str(call_id) if call_id else f"step-{index}"
 
 
 def _text(value: Any) -> str:

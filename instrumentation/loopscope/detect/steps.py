@@ -144,14 +144,13 @@ def _distinct(turn: list[ToolStep], step: ToolStep) -> bool:
         for other in turn)
 
 
-def _feed_turn(monitor: EpisodeMonitor, turn: list[ToolStep]) -> Iterator[Fed]:
+def _feed_turn(monitor: EpisodeMonitor, turn: list[ToolStep]) -> list[Fed]:
     if len(turn) == 1:
         step = turn[0]
-        yield monitor.before_call(step.call), monitor.after_call(step.result)
-        return
+        return [(monitor.before_call(step.call), monitor.after_call(step.result))]
     befores = [monitor.before_call(step.call) for step in turn]
     afters = [monitor.after_call(step.result) for step in turn]
-    yield from zip(befores, afters, strict=True)
+    return list(zip(befores, afters, strict=True))
 
 
 def recorded_call(
