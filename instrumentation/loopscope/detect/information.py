@@ -187,7 +187,9 @@ def _echoed(text: str, echoes: tuple[str, ...], mark: str) -> str:
     return text
 
 
-_KEY = re.compile(r'"([A-Za-z_][\w\-]*)"\s*:')
+_KEY = re.compile(r'"([A-Za-z_][\w\-]*+)"\s*+:')
+"""A JSON key (possessive: what a key's characters or the spaces before its colon matched is
+never tried again, as no shorter run could be followed by the quote or the colon)."""
 _VALUE = r'(?:"(?:[^"\\]|\\.)*"|[-+\w.]+)'
 
 
