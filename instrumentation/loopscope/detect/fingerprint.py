@@ -202,6 +202,8 @@ def _unpunctuated(text: str) -> str:
     return text.encode("utf-8", "surrogatepass").translate(_SPACE_BYTES).decode(
         "utf-8", "surrogatepass"
     )
+
+
 _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d[t ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:z|[+-]\d\d:?\d\d)?")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # The same patterns from their first "-" on, the lead checked behind: a pattern that starts

@@ -174,7 +174,9 @@ _UUID: Final = re.compile(
     r"[0-9a-fA-F](?<![\w][0-9a-fA-F])[0-9a-fA-F]{7}"
     r"-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
 )
-_UUID_TAIL: Final = re.compile(r"-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}").search
+_UUID_TAIL: Final = re.compile(
+    r"-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+).search
 """Where a text has what follows a UUID's first eight digits: a pattern that opens with a
 literal is found by a fast scan, so a text without a UUID (nearly all) is not searched
 character by character for one."""
