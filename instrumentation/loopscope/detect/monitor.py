@@ -111,6 +111,9 @@ NEUTRAL: Final = ("waiting", "new_action")
 """Markers that neither end a no-progress stretch nor extend it: a poll waiting in time, and
 a new request that brought nothing back (exploring, not learning yet)."""
 CONFLICT_WORDS: Final = frozenset({"already", "exists", "conflict", "409", "duplicate"})
+_DEFAULT_POLICY: Final = Policy()
+"""The policy of a monitor given none (frozen, its mappings read-only: one serves every
+episode, rather than one built for each)."""
 _SKETCHES: dict[tuple[int, int], tuple[frozenset[str], bool]] = {}
 _FACTS: dict[tuple[int, int, str], frozenset[int]] = {}
 """Keyed by the text's own hash and length (no text is kept; an output hash recorded by
@@ -176,7 +179,7 @@ class EpisodeMonitor:
         task: str = "",
         start_t: float = 0.0,
     ) -> None:
-        self.policy = policy = policy or Policy()
+        self.policy = policy = policy or _DEFAULT_POLICY
         self.episode_id = episode_id
         self.task_type = task_type
         self.k = policy.k_for(task_type)
