@@ -16,7 +16,7 @@ from loopscope.detect import (
     ToolResult,
 )
 from loopscope.detect.fingerprint import output_hash
-from loopscope.detect.monologue import chanted
+from loopscope.detect.monologue import chanted, pieces
 from loopscope.detect.policy import DEFAULT_NO_PROGRESS_K
 
 LONG_Q = "find every user in the accounts database created before 2020 who is still active"
@@ -624,6 +624,14 @@ def _chanted_by_the_plain_rule(text: str, min_words: int, min_count: int) -> tup
 )
 @settings(max_examples=400, deadline=None)
 def test_chant_quick_look_finds_what_the_plain_rule_finds(text, min_count):
-    """The one-pass quick look at a message is a faster spelling of the chant rule, not
-    another rule."""
+    """The quick look at a message is a faster spelling of the chant rule, not another
+    rule."""
     assert chanted(text, 3, min_count) == _chanted_by_the_plain_rule(text, 3, min_count)
+
+
+@given(st.lists(st.sampled_from([".", "!", " ", "\n", "a", "?"]), max_size=16).map("".join))
+def test_a_message_is_cut_where_the_break_pattern_cuts_it(text: str) -> None:
+    """``pieces`` (replace, then split) cuts where a pattern of the three breaks does."""
+    import re
+
+    assert pieces(text) == re.split(r"\. |\n|! ", text)

@@ -326,13 +326,7 @@ echoes the call."""
 def _collect(value: Any, found: set[str], depth: int) -> None:
     if depth > 3:
         return
-    if isinstance(value, Mapping):
-        for item in value.values():
-            _collect(item, found, depth + 1)
-    elif isinstance(value, list | tuple):
-        for item in value[:20]:
-            _collect(item, found, depth + 1)
-    elif isinstance(value, str):
+    if isinstance(value, str):  # (the commonest first: no Mapping ABC check for it)
         head = value[:200]
         digits = has_digit(head)
         text = " ".join((_mask(head) if digits else head).split())
@@ -345,6 +339,12 @@ def _collect(value: Any, found: set[str], depth: int) -> None:
                 token for word in text.split()[:12]
                 if len(token := word.strip("\"'`")) >= 5 and not token.isalpha()
             )
+    elif type(value) is dict or isinstance(value, Mapping):
+        for item in value.values():
+            _collect(item, found, depth + 1)
+    elif isinstance(value, list | tuple):
+        for item in value[:20]:
+            _collect(item, found, depth + 1)
     elif (
         isinstance(value, int | float)
         and not isinstance(value, bool)

@@ -114,7 +114,7 @@ CONFLICT_WORDS: Final = frozenset({"already", "exists", "conflict", "409", "dupl
 _DEFAULT_POLICY: Final = Policy()
 """The policy of a monitor given none (frozen, its mappings read-only: one serves every
 episode, rather than one built for each)."""
-_SKETCHES: dict[tuple[int, int], tuple[frozenset[str], bool]] = {}
+_READINGS: dict[tuple[int, int], tuple[str, frozenset[str], bool]] = {}
 _FACTS: dict[tuple[int, int, str], frozenset[int]] = {}
 """Keyed by the text's own hash and length (no text is kept; an output hash recorded by
 someone else may not be one of this text), and for facts by the arguments too (their echoes
@@ -124,7 +124,7 @@ are masked)."""
 def forget_readings() -> None:
     """Forget every remembered reading of an output (benchmarks call it between rounds, so
     that every round reads each output afresh)."""
-    _SKETCHES.clear()
+    _READINGS.clear()
     _FACTS.clear()
     forget_echoes()
 
@@ -141,17 +141,17 @@ def _facts_of(text: str, args_text: str, args: Any) -> frozenset[int]:
     return found
 
 
-def _words_of(text: str) -> tuple[frozenset[str], bool]:
-    """The output's word sketch, and whether it says that nothing was found
+def _reading_of(text: str) -> tuple[str, frozenset[str], bool]:
+    """The output's hash, its word sketch, and whether it says that nothing was found
     (``is_negative``); an output seen again (a loop returns the same text over and over)
     is not read again."""
     key = (hash(text), len(text))
-    reading = _SKETCHES.get(key)
+    reading = _READINGS.get(key)
     if reading is None:
-        if len(_SKETCHES) >= READINGS_KEPT:
-            _SKETCHES.clear()
+        if len(_READINGS) >= READINGS_KEPT:
+            _READINGS.clear()
         words = word_sketch(text)
-        reading = _SKETCHES[key] = (words, is_negative(text, words))
+        reading = _READINGS[key] = (output_hash(text), words, is_negative(text, words))
     return reading
 
 
@@ -331,10 +331,16 @@ class EpisodeMonitor:
         pending = self._pending.pop(ref)
         cand = pending.candidate
         text = result.output
-        digest = result.output_hash or (output_hash(text) if text is not None else "")
         blocked = result.status == "blocked"
-        if blocked:  # the model is shown the earlier result again
-            digest, text = cand.output_hash or digest, None
+        words: frozenset[str] | None = None
+        negative = False
+        if text is not None and not blocked:
+            digest, words, negative = _reading_of(text)
+            digest = result.output_hash or digest
+        else:
+            digest = result.output_hash or (output_hash(text) if text is not None else "")
+            if blocked:  # the model is shown the earlier result again
+                digest, text = cand.output_hash or digest, None
         history = self.history
         stats = history.stats(cand.signature)
         step = cand  # the candidate becomes the completed step (no one else holds it)
@@ -342,11 +348,7 @@ class EpisodeMonitor:
         step.status = result.status
         if result.t is not None:
             step.t = result.t
-        negative = False
-        if text is not None:
-            step.words, negative = _words_of(text)
-        else:
-            step.words = None
+        step.words = words
         step.output = text
         if text is not None:
             step.facts = _facts_of(text, cand.args_text, cand.args)

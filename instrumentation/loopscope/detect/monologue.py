@@ -30,7 +30,6 @@ from .information import has_digit
 from .policy import Policy
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-_BREAKS = re.compile(r"\. |\n|! ")
 MAX_ECHOES = 8
 IDLE_MESSAGES = 7
 """Idle messages in a row (both sides, no tool call) that make a conversation idle talk:
@@ -58,13 +57,21 @@ CHANT_SHARE = 0.5
 """A message is chanting when at least this share of its sentences are repeats."""
 
 
+def pieces(text: str) -> list[str]:
+    """The pieces of ``text`` between ". ", "! " and newlines. The three breaks cannot
+    overlap, so turning the other two into ". " and splitting there cuts the pieces a
+    pattern (``\\. |\\n|! ``) cuts, with less than half its instructions (string methods
+    find a literal by a fast scan; a pattern is tried at every character)."""
+    return text.replace("! ", ". ").replace("\n", ". ").split(". ")
+
+
 def chanted(text: str, min_words: int, min_count: int = 3) -> tuple[str, int]:
     """The most repeated sentence of ``text`` with at least ``min_words`` words and its count,
     when repeats make up at least ``CHANT_SHARE`` of the message's sentences; else ("", 0).
     A runbook that ends every step with the same rollback line is not chanting. A message of
     fewer than ``min_count`` pieces cannot repeat one ``min_count`` times and is not read."""
     text = text[:MESSAGE_CHARS]
-    parts = _BREAKS.split(text)  # a quick look first: pieces between ". ", "! " and newlines
+    parts = pieces(text)  # a quick look first
     if len(parts) < min_count or len(parts) - len(set(parts)) < 2:
         return "", 0
     parts = [p for p in parts if len(p) > min_words * 2]
