@@ -6,8 +6,12 @@ import json
 from typing import Any
 
 from episode_steps import describe, msg, run, tool
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from loopscope.detect import EpisodeMonitor, ToolCall, ToolResult
+from loopscope.detect.monitor import CONTINUE, NUDGE_CHARS, SAID_KEPT
+from loopscope.detect.monologue import IDLE_MESSAGES, idle
 
 POD = "NAME READY STATUS RESTARTS AGE\napi-7d9c 0/1 {state} {restarts} {age}m"
 
@@ -190,6 +194,38 @@ def test_answers_to_an_identical_nudge_that_say_the_same_thing_are_stopped() -> 
     report = run(steps)
     assert [f.action for f in report.flags if f.detector == "monologue"][:3] == [
         "warn", "warn", "stop"], describe(report)
+
+
+_SAID = ["Please continue.", "please  continue.", "PLEASE\nCONTINUE.", "Please continue!",
+         "Keep going", "keep   going", "Go on, please", "go on,  please", "Thanks", "What next?",
+         "Pleasé continue.", "E.", "e .", "[heartbeat]", "Try again", "try again."]
+
+
+@given(st.lists(st.one_of(st.sampled_from(_SAID), st.integers(0, 24).map("note {}".format),
+                          st.text(alphabet="eE., \nxa", max_size=12)), max_size=60))
+@example(["Please continue.", *(f"note {i}" for i in range(15)), "please continue."])
+@example(["Please continue.", *(f"note {i}" for i in range(16)), "please continue."])
+@settings(max_examples=300, deadline=None)
+def test_a_nudge_is_told_by_the_plain_rule(messages: list[str]) -> None:
+    """Which user messages open a new turn: the monitor (which compares the words of two
+    messages only when their marks agree) against the rule spelled plainly (every message
+    normalised, the last ``SAID_KEPT`` different ones kept)."""
+    monitor = EpisodeMonitor()
+    said: dict[str, None] = {}
+    plain_turn = idle_run = 0
+    for content in messages:
+        monitor.record_message("user", content)
+        idle_run = idle_run + 1 if idle(content) else 0
+        if idle_run < IDLE_MESSAGES:
+            words = " ".join(content.lower().split()) if len(content) <= NUDGE_CHARS else None
+            if words is None or words not in said or not CONTINUE.search(words):
+                if words is not None:
+                    said.pop(words, None)
+                    said[words] = None
+                    if len(said) > SAID_KEPT:
+                        del said[next(iter(said))]
+                plain_turn += 1
+        assert monitor.turn == plain_turn, (messages, content)
 
 
 def test_a_nudge_that_changes_nothing_ends_the_run_within_three_calls() -> None:

@@ -121,6 +121,18 @@ someone else may not be one of this text), and for facts by the arguments too (t
 are masked)."""
 
 
+def _normalised(text: str) -> str:
+    """A user message's words, lower-cased, one space apart (how nudges are compared)."""
+    return " ".join(text.lower().split())
+
+
+def _said_mark(text: str) -> tuple[int, int, int]:
+    """What two messages with the same ``_normalised`` words always share, counted at C
+    speed: their e's (no character but ``E`` lower-cases to one), full stops and commas
+    (neither case nor spacing touches them)."""
+    return text.count("e") + text.count("E"), text.count("."), text.count(",")
+
+
 def forget_readings() -> None:
     """Forget every remembered reading of an output (benchmarks call it between rounds, so
     that every round reads each output afresh)."""
@@ -225,9 +237,13 @@ class EpisodeMonitor:
         counted since) of the first nudge of the current no-progress stretch."""
         self._ignored = 0
         """Model turns of tool calls without progress since that nudge (``ignored_calls``)."""
-        self._said: dict[str, None] = {}  # (a dict keeps the order: the last few are kept)
-        """What the user has said (normalised): the same words again ("Please continue.")
-        are an automatic nudge, not a new intent."""
+        self._said: dict[str, tuple[tuple[int, int, int], str | None]] = {}
+        """What the user has said (the last ``SAID_KEPT`` different things, oldest first),
+        each as sent, with its ``_said_mark`` and its words (``_normalised``, worked out when
+        first compared): the same words again ("Please continue.") are an automatic nudge,
+        not a new intent."""
+        self._marks: dict[tuple[int, int, int], int] = {}
+        """How many of ``_said`` have each mark (a message whose mark none has is new)."""
         self._inferred: dict[str, tuple[Any, KindSource | None]] = {}
         self._targets: set[str] = set()
         """What successful writes acted on (``writes.write_target``): a write on a new one is
@@ -659,16 +675,12 @@ class EpisodeMonitor:
         a flag (a replay): ``None`` when it raised nothing."""
         history = self.history
         history.idle_messages = history.idle_messages + 1 if idle(content) else 0
-        if role == "user" and history.idle_messages < IDLE_MESSAGES:
-            # (once the conversation is idle talk, a message that asks nothing is no new intent)
-            said = " ".join(content.lower().split()) if len(content) <= NUDGE_CHARS else None
-            if said is None or said not in self._said or not CONTINUE.search(said):
-                if said is not None:
-                    self._said.pop(said, None)
-                    self._said[said] = None
-                    if len(self._said) > SAID_KEPT:
-                        del self._said[next(iter(self._said))]  # (the last few, not all)
-                self._new_turn(self.history.turn + 1, content)
+        if (  # (once the conversation is idle talk, a message that asks nothing is no new intent)
+            role == "user"
+            and history.idle_messages < IDLE_MESSAGES
+            and (len(content) > NUDGE_CHARS or not self._nudged_again(content))
+        ):
+            self._new_turn(self.history.turn + 1, content)
         index = self.steps
         self.steps += 1
         findings: list[tuple[str, Finding]] = []
@@ -684,6 +696,47 @@ class EpisodeMonitor:
         decision = self._decide(index, findings, None)
         decision.turn = self.history.turn
         return decision
+
+    def _nudged_again(self, content: str) -> bool:
+        """Whether the user's ``content`` says again, in the same words (``_normalised``),
+        one of the last ``SAID_KEPT`` different things they said, and asks to go on
+        (``CONTINUE``): an automatic nudge. Otherwise it becomes the latest thing said.
+        Words are compared only between messages of one ``_said_mark``: most messages
+        are told apart without being normalised."""
+        said, marks = self._said, self._marks
+        mark = _said_mark(content)
+        words = None
+        same = None
+        if marks.get(mark):
+            for raw, (their_mark, theirs) in said.items():
+                if their_mark != mark:
+                    continue
+                if raw != content:
+                    if words is None:
+                        words = _normalised(content)
+                    if theirs is None:
+                        theirs = _normalised(raw)
+                        said[raw] = (mark, theirs)  # (a new value: the order is kept)
+                    if theirs != words:
+                        continue
+                same = raw
+                break
+        if same is not None:
+            if words is None:
+                words = _normalised(content)
+            if CONTINUE.search(words):
+                return True
+            del said[same]  # (said again: it becomes the latest)
+        else:
+            marks[mark] = marks.get(mark, 0) + 1
+        said[content] = (mark, words)
+        if len(said) > SAID_KEPT:  # (the last few, not all)
+            gone = said.pop(next(iter(said)))[0]
+            if marks[gone] == 1:
+                del marks[gone]
+            else:
+                marks[gone] -= 1
+        return False
 
     def check_answer(self, text: str) -> AnswerCheck:
         """A final answer is about to go out: apply the required-tool rules."""
