@@ -74,12 +74,12 @@ def _normalize_container(value: Any, exclude: frozenset[str], depth: int, seen: 
             if name not in exclude:
                 out[name] = _normalize(item, exclude, depth, seen)
         return out
-    if isinstance(value, list | tuple):
+    if isinstance(value, (list, tuple)):
         return [_normalize(item, exclude, depth, seen) for item in value]  # pyright: ignore
-    if isinstance(value, set | frozenset):
+    if isinstance(value, (set, frozenset)):
         items = [_normalize(item, exclude, depth, seen) for item in value]  # pyright: ignore
         return sorted(items, key=_dump)
-    if isinstance(value, bytes | bytearray | memoryview):
+    if isinstance(value, (bytes, bytearray, memoryview)):
         return {"$bytes": hashlib.sha256(bytes(value)).hexdigest()[:HASH_CHARS]}
     if isinstance(value, enum.Enum):
         return _normalize(value.value, exclude, depth, seen)
@@ -98,7 +98,7 @@ def _normalize_container(value: Any, exclude: frozenset[str], depth: int, seen: 
 
 
 def _key_text(key: Any) -> str:
-    if isinstance(key, str | int | float | bool) or key is None:
+    if isinstance(key, (str, int, float, bool)) or key is None:
         return json.dumps(_normalize(key, frozenset(), 0, set()))
     return _dump(_normalize(key, frozenset(), 0, set()))
 
@@ -413,7 +413,7 @@ def arg_values(args: Any, depth: int = 0) -> frozenset[str]:
         if depth < 3:
             for value in args.values():
                 found |= arg_values(value, depth + 1)
-    elif isinstance(args, list | tuple):
+    elif isinstance(args, (list, tuple)):
         if depth < 3:
             for value in args[:20]:
                 found |= arg_values(value, depth + 1)
@@ -421,7 +421,7 @@ def arg_values(args: Any, depth: int = 0) -> frozenset[str]:
         text = loose_text(args[:200])
         if len(text) >= MIN_VALUE_CHARS:
             found.add(text)
-    elif isinstance(args, int | float) and not isinstance(args, bool) and abs(args) >= 100:
+    elif isinstance(args, (int, float)) and not isinstance(args, bool) and abs(args) >= 100:
         found.add(str(args))
     return frozenset(found)
 

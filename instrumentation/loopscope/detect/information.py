@@ -207,7 +207,7 @@ def _walk(value: Any, path: str, numbers: re.Pattern[str] | None, found: set[int
     list (a result set is compared as a multiset: in any order)."""
     if isinstance(value, dict):
         for key, item in value.items():
-            if isinstance(item, dict | list):
+            if isinstance(item, (dict, list)):
                 _walk(item, f"{path}.{key}", numbers, found)
             elif numbers is not None and numbers.fullmatch(str(item)):
                 found.add(hash((path, key, ECHO)))  # an echo of the arguments: "page": 7
@@ -342,11 +342,11 @@ def _collect(value: Any, found: set[str], depth: int) -> None:
     elif type(value) is dict or isinstance(value, Mapping):
         for item in value.values():
             _collect(item, found, depth + 1)
-    elif isinstance(value, list | tuple):
+    elif isinstance(value, (list, tuple)):
         for item in value[:20]:
             _collect(item, found, depth + 1)
     elif (
-        isinstance(value, int | float)
+        isinstance(value, (int, float))
         and not isinstance(value, bool)
         and (not isinstance(value, int) or -(10**18) < value < 10**18)  # (a huge int: no repr)
     ):

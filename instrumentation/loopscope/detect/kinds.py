@@ -201,7 +201,7 @@ def _text(args: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
         value = args.get(key)
         if isinstance(value, str):
             return value
-        if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+        if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
             return "\n".join(value) if key == "commands" else shlex.join(value)
     return None
 

@@ -259,7 +259,7 @@ class Policy:
             ):
                 raise ValueError(f"{source}: {f.name} must be a whole number > 0, not {value!r}")
             if f.type == "float" and (
-                isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
+                isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0
             ):
                 raise ValueError(f"{source}: {f.name} must be a positive number, not {value!r}")
             if f.type == "bool" and not isinstance(value, bool):
@@ -268,7 +268,7 @@ class Policy:
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f"{source}: {name} must be in (0, 1], not {getattr(self, name)!r}")
         for name, seconds in self.poll_deadlines.items():
-            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds <= 0:
+            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
                 raise ValueError(f"{source}: poll_deadlines[{name!r}] must be seconds > 0")
         for name, k in self.no_progress_k.items():
             if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -323,7 +323,7 @@ def _mapping(value: Any, name: str, source: str) -> Mapping[str, Any]:
 
 def _names(value: Any, name: str, source: str, *, str_ok: bool = True) -> list[Any]:
     """A list of entries; a lone string is refused (it would be iterated per character)."""
-    if isinstance(value, str | bytes) or not isinstance(value, list | tuple | set | frozenset):
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, set, frozenset)):
         raise ValueError(f"{source}: {name} must be a list, not {value!r}")
     if str_ok and not all(isinstance(item, str) for item in value):
         raise ValueError(f"{source}: {name} must be a list of strings, not {value!r}")
@@ -353,7 +353,7 @@ def _budgets(data: Mapping[str, Any], source: str) -> Budgets:
         )
     for name, value in data.items():
         if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
+            isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0
         ):
             raise ValueError(f"{source}: budgets.{name} must be a positive number or null")
     return Budgets(**data)

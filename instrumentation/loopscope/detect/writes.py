@@ -117,7 +117,7 @@ def write_target(args: Any, args_text: str) -> str:
     if _is_mapping(args) and not _TARGET_NAMES.isdisjoint(args):
         for name in TARGET_ARGS:
             value = args.get(name)
-            if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
+            if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value):
                 text = str(value)
                 url = _URL.match(text)
                 return url.group(0) if url else text[:200]
@@ -150,7 +150,7 @@ def caller_key(args: Any, names: tuple[str, ...], depth: int = 0) -> str | None:
         return None
     for name in names:
         value = args.get(name)
-        if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
+        if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value):
             return str(value)
     if depth == 0:
         for value in args.values():
