@@ -7,6 +7,7 @@ begins work it cannot pay for (the limit is checked before execution).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from .policy import Budgets
 
@@ -20,11 +21,16 @@ class Exhausted:
     consumed: float
 
 
+_NO_LIMITS: Final = Budgets()
+
+
 class BudgetMeter:
     """Counts consumption for one episode and answers "may the next one start?"."""
 
     def __init__(self, budgets: Budgets, start_t: float = 0.0) -> None:
         self.budgets = budgets
+        self.limited = budgets != _NO_LIMITS
+        """Whether any budget is set (without one, nothing is checked; all is still counted)."""
         self.start_t = start_t
         self.tool_calls = 0
         self.model_turns = 0
@@ -35,6 +41,8 @@ class BudgetMeter:
 
     def check_call(self, tool: str, t: float) -> Exhausted | None:
         """The first exhausted budget that forbids starting a call of ``tool`` at ``t``."""
+        if not self.limited:
+            return None
         b = self.budgets
         if b.tool_calls is not None and self.tool_calls >= b.tool_calls:
             return Exhausted("total_tool_calls", b.tool_calls, self.tool_calls)
@@ -48,6 +56,8 @@ class BudgetMeter:
 
     def check_model_turn(self, t: float) -> Exhausted | None:
         """The first exhausted budget that forbids starting another model turn."""
+        if not self.limited:
+            return None
         b = self.budgets
         if b.model_turns is not None and self.model_turns >= b.model_turns:
             return Exhausted("model_turns", b.model_turns, self.model_turns)
