@@ -242,8 +242,6 @@ class EpisodeMonitor:
         each as sent, with its ``_said_mark`` and its words (``_normalised``, worked out when
         first compared): the same words again ("Please continue.") are an automatic nudge,
         not a new intent."""
-        self._marks: dict[tuple[int, int, int], int] = {}
-        """How many of ``_said`` have each mark (a message whose mark none has is new)."""
         self._inferred: dict[str, tuple[Any, KindSource | None]] = {}
         self._targets: set[str] = set()
         """What successful writes acted on (``writes.write_target``): a write on a new one is
@@ -703,39 +701,32 @@ class EpisodeMonitor:
         (``CONTINUE``): an automatic nudge. Otherwise it becomes the latest thing said.
         Words are compared only between messages of one ``_said_mark``: most messages
         are told apart without being normalised."""
-        said, marks = self._said, self._marks
+        said = self._said
         mark = _said_mark(content)
         words = None
         same = None
-        if marks.get(mark):
-            for raw, (their_mark, theirs) in said.items():
-                if their_mark != mark:
+        for raw, (their_mark, theirs) in said.items():
+            if their_mark != mark:
+                continue
+            if raw != content:
+                if words is None:
+                    words = _normalised(content)
+                if theirs is None:
+                    theirs = _normalised(raw)
+                    said[raw] = (mark, theirs)  # (a new value: the order is kept)
+                if theirs != words:
                     continue
-                if raw != content:
-                    if words is None:
-                        words = _normalised(content)
-                    if theirs is None:
-                        theirs = _normalised(raw)
-                        said[raw] = (mark, theirs)  # (a new value: the order is kept)
-                    if theirs != words:
-                        continue
-                same = raw
-                break
+            same = raw
+            break
         if same is not None:
             if words is None:
                 words = _normalised(content)
             if CONTINUE.search(words):
                 return True
             del said[same]  # (said again: it becomes the latest)
-        else:
-            marks[mark] = marks.get(mark, 0) + 1
         said[content] = (mark, words)
         if len(said) > SAID_KEPT:  # (the last few, not all)
-            gone = said.pop(next(iter(said)))[0]
-            if marks[gone] == 1:
-                del marks[gone]
-            else:
-                marks[gone] -= 1
+            del said[next(iter(said))]
         return False
 
     def check_answer(self, text: str) -> AnswerCheck:

@@ -54,7 +54,7 @@ class EpisodeRecord:
         """The agent's recorded cost, if the source recorded one."""
         for key in COST_KEYS:
             value = self.meta.get(key)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if isinstance(value, _NUMBERS) and not isinstance(value, bool):
                 return float(value)
         return None
 
@@ -231,7 +231,7 @@ def replay(
         policy, episode_id=episode.episode_id, task_type=episode.task_type, task=episode.task
     )
     first_t = next(
-        (float(s["t"]) for s in episode.steps if isinstance(s.get("t"), (int, float))), 0.0
+        (float(s["t"]) for s in episode.steps if isinstance(s.get("t"), _NUMBERS)), 0.0
     )
     monitor.budget.start_t = first_t
     calls: dict[int, tuple[Decision, Decision]] = {}
@@ -342,7 +342,7 @@ def _text(value: Any) -> str:
 def _int(value: Any) -> int:
     if value is None or type(value) is int:  # the common cases, first
         return value or 0
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+    return int(value) if isinstance(value, _NUMBERS) and not isinstance(value, bool) else 0
 
 
 def _as_warning(flag: Flag) -> Flag:
