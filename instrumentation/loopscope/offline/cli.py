@@ -13,6 +13,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any
 
 from ..detect.events import MODES
@@ -53,8 +54,15 @@ successful task and the cost spent after the first flag. Baselines: naive (same 
 arguments 3 of the last 6 calls) and max-steps (a global cap of --max-steps calls).
 With no FILE, the built-in scenario library is evaluated.
 
+Given labelled files (each one a set, as ../shared/eval/dev-*.jsonl), it also scores each
+set and all together as the sets' README says: loops caught, false kills (a block or stop
+on a look-alike, or before the loop began; with the runs named), false warnings, caught
+loops ended by the third step after their first flag, and each detector's precision (its
+blocks and stops that landed on a loop).
+
 Example:
   loopscope eval
+  loopscope eval ../shared/eval/dev-*.jsonl
   loopscope eval ../shared/data/*.jsonl --json
 """
 
@@ -110,18 +118,39 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from ..detect.replay import parse_episode
     from .analysis import analyze, read_episodes
     from .evaluation import as_text, evaluate
+    from .scoring import as_text as sets_text
+    from .scoring import overall, score_runs
 
+    policy = _policy(args.policy)
+    reports: list[Any] = []
+    problems: list[Any] = []
+    sets = []
     if args.files:
-        items: Any = read_episodes(args.files)
+        for path in args.files:  # (one labelled set per file)
+            got, bad = analyze(read_episodes([path]), policy=policy, mode=args.mode)
+            reports += got
+            problems += bad
+            score = score_runs(Path(path).stem if path != "-" else "stdin", got)
+            if score.loops or score.healthy:
+                sets.append(score)
     else:
         from .scenarios import generate
 
         items = [parse_episode(e) for e in generate(seed=args.seed, per_shape=args.per_shape)]
-    reports, problems = analyze(items, policy=_policy(args.policy), mode=args.mode)
+        reports, problems = analyze(items, policy=policy, mode=args.mode)
     for problem in problems:
         print(f"loopscope eval: {problem}", file=sys.stderr)
     result = evaluate(reports, max_steps=args.max_steps)
-    print(json.dumps(result) if args.json else as_text(result))
+    if sets:
+        result["sets"] = [s.as_dict() for s in sets]
+        result["sets_overall"] = overall(sets).as_dict()
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(as_text(result))
+        if sets:
+            print()
+            print(sets_text(sets))
     return EXIT_BAD_INPUT if problems else EXIT_OK
 
 
