@@ -38,6 +38,9 @@ class Finding:
     sticky: bool = False
     """Progress does not put this condition back at the bottom (only a new user turn does):
     a duplicate write that creates a new record each time is progress and still a loop."""
+    evidence: tuple[str, ...] = ()
+    """What the verdict rests on beyond the call's kind (``evidence``: ``output:similar``,
+    ``count:none`` ...); the monitor adds the kind's. Its source bounds how high it climbs."""
 
 
 BEFORE_RUNGS: Final[tuple[Action, ...]] = ("warn", "block", "stop")

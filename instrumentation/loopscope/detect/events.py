@@ -159,6 +159,11 @@ class Flag:
     rung: int = 0
     """How far up its detector's ladder the condition is: 0 at the first sign, one more
     each time it persists, with no progress, after the previous rung was delivered."""
+    evidence: str = ""
+    """The finding's evidence source (``evidence.source_of``: its detector and what it rests
+    on, e.g. ``write_duplicate/count:none+kind:guessed``)."""
+    capped: bool = False
+    """Its evidence held it below its rung's action (``Policy.evidence_caps``)."""
 
     def as_dict(self) -> dict[str, Any]:
         """The flag as plain JSON-ready values."""
@@ -171,6 +176,8 @@ class Flag:
             "rung": self.rung,
             "message": self.message,
             **({"details": self.details} if self.details else {}),
+            **({"evidence": self.evidence} if self.evidence else {}),
+            **({"capped": True} if self.capped else {}),
         }
 
 

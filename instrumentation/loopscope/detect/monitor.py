@@ -36,6 +36,7 @@ from .events import (
     ToolCall,
     ToolResult,
 )
+from .evidence import KINDLESS, capped, kind_evidence, source_of
 from .exact_repeat import ExactRepeat
 from .expectations import AnswerCheck, ExpectationTracker
 from .fingerprint import (
@@ -242,6 +243,9 @@ class EpisodeMonitor:
         each as sent, with its ``_said_mark`` and its words (``_normalised``, worked out when
         first compared): the same words again ("Please continue.") are an automatic nudge,
         not a new intent."""
+        self._caps = policy.evidence_caps
+        self._unseen: int | None = None
+        """The last call without progress that returned no output (``_progress_evidence``)."""
         self._inferred: dict[str, tuple[Any, KindSource | None]] = {}
         self._targets: set[str] = set()
         """What successful writes acted on (``writes.write_target``): a write on a new one is
@@ -429,6 +433,8 @@ class EpisodeMonitor:
             self.writes.changed(step.signature, history.changes)
         reconciled = self._reconcile(pending.call, step)
         step.progress = self._progress(step, stats, pending.call)
+        if step.progress is None and text is None and not blocked:
+            self._unseen = step.index  # (no output to compare: no progress assumed)
         self._count_progress(step)
         step.output = step.args = None  # the history keeps hashes and sketches, not content
         history.append(step)
@@ -761,6 +767,7 @@ class EpisodeMonitor:
             details={"limit": self.policy.ignored_calls, "consumed": self._ignored},
             rungs=BUDGET_RUNGS,
             stop_reason="no_progress",
+            evidence=self._progress_evidence(),
         )
 
     def _budget_finding(self, exhausted: Exhausted) -> Finding:
@@ -791,6 +798,7 @@ class EpisodeMonitor:
             details={"limit": self.k, "consumed": self.streak},
             rungs=self._breaker_rungs,
             stop_reason="no_progress",
+            evidence=self._progress_evidence(),
         )
 
     def _hint(self) -> str:
@@ -825,6 +833,10 @@ class EpisodeMonitor:
             act = self.policy.action_for(name, rungs[rung])
             if act == "allow":
                 continue
+            source = source_of(name, self._evidence(name, finding, step))
+            held = act in KILL_ACTIONS and capped(act, self._caps.get(source)) != act
+            if held:
+                act = capped(act, self._caps[source])
             flag = Flag(
                 step=index,
                 detector=name,
@@ -835,6 +847,8 @@ class EpisodeMonitor:
                 details=finding.details,
                 action=act,
                 rung=rung,
+                evidence=source,
+                capped=held,
             )
             flags.append(flag)
             if fresh:
@@ -873,6 +887,20 @@ class EpisodeMonitor:
         if action == "stop" and self.stopped is None:
             self.stopped = decision
         return decision
+
+    def _evidence(self, name: str, finding: Finding, step: StepView | None) -> tuple[str, ...]:
+        """What ``finding`` rests on: its own evidence, and how the call's kind is known
+        (for a detector whose verdict depends on it)."""
+        if step is None or name in KINDLESS:
+            return finding.evidence
+        return (*finding.evidence, kind_evidence(step.kind_source, known=step.kind is not None))
+
+    def _progress_evidence(self) -> tuple[str, ...]:
+        """``progress:assumed`` when a call of the current no-progress stretch returned no
+        output to compare (its progress was assumed, not measured), else ``measured``."""
+        if self._unseen is not None and self._unseen >= self.history.stretch_start:
+            return ("progress:assumed",)
+        return ("progress:measured",)
 
     def _diagnostic(
         self, name: str, finding: Finding, action: str, step: StepView | None

@@ -195,6 +195,9 @@ class OutputStagnation:
             key=kind + ":" + ",".join(sorted(tools)),
             details={"tools": sorted(tools), "count": count, "revisits": nudged(group)},
             rungs=rungs,
+            evidence=(
+                "output:equal" if all(s.info == step.info for s in same) else "output:similar",
+            ),
         )
 
     def _informative(self, step: StepView) -> bool:

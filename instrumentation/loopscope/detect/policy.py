@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from .events import ACTIONS, RUNG_ACTIONS, TOOL_KINDS, Action, ToolKind
+from .evidence import check_source
 
 DEFAULT_NO_PROGRESS_K: Final[Mapping[str, int]] = MappingProxyType(
     {
@@ -30,6 +31,10 @@ DEFAULT_NO_PROGRESS_K: Final[Mapping[str, int]] = MappingProxyType(
 
 Polling and coding tolerate more legitimate repetition; lookups and transactions that stop
 learning are cut sooner."""
+
+EVIDENCE_CAPS: Final[Mapping[str, Action]] = MappingProxyType({})
+"""The default ``Policy.evidence_caps``: ``loopscope calibrate``'s result over every labelled
+run we have (``benchmarks``/docs/detection.md say how to reproduce it)."""
 
 DETECTOR_NAMES: Final = (
     "poll_timeout", "repeat_same_error", "exact_repeat", "oscillation", "state_cycle",
@@ -164,6 +169,11 @@ class Policy:
     """Argument keys left out of a tool's signature, by tool name (``"*"`` for every tool)."""
     actions: Mapping[str, Action] = field(default_factory=dict)
     """Caps on a detector's ladder (``"warn"`` to never kill on it), by detector name."""
+    evidence_caps: Mapping[str, Action] = field(default_factory=lambda: dict(EVIDENCE_CAPS))
+    """The highest action a finding may take on its own, by evidence source
+    (``evidence.source_of``, e.g. ``{"write_duplicate/count:none+kind:guessed": "warn"}``);
+    a source not named is not capped. ``loopscope calibrate`` measures them on labelled runs;
+    the defaults are its result on every labelled run we have (docs/detection.md)."""
     budgets: Budgets = Budgets()
     required_tools: tuple[RequiredTool, ...] = ()
 
@@ -232,7 +242,7 @@ class Policy:
                 tool: frozenset(_names(keys, f"volatile_args[{tool!r}]", source))
                 for tool, keys in _mapping(values["volatile_args"], "volatile_args", source).items()
             }
-        for key in ("no_progress_k", "tool_kinds", "actions", "poll_deadlines"):
+        for key in ("no_progress_k", "tool_kinds", "actions", "poll_deadlines", "evidence_caps"):
             if key in values:
                 values[key] = dict(_mapping(values[key], key, source))
         if "no_progress_k" in values:
@@ -291,6 +301,13 @@ class Policy:
                 raise ValueError(
                     f"{source}: actions[{name!r}] must be one of {ACTIONS}, not {action!r}"
                 )
+        for name, action in self.evidence_caps.items():
+            why = check_source(name) if isinstance(name, str) else "it is not text"
+            if why is not None:
+                raise ValueError(f"{source}: evidence_caps[{name!r}]: {why}")
+            if action not in RUNG_ACTIONS:
+                raise ValueError(f"{source}: evidence_caps[{name!r}] must be one of "
+                                 f"{', '.join(RUNG_ACTIONS)}, not {action!r}")
         for tool, kind in self.tool_kinds.items():
             if kind not in TOOL_KINDS:
                 raise ValueError(f"{source}: tool_kinds[{tool!r}] must be read, write or poll")

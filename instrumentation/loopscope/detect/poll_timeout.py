@@ -70,4 +70,8 @@ class PollTimeout:
             key=candidate.signature,
             details={"tool": candidate.tool, "waited_s": round(waited, 3), "deadline_s": deadline},
             stop_reason="timeout",
+            evidence=(
+                "deadline:stated" if candidate.deadline_stated
+                or deadline != history.default_deadline_s else "deadline:default",
+            ),
         )
