@@ -61,7 +61,7 @@ class FuzzyRepeat:
         if self.same_output:  # progress-first: the stretch, plus the call that began it
             inside = [s for s in matches if history.in_stretch(s)]
             first = [s for s in matches if not history.in_stretch(s) and history.in_turn(s)]
-            matches = inside + first[-1:]
+            matches = [*first[-1:], *inside]  # (in the order they were made)
         if len(self._grams) > 2 * self.window:  # (now and then: those out of the window go)
             oldest = history.steps[0].index if history.steps else step.index
             self._grams = {i: g for i, g in self._grams.items() if i >= oldest}
