@@ -113,7 +113,8 @@ def unknown_outcome(text: str | None) -> bool:
 
 def write_target(args: Any, args_text: str) -> str:
     """What a write acts on (``TARGET_ARGS``, else the first URL in its arguments, query
-    left out, else a command line's program and subcommand: ``git push``), or ``""``."""
+    left out, else a command line's program and subcommand and the last file path it names:
+    ``git push``, ``sed -i src/a.py``), or ``""``."""
     if _is_mapping(args) and not _TARGET_NAMES.isdisjoint(args):
         for name in TARGET_ARGS:
             value = args.get(name)
@@ -127,8 +128,14 @@ def write_target(args: Any, args_text: str) -> str:
     if _is_mapping(args):
         line = args.get("command") or args.get("cmd")
         if isinstance(line, str):
-            return " ".join(_COMMAND_HEAD.sub("", line[:300]).split()[:2])
+            words = _COMMAND_HEAD.sub("", line[:300]).split()
+            paths = [w for w in words[2:] if _PATH.fullmatch(w)]
+            return " ".join(words[:2] + paths[-1:])
     return ""
+
+
+_PATH: Final = re.compile(r"['\"]?[\w.~-]*(?:/[\w.~-]+)+/?['\"]?|['\"]?[\w~-]+\.[A-Za-z0-9]{1,5}['\"]?")
+"""A word of a command line that names a file (``src/a.py``, ``notes.md``)."""
 
 
 _COMMAND_HEAD = re.compile(r"^\s*(?:cd\s+\S+\s*(?:&&|;)\s*)*(?:sudo\s+)?")
