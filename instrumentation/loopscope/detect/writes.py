@@ -360,7 +360,8 @@ class WriteDuplicate:
       user turn ("create three identical tickets", "send it again"), or an edit (edits
       and their reverts are ``EditRevert``'s). The second is a warning; a third means the
       warning was ignored and climbs, even when each write created a new record (that is
-      the duplicate side effect itself); a new user turn starts again.
+      the duplicate side effect itself) if the call is declared a write; a write whose kind
+      was guessed starts again after progress. A new user turn starts again.
     """
 
     name = "write_duplicate"
@@ -462,5 +463,10 @@ def _duplicate(step: StepView, done: list[int]) -> Finding:
         key=f"dup:{step.signature}",
         details={"tool": step.tool, "idempotency_key": step.idempotency_key,
                  "done_at_step": done[-1]},
-        sticky=True,
+        sticky=step.kind_source in DECLARED,
     )
+
+
+DECLARED: Final = ("declared", "annotation")
+"""Kind sources that say a call is a write; a write guessed from its name, method or answer
+may be a poll or a hand-off, so its repeats that bring new information are progress."""
