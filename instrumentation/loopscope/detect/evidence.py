@@ -14,6 +14,8 @@ source, named ``axis:value``:
   ``deadline:default`` (the policy's default);
 - ``progress:measured`` (every call counted returned an output that was compared) or
   ``progress:assumed`` (some returned none: no progress was assumed, not seen).
+- ``outcome:timeout`` (a write's UNKNOWN outcome is its status: it timed out) or
+  ``outcome:parsed`` (read from the text of its answer: "connection reset").
 
 The evidence **source** of a finding is its detector and its evidence together, e.g.
 ``write_duplicate/count:none+kind:guessed``. ``Policy.evidence_caps`` bounds, per source, the
@@ -39,12 +41,13 @@ from typing import Final
 
 from .events import ACTION_RANK, Action
 
-AXES: Final = ("count", "deadline", "kind", "output", "progress")
+AXES: Final = ("count", "deadline", "kind", "outcome", "output", "progress")
 """The axes of evidence, each ``axis:value``."""
 VALUES: Final[dict[str, tuple[str, ...]]] = {
     "count": ("stated", "none"),
     "deadline": ("stated", "default"),
     "kind": ("declared", "guessed", "shape", "unknown"),
+    "outcome": ("timeout", "parsed"),
     "output": ("equal", "similar"),
     "progress": ("measured", "assumed"),
 }

@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from .events import Status, StepView
 from .fingerprint import TRANSITIONAL, is_transitional
+from .task import intended_repeats
 
 MAX_OUTPUTS_PER_SIGNATURE = 8
 MAX_FAILS = 16
@@ -96,7 +97,9 @@ class History:
 
     __slots__ = (
         "_by_sig",
+        "_intended",
         "_recent",
+        "asked",
         "changes",
         "default_deadline_s",
         "epoch",
@@ -115,6 +118,10 @@ class History:
 
     def __init__(self, size: int) -> None:
         self.steps: deque[StepView] = deque(maxlen=size)
+        self.asked: tuple[str, ...] = ()
+        """What the current user turn says (the task too, in the first turn): the repeats
+        it asks for are read from it (``intended_repeats``)."""
+        self._intended: int | None = None
         self.seen_outputs: set[str] = set()
         self.seen_facts: set[int] = set()
         """Every fact an output of the episode has told (``information.facts``)."""
@@ -142,6 +149,21 @@ class History:
         """Successful writes and edits so far: a failure before one may not repeat after."""
         self.writes: Any = None
         """The episode's ``WriteLedger`` (set by the monitor)."""
+
+    def intended_repeats(self, counted: frozenset[str] = frozenset()) -> int:
+        """How many identical calls the current turn asks for (``task.intended_repeats``):
+        a count it states ("run it 5 times", "create three identical tickets"), or a
+        number of the things ``counted`` names ("6 placeholder reservations"); 1 if none."""
+        if self._intended is None:
+            self._intended = max((intended_repeats(text) for text in self.asked), default=1)
+        if not counted:
+            return self._intended
+        return max(self._intended, *(intended_repeats(text, counted) for text in self.asked))
+
+    def said(self, asked: tuple[str, ...]) -> None:
+        """The current turn now says ``asked``."""
+        self.asked = asked
+        self._intended = None
 
     def in_stretch(self, step: StepView) -> bool:
         """Whether ``step`` is inside the current no-progress stretch."""

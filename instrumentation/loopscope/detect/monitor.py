@@ -64,7 +64,7 @@ from .policy import Policy
 from .poll_timeout import PollTimeout
 from .repeat_same_error import RepeatSameError
 from .state_cycle import StateCycle
-from .task import TaskDeadline, counted_words, intended_repeats, task_deadline
+from .task import TaskDeadline, counted_words, task_deadline
 from .writes import WriteDuplicate, WriteLedger, changes_state, edit_of, write_target
 
 DEFAULT_DETECTORS: Final = (
@@ -202,8 +202,7 @@ class EpisodeMonitor:
         history.task_type = task_type
         history.default_deadline_s = policy.deadline_for(task_type)
         self._task_deadline: TaskDeadline | Literal[False] | None = None  # None: not read yet
-        self._asked: tuple[str, ...] = (task,)  # what the current turn says (for repeats)
-        self._intended: int | None = None
+        history.said((task,))
         self.writes = history.writes = WriteLedger(policy, episode_id)
         self.detectors = detectors = [factory(policy) for factory in DEFAULT_DETECTORS]
         if policy.ladders or policy.task_ladders:
@@ -283,7 +282,7 @@ class EpisodeMonitor:
             key = self.writes.key_for(call.tool, call.idempotency_key, call.args, args_text)
             intent = call.intent
             done = len(self.writes.done(signature))
-            if intent is None and 0 < done < self._intended_repeats(call.args):
+            if intent is None and 0 < done < self._intended_repeats(call.tool, call.args):
                 intent = "duplicate"  # the task or the user's latest turn asked for it
         elif kind == "poll":
             stated, explicit = self._deadline_of(call)
@@ -542,19 +541,14 @@ class EpisodeMonitor:
         if call.deadline_s:
             return call.deadline_s, call.deadline_stated is not False
         if self._task_deadline is None:
-            self._task_deadline = task_deadline("\n".join((self._task, *self._asked))) or False
+            self._task_deadline = task_deadline("\n".join((self._task, *self.history.asked))) or False
         stated = self._task_deadline
         return (stated.seconds, stated.explicit) if stated else (None, False)
 
-    def _intended_repeats(self, args: Any) -> int:
+    def _intended_repeats(self, tool: str, args: Any) -> int:
         """Identical writes the current turn asks for (read when a write repeats): a number
-        of copies, or a number of the things the write's arguments count."""
-        if self._intended is None:
-            self._intended = max((intended_repeats(text) for text in self._asked), default=1)
-        counted = counted_words(args)
-        if not counted:
-            return self._intended
-        return max(self._intended, *(intended_repeats(text, counted) for text in self._asked))
+        of copies, or a number of the things the write's name or arguments count."""
+        return self.history.intended_repeats(counted_words(args, tool))
 
     def _progress(
         self, step: StepView, stats: SignatureStats | None, call: ToolCall
@@ -644,8 +638,7 @@ class EpisodeMonitor:
         self.ladder.reset()
         self.writes.new_turn()
         said = () if content is None else (content,)
-        self._asked = (*self._asked, *said) if first else said
-        self._intended = None
+        history.said((*history.asked, *said) if first else said)
         self._task_deadline = None  # (read again from what this turn says)
         for detector in self._turn_aware:
             detector.new_turn()

@@ -231,13 +231,14 @@ def _count(said: str) -> int | None:
     return int(said) if said.isdigit() else _COUNT_WORDS.get(said)
 
 
-def counted_words(args: Any) -> frozenset[str]:
-    """The words of a write's argument names and short values, singular ("cartons" and
-    "carton" → "carton"): what a stated number of things may count."""
+def counted_words(args: Any, tool: str = "") -> frozenset[str]:
+    """The words of a write's tool name, argument names and short values, singular
+    ("cartons" and "carton" → "carton"): what a stated number of things may count
+    ("6 placeholder reservations" made by ``create_seat_reservation``)."""
     if not isinstance(args, dict):
-        return frozenset()
+        args = {}
     words: set[str] = set()
-    for key, value in args.items():
+    for key, value in ((tool, ""), *args.items()):
         for text in (str(key), value if isinstance(value, str) and len(value) < 40 else ""):
             for word in re.findall(r"[a-z]{3,}", text.lower()):
                 words.add(word[:-1] if word.endswith("s") else word)

@@ -187,6 +187,8 @@ class WriteRecord:
     names one of them settles it."""
     found: bool = False
     """A reconcile found that this write happened after all."""
+    timed_out: bool = False
+    """Its UNKNOWN outcome is the call's status (a timeout), not read from its answer's text."""
 
 
 class WriteLedger:
@@ -272,6 +274,7 @@ class WriteLedger:
         self._unknown.pop(record.key, None)  # a new attempt settles the last one's state
         if step.status == "timeout" or unknown_outcome(step.output):
             record.state = "unknown"
+            record.timed_out = step.status == "timeout"
             record.entities = _entities(step)  # (read only while it is UNKNOWN: a look-up's)
             self._unknown[record.key] = record
             return "unknown"
@@ -390,6 +393,7 @@ class WriteDuplicate:
                 key=key,
                 details={"tool": candidate.tool, "idempotency_key": key, "state": "unknown"},
                 rungs=("block", "block", "stop"),
+                evidence=("outcome:timeout" if record.timed_out else "outcome:parsed",),
             )
         if record is not None and record.caller_key:
             return None  # a retry under the caller's key: the provider answers it once
