@@ -22,7 +22,8 @@ from .policy import Policy
 class ExactRepeat:
     """Fires before the ``repeat_threshold``-th identical read of a stretch, predicting that it
     returns what it returned last time. Writes, polls and failures have their own rules; a
-    call whose output has changed in the stretch is not repeating."""
+    call whose output has changed in the stretch is not repeating, and no more identical calls
+    than the turn asks for ("run it 5 times") are a spin."""
 
     name = "exact_repeat"
     rungs = BEFORE_RUNGS
@@ -42,8 +43,8 @@ class ExactRepeat:
         ):
             return None  # never answered, failed last time, or progress was made since
         count = stats.repeats + 1
-        if count < self.threshold:
-            return None
+        if count < self.threshold or count <= history.intended_repeats():
+            return None  # (fewer than the turn asks for: "run it 5 times to see if it's flaky")
         return Finding(
             kind="exact_repeat",
             message=repeat_correction(candidate, count),
