@@ -426,6 +426,30 @@ def arg_values(args: Any, depth: int = 0) -> frozenset[str]:
     return frozenset(found)
 
 
+def path_values(args: Any) -> frozenset[str]:
+    """The values of ``args`` (as ``arg_values`` walks them) that are file paths or file
+    names (``src/app/main.py``, ``notes.md``), loosened as ``arg_values`` loosens them: names
+    of things, however many words their loosened form has."""
+    found: set[str] = set()
+    stack: list[tuple[Any, int]] = [(args, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, Mapping):
+            if depth < 3:
+                stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, (list, tuple)):
+            if depth < 3:
+                stack.extend((v, depth + 1) for v in value[:20])
+        elif isinstance(value, str) and _PATH_VALUE.fullmatch(value.strip()):
+            found.add(loose_text(value[:200]))
+    return frozenset(found)
+
+
+_PATH_VALUE: Final = re.compile(
+    r"[\w.~@:-]*(?:/[\w.~@:-]+)+/?|[\w~-]+(?:\.[A-Za-z0-9]{1,5})+")
+"""A path (``src/app/main.py``, ``/etc/hosts``) or a file name (``notes.md``), no spaces."""
+
+
 _REFUSAL = re.compile(
     r"""["']?(?:status|status_code|code)["']?\s*[:=]\s*["']?[45]\d\d\b"""
     r"|\b(?:access denied|forbidden|unauthori[sz]ed|permission denied|not permitted|"

@@ -22,7 +22,7 @@ from typing import Final
 
 from .base import AFTER_RUNGS, Finding
 from .events import Action, StepView
-from .fingerprint import PAGE_PARAMS, arg_values, is_refusal, similar
+from .fingerprint import PAGE_PARAMS, arg_values, is_refusal, path_values, similar
 from .history import History
 from .policy import Policy
 
@@ -128,14 +128,23 @@ def reworded(steps: list[StepView]) -> bool:
     """Whether every call after the first changes its arguments only in phrases of words
     (a question asked again in other words: "postgres 17 eol" → "when does postgresql 17
     support end"; a command spelled another way), where a sweep names another thing (an id,
-    a date, a store number: "job-7f3a" → "job-9c2b")."""
+    a date, a store number, a file: "job-7f3a" → "job-9c2b")."""
     seen = set(values_of(steps[0]))
     for step in steps[1:]:
         new = values_of(step) - seen
-        if not new or not all(_phrase(value) for value in new):
-            return False
+        if not new or not all(_phrase(value) for value in new) or not new.isdisjoint(
+                _paths_of(step)):
+            return False  # (another file is another thing, not the same words again)
         seen |= new
     return True
+
+
+def _paths_of(step: StepView) -> frozenset[str]:
+    try:
+        args = json.loads(step.args_text) if step.args_text else None
+    except ValueError:
+        return frozenset()
+    return path_values(args)
 
 
 def _phrase(value: str) -> bool:
