@@ -482,10 +482,12 @@ def is_refusal(text: str | None, words: frozenset[str] | None = None) -> bool:
 
 
 _RETRY_AFTER = re.compile(
-    r"(?:retry[-_ ]?after|try again in|retry in|retrying in|wait(?: for)?)[\"':= ]{0,4}"
-    r"(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?)?\b",
+    r"(?:retry[-_ ]?after(?:[-_]?(?P<key>ms|millis(?:econds)?|secs?|seconds?))?|try again in|"
+    r"retry in|retrying in|wait(?: for)?)[\"':= ]{0,4}"
+    r"(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?)?\b",
     re.IGNORECASE,
 )
+"""A wait a failure asks for; the unit may be in the key (``"retryAfterSeconds": 60``)."""
 
 
 def retry_after_s(text: str | None) -> float:
@@ -496,7 +498,8 @@ def retry_after_s(text: str | None) -> float:
     match = _RETRY_AFTER.search(text, 0, 2000)
     if match is None:
         return 0.0
-    value, unit = float(match.group(1)), (match.group(2) or "s").lower()
+    value = float(match.group("n"))
+    unit = (match.group("unit") or match.group("key") or "s").lower()
     if unit.startswith("m") and not unit.startswith("ms") and not unit.startswith("mil"):
         return value * 60
     return value / 1000 if unit.startswith(("ms", "mil")) else value

@@ -596,6 +596,8 @@ class EpisodeMonitor:
         ):
             if new_call and words is not None and len(words) <= self.policy.ack_max_words:
                 return "new_action"  # a new request answered "done", "OK"
+            if stats is not None and stats.last_status in ("error", "timeout"):
+                return "new_action"  # it failed last time and now answers: a retry that worked
             return None
         if step.markers and "cursor_advance" in step.markers:
             return "cursor_advance"
