@@ -16,6 +16,10 @@ source, named ``axis:value``:
   ``progress:assumed`` (some returned none: no progress was assumed, not seen).
 - ``outcome:timeout`` (a write's UNKNOWN outcome is its status: it timed out) or
   ``outcome:parsed`` (read from the text of its answer: "connection reset").
+- ``effect:shown`` (a repeated write's earlier answer said what it did) or
+  ``effect:assumed`` (it answered nothing: a repeated side effect is assumed);
+- ``error:plain`` (a failure repeated as it was) or ``error:retry-after`` (the failure says
+  when to try again: a refusal for now, whatever the arguments).
 
 The evidence **source** of a finding is its detector and its evidence together, e.g.
 ``write_duplicate/count:none+kind:guessed``. ``Policy.evidence_caps`` bounds, per source, the
@@ -41,11 +45,13 @@ from typing import Final
 
 from .events import ACTION_RANK, Action
 
-AXES: Final = ("count", "deadline", "kind", "outcome", "output", "progress")
+AXES: Final = ("count", "deadline", "effect", "error", "kind", "outcome", "output", "progress")
 """The axes of evidence, each ``axis:value``."""
 VALUES: Final[dict[str, tuple[str, ...]]] = {
     "count": ("stated", "none"),
     "deadline": ("stated", "default"),
+    "effect": ("shown", "assumed"),
+    "error": ("plain", "retry-after"),
     "kind": ("declared", "guessed", "shape", "unknown"),
     "outcome": ("timeout", "parsed"),
     "output": ("equal", "similar"),

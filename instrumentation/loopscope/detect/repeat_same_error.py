@@ -71,6 +71,7 @@ class RepeatSameError:
             message=repeat_correction(candidate, count, error=True, nothing=soft),
             key=candidate.signature,
             details={"tool": candidate.tool, "count": count},
+            evidence=(_error_evidence(stats.fail_paces[-1][1] if stats.fail_paces else 0.0),),
         )
 
     def after(self, history: History, step: StepView) -> Finding | None:
@@ -96,4 +97,11 @@ class RepeatSameError:
             key=f"{step.tool}:{step.shape}",
             details={"tool": step.tool, "count": len(same) + 1},
             rungs=AFTER_RUNGS,
+            evidence=(_error_evidence(step.retry_after),),
         )
+
+
+def _error_evidence(retry_after: float) -> str:
+    """``error:retry-after`` when the failure says when to try again (a refusal for now,
+    whatever the arguments: a rate limit), else ``error:plain``."""
+    return "error:retry-after" if retry_after > 0 else "error:plain"

@@ -19,7 +19,7 @@ from typing import Any, Final, Literal
 
 from .base import BEFORE_RUNGS, Finding, args_preview
 from .events import StepView
-from .fingerprint import arg_values, loose_text
+from .fingerprint import arg_values, loose_text, output_hash
 from .history import History
 from .policy import Policy
 
@@ -468,7 +468,12 @@ def _duplicate(step: StepView, done: list[int]) -> Finding:
         details={"tool": step.tool, "idempotency_key": step.idempotency_key,
                  "done_at_step": done[-1]},
         sticky=step.kind_source in DECLARED,
+        evidence=("effect:assumed" if step.output_hash == _SILENT else "effect:shown",),
     )
+
+
+_SILENT: Final = output_hash("")
+"""The hash of an empty answer: a write that said nothing showed no effect to repeat."""
 
 
 DECLARED: Final = ("declared", "annotation")
