@@ -19,6 +19,7 @@ Too few labels say nothing, and calibration refuses them (``TooFewLabels``).
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,20 @@ IGNORED_CALLS: Final = (2, 3, 4)
 
 class TooFewLabels(ValueError):
     """Calibration was given too few labelled runs to say anything."""
+
+
+@dataclass(frozen=True, slots=True)
+class LabelledRuns:
+    """Where else ``loopscope calibrate`` can read labelled runs: an installed package (the
+    collector: ``--db`` and ``--lake``, a store's labelled runs) offers one of these through
+    the ``loopscope.labelled_runs`` entry point."""
+
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    """Adds its options to ``loopscope calibrate``."""
+    episodes: Callable[[argparse.Namespace], list[EpisodeRecord] | None]
+    """The labelled runs its options name (None when none of them was given).
+
+    Raises ValueError naming what is wrong (a store that cannot be opened)."""
 
 
 def upper_bound(false_kills: int, n: int) -> float:

@@ -66,6 +66,27 @@ Example:
   loopscope eval ../shared/data/*.jsonl --json
 """
 
+CALIBRATE_HELP = """\
+Search the policy that catches the most labelled loops with zero false kills.
+
+Every finding carries the evidence it rests on (docs/detection.md, "Evidence"): a kind
+declared or guessed, outputs equal or only similar, a deadline stated or the default, ...
+Calibration replays the runs in enforce mode and lets each evidence source block or stop
+only if it never killed a healthy run (a labelled look-alike, a loop before it began, or a
+successful run that went on making progress); a source with a false kill on record may
+only warn, and a warning that changes nothing still stops the run after ignored_calls
+calls without progress (searched too). It prints what each source did, the false-kill
+bound that zero kills in n healthy runs gives (0 of 113: at most 3.2% at 95%), and the
+policy; fewer than 5 labelled loops or 20 healthy runs are refused as too few.
+
+The default policy is this command's result over every labelled run we have:
+  loopscope calibrate tests/corpus/corpus.jsonl ../shared/eval/dev-*.jsonl ../shared/data/*.jsonl
+
+Example:
+  loopscope calibrate my-labelled-runs.jsonl --out policy.json
+  loopscope analyze runs.jsonl --policy policy.json
+"""
+
 DEMO_HELP = """\
 Drive scripted demo agents from the scenario library through the real SDK.
 
@@ -152,6 +173,64 @@ def cmd_eval(args: argparse.Namespace) -> int:
             print()
             print(sets_text(sets))
     return EXIT_BAD_INPUT if problems else EXIT_OK
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """``loopscope calibrate``."""
+    from .analysis import Problem, read_episodes
+    from .calibration import TooFewLabels, as_text, calibrate
+
+    episodes: list[Any] = []
+    problems: list[Any] = []
+    for item in read_episodes(args.files):
+        (problems if isinstance(item, Problem) else episodes).append(item)
+    for problem in problems:
+        print(f"loopscope calibrate: {problem}", file=sys.stderr)
+    source = _labelled_runs()
+    if source is not None:
+        episodes += source.episodes(args) or []
+    if not episodes:
+        raise ValueError("no runs to calibrate on: give Episode JSONL files with labelled runs"
+                         + (" or a store (--db / --lake)" if source is not None else ""))
+    say = (lambda line: print(line, file=sys.stderr, flush=True)) if not args.quiet else None
+    try:
+        result = calibrate(episodes, _policy(args.policy), progress=say)
+    except TooFewLabels as exc:
+        print(f"loopscope calibrate: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    settings = result.settings()
+    if args.policy:  # (the base file's other settings stay)
+        base = json.loads(Path(args.policy).read_text(encoding="utf-8"))
+        settings = {**base, **settings}
+    text = json.dumps(settings, indent=2) + "\n"
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+    if args.json:
+        print(json.dumps({"policy": settings, "caught": result.score.caught,
+                          "loops": result.loops, "healthy": result.healthy,
+                          "false_kills": result.false_kills,
+                          "false_kill_bound_95": round(result.bound, 4),
+                          "ended": result.score.ended, "goes_on": result.score.goes_on,
+                          "tried": result.tried,
+                          "sources": {name: {"on_loops": row.on_loops,
+                                             "false_kills": row.false_kills,
+                                             "highest_action": result.caps.get(name, "stop")}
+                                      for name, row in sorted(result.sources.items())}}))
+    else:
+        print(as_text(result))
+        print(f"\npolicy written to {args.out}" if args.out else "\n" + text.rstrip())
+    return EXIT_BAD_INPUT if problems else EXIT_OK
+
+
+def _labelled_runs() -> Any:
+    """The ``LabelledRuns`` an installed package offers (the collector's stores), or None."""
+    for entry in entry_points(group="loopscope.labelled_runs"):
+        try:
+            return entry.load()
+        except Exception as exc:  # a broken plug-in leaves calibration from files working
+            print(f"loopscope: labelled runs {entry.name!r} are unavailable: {exc}",
+                  file=sys.stderr)
+    return None
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -299,6 +378,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     _add_policy(p)
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser(
+        "calibrate",
+        help="the policy that catches the most labelled loops with no false kill",
+        description=CALIBRATE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("files", nargs="*", metavar="FILE",
+                   help="Episode JSONL file(s) of labelled runs (label.loop true/false) and "
+                        "successful runs (outcome success)")
+    p.add_argument("--out", metavar="FILE", help="write the policy file here (default: print it)")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--policy", metavar="FILE",
+                   help="base policy file: its settings are kept, its evidence caps and "
+                        "ignored_calls calibrated anew")
+    labelled = _labelled_runs()
+    if labelled is not None:
+        labelled.add_arguments(p)
+    p.set_defaults(func=cmd_calibrate)
 
     p = sub.add_parser(
         "demo",
