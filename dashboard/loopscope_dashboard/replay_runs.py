@@ -1,6 +1,7 @@
-"""The half of the Policy page's replay that runs in worker processes: a stored run (its raw
-tool-call rows and labels), its ``Episode`` built by the collector's own rule, and its verdict
-under a policy.
+"""The half of the Policy page's replay that runs in worker processes: a stored run's verdict
+under a policy. The stored run itself (its raw tool-call rows and labels) and its ``Episode``,
+built by the collector's own rule, are the collector's ``offline.stored_runs``, which
+``loopscope calibrate --db`` reads stores with too.
 
 Kept apart from ``replays`` so a spawned worker imports only this, the core and the
 collector's row assembly (no pandas, no Streamlit): a replay over thousands of runs starts
@@ -9,168 +10,20 @@ its workers sooner.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from loopscope.detect import Policy
 from loopscope.detect.events import ACTIONS
 from loopscope.detect.false_kill import first_kill, kill_was_false
-from loopscope.detect.replay import EpisodeRecord, replay
+from loopscope.detect.replay import replay
 from loopscope.offline.analysis import flag_calls
-from loopscope_collector.normalize.assembly import sort_key
-from loopscope_collector.normalize.rows import MessageRow, ToolCallRow
-from loopscope_collector.offline.otlp_files import episodes_from_rows
+from loopscope_collector.offline.stored_runs import StoredRun, build_episodes
+
+__all__ = ["PolicyVerdict", "StoredRun", "build_episodes", "replay_chunk", "verdict"]
 
 _RANK: Final[dict[str, int]] = {name: i for i, name in enumerate(ACTIONS)}
-_FIELDS: Final = dataclasses.fields(ToolCallRow)
-
-
-class StoredRun:
-    """A stored run ready to replay: its tool-call rows as the store returned them, its labels,
-    and (built on first use, by the collector's rule) its ``Episode`` and each call's agent
-    step.
-
-    The rows stay raw until a replay needs the episode, so the page's process only groups
-    rows; a replay spread over worker processes ships the raw rows and each worker builds its
-    chunk's episodes (``replay_all``). Pickling drops a built episode.
-    """
-
-    __slots__ = ("_built", "columns", "cost_usd", "episode_id", "first_loop_step",
-                 "human_false_kill", "label", "label_source", "outcome", "rows", "task_type")
-
-    def __init__(self, episode_id: str, columns: tuple[str, ...],
-                 rows: tuple[tuple[Any, ...], ...], *, task_type: str | None = None,
-                 outcome: str | None = None, cost_usd: float | None = None,
-                 label: bool | None = None, label_source: str | None = None,
-                 first_loop_step: int | None = None, human_false_kill: bool = False) -> None:
-        self.episode_id = episode_id
-        self.columns = columns
-        """The names of the ``replay_calls`` columns, in the order of each row's values."""
-        self.rows = rows
-        """The run's tool calls and messages (a message has a ``role``): one tuple of values
-        per step, in ``columns`` order."""
-        self.task_type = task_type
-        self.outcome = outcome
-        self.cost_usd = cost_usd
-        self.label = label
-        """True a loop, False no loop, None unlabelled (human label first, then scenario)."""
-        self.label_source = label_source
-        self.first_loop_step = first_loop_step
-        self.human_false_kill = human_false_kill
-        self._built: tuple[EpisodeRecord, tuple[int | None, ...]] | None = None
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_unpickle, (self.episode_id, self.columns, self.rows, self.task_type,
-                            self.outcome, self.cost_usd, self.label, self.label_source,
-                            self.first_loop_step, self.human_false_kill))
-
-    def __repr__(self) -> str:
-        return f"StoredRun({self.episode_id!r}, {self.calls} calls, label={self.label})"
-
-    @property
-    def calls(self) -> int:
-        """Tool calls stored for the run (its rows but the messages)."""
-        if "role" not in self.columns:
-            return len(self.rows)
-        role = self.columns.index("role")
-        return sum(1 for values in self.rows if values[role] is None)
-
-    @property
-    def episode(self) -> EpisodeRecord:
-        """The run as the collector's detection sees it (built once, on first use)."""
-        if self._built is None:
-            build_episodes([self])
-        assert self._built is not None
-        return self._built[0]
-
-    @property
-    def agent_steps(self) -> tuple[int | None, ...]:
-        """Per call (replayed step index): the agent's own step, as scenario labels count."""
-        if self._built is None:
-            build_episodes([self])
-        assert self._built is not None
-        return self._built[1]
-
-
-def _unpickle(*fields: Any) -> StoredRun:
-    (episode_id, columns, rows, task_type, outcome, cost_usd, label, label_source,
-     first_loop_step, human_false_kill) = fields
-    return StoredRun(episode_id, columns, rows, task_type=task_type, outcome=outcome,
-                     cost_usd=cost_usd, label=label, label_source=label_source,
-                     first_loop_step=first_loop_step, human_false_kill=human_false_kill)
-
-
-_RowMaker = Callable[[tuple[Any, ...]], ToolCallRow]
-_MAKERS: dict[tuple[str, ...], _RowMaker] = {}
-
-
-def _row_maker(columns: tuple[str, ...]) -> _RowMaker:
-    """A function from one row's values (in ``columns`` order) to its ``ToolCallRow``.
-
-    Positional (every field, in declaration order: a column's value, else the field's
-    default), which costs about 40 % less than keyword arguments over 200,000 rows; a
-    default factory (``guard_flags``) gets a fresh value per row.
-    """
-    maker = _MAKERS.get(columns)
-    if maker is not None:
-        return maker
-    where = {name: i for i, name in enumerate(columns)}
-    spec: list[tuple[int, Any]] = [
-        (where.get(f.name, -1), None if f.default is dataclasses.MISSING else f.default)
-        for f in _FIELDS]
-    fresh = [(k, f.default_factory) for k, f in enumerate(_FIELDS)
-             if f.name not in where and f.default_factory is not dataclasses.MISSING]
-
-    def make(values: tuple[Any, ...]) -> ToolCallRow:
-        args = [values[i] if i >= 0 else default for i, default in spec]
-        for k, factory in fresh:
-            args[k] = factory()
-        return ToolCallRow(*args)
-
-    _MAKERS[columns] = make
-    return make
-
-
-def _message(columns: tuple[str, ...], values: tuple[Any, ...]) -> MessageRow:
-    """A ``replay_calls`` row that is a message (it has a ``role``)."""
-    got = dict(zip(columns, values, strict=True))
-    return MessageRow(got["trace_id"], got["span_id"], got["episode_id"], got["service"],
-                      got["role"], got["start_ns"], content=got.get("content"),
-                      step=got.get("step"), tokens=int(got.get("tokens_out") or 0))
-
-
-def build_episodes(runs: Sequence[StoredRun]) -> None:
-    """Build the ``Episode`` of every run not built yet, by the collector's own rule
-    (``episodes_from_rows``), all in one call."""
-    todo = list({run.episode_id: run for run in runs if run._built is None}.values())
-    if not todo:
-        return
-    rows: list[ToolCallRow] = []
-    messages: list[MessageRow] = []
-    for run in todo:
-        make = _row_maker(run.columns)
-        role = run.columns.index("role") if "role" in run.columns else None
-        for values in run.rows:
-            if role is not None and values[role] is not None:
-                messages.append(_message(run.columns, values))
-            else:
-                rows.append(make(values))
-    built = {e.episode_id: e for e in episodes_from_rows(rows, [], messages)}
-    steps_of: dict[str, list[int | None]] = {}
-    steps: list[ToolCallRow | MessageRow] = [*rows, *messages]
-    for row in sorted(steps, key=sort_key):
-        steps_of.setdefault(row.episode_id, []).append(row.step)
-    for run in runs:
-        if run._built is not None:
-            continue
-        base = built.get(run.episode_id) or EpisodeRecord(episode_id=run.episode_id, steps=())
-        meta = {**base.meta,
-                **({"cost_usd": float(run.cost_usd)} if run.cost_usd is not None else {})}
-        episode = dataclasses.replace(base, task_type=run.task_type, outcome=run.outcome,
-                                      meta=meta)
-        run._built = (episode, tuple(steps_of.get(run.episode_id, ())))
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +67,7 @@ def verdict(run: StoredRun, policy: Policy) -> PolicyVerdict:
         for f in flags if f.kind != "budget")
     judged = None if kill is None else kill_was_false(
         label=run.label,
-        kill_step=_agent_step(run, kill.step),
+        kill_step=run.agent_step(kill.step),
         first_loop_step=loop_from,
         human_false_kill=run.human_false_kill,
         outcome=run.outcome,
@@ -235,15 +88,8 @@ def verdict(run: StoredRun, policy: Policy) -> PolicyVerdict:
         cost_saved=float(cost or 0.0))
 
 
-def _agent_step(run: StoredRun, step: int) -> int:
-    """The agent's own step of replayed step ``step`` (as scenario labels count), else
-    ``step``."""
-    agent_step = run.agent_steps[step] if step < len(run.agent_steps) else None
-    return agent_step if agent_step is not None else step
-
-
 def _at_or_after(run: StoredRun, step: int, loop_from: int) -> bool:
-    return _agent_step(run, step) >= loop_from
+    return run.agent_step(step) >= loop_from
 
 
 def replay_chunk(runs: Sequence[StoredRun], policy: Policy) -> list[PolicyVerdict]:

@@ -29,6 +29,7 @@ import pandas as pd
 
 from loopscope.detect import Policy
 from loopscope.policy_file import changes_of, plain, to_json
+from loopscope_collector.offline.stored_runs import stored_runs as runs_from_rows
 
 from .replay_runs import PolicyVerdict, StoredRun, build_episodes, replay_chunk, verdict
 from .truth import RANK
@@ -160,6 +161,11 @@ FIELD_WORDS: Final[dict[str, tuple[str, str]]] = {
     "volatile_args": ("Arguments left out of a call's identity, by tool", ""),
     "actions": ("Strongest action per detector",
                 "Caps a detector's ladder: \"warn\" means it never blocks or stops."),
+    "evidence_caps": ("Strongest action per evidence source",
+                      "Caps what a finding may do on its own by the evidence it rests on (its "
+                      "detector, and a kind declared or guessed, outputs equal or similar, ...): "
+                      "\"warn\" means it never blocks or stops alone. Calibrate from labels "
+                      "(below) sets them."),
     "budgets": ("Hard limits (calls, turns, tokens, cost, time)",
                 "Each stops the run before the call that would pass it; none by default."),
     "required_tools": ("Tools a turn must call", "Rules that ask the model to call a tool "
@@ -200,42 +206,16 @@ def build(changes: Mapping[str, Any], *, source: str = "the Policy page") -> Pol
 def stored_runs(episodes: pd.DataFrame,
                 calls: Sequence[Mapping[str, Any]] | pd.DataFrame) -> list[StoredRun]:
     """The ``replay_episodes`` frame and the ``replay_calls`` rows (as the read returns them:
-    plain dicts, which skips a costly DataFrame round trip) as runs to replay, newest first.
-
-    Only groups the rows by episode (as value tuples, cheap to ship to a worker process);
-    each run's ``Episode`` is built when a replay first needs it."""
+    plain dicts, which skips a costly DataFrame round trip) as runs to replay, newest first:
+    the collector's ``offline.stored_runs``, which ``loopscope calibrate --db`` reads with."""
     if episodes.empty:
         return []
     if isinstance(calls, pd.DataFrame):
         calls = [{str(k): _none(v) for k, v in record.items()} for record in
                  calls.to_dict("records")]
-    columns: tuple[str, ...] = tuple(calls[0]) if calls else ()
-    grouped: dict[str, list[tuple[Any, ...]]] = {}
-    for call in calls:
-        values = tuple(call.values())  # the read's rows share one column order
-        if len(values) != len(columns):
-            values = tuple(call.get(name) for name in columns)
-        grouped.setdefault(call["episode_id"], []).append(values)
-    runs = []
-    for record in episodes.to_dict("records"):
-        episode_id = record["episode_id"]
-        cost = _none(record.get("cost_usd"))
-        human = _none(record.get("human_label"))
-        scenario = _none(record.get("scenario_loop"))
-        if human is not None:
-            label, source = human == "true_loop", "human"
-        elif scenario is not None:
-            label, source = bool(scenario), "scenario"
-        else:
-            label, source = None, None
-        first = _none(record.get("scenario_first_loop_step")) if source == "scenario" else None
-        runs.append(StoredRun(
-            episode_id, columns, tuple(grouped.get(episode_id, ())),
-            task_type=_none(record.get("task_type")), outcome=_none(record.get("outcome")),
-            cost_usd=None if cost is None else float(cost), label=label, label_source=source,
-            first_loop_step=None if first is None else int(first),
-            human_false_kill=bool(_none(record.get("human_false_kill")))))
-    return runs
+    rows = [{str(k): _none(v) for k, v in record.items()}
+            for record in episodes.to_dict("records")]
+    return runs_from_rows(rows, calls)
 
 
 def _none(value: Any) -> Any:
