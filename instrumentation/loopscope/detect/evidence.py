@@ -16,8 +16,9 @@ source, named ``axis:value``:
   ``progress:assumed`` (some returned none: no progress was assumed, not seen).
 - ``outcome:timeout`` (a write's UNKNOWN outcome is its status: it timed out) or
   ``outcome:parsed`` (read from the text of its answer: "connection reset").
-- ``effect:shown`` (a repeated write's earlier answer said what it did) or
-  ``effect:assumed`` (it answered nothing: a repeated side effect is assumed);
+- ``effect:shown`` (a repeated write's answers said what it did, the same each time but for
+  ids and figures), ``effect:varies`` (its answers each said something else: a hand-off's
+  reports) or ``effect:assumed`` (it answered nothing: a repeated side effect is assumed);
 - ``error:plain`` (a failure repeated as it was) or ``error:retry-after`` (the failure says
   when to try again: a refusal for now, whatever the arguments).
 
@@ -50,7 +51,7 @@ AXES: Final = ("count", "deadline", "effect", "error", "kind", "outcome", "outpu
 VALUES: Final[dict[str, tuple[str, ...]]] = {
     "count": ("stated", "none"),
     "deadline": ("stated", "default"),
-    "effect": ("shown", "assumed"),
+    "effect": ("shown", "varies", "assumed"),
     "error": ("plain", "retry-after"),
     "kind": ("declared", "guessed", "shape", "unknown"),
     "outcome": ("timeout", "parsed"),

@@ -363,8 +363,9 @@ class WriteDuplicate:
       user turn ("create three identical tickets", "send it again"), or an edit (edits
       and their reverts are ``EditRevert``'s). The second is a warning; a third means the
       warning was ignored and climbs, even when each write created a new record (that is
-      the duplicate side effect itself) if the call is declared a write; a write whose kind
-      was guessed starts again after progress. A new user turn starts again.
+      the duplicate side effect itself) if the call is declared a write or answers the same
+      each time but for ids and figures; a guessed write whose answers each say something
+      else starts again after progress. A new user turn starts again.
     """
 
     name = "write_duplicate"
@@ -416,7 +417,8 @@ class WriteDuplicate:
             return None
         if candidate.kind_source == "outcome" and candidate.signature not in self._redone:
             return None  # (its first redo is judged by its answer: ``after``)
-        return _duplicate(candidate, done)
+        stats = history.stats(candidate.signature)
+        return _duplicate(candidate, done, stats is not None and stats.answers_vary)
 
     def after(self, history: History, step: StepView) -> Finding | None:
         """A write known only by its outcome, redone with nothing new leading to it, whose
@@ -430,7 +432,7 @@ class WriteDuplicate:
         if not done or stats is None or not step.shape or step.shape != stats.last_shape:
             return None
         self._redone.add(step.signature)
-        return _duplicate(step, done)
+        return _duplicate(step, done, stats.answers_vary)
 
     def new_turn(self) -> None:
         """A new user turn: earlier redos were of another intent."""
@@ -442,7 +444,9 @@ def _redone(history: History, step: StepView) -> list[int]:
     again repeats them: with nothing new changed since (``WriteLedger.unchanged_since``), not
     declared intended, not an edit, and, for a write known only by its outcome (a click on
     "Post"), no call since that was not made before (new text typed into the form makes it
-    a new write); else an empty list."""
+    a new write), and, for a write whose kind was guessed, no other call since that made
+    progress (what was learned since may call for it again: a hand-off for the next
+    company); else an empty list."""
     ledger = history.writes
     done: list[int] = ledger.done(step.signature)
     if (
@@ -451,12 +455,13 @@ def _redone(history: History, step: StepView) -> list[int]:
         or step.edit is not None
         or not ledger.unchanged_since(step.signature, history.changes)
         or (step.kind_source == "outcome" and history.fresh_at > done[-1])
+        or (step.kind_source not in DECLARED and history.stretch_start > done[-1] + 1)
     ):
         return []
     return done
 
 
-def _duplicate(step: StepView, done: list[int]) -> Finding:
+def _duplicate(step: StepView, done: list[int], answers_vary: bool) -> Finding:
     return Finding(
         kind="write_duplicate",
         message=(
@@ -467,8 +472,9 @@ def _duplicate(step: StepView, done: list[int]) -> Finding:
         key=f"dup:{step.signature}",
         details={"tool": step.tool, "idempotency_key": step.idempotency_key,
                  "done_at_step": done[-1]},
-        sticky=step.kind_source in DECLARED,
-        evidence=("effect:assumed" if step.output_hash == _SILENT else "effect:shown",),
+        sticky=step.kind_source in DECLARED or not answers_vary,
+        evidence=("effect:assumed" if step.output_hash == _SILENT
+                  else "effect:varies" if answers_vary else "effect:shown",),
     )
 
 
@@ -477,5 +483,6 @@ _SILENT: Final = output_hash("")
 
 
 DECLARED: Final = ("declared", "annotation")
-"""Kind sources that say a call is a write; a write guessed from its name, method or answer
-may be a poll or a hand-off, so its repeats that bring new information are progress."""
+"""Kind sources that say a call is a write. A write guessed from its name, method or answer
+may be a poll or a hand-off: when its answers say something else each time (not the same
+answer with a new id), its repeats that bring new information are progress."""
