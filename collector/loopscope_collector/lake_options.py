@@ -16,7 +16,7 @@ def add_lake_options(p: argparse._ActionsContainer, what: str) -> None:
     """``--lake`` and ``--lake-data`` (docs/deploy.md), for every command that opens a store."""
     p.add_argument("--lake", metavar="CATALOG", default=os.environ.get(env.LAKE_ENV),
                    help=f"{what}: a DuckLake catalog such as 'ducklake:postgres:dbname=loopscope "
-                        "host=db.internal user=loopscope' (default: ${env.LAKE_ENV})")
+                        f"host=db.internal user=loopscope' (default: ${env.LAKE_ENV})")
     p.add_argument("--lake-data", metavar="DIR_OR_S3_URL",
                    default=os.environ.get(env.LAKE_DATA_ENV),
                    help="where the lake's Parquet files are: a shared directory or s3://bucket/"
