@@ -8,22 +8,24 @@ source, named ``axis:value``:
   ``kind:shape`` (a poll because its output changed) or ``kind:unknown`` (nothing said);
 - ``output:equal`` (the outputs compared carry the same information once volatile fields
   are masked) or ``output:similar`` (only near the same);
-- ``count:stated`` (the task or the user's turn states how many) or ``count:none`` (no
-  count was stated: a repeat is assumed unintended);
 - ``deadline:stated`` (the call or the task states how long to wait) or
   ``deadline:default`` (the policy's default);
 - ``progress:measured`` (every call counted returned an output that was compared) or
-  ``progress:assumed`` (some returned none: no progress was assumed, not seen).
+  ``progress:assumed`` (some returned none: no progress was assumed, not seen);
 - ``outcome:timeout`` (a write's UNKNOWN outcome is its status: it timed out) or
   ``outcome:parsed`` (read from the text of its answer: "connection reset").
 - ``effect:shown`` (a repeated write's answers said what it did, the same each time but for
   ids and figures), ``effect:varies`` (its answers each said something else: a hand-off's
   reports) or ``effect:assumed`` (it answered nothing: a repeated side effect is assumed);
 - ``error:plain`` (a failure repeated as it was) or ``error:retry-after`` (the failure says
-  when to try again: a refusal for now, whatever the arguments).
+  when to try again: a refusal for now, whatever the arguments);
+- ``calls:same`` (one call failing again) or ``calls:different`` (different calls failing
+  alike);
+- ``state:failed`` (a poll answered a failed state twice: waiting will not fix it; no
+  deadline is needed).
 
 The evidence **source** of a finding is its detector and its evidence together, e.g.
-``write_duplicate/count:none+kind:guessed``. ``Policy.evidence_caps`` bounds, per source, the
+``write_duplicate/effect:shown+kind:guessed``. ``Policy.evidence_caps`` bounds, per source, the
 highest action a finding may take on its own: a source with a false kill on record (on any
 labelled run available) may warn, never block or stop; ``loopscope calibrate`` measures that
 and writes the caps. A capped finding still counts as a nudge: when the warning changes
@@ -31,8 +33,8 @@ nothing and no new information arrives (``Policy.ignored_calls`` calls), the ind
 evidence of that agrees, and the run is stopped (the monitor's ``ignored`` finding).
 
 Example:
-    >>> source_of("write_duplicate", ("kind:guessed", "count:none"))
-    'write_duplicate/count:none+kind:guessed'
+    >>> source_of("write_duplicate", ("kind:guessed", "effect:shown"))
+    'write_duplicate/effect:shown+kind:guessed'
     >>> kind_evidence("name"), kind_evidence("annotation"), kind_evidence(None, known=False)
     ('kind:guessed', 'kind:declared', 'kind:unknown')
     >>> capped("block", "warn")
@@ -46,10 +48,11 @@ from typing import Final
 
 from .events import ACTION_RANK, Action
 
-AXES: Final = ("count", "deadline", "effect", "error", "kind", "outcome", "output", "progress")
+AXES: Final = ("calls", "deadline", "effect", "error", "kind", "outcome", "output",
+               "progress", "state")
 """The axes of evidence, each ``axis:value``."""
 VALUES: Final[dict[str, tuple[str, ...]]] = {
-    "count": ("stated", "none"),
+    "calls": ("same", "different"),
     "deadline": ("stated", "default"),
     "effect": ("shown", "varies", "assumed"),
     "error": ("plain", "retry-after"),
@@ -57,6 +60,7 @@ VALUES: Final[dict[str, tuple[str, ...]]] = {
     "outcome": ("timeout", "parsed"),
     "output": ("equal", "similar"),
     "progress": ("measured", "assumed"),
+    "state": ("failed",),
 }
 _KIND_SOURCES: Final[dict[str | None, str]] = {
     "declared": "kind:declared",

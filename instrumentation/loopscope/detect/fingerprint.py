@@ -440,14 +440,15 @@ def path_values(args: Any) -> frozenset[str]:
         elif isinstance(value, (list, tuple)):
             if depth < 3:
                 stack.extend((v, depth + 1) for v in value[:20])
-        elif isinstance(value, str) and _PATH_VALUE.fullmatch(value.strip()):
+        elif isinstance(value, str) and FILE_WORD.fullmatch(value.strip()):
             found.add(loose_text(value[:200]))
     return frozenset(found)
 
 
-_PATH_VALUE: Final = re.compile(
-    r"[\w.~@:-]*(?:/[\w.~@:-]+)+/?|[\w~-]+(?:\.[A-Za-z0-9]{1,5})+")
-"""A path (``src/app/main.py``, ``/etc/hosts``) or a file name (``notes.md``), no spaces."""
+FILE_WORD: Final = re.compile(
+    r"[\w.~@:-]*(?:/[\w.~@:-]+)+/?|[\w~-]+(?:\.[A-Za-z][A-Za-z0-9]{0,4})+")
+"""A path (``src/app/main.py``, ``/etc/hosts``) or a file name (``notes.md``; a version such
+as ``2.4.1`` is not one), no spaces: a word that names a file."""
 
 
 _REFUSAL = re.compile(

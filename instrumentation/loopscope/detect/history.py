@@ -63,10 +63,10 @@ class SignatureStats:
     """Answers in a row with the same stuck state and the same shape (numbers masked: a
     restart count may move, the state does not; for a stalled poll, its progress figures)."""
     last_shape: str = ""
-    ok_shape: str = ""
-    """The shape of its last successful answer, when one was taken (writes)."""
+    ok_info: int = 0
+    """The information of its last successful answer (``StepView.info``)."""
     answers_vary: bool = False
-    """Its successful answers have differed once figures and ids are masked: each says
+    """Its successful answers have told different things, ids and timings aside: each says
     something else (a hand-off's reports), not the same thing with a new id."""
     shape_t: float = 0.0
     """When the shape last changed: for a stalled poll, when its progress figures last
@@ -226,10 +226,10 @@ class History:
             stats.same_state_run = 0
             stats.shape_t = step.t
         stats.last_shape = step.shape
-        if step.status == "ok" and step.shape:
-            if stats.ok_shape and stats.ok_shape != step.shape:
+        if step.status == "ok":
+            if stats.ok_info and stats.ok_info != step.info:
                 stats.answers_vary = True
-            stats.ok_shape = step.shape
+            stats.ok_info = step.info
         stats.last_figures = step.figures
         stats.last_epoch = self.epoch
         if step.status not in ("ok", "blocked"):

@@ -65,7 +65,7 @@ from .poll_timeout import PollTimeout
 from .repeat_same_error import RepeatSameError
 from .state_cycle import StateCycle
 from .task import TaskDeadline, counted_words, task_deadline
-from .writes import WriteDuplicate, WriteLedger, changes_state, edit_of, write_target
+from .writes import DECLARED, WriteDuplicate, WriteLedger, changes_state, edit_of, write_target
 
 DEFAULT_DETECTORS: Final = (
     PollTimeout,
@@ -395,7 +395,7 @@ class EpisodeMonitor:
             step.kind_source = "outcome"
             key = self.writes.key_for(step.tool, pending.call.idempotency_key, step.args,
                                       step.args_text)
-        if kind == "write" and text is not None and result.status == "ok":
+        if step.kind_source == "outcome" and text is not None and result.status == "ok":
             step.shape = output_hash(masked(text))  # (its answer, figures aside: a redo's)
         if step.status in ("error", "timeout"):
             step.shape = output_hash(masked(text)) if text is not None else digest
@@ -487,6 +487,9 @@ class EpisodeMonitor:
             inferred = self._inferred[key] = (
                 infer_kind(call.tool, call.args, call.annotations) or (None, None)
             )
+        if inferred[0] == "write" and self._paced_change(call, signature):
+            return "poll", None  # a "write" by its name, asked again after a wait, answering
+            # something new each time: it polls (an empty write_stdin to a running process)
         if inferred[0] in ("write", "poll"):
             return inferred
         if self.writes.done(signature):
@@ -494,6 +497,13 @@ class EpisodeMonitor:
         if self._polled(call, signature):
             return "poll", None
         return inferred
+
+    def _paced_change(self, call: ToolCall, signature: str) -> bool:
+        """Whether the same call was asked again after a real wait (``poll_pace_s``) and its
+        answers have changed: the shape of a poll, whatever its name says."""
+        stats = self.history.stats(signature)
+        return (stats is not None and len(stats.infos) > 1 and stats.last_status == "ok"
+                and call.t - stats.last_t >= self.policy.poll_pace_s)
 
     def _polled(self, call: ToolCall, signature: str) -> bool:
         """Whether an undeclared call is a poll by evidence: its output has changed, it is
@@ -577,8 +587,10 @@ class EpisodeMonitor:
                 return None  # "already exists", 409: no new state
             known = step.facts is not None and self.history.knows(step.facts)
             if stats is None or stats.last_status != "ok":  # a write not done before
-                target = write_target(step.args, step.args_text)
-                if target and target not in self._targets:
+                target = write_target(step.args, step.args_text,
+                                      paths=step.kind_source in DECLARED)
+                if target and target not in self._targets:  # (the file a declared write
+                    # names is its target: a codemod run file by file makes new effects)
                     self._targets.add(target)
                     return "write_ok"  # on something new ("Message sent." to the next person)
                 return None if known else "write_ok"  # (a reworded commit: "nothing to commit")

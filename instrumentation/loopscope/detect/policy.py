@@ -34,7 +34,7 @@ learning are cut sooner."""
 
 EVIDENCE_CAPS: Final[Mapping[str, Action]] = MappingProxyType({
     "poll_timeout/deadline:default+kind:shape": "warn",
-    "repeat_same_error/error:retry-after+kind:guessed": "warn",
+    "repeat_same_error/calls:different+error:retry-after+kind:guessed": "warn",
     "write_duplicate/effect:assumed+kind:declared": "warn",
     "write_duplicate/kind:guessed+outcome:parsed": "warn",
 })

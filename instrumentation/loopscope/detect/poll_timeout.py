@@ -71,7 +71,8 @@ class PollTimeout:
             details={"tool": candidate.tool, "waited_s": round(waited, 3), "deadline_s": deadline},
             stop_reason="timeout",
             evidence=(
-                "deadline:stated" if candidate.deadline_stated
+                "state:failed" if terminal
+                else "deadline:stated" if candidate.deadline_stated
                 or deadline != history.default_deadline_s else "deadline:default",
             ),
         )

@@ -71,7 +71,8 @@ class RepeatSameError:
             message=repeat_correction(candidate, count, error=True, nothing=soft),
             key=candidate.signature,
             details={"tool": candidate.tool, "count": count},
-            evidence=(_error_evidence(stats.fail_paces[-1][1] if stats.fail_paces else 0.0),),
+            evidence=(_error_evidence(stats.fail_paces[-1][1] if stats.fail_paces else 0.0),
+                      "calls:same"),
         )
 
     def after(self, history: History, step: StepView) -> Finding | None:
@@ -97,7 +98,7 @@ class RepeatSameError:
             key=f"{step.tool}:{step.shape}",
             details={"tool": step.tool, "count": len(same) + 1},
             rungs=AFTER_RUNGS,
-            evidence=(_error_evidence(step.retry_after),),
+            evidence=(_error_evidence(step.retry_after), "calls:different"),
         )
 
 

@@ -19,7 +19,7 @@ from typing import Any, Final, Literal
 
 from .base import BEFORE_RUNGS, Finding, args_preview
 from .events import StepView
-from .fingerprint import arg_values, loose_text, output_hash
+from .fingerprint import FILE_WORD, arg_values, loose_text, output_hash
 from .history import History
 from .policy import Policy
 
@@ -111,10 +111,10 @@ def unknown_outcome(text: str | None) -> bool:
     )
 
 
-def write_target(args: Any, args_text: str) -> str:
+def write_target(args: Any, args_text: str, *, paths: bool = False) -> str:
     """What a write acts on (``TARGET_ARGS``, else the first URL in its arguments, query
-    left out, else a command line's program and subcommand and the last file path it names:
-    ``git push``, ``sed -i src/a.py``), or ``""``."""
+    left out, else a command line's program and subcommand and, with ``paths``, the last file
+    it names: ``git push``, ``sed -i src/a.py``), or ``""``."""
     if _is_mapping(args) and not _TARGET_NAMES.isdisjoint(args):
         for name in TARGET_ARGS:
             value = args.get(name)
@@ -129,13 +129,11 @@ def write_target(args: Any, args_text: str) -> str:
         line = args.get("command") or args.get("cmd")
         if isinstance(line, str):
             words = _COMMAND_HEAD.sub("", line[:300]).split()
-            paths = [w for w in words[2:] if _PATH.fullmatch(w)]
-            return " ".join(words[:2] + paths[-1:])
+            files = [w for w in words[2:] if paths and FILE_WORD.fullmatch(w.strip("'\""))]
+            return " ".join(words[:2] + files[-1:])
     return ""
 
 
-_PATH: Final = re.compile(r"['\"]?[\w.~-]*(?:/[\w.~-]+)+/?['\"]?|['\"]?[\w~-]+\.[A-Za-z0-9]{1,5}['\"]?")
-"""A word of a command line that names a file (``src/a.py``, ``notes.md``)."""
 
 
 _COMMAND_HEAD = re.compile(r"^\s*(?:cd\s+\S+\s*(?:&&|;)\s*)*(?:sudo\s+)?")
@@ -363,9 +361,7 @@ class WriteDuplicate:
       user turn ("create three identical tickets", "send it again"), or an edit (edits
       and their reverts are ``EditRevert``'s). The second is a warning; a third means the
       warning was ignored and climbs, even when each write created a new record (that is
-      the duplicate side effect itself) if the call is declared a write or answers the same
-      each time but for ids and figures; a guessed write whose answers each say something
-      else starts again after progress. A new user turn starts again.
+      the duplicate side effect itself); a new user turn starts again.
     """
 
     name = "write_duplicate"
@@ -472,7 +468,7 @@ def _duplicate(step: StepView, done: list[int], answers_vary: bool) -> Finding:
         key=f"dup:{step.signature}",
         details={"tool": step.tool, "idempotency_key": step.idempotency_key,
                  "done_at_step": done[-1]},
-        sticky=step.kind_source in DECLARED or not answers_vary,
+        sticky=True,
         evidence=("effect:assumed" if step.output_hash == _SILENT
                   else "effect:varies" if answers_vary else "effect:shown",),
     )
@@ -483,6 +479,5 @@ _SILENT: Final = output_hash("")
 
 
 DECLARED: Final = ("declared", "annotation")
-"""Kind sources that say a call is a write. A write guessed from its name, method or answer
-may be a poll or a hand-off: when its answers say something else each time (not the same
-answer with a new id), its repeats that bring new information are progress."""
+"""Kind sources that say a call is a write; one guessed from its name, method or answer may
+be a hand-off or a poll (``_redone``)."""
