@@ -9,7 +9,7 @@ from episode_steps import describe, msg, run, tool
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from loopscope.detect import EpisodeMonitor, ToolCall, ToolResult
+from loopscope.detect import EpisodeMonitor, Policy, ToolCall, ToolResult
 from loopscope.detect.monitor import CONTINUE, NUDGE_CHARS, SAID_KEPT
 from loopscope.detect.monologue import IDLE_MESSAGES, idle
 
@@ -87,11 +87,20 @@ def test_an_undeclared_kind_and_where_it_came_from_reach_the_decision() -> None:
 
 
 def test_a_post_whose_connection_was_reset_is_unknown_and_its_retry_is_blocked() -> None:
+    """Blocked at once when the evidence has never been wrong: a declared write, or any
+    write under a policy without evidence caps. A kind guessed from the command line with an
+    UNKNOWN read from the answer's text (the default caps, issue 28) only warns."""
     post = {"command": "curl -sS -X POST https://api.halden.io/v2/orders -d '{\"sku\": 1}'"}
     again = {"command": "curl -sSv -X POST https://api.halden.io/v2/orders -d '{\"sku\": 1}'"}
-    report = run([tool("run_shell", post, "curl: (56) Connection reset by peer", status="error"),
-                  tool("run_shell", again, "HTTP/1.1 201 Created")])
-    assert _kills(report) == [(1, "write_duplicate")], describe(report)
+    steps = [tool("run_shell", post, "curl: (56) Connection reset by peer", status="error"),
+             tool("run_shell", again, "HTTP/1.1 201 Created")]
+    uncapped = Policy(evidence_caps={})
+    assert _kills(run(steps, uncapped)) == [(1, "write_duplicate")], describe(run(steps))
+    declared = [{**step, "kind": "write"} for step in steps]
+    assert _kills(run(declared)) == [(1, "write_duplicate")], describe(run(declared))
+    guessed = run(steps).flags
+    assert [(f.step, f.action, f.evidence, f.capped) for f in guessed] == [
+        (1, "warn", "write_duplicate/kind:guessed+outcome:parsed", True)]
 
 
 def test_a_retry_under_the_callers_idempotency_header_passes() -> None:

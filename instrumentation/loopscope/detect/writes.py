@@ -361,7 +361,9 @@ class WriteDuplicate:
       user turn ("create three identical tickets", "send it again"), or an edit (edits
       and their reverts are ``EditRevert``'s). The second is a warning; a third means the
       warning was ignored and climbs, even when each write created a new record (that is
-      the duplicate side effect itself); a new user turn starts again.
+      the duplicate side effect itself); a new user turn starts again. A write whose last
+      answer was empty showed no effect to repeat (``git add -A`` again): the repeat and
+      cycle rules judge it.
     """
 
     name = "write_duplicate"
@@ -413,6 +415,8 @@ class WriteDuplicate:
             return None
         if candidate.kind_source == "outcome" and candidate.signature not in self._redone:
             return None  # (its first redo is judged by its answer: ``after``)
+        if candidate.output_hash == _SILENT:
+            return None  # (it answered nothing: no side effect shown to repeat)
         stats = history.stats(candidate.signature)
         return _duplicate(candidate, done, stats is not None and stats.answers_vary)
 
