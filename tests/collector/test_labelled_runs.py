@@ -1,41 +1,19 @@
-"""`loopscope calibrate --db`: a store's labelled runs (human labels, else scenario labels)
-calibrated as the same runs are from Episode JSONL, through the `loopscope.labelled_runs`
-entry point (`offline.labelled`)."""
+"""`loopscope calibrate --db` and `--lake`: a store's labelled runs (human labels, else
+scenario labels) calibrated as the same runs are from Episode JSONL, through the
+`loopscope.labelled_runs` entry point (`offline.labelled`)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
+from labelled_store import as_labelled_jsonl, build_labelled_store, scenario_runs, store_runs
 
 from loopscope.offline import cli
-from loopscope.offline.scenarios import SHAPES, generate
-from loopscope_collector.storage import open_database
-from loopscope_collector.storage.writes import write_labels
-from loopscope_collector.storage.writes.labels import Label
+from loopscope_collector.offline.labelled import LABELLED_RUNS
 
 pytestmark = pytest.mark.timeout(120)
-
-HUMAN: dict[str, str] = {
-    "scn-read_spin-0-s3": "true_loop",       # unlabelled in the store: a human says loop
-    "scn-healthy_lookup-0-s3": "no_loop",    # ... and no loop
-    "scn-budget_runaway-0-s3": "false_kill", # ... and that a kill on it was wrong (it failed)
-    "scn-write_duplicate-1-s3": "no_loop",   # a human overrides the scenario's label
-}
-"""Human labels given on the store's Labels page (the dashboard writes them so)."""
-UNLABELLED: frozenset[str] = frozenset(HUMAN) - {"scn-write_duplicate-1-s3"}
-
-
-def _runs() -> list[dict[str, Any]]:
-    """The scenario library: 28 labelled loops and 20 look-alikes."""
-    return generate(seed=3, per_shape=2, faults=False, shapes=list(SHAPES))
-
-
-def _write(path: Path, runs: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(run) + "\n" for run in runs), encoding="utf-8")
-    return path
 
 
 def _calibrate(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -46,24 +24,9 @@ def _calibrate(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str
 
 @pytest.fixture
 def store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
-    """The runs stored by `loopscope analyze --db`, four of them without their scenario
-    label, then the human labels of ``HUMAN`` written as the collector stores them."""
-    runs = _runs()
-    for run in runs:
-        if run["episode_id"] in UNLABELLED:
-            run.pop("label", None)
-    path = tmp_path / "runs.duckdb"
-    assert cli.main(["analyze", str(_write(tmp_path / "stored.jsonl", runs)), "--db",
-                     str(path), "--json"]) == 0
+    """``labelled_store``: the scenario library with human labels."""
+    path = build_labelled_store(tmp_path / "runs.duckdb")
     capsys.readouterr()
-    db = open_database(path)
-    try:
-        cur = db.cursor()
-        write_labels(cur, [Label(episode_id=e, span_id="", label=v, note=None)
-                           for e, v in HUMAN.items()])
-        cur.close()
-    finally:
-        db.close()
     return path
 
 
@@ -74,11 +37,7 @@ def test_a_stores_labelled_runs_calibrate_as_the_same_runs_in_episode_jsonl(
     as the Policy page scores them; the store gives what Episode JSONL labelled so gives."""
     code, out, err = _calibrate(capsys, "--db", str(store))
     assert code == 0, err
-    runs = _runs()
-    for run in runs:  # a human label says loop or not, never where the loop began
-        if run["episode_id"] in HUMAN:
-            run["label"] = {"loop": HUMAN[run["episode_id"]] == "true_loop"}
-    code, expected, err = _calibrate(capsys, str(_write(tmp_path / "labelled.jsonl", runs)))
+    code, expected, err = _calibrate(capsys, str(as_labelled_jsonl(tmp_path / "runs.jsonl")))
     assert code == 0, err
     assert out == expected
     assert out.startswith("Calibrated on 27 labelled loops and 21 healthy runs")
@@ -92,11 +51,9 @@ def test_a_stores_labelled_runs_calibrate_as_the_same_runs_in_episode_jsonl(
 def test_too_few_labels_in_a_store_are_refused_with_the_reason(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    few = [run for run in _runs() if run["episode_id"].startswith(("scn-read_spin",
-                                                                    "scn-healthy"))]
-    path = tmp_path / "few.duckdb"
-    assert cli.main(["analyze", str(_write(tmp_path / "few.jsonl", few)), "--db", str(path),
-                     "--json"]) == 0
+    few = [run for run in scenario_runs()
+           if run["episode_id"].startswith(("scn-read_spin", "scn-healthy"))]
+    path = store_runs(tmp_path / "few.duckdb", few)
     capsys.readouterr()
     code, out, err = _calibrate(capsys, "--db", str(path))
     assert (code, out) == (1, "")
@@ -119,12 +76,9 @@ def test_a_store_that_cannot_be_opened_is_named(
 
 
 def test_without_a_store_the_files_alone_are_calibrated(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from loopscope_collector.offline.labelled import LABELLED_RUNS
-
-    args = cli.build_parser().parse_args(["calibrate"])
-    assert LABELLED_RUNS.episodes(args) is None
+    assert LABELLED_RUNS.episodes(cli.build_parser().parse_args(["calibrate"])) is None
     code, _, err = _calibrate(capsys)
     assert code == 2 and "give Episode JSONL files with labelled runs or a store (--db / " \
                           "--lake)" in err, err
