@@ -3,8 +3,10 @@
 Choose settings, replay the stored runs (all, or the sidebar's filter) through the detection
 core in enforce mode, and compare with the current policy: loops caught and false kills on
 labelled runs, runs warned, blocked and stopped, what stopping would have saved, and the runs
-whose verdict changes. A sweep shows one setting's trade-off. The policy is exported as the
-JSON file the guard, the collector and ``loopscope analyze`` read.
+whose verdict changes. A sweep shows one setting's trade-off; calibration from labels
+searches the evidence caps and ignored_calls that catch the most labelled loops with no false
+kill (``loopscope calibrate``). A policy is exported as the JSON file the guard, the collector
+and ``loopscope analyze`` read.
 """
 
 import json
@@ -13,7 +15,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from loopscope_dashboard import charts, downloads, hints, queries, replays, state
+from loopscope_dashboard import calibrations, charts, downloads, hints, queries, replays, state
 
 st.title("Policy")
 st.caption("Replays stored runs through the same detection core the guard and the collector "
@@ -271,3 +273,85 @@ if swept is not None and swept[0] == sweep_key:
     st.plotly_chart(charts.sweep_chart(swept[1], name), key="policy_sweep_chart")
     st.dataframe(swept[1], hide_index=True, key="policy_sweep_table")
     downloads.offer(swept[1], f"policy-sweep-{name}", key="policy_sweep")
+
+# -- calibrate from labels ---------------------------------------------------------------------
+st.subheader("Calibrate from labels")
+st.caption("Searches the policy that, on these runs, catches the most labelled loops with no "
+           "false kill: each evidence source a finding rests on (its detector, and a kind "
+           "declared or guessed, outputs equal or only similar, a deadline stated or the "
+           "default, ...) may block or stop only if it never killed a healthy run (a run "
+           "labelled no loop, a loop before it began, a successful run that went on making "
+           "progress); else it may only warn. Then the calls without progress after a warning "
+           "that stop the run (ignored_calls). The current policy's other settings stay. The "
+           "labels are a human's (the Labels page), else the run's scenario label; "
+           "`loopscope calibrate --db` gives the same on a copy of the store.")
+calibration_key = (version, replays.to_json(current))
+calibrated = st.session_state.get(state.POLICY_CALIBRATION)
+if st.button("Calibrate from labels", key="policy_calibrate_run"):
+    judged = calibrations.judged(runs)
+    with st.spinner(f"Calibrating on {len(judged):,} labelled and successful runs…",
+                    show_time=True):
+        line = st.empty()
+
+        def _said(text: str) -> None:
+            line.caption(text)
+
+        try:
+            result = calibrations.run(judged, current, progress=_said)
+        except calibrations.TooFewLabels as exc:
+            calibrated = (calibration_key, str(exc))
+        else:
+            line.caption("Replaying every run under the calibrated policy…")
+            moved = replays.changed(replay(runs, current), replay(runs, result.policy))
+            calibrated = (calibration_key, (result, moved))
+        line.empty()
+    st.session_state[state.POLICY_CALIBRATION] = calibrated
+shown = calibrated[1] if calibrated is not None and calibrated[0] == calibration_key else None
+if isinstance(shown, str):  # too few labels: what calibration said, and what to do
+    st.info(shown, icon=":material/label:")
+elif shown is not None:
+    result, moved = shown
+    found = st.columns(4)
+    found[0].metric("Labelled loops caught", f"{result.score.caught} of {result.loops}",
+                    border=True)
+    found[1].metric("False kills on healthy runs", f"{len(result.false_kills)} of "
+                    f"{result.healthy}", border=True)
+    found[2].metric("False-kill rate, at most", f"{result.bound:.1%}", border=True,
+                    help="The exact (Clopper-Pearson) 95% upper bound: no false kill in a "
+                    "few runs still allows a rate above zero.")
+    found[3].metric("Calls ignored after a warning", result.ignored_calls, border=True,
+                    help="ignored_calls: calls without progress after a warning that stop "
+                    "the run.")
+    st.caption(f"False kills {calibrations.bound_text(result)}. {result.score.ended} of "
+               f"{result.score.goes_on} caught loops that go on are ended by the third "
+               f"step. ignored_calls = {result.ignored_calls} (tried: "
+               + ", ".join(f"{t['ignored_calls']}: caught {t['caught']}, "
+                           f"{t['false_kills']} false kills" for t in result.tried) + ").")
+    for still in result.false_kills[:10]:
+        st.warning(f"Still a false kill (no evidence source left to cap): {still}")
+    st.markdown("**The calibrated policy vs the current one**")
+    differs = calibrations.policy_changes(current, result.policy)
+    if differs.empty:
+        st.success("Calibration keeps the current policy's evidence caps and ignored_calls.")
+    else:
+        st.dataframe(differs, hide_index=True, key="policy_calibration_changes")
+    st.markdown("**Runs whose verdict changes under the calibrated policy**")
+    if moved.empty:
+        st.success("No run's verdict changes under the calibrated policy.")
+    else:
+        listed = moved.rename(columns={"candidate": "calibrated",
+                                       "false_kill_now": "false_kill_calibrated",
+                                       "caught_now": "caught_calibrated"})
+        listed.insert(0, "open", listed["episode_id"].map(state.episode_link))
+        st.dataframe(listed.drop(columns=["episode_id"]), hide_index=True,
+                     key="policy_calibration_runs",
+                     column_config={"open": state.EPISODE_COLUMNS["open"]})
+        downloads.offer(listed.drop(columns=["open"]), "policy-calibration-changes",
+                        key="policy_calibration_runs")
+    with st.expander("What each evidence source did (blocks and stops before any cap)"):
+        st.dataframe(calibrations.sources_frame(result), hide_index=True,
+                     key="policy_calibration_sources")
+    st.download_button("Export the calibrated policy (JSON)", replays.to_json(result.policy),
+                       "loopscope-policy-calibrated.json", "application/json",
+                       key="policy_calibration_export", icon=":material/download:")
+    st.code(replays.to_json(result.policy), language="json")
