@@ -186,10 +186,18 @@ def calibrate(
     sources: dict[str, SourceRecord] = {}
     best: Calibration | None = None
     tried: list[dict[str, Any]] = []
+    quiet: list[EpisodeReport] | None = None
+    active = list(episodes)
     for ignored in IGNORED_CALLS:
-        say(f"ignored_calls={ignored}: replaying {len(episodes)} runs…")
-        caps, reports = _caps_for(episodes, dataclasses.replace(base, ignored_calls=ignored),
+        say(f"ignored_calls={ignored}: replaying {len(active)} runs…")
+        caps, reports = _caps_for(active, dataclasses.replace(base, ignored_calls=ignored),
                                   sources if ignored == base.ignored_calls else None, say)
+        if quiet is None:  # (a run that raises no flag raises none under any caps or
+            # ignored_calls: it is replayed once)
+            quiet = [r for r in reports if not r.flags]
+            active = [r.episode for r in reports if r.flags]
+        else:
+            reports = [*reports, *quiet]
         policy = _with(base, caps, ignored)
         score = score_runs("calibration", reports)
         false = [f"{r.episode.episode_id}@{f.step}" for r in reports for f in r.flags
@@ -204,20 +212,17 @@ def calibrate(
                       or (r.episode.loop_label is None and r.episode.outcome == "success"))
         result = Calibration(policy, caps, ignored, sources, score, healthy,
                              score.loops, false, tried)
-        if best is None or _better(result, best):
+        if best is None or _rank(result, base) > _rank(best, base):
             best = result
     assert best is not None
-    if not best.sources:  # (the records are taken at the base's ignored_calls)
-        best.sources = sources
     return best
 
 
-def _better(a: Calibration, b: Calibration) -> bool:
-    key_a = (-len(a.false_kills), a.score.caught, a.score.ended, -len(a.caps),
-             a.ignored_calls == 3)
-    key_b = (-len(b.false_kills), b.score.caught, b.score.ended, -len(b.caps),
-             b.ignored_calls == 3)
-    return key_a > key_b
+def _rank(result: Calibration, base: Policy) -> tuple[int, int, int, int, bool]:
+    """No false kill first, then the most loops caught, the most ended, the fewest caps, and
+    the base's ``ignored_calls`` on a tie."""
+    return (-len(result.false_kills), result.score.caught, result.score.ended,
+            -len(result.caps), result.ignored_calls == base.ignored_calls)
 
 
 def _with(base: Policy, caps: dict[str, str], ignored: int) -> Policy:
