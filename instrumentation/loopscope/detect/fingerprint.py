@@ -513,7 +513,7 @@ _CONTAINER = re.compile(
 """A container state waiting will not fix, whatever its restart count or age says."""
 _TERMINAL = re.compile(
     r"\b(?:exited with (?:code|status) [1-9]\d*|exit (?:code|status):? [1-9]\d*)\b"
-    r"""|\b(?:status|state|phase|conclusion|result)["']?\s*[:=]?\s*["']?"""
+    r"""|\b(?:status|state|phase|conclusion|result)["']?\s*[:=]?\s*["']?(?:[^\w\s]{1,2}\s*)?"""
     r"(?:failed|failure|error|errored|cancell?ed|aborted)\b",
 )
 _TERMINAL_WORDS: Final = frozenset(
