@@ -286,6 +286,23 @@ def masked(text: str, limit: int = SKETCH_CHARS) -> str:
     return " ".join(_VOLATILE.sub("#", text[:limit]).lower().split())
 
 
+def unechoed(text: str, args: Any) -> str:
+    """``text`` with the call's own string arguments of 8 characters or more masked, longest
+    first: a failure that quotes back what it was given ("no such file: a/b.py") reads the
+    same for every argument."""
+    if not isinstance(args, Mapping):
+        return text
+    for value in sorted((v.strip() for v in args.values() if isinstance(v, str)),
+                        key=len, reverse=True):
+        if len(value) >= ECHO_CHARS and value in text:
+            text = text.replace(value, "\u2400")
+    return text
+
+
+ECHO_CHARS: Final = 8
+"""Shorter arguments ("main", "prod") are words an error may say for its own reasons."""
+
+
 _LOOSE_BYTES = bytes.maketrans(  # lower-casing and punctuation in one pass, for ASCII text
     string.ascii_uppercase.encode() + string.punctuation.encode(),
     string.ascii_lowercase.encode() + b" " * len(string.punctuation),

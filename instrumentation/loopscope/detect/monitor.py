@@ -50,6 +50,7 @@ from .fingerprint import (
     progress_figures,
     retry_after_s,
     stuck_state,
+    unechoed,
     word_sketch,
 )
 from .fuzzy_repeat import FuzzyRepeat
@@ -398,7 +399,8 @@ class EpisodeMonitor:
         if step.kind_source == "outcome" and text is not None and result.status == "ok":
             step.shape = output_hash(masked(text))  # (its answer, figures aside: a redo's)
         if step.status in ("error", "timeout"):
-            step.shape = output_hash(masked(text)) if text is not None else digest
+            step.shape = output_hash(masked(unechoed(text, step.args))) if text is not None \
+                else digest  # (an error that quotes its arguments back is the same error)
             step.retry_after = retry_after_s(text)
         elif step.status == "ok":
             step.negative = negative
