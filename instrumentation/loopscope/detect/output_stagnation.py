@@ -103,6 +103,7 @@ def judge(group: list[StepView]) -> tuple[Action, ...] | None:
         not nudged(group)
         and sweep(group)
         and not (substantive(latest) and reworded(group))
+        and not (latest.negative and reworded(group, keeping=True))
         and not is_refusal(latest.output, latest.words)
     ):
         return None
@@ -124,10 +125,11 @@ SUBSTANTIVE_FACTS: Final = 3
 questions that get the same result set back are jitter, not a sweep (issue 16, point 1)."""
 
 
-def reworded(steps: list[StepView]) -> bool:
+def reworded(steps: list[StepView], *, keeping: bool = False) -> bool:
     """Whether every call after the first changes its arguments only in phrases of words
     (a question asked again in other words: "postgres 17 eol" → "when does postgresql 17
-    support end"; a command spelled another way), where a sweep names another thing (an id,
+    support end"; a command spelled another way; with ``keeping``, only words added to an
+    earlier question: "aunt may" → "aunt may parker"), where a sweep names another thing (an id,
     a date, a store number, a file: "job-7f3a" → "job-9c2b")."""
     seen = set(values_of(steps[0]))
     for step in steps[1:]:
@@ -135,8 +137,17 @@ def reworded(steps: list[StepView]) -> bool:
         if not new or not all(_phrase(value) for value in new) or not new.isdisjoint(
                 _paths_of(step)):
             return False  # (another file is another thing, not the same words again)
+        if keeping and not all(_keeps(value, seen) for value in new):
+            return False
         seen |= new
     return True
+
+
+def _keeps(value: str, seen: set[str]) -> bool:
+    """Whether ``value`` holds every word of an earlier value ("aunt may" → "aunt may
+    parker"): the same question asked again with words added, not another subject."""
+    words = set(value.split())
+    return any(set(old.split()) <= words for old in seen)
 
 
 def _paths_of(step: StepView) -> frozenset[str]:
