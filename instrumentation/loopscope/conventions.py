@@ -95,6 +95,11 @@ FLAGS: Final = "loopscope.flags"
 FLAG_KINDS: Final = "loopscope.flag.kinds"
 FLAG_KIND: Final = "loopscope.flag.kind"
 """On a ``gen_ai.evaluation.result`` event: the kind of loop the detector saw."""
+FLAG_EVIDENCE: Final = "loopscope.flag.evidence"
+"""On the same event: the finding's evidence source (the detector and what it rests on,
+``write_duplicate/kind:guessed+outcome:parsed``; docs/detection.md, "Evidence")."""
+FLAG_CAPPED: Final = "loopscope.flag.capped"
+"""On the same event, when true: the evidence held the finding below its rung's action."""
 GUARD_ACTION: Final = "loopscope.guard.action"
 """What the guard did: allow | warn | block | stop (observe mode: always allow)."""
 GUARD_DECISION: Final = "loopscope.guard.decision"
@@ -245,6 +250,10 @@ class LoopVerdict(Protocol):
     def message(self) -> str: ...
     @property
     def rung(self) -> int: ...
+    @property
+    def evidence(self) -> str: ...
+    @property
+    def capped(self) -> bool: ...
 
 
 def evaluation_events(flags: Iterable[LoopVerdict]) -> list[tuple[str, dict[str, Any]]]:
@@ -252,11 +261,13 @@ def evaluation_events(flags: Iterable[LoopVerdict]) -> list[tuple[str, dict[str,
     the evaluation is the detector (``loopscope.exact_repeat``), its score label what the
     policy does there in enforce mode (``warn``, ``block`` or ``stop``; in observe and warn
     mode what enforce *would* do), its score the ladder rung (0 at the first sign), its
-    explanation the detector's message."""
+    explanation the detector's message; the evidence source beside it."""
     return [(GEN_AI_EVALUATION_RESULT, {
         GEN_AI_EVALUATION_NAME: f"loopscope.{flag.detector}",
         GEN_AI_EVALUATION_SCORE_LABEL: flag.action,
         GEN_AI_EVALUATION_SCORE_VALUE: float(flag.rung),
         GEN_AI_EVALUATION_EXPLANATION: flag.message,
         FLAG_KIND: flag.kind,
+        FLAG_EVIDENCE: flag.evidence,
+        **({FLAG_CAPPED: True} if flag.capped else {}),
     }) for flag in flags]

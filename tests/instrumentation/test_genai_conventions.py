@@ -58,6 +58,8 @@ def test_each_loop_verdict_is_a_gen_ai_evaluation_result_event() -> None:
     assert first[c.GEN_AI_EVALUATION_SCORE_VALUE] == 0.0
     assert "lookup_order" in first[c.GEN_AI_EVALUATION_EXPLANATION]
     assert first[c.FLAG_KIND]
+    assert first[c.FLAG_EVIDENCE] == "exact_repeat/kind:declared"  # (what the kill rests on)
+    assert c.FLAG_CAPPED not in first
 
 
 def test_observe_mode_events_say_what_enforce_would_do() -> None:

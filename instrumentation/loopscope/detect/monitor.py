@@ -921,6 +921,7 @@ class EpisodeMonitor:
             "action": action,
             "detector": name,
             "kind": finding.kind,
+            "evidence": source_of(name, self._evidence(name, finding, step)),
             "step": step.index if step is not None else self.steps,
         }
         if step is not None:
