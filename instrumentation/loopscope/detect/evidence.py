@@ -17,8 +17,9 @@ source, named ``axis:value``:
 - ``effect:shown`` (a repeated write's answers said what it did, the same each time but for
   ids and figures), ``effect:varies`` (its answers each said something else: a hand-off's
   reports) or ``effect:assumed`` (it answered nothing: a repeated side effect is assumed);
-- ``error:plain`` (a failure repeated as it was) or ``error:retry-after`` (the failure says
-  when to try again: a refusal for now, whatever the arguments);
+- ``error:plain`` (a failure repeated as it was), ``error:retry-after`` (the failure says
+  when to try again: a refusal for now, whatever the arguments) or ``error:unchanged`` (the
+  same failure byte for byte though edits were made in between);
 - ``calls:same`` (one call failing again) or ``calls:different`` (different calls failing
   alike);
 - ``state:failed`` (a poll answered a failed state twice: waiting will not fix it; no
@@ -55,7 +56,7 @@ VALUES: Final[dict[str, tuple[str, ...]]] = {
     "calls": ("same", "different"),
     "deadline": ("stated", "default"),
     "effect": ("shown", "varies", "assumed"),
-    "error": ("plain", "retry-after"),
+    "error": ("plain", "retry-after", "unchanged"),
     "kind": ("declared", "guessed", "shape", "unknown"),
     "outcome": ("timeout", "parsed"),
     "output": ("equal", "similar"),

@@ -78,6 +78,27 @@ class RepeatSameError:
     def after(self, history: History, step: StepView) -> Finding | None:
         if step.status != "error":
             return None
+        stats = history.stats(step.signature)
+        if (
+            stats is not None
+            and stats.fails
+            and stats.fails_epoch != history.epoch
+            and step.output_hash == stats.fail_output
+            and len(stats.fails) + 1 >= self.threshold
+        ):  # the same failure, byte for byte, after an edit: the edits change nothing for it
+            return Finding(
+                kind="repeat_same_error",
+                message=(
+                    f"{step.tool} {args_preview(step)} has failed {len(stats.fails) + 1} times "
+                    "with exactly the same output, though things were changed in between: "
+                    "those changes do not reach this failure. Read the error again and change "
+                    "what it names, or report the failure."
+                ),
+                key=step.signature,
+                details={"tool": step.tool, "count": len(stats.fails) + 1},
+                rungs=AFTER_RUNGS,
+                evidence=("calls:same", "error:unchanged"),
+            )
         same = [
             s
             for s in history.recent(self.window - 1)
