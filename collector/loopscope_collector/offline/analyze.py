@@ -78,8 +78,8 @@ arguments left out), as live.
 collector's pipeline, for the dashboard: OTLP spans as they are, Episode JSONL runs as
 synthetic loopscope spans with ids derived from the episode id, so re-running stores nothing
 twice. Detection then runs once, in the store's pipeline, and the report is what the store
-holds (tool calls only: messages are not stored, so message-based flags such as monologue
-are not reported with --db). A store locked by a running collector is refused.
+holds: messages included, the same flags as without --db. A store locked by a running
+collector is refused.
 
 """
 EXAMPLE_OTLP = "  loopscope analyze otel-traces.jsonl --db runs.duckdb\n"
