@@ -3,8 +3,9 @@
 Every request gets an HTTP answer: a body that does not decode is a 400 (never a closed
 connection), a request that cannot be framed is a 400 (uvicorn and h11 frame HTTP), slow
 bodies hold only the bytes they sent and are evicted first when a faster client needs room,
-wrong methods are 405 with Allow, a read that fails on the collector's side is a 5xx, and
-the ``Server`` header names no Python version.
+wrong methods are 405 with Allow, a read that fails on the collector's side is a 5xx, a
+read parameter the read cannot take is a 400 naming it (issue 29), and the ``Server`` header
+names no Python version.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import socket
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -313,6 +315,71 @@ def test_a_read_that_fails_on_the_server_side_is_a_5xx(
         server.shutdown()
         server.server_close()
         db.close()
+
+
+_BAD_VALUES: dict[str, tuple[str, ...]] = {
+    # per parameter, values its read cannot take (issue 29, point 6); beside them every
+    # parameter is also sent twice
+    "limit": ("-1", "99999999999999999999", "abc"),
+    "offset": ("-1", "99999999999999999999", "1.5"),
+    "since_ns": ("99999999999999999999", "-99999999999999999999", "1e18"),
+    "until_ns": ("99999999999999999999", "x"),
+    "bucket_s": ("0", "-60", "9223372036854775807"),
+    "stale_s": ("-1", "9223372036854775807"),
+    "prices": ("abc", '{"gpt-4o": 1}', '{"gpt-4o": {"input": "x", "output": 1}}',
+               '{"gpt-4o": {"input": 1e400, "output": 1}}', '{"gpt-4o": {"input": 1}}', "[]"),
+    "flagged": ("maybe",), "ascending": ("yes please",),
+    "sort": ("bogus",), "verdict": ("bogus",), "status": ("bogus",),
+    "service": (), "agent": (), "model": (), "tool": (), "outcome": (), "episode_id": (),
+    "search": (),
+}
+_GOOD_VALUES: dict[str, str] = {
+    "limit": "5", "offset": "0", "since_ns": "0", "until_ns": "9223372036854775807",
+    "bucket_s": "60", "stale_s": "300", "flagged": "false", "ascending": "true",
+    "prices": '{"gpt-4o": {"input": 2.5, "output": 10}}', "sort": "cost",
+    "verdict": "not flagged", "status": "ended", "service": "load", "agent": "a",
+    "model": "gpt-4o", "tool": "search", "outcome": "success", "episode_id": "e-1",
+    "search": "e-",
+}
+
+
+def _get(collector: CollectorProcess, path: str, query: str) -> tuple[int, str]:
+    # a connection per request: on a kept-alive one each answer waited 40 ms (delayed ACK)
+    conn = http.client.HTTPConnection("127.0.0.1", collector.http_port, timeout=30)
+    try:
+        conn.request("GET", f"{path}?{query}")
+        answer = conn.getresponse()
+        return answer.status, answer.read().decode()
+    finally:
+        conn.close()
+
+
+def test_every_wrong_read_parameter_is_a_400_naming_it(collector: CollectorProcess) -> None:
+    """Issue 29, point 6: a value a read cannot take (``limit=-1``, a limit past BIGINT,
+    ``prices=abc``, a bucket of 0 s, a sort the read does not know, a parameter given twice)
+    is a 400 naming the parameter, for every parameter of every read, never a 500 from the
+    read; good values of every parameter still answer 200."""
+    spans, _ = episode_request(3, repeat=True)
+    assert collector.post(spans.SerializeToString())[0] == 200
+    reads = collector.get("/v1/reads")["reads"]
+    declared = {p for read in reads.values() for p in read["params"]}
+    assert declared == set(_BAD_VALUES) == set(_GOOD_VALUES), "a parameter without a test"
+    wrong = []
+    for name, read in sorted(reads.items()):
+        path = f"/v1/reads/{name}"
+        good = {p: _GOOD_VALUES[p] for p in read["params"]}
+        status, text = _get(collector, path, urllib.parse.urlencode(good))
+        assert status == 200, (name, text)
+        needed = {p: _GOOD_VALUES[p] for p in read["required"]}
+        for param in read["params"]:
+            asked = [urllib.parse.urlencode({**needed, param: value})
+                     for value in _BAD_VALUES[param]]
+            asked.append(urllib.parse.urlencode([*needed.items(), (param, "1"), (param, "2")]))
+            for query in asked:
+                status, text = _get(collector, path, query)
+                if status != 400 or f"parameter {param} " not in json.loads(text)["error"]:
+                    wrong.append((name, query, status, text[:200]))
+    assert not wrong, "\n".join(map(str, wrong))
 
 
 def test_grpc_health_asks_for_the_token_like_every_other_route(tmp_path: Path) -> None:

@@ -3,12 +3,13 @@
 
 A read is a ``-- name:`` block with ``$named`` parameters; the API accepts only names that
 exist in ``READS`` and only the parameters the read uses, so a client can never send SQL.
-Every parameter's type is declared once at the top of the file (``-- param NAME: TYPE``),
-and query-string text is converted by that declaration, never by its look (``007`` stays
-text for a text parameter). A read lists the parameters it cannot do without
-(``-- requires: NAME``); any other parameter left out is bound as NULL (each read treats NULL
-as "no filter"). Results are
-fetched in full before returning: no half-read DuckDB result leaves this module (DuckDB 2.x
+Every parameter's type is declared once at the top of the file (``-- param NAME: TYPE``, with
+the rule its values follow: ``params``), and query-string text is converted and checked by that
+declaration, never by its look (``007`` stays text for a text parameter), so a value the read
+cannot take is refused, naming the parameter, before the read runs. A read lists the
+parameters it cannot do without (``-- requires: NAME``); any other parameter left out is bound
+as NULL (each read treats NULL as "no filter"). Results are fetched in full before returning:
+no half-read DuckDB result leaves this module (DuckDB 2.x
 refuses a second query on a connection with a pending result).
 """
 
@@ -17,12 +18,14 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import duckdb
+
+from .params import BadValue, Param
 
 if TYPE_CHECKING:
     from ..storage import Database
@@ -32,7 +35,7 @@ R = TypeVar("R")
 _NAME_LINE = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 _PARAM = re.compile(r"\$([a-z_][a-z0-9_]*)")
 _DOC_LINE = re.compile(r"^--\s?(.*)$")
-_TYPE_LINE = re.compile(r"^--\s*param\s+(\w+)\s*:\s*(\w+)\s*$", re.MULTILINE)
+_TYPE_LINE = re.compile(r"^--[ \t]*param[ \t]+(\w+)[ \t]*:[ \t]*(\w+)(.*)$", re.MULTILINE)
 _REQUIRES_LINE = re.compile(r"^--\s*requires:\s*(.+)$", re.MULTILINE)
 
 
@@ -43,29 +46,11 @@ class UnknownRead(KeyError):
         return str(self.args[0])
 
 
-def _integer(text: str) -> int:
-    return int(text.strip())
-
-
-def _boolean(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("true", "1"):
-        return True
-    if lowered in ("false", "0"):
-        return False
-    raise ValueError("expected true or false")
-
-
-_TYPES: Final[dict[str, Callable[[str], object]]] = {
-    "varchar": str, "bigint": _integer, "boolean": _boolean, "double": float}
-_TYPE_NAMES: Final = {"varchar": "text", "bigint": "an integer", "boolean": "true or false",
-                      "double": "a number"}
-
-
 @dataclass(frozen=True, slots=True)
 class NamedRead:
     """One read: its SQL, the parameters it takes (with their declared types), those it
-    requires, and its one-line description."""
+    requires, its one-line description, and each parameter's declaration (``params.Param``:
+    its type and the rule its values follow)."""
 
     name: str
     sql: str
@@ -73,21 +58,28 @@ class NamedRead:
     doc: str
     types: dict[str, str]
     required: tuple[str, ...] = ()
+    declared: dict[str, Param] = field(default_factory=dict)
 
     def convert(self, text: Mapping[str, str]) -> dict[str, Any]:
-        """Query-string values as the declared types of their parameters.
+        """Query-string values as the declared types of their parameters, each checked by
+        its declaration's rule (a limit of at least 0, a sort the read knows, a price table
+        that parses).
 
         Raises:
-            UnknownRead: a parameter the read does not take, or a value not of its type.
+            UnknownRead: a parameter the read does not take, or a value it cannot take (the
+                message names the parameter and what it takes).
         """
         self._check_names(text)
         values: dict[str, Any] = {}
         for key, value in text.items():
+            param = self.declared.get(key) or Param(key, self.types[key])
             try:
-                values[key] = _TYPES[self.types[key]](value)
-            except ValueError:
+                values[key] = param.convert(value)
+            except BadValue as exc:
+                shown = value if len(value) <= 60 else value[:57] + "..."
+                wrong = f": {exc.detail}" if exc.detail else f", not {shown!r}"
                 raise UnknownRead(f"parameter {key} of read {self.name!r} must be "
-                                  f"{_TYPE_NAMES[self.types[key]]}, not {value!r}") from None
+                                  f"{exc.takes}{wrong}") from None
         return values
 
     def _check_names(self, params: Mapping[str, Any]) -> None:
@@ -139,10 +131,9 @@ def _load_reads() -> dict[str, NamedRead]:
     text = files(__package__).joinpath("sql", "reads.sql").read_text(encoding="utf-8")
     text = _with_fragments(text)
     header, *pairs = _NAME_LINE.split(text)
-    types = dict(_TYPE_LINE.findall(header))
-    unknown = {t for t in types.values() if t not in _TYPES}
-    if unknown:
-        raise ValueError(f"reads.sql declares unknown parameter types: {sorted(unknown)}")
+    declared = {name: Param.declared(name, type_, rule)
+                for name, type_, rule in _TYPE_LINE.findall(header)}
+    types = {name: param.type for name, param in declared.items()}
     reads: dict[str, NamedRead] = {}
     for name, body in zip(pairs[::2], pairs[1::2], strict=True):
         body = body.strip()
@@ -157,7 +148,8 @@ def _load_reads() -> dict[str, NamedRead]:
             raise ValueError(f"reads.sql: read {name!r} uses ${', $'.join(undeclared)} "
                              "without a '-- param NAME: TYPE' line at the top of the file")
         reads[name] = NamedRead(name, body.rstrip(";"), params, doc,
-                                {p: types[p] for p in params}, required)
+                                {p: types[p] for p in params}, required,
+                                {p: declared[p] for p in params})
     return reads
 
 

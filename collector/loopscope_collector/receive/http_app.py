@@ -8,9 +8,10 @@
   a retry can fix: the bytes in flight are at the cap, the pipeline is overloaded or the store
   cannot be written now (clients retry 503; ingest is idempotent).
 - ``GET /v1/reads`` lists the named reads; ``GET /v1/reads/{name}?param=value`` runs one and
-  answers JSON ``{"rows": [...]}``: 400 for a parameter the read does not take, 500 when the
-  read fails on the collector's side, 503 while the store cannot be read. A client can only
-  name a read, never send SQL.
+  answers JSON ``{"rows": [...]}``: 400 naming the parameter for one the read does not take,
+  one given twice, or a value it cannot take (``reads.params``: never a failed read), 500 when
+  the read fails on the collector's side, 503 while the store cannot be read. A client can
+  only name a read, never send SQL.
 - ``POST /v1/labels`` with ``{"episode_id", "span_id" ('' = the episode), "label":
   "true_loop" | "false_kill" | "no_loop", "note"}``: a human verdict, written by the pipeline
   (the store's only writer); labels feed the metrics.
@@ -34,6 +35,7 @@ import hmac
 import json
 import logging
 import math
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, TypeVar
@@ -281,16 +283,21 @@ class CollectorApp:
                             {"Retry-After": RETRY_AFTER_S})
 
     async def _read(self, ex: _Exchange, name: str) -> None:
-        """A named read: 404 / 400 for what the client asked wrong, 503 while the store
+        """A named read: 404 / 400 for what the client asked wrong (a parameter the read does
+        not take, one given twice, or a value it cannot take, each named), 503 while the store
         cannot be read, 500 for a read that fails on the collector's side."""
         read = READS.get(name)
         if read is None:
             await ex.json(404, {"error": f"no read named {name!r}; reads: "
                                          f"{', '.join(sorted(READS))}"})
             return
-        query = ex.scope["query_string"].decode("latin-1")
+        pairs = parse_qsl(ex.scope["query_string"].decode("latin-1"), keep_blank_values=False)
+        twice = sorted(key for key, n in Counter(key for key, _ in pairs).items() if n > 1)
         try:
-            params = read.convert(dict(parse_qsl(query, keep_blank_values=False)))
+            if twice:
+                raise UnknownRead(f"read {name!r}: parameter {', '.join(twice)} given more "
+                                  "than once")
+            params = read.convert(dict(pairs))
         except (UnknownRead, ValueError) as exc:
             await ex.json(400, {"error": str(exc)})
             return

@@ -4,25 +4,30 @@
 --
 -- Each parameter's type, declared once for every read: the HTTP read API converts query-string
 -- text by it (so episode_id=007 stays '007'). A read may only use parameters declared here.
+-- After the type, the rule its values follow (reads/params.py), checked before a read runs so
+-- that a value the read cannot take is a 400 naming the parameter, not a failed read: "from
+-- LOW [to HIGH]" (a bigint is always within BIGINT), "one of A, B, ..." (text the read knows),
+-- "price table" (the JSON run_cost reads). The ranges: a limit or an offset of at least 0;
+-- seconds that the reads multiply into nanoseconds at most 9223372036 (the BIGINT of ns).
 -- param service: varchar
 -- param agent: varchar
 -- param model: varchar
 -- param tool: varchar
 -- param outcome: varchar
 -- param episode_id: varchar
--- param prices: varchar
+-- param prices: varchar price table
 -- param flagged: boolean
--- param limit: bigint
+-- param limit: bigint from 0
 -- param since_ns: bigint
 -- param until_ns: bigint
--- param bucket_s: bigint
--- param offset: bigint
+-- param bucket_s: bigint from 1 to 9223372036
+-- param offset: bigint from 0
 -- param search: varchar
--- param verdict: varchar
--- param status: varchar
--- param sort: varchar
+-- param verdict: varchar one of flagged, not flagged, stopped, would stop
+-- param status: varchar one of running, ended without a summary, ended
+-- param sort: varchar one of newest, started, calls, flags, cost, duration, agent, service
 -- param ascending: boolean
--- param stale_s: bigint
+-- param stale_s: bigint from 0 to 9223372036
 
 -- fragment: episode_filter
 -- The filters of an episode list on episodes e (the sidebar's): used after WHERE.
