@@ -19,7 +19,7 @@ from typing import Final
 
 from . import environment_variables as env
 from .alerts.options import add_alert_options, alert_settings
-from .lake_options import add_lake_options, every, interval, lake_of
+from .lake_options import MIN_KEEP, add_lake_options, check_keep, every, interval, lake_of
 from .receive import limits as lim
 
 MIB: Final = 1024 * 1024
@@ -78,7 +78,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "docs/deploy.md)")
     p.add_argument("--lake-keep", metavar="DURATION", type=interval, default="1d",
                    help="with --lake: snapshots and unused files younger than this are kept "
-                        "by the housekeeping (default 1d)")
+                        "by the housekeeping, so that a read or a batch still scanning a "
+                        f"replaced file finishes: at least {MIN_KEEP} (default 1d)")
+    p.add_argument("--unsafe-lake-keep", action="store_true",
+                   help=f"allow a --lake-keep under {MIN_KEEP}: only when no read or write on "
+                        "the lake lasts that long (docs/deploy.md, \"Housekeeping\")")
     p.add_argument("--auth-token", default=os.environ.get(env.TOKEN_ENV),
                    help=f"require 'Authorization: Bearer TOKEN' (default: ${env.TOKEN_ENV})")
     p.add_argument("--insecure-remote", action="store_true",
@@ -293,6 +297,8 @@ def cmd_collector(args: argparse.Namespace) -> int:
     from .storage import LakeError, SchemaError
 
     lake = lake_of(args, "collector")
+    check_keep(args.lake_keep, option="--lake-keep", unsafe=args.unsafe_lake_keep,
+               override="--unsafe-lake-keep", command="collector")
     if args.grpc_port and _port_taken(args.host, args.grpc_port):
         print(f"loopscope collector: error: cannot listen for OTLP/gRPC on {args.host}:"
               f"{args.grpc_port} (the port is taken); pass another --grpc-port (0 turns gRPC "

@@ -92,3 +92,41 @@ def every(text: str) -> float:
         return 0.0
     number, unit = _duration(text, "30s, 5m or 1h; 0 for never")
     return float(number * _UNITS[unit][1])
+
+
+MIN_KEEP: Final = "1h"
+MIN_KEEP_S: Final = 3600
+"""The shortest ``--lake-keep`` (collector) and ``--keep`` (``lake maintain``) taken without
+``--unsafe-lake-keep`` / ``--unsafe-keep``. The housekeeping deletes a Parquet file once no
+snapshot has needed it for that long, whoever is still scanning it: a read that began before
+another collector's merge then fails (503), as a batch's commit would. So the keep must outlast
+the longest transaction on the lake. Measured (BENCHMARKS.md, docs/deploy.md): a batch's commit
+0.2-0.7 s (retried up to 5 times after a conflict), a housekeeping run 1.4-2.5 s, the nine
+dashboard reads 5.75 s over a lake of 600 unmerged commits, ``compute_metrics`` over 1,000,000
+calls 0.54 s. ``loopscope export`` and ``lake import`` read a whole table in one transaction,
+which takes as long as the table is large, and a reader outside loopscope (a DuckDB shell on
+the lake) as long as it likes. An hour is over 600 times the longest read or batch measured
+and leaves room for an export or an import of a large table; what it costs is the disk of the
+files replaced in the last hour. DuckLake's own advice is days, and the default is 1d."""
+
+
+def _interval_seconds(sql_interval: str) -> tuple[int, str]:
+    """``"30 minutes"`` (an ``interval``) as (1800, "30m")."""
+    number, name = sql_interval.split()
+    unit, seconds = next((u, s) for u, (n, s) in _UNITS.items() if n == name)
+    return int(number) * seconds, f"{number}{unit}"
+
+
+def check_keep(keep: str, *, option: str, unsafe: bool, override: str, command: str) -> None:
+    """Exit with status 2, as argparse does, when ``keep`` (an ``interval``) is under
+    ``MIN_KEEP`` and ``unsafe`` (``override``, the option that says so) is not set; the
+    message names ``option``, the minimum, why, and ``override``."""
+    seconds, given = _interval_seconds(keep)
+    if unsafe or seconds >= MIN_KEEP_S:
+        return
+    print(f"loopscope {command}: error: {option} {given} is below the minimum of {MIN_KEEP}: "
+          "the housekeeping deletes the Parquet files a merge replaced once they are that old, "
+          "and a read or a batch on the lake still scanning one then fails (a read answers "
+          f"503). Pass {override} to use it anyway, when no read or write on the lake lasts "
+          "that long", file=sys.stderr)
+    raise SystemExit(2)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from collector_process import eventually, start_collector
+from collector_process import eventually, metric_value, start_collector
 from lake_place import LakePlace
 from otlp_requests import episode_request
 
@@ -27,7 +27,7 @@ def test_maintain_merges_the_small_files_and_the_reads_stay_the_same(
     spans = lake.data / "main" / "spans"
     files_before = len(list(spans.glob("*.parquet")))
     assert files_before >= 12
-    assert main(["lake", "maintain", *lake.args, "--keep", "0s"]) == 0
+    assert main(["lake", "maintain", *lake.args, "--keep", "0s", "--unsafe-keep"]) == 0
     out = capsys.readouterr().out
     assert "expired snapshots" in out and "deleted files" in out
     assert len(list(spans.glob("*.parquet"))) < files_before
@@ -46,11 +46,45 @@ def test_a_bad_keep_is_refused_by_name(lake: LakePlace,
     assert "not a duration: 'a week'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("command", "option", "override"), [
+    (["lake", "maintain"], "--keep", "--unsafe-keep"),
+    (["collector", "--http-port", "0", "--grpc-port", "0"], "--lake-keep", "--unsafe-lake-keep"),
+])
+def test_a_keep_under_an_hour_is_refused_naming_the_option_and_the_minimum(
+        lake: LakePlace, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        command: list[str], option: str, override: str) -> None:
+    """Issue 29, point 6: a keep of 1s let one collector's housekeeping delete the files
+    another was reading (503s); a keep under the minimum (an hour) is refused before anything
+    opens the lake, as argparse refuses (status 2), unless the override says so."""
+    spans = lake.data / "main" / "spans"
+    with pytest.raises(SystemExit) as refused:
+        main([*command, *lake.args, option, "1s"])
+    assert refused.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{option} 1s is below the minimum of 1h" in err and override in err
+    assert not spans.exists()  # refused before the lake was opened
+
+
+def test_a_keep_of_an_hour_is_taken_by_both_commands(lake: LakePlace, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    node = start_collector(tmp_path / "c.duckdb", grpc=False,
+                           extra=[*lake.args, "--lake-maintain-every", "1s", "--lake-keep", "1h"])
+    try:
+        assert node.post(episode_request(4)[0].SerializeToString())[0] == 200
+        eventually(lambda: metric_value(node.get("/metrics"),
+                                        "loopscope_lake_housekeeping_runs_total") >= 1)
+    finally:
+        node.stop()
+    assert main(["lake", "maintain", *lake.args, "--keep", "1h"]) == 0
+    assert "expired snapshots" in capsys.readouterr().out
+
+
 def test_a_lake_collector_merges_its_small_files_on_its_own_schedule(
         lake: LakePlace, tmp_path: Path) -> None:
     spans = lake.data / "main" / "spans"
     node = start_collector(tmp_path / "c.duckdb", grpc=False,
-                           extra=[*lake.args, "--lake-maintain-every", "1s", "--lake-keep", "1s"])
+                           extra=[*lake.args, "--lake-maintain-every", "1s", "--lake-keep", "1s",
+                                  "--unsafe-lake-keep"])
     try:
         for i in range(12):  # twelve commits: twelve small files per table, until merged
             assert node.post(episode_request(4, repeat=i % 2 == 0)[0].SerializeToString())[0] \

@@ -21,7 +21,7 @@ that episodes rows are rewritten across commits while files are merged."""
 
 def test_housekeeping_on_two_collectors_never_refuses_the_other_ones_requests(
         lake: LakePlace, tmp_path: Path) -> None:
-    schedule = ["--lake-maintain-every", "1s", "--lake-keep", "1s"]
+    schedule = ["--lake-maintain-every", "1s", "--lake-keep", "1s", "--unsafe-lake-keep"]
     nodes = [start_collector(tmp_path / f"c{i}.duckdb", grpc=False,
                              extra=[*lake.args, "--instance", f"node-{i}", *schedule])
              for i in range(2)]

@@ -16,7 +16,14 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
-from ..lake_options import add_lake_options, interval, open_named_lake, required_lake
+from ..lake_options import (
+    MIN_KEEP,
+    add_lake_options,
+    check_keep,
+    interval,
+    open_named_lake,
+    required_lake,
+)
 
 SOURCE: Final = "loopscope_import"
 ORDER: Final = ("spans", "episodes", "tool_calls", "messages", "detections", "guard_decisions",
@@ -31,13 +38,15 @@ Example:
   loopscope lake maintain --lake "$LAKE" --lake-data /shared/lake
 """
 
-MAINTAIN_HELP = """\
+MAINTAIN_HELP = f"""\
 DuckLake's own housekeeping over a lake that collectors write: rewrite the files that deletes
 left mostly empty (ducklake_rewrite_data_files), merge the small Parquet files that frequent
 commits leave (ducklake_merge_adjacent_files), expire snapshots older than
 --keep (ducklake_expire_snapshots), and delete the files no snapshot needs any more once they
 are older than --keep too (ducklake_cleanup_old_files; a reader still scanning them is given
-that long). Safe beside running collectors and readers: each step is a DuckLake transaction.
+that long, so --keep is at least {MIN_KEEP}: a shorter one needs --unsafe-keep, for a lake no
+collector or reader uses). Safe beside running collectors and readers: each step is a DuckLake
+transaction.
 Each lake collector runs the same every --lake-maintain-every (default 5m); run this by hand or
 from cron when no collector does (docs/deploy.md, "Housekeeping").
 
@@ -76,13 +85,19 @@ def register(sub: Any) -> None:
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     add_lake_options(m, "the lake to maintain")
     m.add_argument("--keep", metavar="DURATION", default="1d", type=interval,
-                   help="snapshots and unused files younger than this are kept: 30m, 6h, 1d "
-                        "(default 1d)")
+                   help="snapshots and unused files younger than this are kept: 6h, 1d; at "
+                        f"least {MIN_KEEP}, so that a read or a batch still scanning a replaced "
+                        "file finishes (default 1d)")
+    m.add_argument("--unsafe-keep", action="store_true",
+                   help=f"allow a --keep under {MIN_KEEP}: only when no read or write on the "
+                        "lake lasts that long (no collector or reader uses it)")
     m.set_defaults(func=cmd_maintain)
 
 
 def cmd_maintain(args: argparse.Namespace) -> int:
     """``loopscope lake maintain``."""
+    check_keep(args.keep, option="--keep", unsafe=args.unsafe_keep, override="--unsafe-keep",
+               command="lake maintain")
     db = open_named_lake(required_lake(args, "lake maintain"), "lake maintain")
     try:
         done = maintain(db, args.keep)
