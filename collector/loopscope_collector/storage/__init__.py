@@ -10,6 +10,7 @@ migrates it), for writing and reading alike. Each reader thread takes its own ``
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 import time
@@ -22,6 +23,8 @@ from .lake import ALIAS as LAKE_ALIAS
 from .lake import Lake, LakeError
 from .lake import connect as lake_connect
 from .schema import LATEST, SchemaError, current_version, migrate
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["Database", "Lake", "LakeError", "SchemaError", "open_database", "open_lake"]
 
@@ -183,14 +186,63 @@ def open_database(path: str | Path, *, read_only: bool = False,
             con.close()
             raise
         return Database(con, path, True)
+    if path == ":memory:":
+        con = _connect(path, read_only=False, memory_limit=memory_limit)
+        migrate(con)
+        return Database(con, path, False, memory_limit)
+    _set_aside_interrupted_migration(path)
     con = _connect(path, read_only=False, memory_limit=memory_limit)
-    if migrate(con) < LATEST:
-        # DuckDB 1.4 cannot replay DDL whose defaults bind a function (``default
-        # current_timestamp``) from its write-ahead log after a crash ("GetDefaultDatabase
-        # with no default database set", duckdb#19712, fixed after 1.4.4): a schema change
-        # goes into the file at once, so the log never holds one.
-        con.execute("checkpoint")
+    try:
+        if current_version(con) > LATEST:
+            migrate(con)  # refuses a store from a newer loopscope, changing nothing
+        if current_version(con) < LATEST:
+            _migrate_file(con, path)
+    except BaseException:
+        con.close()
+        raise
     return Database(con, path, False, memory_limit)
+
+
+MIGRATING: Final = ".migrating"
+"""Beside a store while its schema changes: ``_migrate_file``."""
+
+
+def _migrate_file(con: duckdb.DuckDBPyConnection, path: str) -> None:
+    """Migrate the store at ``path`` so that a crash at any instant leaves a file that opens.
+
+    DuckDB 1.4 cannot replay DDL whose defaults bind a function (``default
+    current_timestamp``) from its write-ahead log after a crash ("GetDefaultDatabase with no
+    default database set", duckdb#19712, fixed after 1.4.4). So the log is checkpointed
+    first (it then holds no acknowledged row), a marker is written beside the file, the
+    migrations run, the log is checkpointed again and the marker removed. A marker found at
+    the next open says the log holds schema changes only: ``_set_aside_interrupted_migration``.
+    """
+    con.execute("checkpoint")
+    marker = Path(path + MIGRATING)
+    with marker.open("w", encoding="utf-8") as handle:
+        handle.write("loopscope: a schema migration of this store is in progress\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    migrate(con)
+    con.execute("checkpoint")
+    marker.unlink()
+
+
+def _set_aside_interrupted_migration(path: str) -> None:
+    """A migration of ``path`` was cut off (its marker is there): its write-ahead log holds
+    schema changes and no acknowledged row, so it is moved aside (not deleted) and the
+    migration runs again from the last checkpoint."""
+    marker = Path(path + MIGRATING)
+    if not marker.exists():
+        return
+    wal = Path(path + ".wal")
+    if wal.exists():
+        aside = wal.with_name(f"{wal.name}.interrupted-migration-{time.strftime('%Y%m%dT%H%M%S')}")
+        os.replace(wal, aside)
+        logger.warning("a schema migration of %s was cut off; its write-ahead log (schema "
+                       "changes only, no data) is moved to %s and the migration runs again",
+                       path, aside)
+    marker.unlink()
 
 
 CHECKPOINT_BYTES: Final = 16 * 1024 * 1024
