@@ -1,8 +1,10 @@
 """Chaos: spans the store cannot hold, mixed into concurrent good traffic.
 
 A poison span is refused at decode time with a 400 (gRPC INVALID_ARGUMENT) naming its field;
-every good request sent beside it is acknowledged at its first try and stored exactly once.
-What still reaches the store and fails there fails only its own request.
+a value only its typed column cannot hold is set aside and named in OTLP's
+``partial_success`` while its span is stored. Every good request sent beside a poison is
+acknowledged at its first try and stored exactly once. What still reaches the store and fails
+there fails only its own request.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from typing import Any
 import duckdb
 import grpc
 import pytest
-from collector_process import CollectorProcess, start_collector
+from collector_process import CollectorProcess, metric_value, start_collector
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from otlp_requests import episode_request, request, tool_span
 
 from loopscope.detect.monitor import EpisodeMonitor
@@ -196,23 +199,81 @@ TYPED_POISONS = [
 ]
 
 
+def _partial_success(answer: bytes, content_type: str) -> str:
+    """The ``partial_success`` message of an export's 200 answer ("" when it has none)."""
+    if content_type == "application/json":
+        return str(json.loads(answer).get("partialSuccess", {}).get("errorMessage", ""))
+    return ExportTraceServiceResponse.FromString(answer).partial_success.error_message
+
+
+def _stored_spans(collector: CollectorProcess) -> int:
+    return int(metric_value(collector.get("/metrics"), "loopscope_spans_stored_total"))
+
+
 @pytest.mark.parametrize(("body", "content_type", "says"), TYPED_POISONS,
                          ids=[says.split("'")[1] + "-" + ct.split("/")[1]
                               for _, ct, says in TYPED_POISONS])
-def test_a_typed_attribute_its_column_cannot_hold_is_a_400_naming_it(
+def test_a_typed_attribute_its_column_cannot_hold_is_stored_as_unknown_and_named(
     collector: CollectorProcess, body: bytes, content_type: str, says: str,
 ) -> None:
     """A number a reader would store in a typed column but that the column cannot hold (an
-    integer too large for INTEGER or BIGINT, sent as an int, a float or decimal text) is
-    refused with a 400 naming the attribute and the column; nothing of the request is stored,
-    and a good request right after it is acknowledged."""
+    integer too large for INTEGER or BIGINT, sent as an int, a float or decimal text) does
+    not refuse its span: the span is stored, the value is kept as text under
+    ``loopscope.unstorable.<key>`` (its column reads unknown), and the 200 answer's OTLP
+    ``partial_success`` names the attribute and the column; nothing counts as refused."""
     status, _, answer = collector.post(body, content_type=content_type)
-    assert status == 400
-    assert says in answer.decode("utf-8", "replace")
-    good, _ = episode_request(2)
-    assert collector.post(good.SerializeToString())[0] == 200
-    assert collector.read("episode_tool_calls", episode_id="ep-typed") == []
-    assert 'loopscope_requests_rejected_total{code="400"} 1' in collector.get("/metrics")
+    assert status == 200, answer
+    message = _partial_success(answer, content_type)
+    assert says in message and "stored as unknown" in message, message
+    assert _stored_spans(collector) == 1
+    key = says.split("'")[1]
+    if content_type != "application/json":  # the JSON poisons carry no episode id
+        (row,) = collector.read("episode_tool_calls", episode_id="ep-typed")
+        if key == "loopscope.step":
+            assert row["step"] is None
+    metrics = collector.get("/metrics")
+    assert 'loopscope_requests_rejected_total{code="400"} 1' not in metrics
+
+
+def test_one_unstorable_value_in_a_hundred_spans_loses_none_of_them(
+    collector: CollectorProcess,
+) -> None:
+    """Issue 29: a request of 100 spans in which one carries a NaN cost, a negative token
+    count or 2^40 tokens used to be refused whole (400; exporters do not retry it). Now all
+    100 are stored and the answer's ``partial_success`` names each bad value by its path."""
+    poisons = {7: ("loopscope.cost_usd", float("nan")),
+               42: ("gen_ai.usage.input_tokens", -1),
+               99: ("gen_ai.usage.output_tokens", 2**40)}
+    spans = []
+    for i in range(100):
+        span = tool_span(os.urandom(16), os.urandom(8), tool="search", args=f'{{"q": {i}}}',
+                         result="r", start_ns=START + i)
+        span.attributes.add(key="loopscope.episode.id").value.string_value = "ep-mixed"
+        if i in poisons:
+            key, value = poisons[i]
+            member = span.attributes.add(key=key).value
+            if isinstance(value, float):
+                member.double_value = value
+            else:
+                member.int_value = value
+        spans.append(span)
+    status, _, answer = collector.post(request(spans).SerializeToString())
+    assert status == 200, answer
+    message = _partial_success(answer, "application/x-protobuf")
+    assert message.startswith("3 attribute value(s) stored as unknown"), message
+    for i, (key, _) in poisons.items():
+        assert f"resourceSpans[0].scopeSpans[0].spans[{i}].attributes['{key}']" in message
+    assert _stored_spans(collector) == 100
+    assert len(collector.read("episode_tool_calls", episode_id="ep-mixed")) == 100
+    _every_read_answers(collector)
+    collector.stop()
+    with duckdb.connect(str(collector.db), read_only=True) as con:
+        kept = con.execute(
+            "select attributes ->> 'loopscope.unstorable.loopscope.cost_usd', "
+            "attributes ->> 'loopscope.cost_usd' from spans "
+            "where attributes ->> 'loopscope.unstorable.loopscope.cost_usd' is not null"
+        ).fetchall()
+    assert kept == [("nan", None)]  # what was sent is kept, as text, and read as unknown
 
 
 def test_typed_attributes_that_fit_or_are_not_numbers_are_stored(
@@ -232,8 +293,10 @@ def test_typed_attributes_that_fit_or_are_not_numbers_are_stored(
     assert 2**31 - 1 in [row["step"] for row in rows]
 
 
-def test_grpc_typed_attribute_poison_is_invalid_argument(collector: CollectorProcess) -> None:
-    """The same check on the gRPC receiver: INVALID_ARGUMENT naming the attribute."""
+def test_grpc_typed_attribute_poison_is_stored_and_named_in_partial_success(
+    collector: CollectorProcess,
+) -> None:
+    """The same on the gRPC receiver: OK, with ``partial_success`` naming the attribute."""
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest,
     )
@@ -241,10 +304,10 @@ def test_grpc_typed_attribute_poison_is_invalid_argument(collector: CollectorPro
     body, _, says = TYPED_POISONS[0]
     with grpc.insecure_channel(f"127.0.0.1:{collector.grpc_port}") as channel:
         stub = trace_service_pb2_grpc.TraceServiceStub(channel)
-        with pytest.raises(grpc.RpcError) as caught:
-            stub.Export(ExportTraceServiceRequest.FromString(body), timeout=30)
-    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert says in str(caught.value.details())
+        answer = stub.Export(ExportTraceServiceRequest.FromString(body), timeout=30)
+    assert answer.partial_success.rejected_spans == 0
+    assert says in answer.partial_success.error_message
+    assert _stored_spans(collector) == 1
 
 
 def _unsummable(**attributes: object) -> bytes:
@@ -310,19 +373,23 @@ def _every_read_answers(collector: CollectorProcess) -> None:
 @pytest.mark.parametrize(("body", "content_type", "says", "why"), UNSUMMABLE,
                          ids=["tokens-2^63-1", "tokens-negative", "cost-nan", "cost-inf",
                               "cost-nan-text", "cost-inf-json", "deadline-inf-json"])
-def test_values_no_read_can_sum_are_refused_naming_the_field(
+def test_values_no_read_can_sum_are_stored_as_unknown_naming_the_field(
     collector: CollectorProcess, body: bytes, content_type: str, says: str, why: str,
 ) -> None:
     """Issue 20, cases 5 and 6: token counts of 2^63-1 (whose sum overflows every read that
-    adds them) and a NaN or infinite cost (every sum NaN, a read's answer not JSON) are
-    refused with a 400 naming the attribute, not stored; afterwards every read answers 200
-    with strict JSON and /metrics keeps its gauges."""
+    adds them) and a NaN or infinite cost (every sum NaN, a read's answer not JSON) never
+    reach a typed column: the span is stored with the value set aside as text and the
+    answer's ``partial_success`` names the attribute; afterwards every read answers 200 with
+    strict JSON and /metrics keeps its gauges."""
     assert collector.post(episode_request(3)[0].SerializeToString())[0] == 200
     status, _, answer = collector.post(body, content_type=content_type)
-    text = answer.decode("utf-8", "replace")
-    assert status == 400, text
+    assert status == 200, answer
+    text = _partial_success(answer, content_type)
     assert says in text and why in text, text
-    assert collector.read("episode_tool_calls", episode_id="ep-sum") == []
+    assert _stored_spans(collector) == 4
+    if content_type != "application/json":
+        (row,) = collector.read("episode_tool_calls", episode_id="ep-sum")
+        assert row["cost_usd"] is None or "cost" not in says
     _every_read_answers(collector)
 
 

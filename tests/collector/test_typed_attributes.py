@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 
 from loopscope_collector.normalize.typed_attributes import (
+    SET_ASIDE,
     TYPED_ATTRIBUTES,
+    set_aside_unstorable,
     typed_int,
     unstorable_attribute,
 )
@@ -54,7 +56,7 @@ def test_every_typed_column_is_declared_or_derived(columns: dict[str, str]) -> N
 
 
 @pytest.mark.parametrize("key", sorted(TYPED_ATTRIBUTES))
-def test_each_bounded_attribute_holds_its_limits_and_refuses_one_past(key: str) -> None:
+def test_each_bounded_attribute_holds_its_limits_and_sets_aside_one_past(key: str) -> None:
     kind = TYPED_ATTRIBUTES[key].type
     if kind.low is None:  # DOUBLE: every number fits
         assert unstorable_attribute({key: 1e308}) is None
@@ -63,8 +65,9 @@ def test_each_bounded_attribute_holds_its_limits_and_refuses_one_past(key: str) 
         assert unstorable_attribute({key: fits}) is None
         assert typed_int({key: fits}, key) == int(fits)
     for past in (kind.high + 1, kind.low - 1, str(kind.high + 1)):
-        message = unstorable_attribute({key: past})
-        assert message is not None and message.startswith(f"attributes['{key}']: ")
+        found = unstorable_attribute({key: past})
+        assert found is not None and found[0] == key
+        assert found[1].startswith(f"attributes['{key}']: ")
         assert typed_int({key: past}, key) is None
     for not_a_number in ("soon", True, 1.5, [1]):
         assert unstorable_attribute({key: not_a_number}) is None
@@ -74,3 +77,16 @@ def test_each_bounded_attribute_holds_its_limits_and_refuses_one_past(key: str) 
 def test_typed_int_takes_the_first_present_key() -> None:
     attrs = {"llm.token_count.prompt": 7}
     assert typed_int(attrs, "gen_ai.usage.input_tokens", "llm.token_count.prompt") == 7
+
+
+def test_set_aside_moves_every_unstorable_value_to_text_and_keeps_the_rest() -> None:
+    attrs = {"loopscope.cost_usd": float("nan"), "gen_ai.usage.input_tokens": -1,
+             "loopscope.step": 3, "other": "x"}
+    wrong = set_aside_unstorable(attrs)
+    assert sorted(w.split("'")[1] for w in wrong) == ["gen_ai.usage.input_tokens",
+                                                      "loopscope.cost_usd"]
+    assert attrs == {"loopscope.step": 3, "other": "x",
+                     SET_ASIDE + "loopscope.cost_usd": "nan",
+                     SET_ASIDE + "gen_ai.usage.input_tokens": "-1"}
+    assert set_aside_unstorable(attrs) == []
+

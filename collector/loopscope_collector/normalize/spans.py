@@ -7,6 +7,7 @@ Python: str, bool, int, float, bytes, list and dict (an OTLP ``kvlistValue``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,3 +50,24 @@ class SpanRecord:
         """``service.name`` of the resource, or ``unknown_service``."""
         value = self.resource.get("service.name")
         return value if isinstance(value, str) and value else "unknown_service"
+
+
+class Decoded(list[SpanRecord]):
+    """The spans of one export request, and ``set_aside``: for each value a typed column could
+    not hold, where it was and what was wrong (``typed_attributes.set_aside_unstorable``;
+    its span is stored), for the answer's ``partial_success``."""
+
+    def __init__(self, spans: Iterable[SpanRecord] = ()) -> None:
+        super().__init__(spans)
+        self.set_aside: list[str] = []
+
+    def partial_success_message(self) -> str:
+        """The ``partial_success.error_message`` for this request ("" when nothing was set
+        aside): how many values, and the first few by path."""
+        if not self.set_aside:
+            return ""
+        shown = "; ".join(self.set_aside[:3])
+        more = f" (and {len(self.set_aside) - 3} more)" if len(self.set_aside) > 3 else ""
+        return (f"{len(self.set_aside)} attribute value(s) stored as unknown (kept as text under "
+                f"loopscope.unstorable.<key>), every span stored: {shown}{more}")
+

@@ -3,9 +3,9 @@
 Every other attribute is stored as JSON text in ``spans.attributes`` and can hold anything;
 the attributes below are also read into a typed column of ``tool_calls`` or ``episodes``.
 This table is the one place that says which column each feeds and what it holds. The decoder
-checks each request against it (``unstorable_attribute``), so a value a reader would take but
-its column cannot hold is a 400 naming the attribute (gRPC INVALID_ARGUMENT) instead of a
-value dropped in silence; the readers (``common`` and its callers) take their bounds from it
+checks each span against it (``set_aside_unstorable``), so a value a reader would take but its
+column cannot hold is set aside and named in the answer's ``partial_success`` instead of being
+dropped in silence; the readers (``common`` and its callers) take their bounds from it
 (``typed_int``). A test checks the table against the columns of a real store.
 
 The rule: a value the reader would read as a number (an integer, an integral float, a decimal
@@ -13,9 +13,12 @@ string) must fit its column. A value that is not a number at all (text, a list) 
 as one and stays only in the span, as before. Token counts are narrower than their column
 (``TOKEN_COUNT``: what every read can sum), and ``DOUBLE`` columns take only finite numbers:
 DuckDB would keep NaN and infinities, but every sum over them is NaN, and a read's answer
-would not be JSON. Such values are refused (400 naming the attribute), not clamped: a
-clamped count or cost would be a number nobody sent, stored as if it had been, and the
-client learns at once what to fix.
+would not be JSON. Such a value is not clamped (a clamped count or cost would be a number
+nobody sent, stored as if it had been) and does not refuse its request (exporters do not retry
+a 400, and the request's good spans would be lost): the decoder sets it aside
+(``set_aside_unstorable``: kept as text under ``loopscope.unstorable.<key>``, so its column
+reads unknown), stores the span, and the answer's OTLP ``partial_success`` names the attribute,
+so the client learns at once what to fix.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from typing import Any, Final
 
 from loopscope import conventions as c
 
-__all__ = ["TYPED_ATTRIBUTES", "Column", "typed_int", "unstorable_attribute"]
+__all__ = ["SET_ASIDE", "TYPED_ATTRIBUTES", "Column", "set_aside_unstorable", "typed_int",
+           "unstorable_attribute"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,9 +125,9 @@ def typed_int(attrs: Mapping[str, Any], *keys: str) -> int | None:
     return None
 
 
-def unstorable_attribute(attrs: Mapping[str, Any]) -> str | None:
-    """What is wrong with the first attribute in ``attrs`` whose number its column cannot
-    hold, as ``attributes['key']: ...`` for the decoder's error path; ``None`` if all fit.
+def unstorable_attribute(attrs: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The first attribute in ``attrs`` whose number its column cannot hold, and what is
+    wrong with it as ``attributes['key']: ...``; ``None`` if all fit.
 
     Called by the decoder for every span: a set test first, so a span without typed
     attributes costs one ``isdisjoint``.
@@ -136,16 +140,33 @@ def unstorable_attribute(attrs: Mapping[str, Any]) -> str | None:
         where = " and ".join(column.columns)
         if key in _REAL:
             if not _finite(attrs[key]):
-                return (f"attributes['{key}']: {attrs[key]!r} is not a finite number; {where} "
-                        f"({kind.name}) holds only finite ones, so that every read can sum "
-                        "it and answer JSON")
+                return key, (f"attributes['{key}']: {attrs[key]!r} is not a finite number; "
+                             f"{where} ({kind.name}) holds only finite ones, so that every "
+                             "read can sum it and answer JSON")
             continue
         number = _integer(attrs[key])
         if number is not None and not kind.holds(number):
             why = f": {kind.why}" if kind.why else ""
-            return (f"attributes['{key}']: {number} does not fit {where}"
-                    f" ({kind.name}, {kind.low} to {kind.high}{why})")
+            return key, (f"attributes['{key}']: {number} does not fit {where}"
+                         f" ({kind.name}, {kind.low} to {kind.high}{why})")
     return None
+
+
+SET_ASIDE: Final = "loopscope.unstorable."
+"""An attribute whose value its column cannot hold is kept under this prefix, as text."""
+
+
+def set_aside_unstorable(attrs: dict[str, Any]) -> list[str]:
+    """Move each attribute of ``attrs`` whose number its column cannot hold to
+    ``SET_ASIDE + key``, as text: the span is stored, that value reads as unknown (no reader
+    takes the new key) and what was sent is kept. Returns what was wrong with each
+    (``unstorable_attribute``), for the answer's ``partial_success``."""
+    wrong: list[str] = []
+    while (found := unstorable_attribute(attrs)) is not None:
+        key, why = found
+        attrs[SET_ASIDE + key] = str(attrs.pop(key))
+        wrong.append(why)
+    return wrong
 
 
 def _finite(value: Any) -> bool:

@@ -25,11 +25,15 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from google.protobuf.message import DecodeError as _ProtoDecodeError
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTracePartialSuccess,
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from loopscope_collector.normalize.spans import SpanEvent, SpanRecord
-from loopscope_collector.normalize.typed_attributes import unstorable_attribute
+from loopscope_collector.normalize.spans import Decoded, SpanEvent, SpanRecord
+from loopscope_collector.normalize.typed_attributes import set_aside_unstorable
 from loopscope_collector.receive.decode_json import decode_json
 from loopscope_collector.receive.errors import (
     AdmissionError,
@@ -47,6 +51,7 @@ __all__ = [
     "decode_proto_request",
     "decode_request",
     "decoding",
+    "export_answer",
     "inflate",
     "span_count",
 ]
@@ -66,7 +71,7 @@ _NESTED = frozenset(("array_value", "kvlist_value"))
 def decode_request(
     body: bytes | bytearray, *, content_type: str | None, content_encoding: str | None,
     max_bytes: int, admit: Callable[[int], None] | None = None,
-) -> list[SpanRecord]:
+) -> Decoded:
     """Decode the body of an OTLP/HTTP ``POST /v1/traces`` into span records.
 
     Called by the HTTP receiver on its request thread. Pure: no I/O, no shared state.
@@ -80,7 +85,8 @@ def decode_request(
             are built; it may refuse the request by raising (``limits``: memory).
 
     Returns:
-        One record per span, in request order; ``[]`` for a request without spans.
+        One record per span, in request order (empty for a request without spans); its
+        ``set_aside`` names each value a typed column could not hold (``Decoded``).
 
     Raises:
         UnsupportedMediaType: The content type is missing or not protobuf or JSON.
@@ -117,7 +123,7 @@ def decoding() -> Iterator[None]:
 def _decode_request(
     body: bytes | bytearray, content_type: str | None, content_encoding: str | None,
     max_bytes: int, admit: Callable[[int], None] | None,
-) -> list[SpanRecord]:
+) -> Decoded:
     media = _MEDIA_TYPES.get((content_type or "").split(";", 1)[0].strip().lower())
     if media is None:
         got = f"{content_type!r}" if content_type else "none"
@@ -198,15 +204,26 @@ def _decompress(body: bytes, wbits: int, max_bytes: int, encoding: str) -> bytea
 # --- protobuf ------------------------------------------------------------------------------
 
 
-def decode_proto_request(request: ExportTraceServiceRequest) -> list[SpanRecord]:
+def export_answer(spans: Decoded) -> ExportTraceServiceResponse:
+    """The answer to a stored export: empty, or OTLP's ``partial_success`` with no span
+    rejected and a message naming the values set aside (OTLP's way to warn a client)."""
+    message = spans.partial_success_message()
+    if not message:
+        return ExportTraceServiceResponse()
+    return ExportTraceServiceResponse(
+        partial_success=ExportTracePartialSuccess(rejected_spans=0, error_message=message))
+
+
+def decode_proto_request(request: ExportTraceServiceRequest) -> Decoded:
     """Convert a parsed ``ExportTraceServiceRequest`` into span records.
 
     Called by the gRPC receiver with the message it parsed, and by ``decode_request``.
 
     Raises:
         DecodeError: A trace or span id is empty, all zero or of the wrong length, or a value
-            is out of its column's range (a time past 2262, a kind or status code over 127, a
-            typed attribute its column cannot hold: ``typed_attributes``); the message gives
+            is out of its column's range (a time past 2262, a kind or status code over 127;
+            a typed attribute its column cannot hold is set aside instead:
+            ``typed_attributes``); the message gives
             its path, e.g. ``resourceSpans[0].scopeSpans[0].spans[2].kind``; its ``spans``
             is the number of spans in the request.
     """
@@ -218,8 +235,8 @@ def decode_proto_request(request: ExportTraceServiceRequest) -> list[SpanRecord]
         raise
 
 
-def _proto_records(request: ExportTraceServiceRequest) -> list[SpanRecord]:
-    records: list[SpanRecord] = []
+def _proto_records(request: ExportTraceServiceRequest) -> Decoded:
+    records = Decoded()
     append = records.append
     for r, resource_spans in enumerate(request.resource_spans):
         resource = _proto_attributes(resource_spans.resource.attributes)
@@ -244,9 +261,9 @@ def _proto_records(request: ExportTraceServiceRequest) -> list[SpanRecord]:
                 ):
                     _raise_unstorable(span, f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]")
                 attributes = _proto_attributes(span.attributes)
-                wrong = unstorable_attribute(attributes)
-                if wrong is not None:
-                    raise DecodeError(f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}].{wrong}")
+                if wrong := set_aside_unstorable(attributes):
+                    path = f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]"
+                    records.set_aside.extend(f"{path}.{why}" for why in wrong)
                 append(
                     SpanRecord(
                         trace_id.hex(),

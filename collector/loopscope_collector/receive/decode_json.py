@@ -24,8 +24,8 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from loopscope_collector.normalize.spans import SpanEvent, SpanRecord
-from loopscope_collector.normalize.typed_attributes import unstorable_attribute
+from loopscope_collector.normalize.spans import Decoded, SpanEvent, SpanRecord
+from loopscope_collector.normalize.typed_attributes import set_aside_unstorable
 from loopscope_collector.receive.errors import DecodeError
 
 __all__ = ["decode_json"]
@@ -40,7 +40,7 @@ _TINYINT = (-128, 127)
 
 def decode_json(
     data: bytes | bytearray, admit: Callable[[int], None] | None = None
-) -> list[SpanRecord]:
+) -> Decoded:
     """The span records of an OTLP JSON body; ``admit`` is told how many spans the body
     holds before they are built (it may refuse by raising)."""
     try:
@@ -82,8 +82,8 @@ def _lenient_list(obj: Any, key: str) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _json_request(doc: dict[str, Any]) -> list[SpanRecord]:
-    records: list[SpanRecord] = []
+def _json_request(doc: dict[str, Any]) -> Decoded:
+    records = Decoded()
     for r, rs in _items(doc, "resourceSpans", ""):
         p = f"resourceSpans[{r}]"
         resource = _json_attributes(_obj(_get(rs, "resource"), f"{p}.resource"), f"{p}.resource")
@@ -95,12 +95,14 @@ def _json_request(doc: dict[str, Any]) -> list[SpanRecord]:
                 _str(scope, "version", f"{ps}.scope"),
             )
             for i, span in _items(ss, "spans", ps):
-                records.append(_json_span(span, f"{ps}.spans[{i}]", resource, scope_name_version))
+                records.append(_json_span(span, f"{ps}.spans[{i}]", resource, scope_name_version,
+                                          records.set_aside))
     return records
 
 
 def _json_span(
-    span: dict[str, Any], path: str, resource: dict[str, Any], scope: tuple[str, str]
+    span: dict[str, Any], path: str, resource: dict[str, Any], scope: tuple[str, str],
+    set_aside: list[str],
 ) -> SpanRecord:
     status = _obj(_get(span, "status"), f"{path}.status")
     events = [
@@ -112,9 +114,7 @@ def _json_span(
         for e, event in _items(span, "events", path)
     ]
     attributes = _json_attributes(span, path)
-    wrong = unstorable_attribute(attributes)
-    if wrong is not None:
-        raise DecodeError(f"{path}.{wrong}")
+    set_aside.extend(f"{path}.{wrong}" for wrong in set_aside_unstorable(attributes))
     return SpanRecord(
         trace_id=_hex_id(span, "traceId", 16, path),
         span_id=_hex_id(span, "spanId", 8, path),

@@ -27,11 +27,18 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from ..normalize.spans import SpanRecord
+from ..normalize.spans import Decoded
 from ..pipeline.jobs import Overloaded, PipelineStopped, Rejected
 from ..pipeline.thread import Pipeline
 from ..storage.health import StoreUnavailable
-from .decode import DecodeError, PayloadTooLarge, decode_proto_request, decoding, span_count
+from .decode import (
+    DecodeError,
+    PayloadTooLarge,
+    decode_proto_request,
+    decoding,
+    export_answer,
+    span_count,
+)
 from .http_server import ACK_TIMEOUT_S, MAX_BODY_BYTES
 from .limits import (
     Busy,
@@ -64,12 +71,13 @@ class TraceService:
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         try:
             with self.inflight.hold(len(body)) as held:
-                self._store(self._decode(body, context, held), context)
+                spans = self._decode(body, context, held)
+                self._store(spans, context)
         except Busy as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE, f"not admitted, retry later: {exc}")
-        return ExportTraceServiceResponse()
+        return export_answer(spans)
 
-    def _decode(self, body: bytes, context: grpc.ServicerContext, held: Hold) -> list[SpanRecord]:
+    def _decode(self, body: bytes, context: grpc.ServicerContext, held: Hold) -> Decoded:
         """Parse, charge what the spans will take before building them, build them
         (``limits``: the memory bound is on decoded size, as for HTTP)."""
         try:
@@ -95,7 +103,7 @@ class TraceService:
             context.abort(code, message)
             raise  # abort raises; this line is for the type checker
 
-    def _store(self, spans: list[SpanRecord], context: grpc.ServicerContext) -> None:
+    def _store(self, spans: Decoded, context: grpc.ServicerContext) -> None:
         try:
             self.pipeline.submit(spans).wait(ACK_TIMEOUT_S)
         except Rejected as exc:

@@ -43,9 +43,8 @@ from urllib.parse import parse_qsl
 
 import duckdb
 from google.rpc import status_pb2
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from ..normalize.spans import SpanRecord
+from ..normalize.spans import Decoded
 from ..pipeline.jobs import Job, Overloaded, PipelineStopped, Rejected
 from ..pipeline.thread import Pipeline
 from ..reads import READS, UnknownRead
@@ -53,7 +52,14 @@ from ..reads import read as run_named_read
 from ..storage import Database
 from ..storage.health import StoreUnavailable
 from .connections import CONNECTION_KEY, WatchedH11Protocol
-from .decode import DecodeError, PayloadTooLarge, decode_request, decoding, inflate
+from .decode import (
+    DecodeError,
+    PayloadTooLarge,
+    decode_request,
+    decoding,
+    export_answer,
+    inflate,
+)
 from .labels import check_label
 from .limits import (
     MAX_BODY_BYTES,
@@ -436,7 +442,7 @@ class CollectorApp:
                 return body
 
     def _decode(self, body: bytearray, content_type: str | None, encoding: str | None,
-                hold: Hold) -> list[SpanRecord] | DecodeError | Busy:
+                hold: Hold) -> Decoded | DecodeError | Busy:
         """Decode on a decoding thread, charging memory before it is taken (``limits``):
         what parsing may take, then, once the spans are counted, what their records will
         take, then what they take (a request that alone takes more than the whole budget is
@@ -482,7 +488,7 @@ class CollectorApp:
             raise TimeoutError(f"spans not stored within {ACK_TIMEOUT_S:.0f} s") from None
         job.wait(0)
 
-    async def _store(self, ex: _Exchange, spans: list[SpanRecord], protobuf: bool) -> None:
+    async def _store(self, ex: _Exchange, spans: Decoded, protobuf: bool) -> None:
         """Hand the spans to the pipeline and answer once they are committed (or not)."""
         retry = {"Retry-After": RETRY_AFTER_S}
         try:
@@ -498,10 +504,12 @@ class CollectorApp:
             await self._otlp_error(ex, 503, f"the store failed, retry later: "
                                             f"{type(exc).__name__}", protobuf, retry)
             return
+        answer = export_answer(spans)
         if protobuf:
-            await ex.answer(200, ExportTraceServiceResponse().SerializeToString(), _PROTOBUF)
+            await ex.answer(200, answer.SerializeToString(), _PROTOBUF)
         else:
-            await ex.json(200, {})
+            message = answer.partial_success.error_message
+            await ex.json(200, {"partialSuccess": {"errorMessage": message}} if message else {})
 
     async def _busy(self, ex: _Exchange, exc: Exception, protobuf: bool, *,
                     close: bool = False) -> None:
