@@ -292,9 +292,8 @@ def cmd_collector(args: argparse.Namespace) -> int:
 
     policy = load_policy(args.policy) if args.policy else None
     settings = alert_settings(args)
-    import duckdb
-
     from .storage import LakeError, SchemaError
+    from .storage.errors import StoreError, StoreLocked
 
     lake = lake_of(args, "collector")
     check_keep(args.lake_keep, option="--lake-keep", unsafe=args.unsafe_lake_keep,
@@ -320,12 +319,12 @@ def cmd_collector(args: argparse.Namespace) -> int:
                                   header_timeout_s=args.header_timeout,
                                   body_timeout_s=args.body_timeout,
                                   idle_timeout_s=args.idle_timeout))
-    except duckdb.Error as exc:
+    except StoreError as exc:
         if lake is not None:
             print(f"loopscope collector: error: cannot open the lake {lake}: {exc}",
                   file=sys.stderr)
             return 1
-        if not isinstance(exc, duckdb.IOException):
+        if not isinstance(exc, StoreLocked):
             raise
         hint = (" Another collector probably owns it (one writer per file): stop it, or pass "
                 "another --db." if "lock" in str(exc).lower() else "")

@@ -113,8 +113,7 @@ class LakeAlerts:
 
 def cmd_alerts(args: argparse.Namespace) -> int:
     """``loopscope alerts``: look about once a bucket until SIGINT or SIGTERM."""
-    import duckdb
-
+    from ..storage.errors import StoreError
     from .manager import AlertManager
     from .sinks import build_sink
 
@@ -135,7 +134,7 @@ def cmd_alerts(args: argparse.Namespace) -> int:
             started = time.monotonic()
             try:
                 watcher.look()
-            except duckdb.Error as exc:  # the catalog away for a while: try again next time
+            except StoreError as exc:  # the catalog away for a while: try again next time
                 logging.getLogger(__name__).warning("loopscope alerts: cannot read the lake "
                                                     "now: %s", exc)
             stop.wait(max(0.0, manager.settings.bucket_s - (time.monotonic() - started)))

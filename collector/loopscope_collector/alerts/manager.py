@@ -36,10 +36,9 @@ from .settings import AlertSettings
 from .sinks import AlertSink, LogSink, destinations
 
 if TYPE_CHECKING:
-    import duckdb
-
     from ..pipeline.detection import EpisodeResult
     from ..pipeline.thread import Pipeline
+    from ..storage.errors import Cursor
 
 logger = logging.getLogger(__name__)
 
@@ -325,7 +324,7 @@ class AlertManager:
         if len(self._seen) > limit:
             self._seen.popitem(last=False)
 
-    def _record(self, cur: duckdb.DuckDBPyConnection, alert: Alert) -> None:
+    def _record(self, cur: Cursor, alert: Alert) -> None:
         with self._lock:
             self._counts[(alert.service, alert.state)] += 1
         self.firing += 1 if alert.state == "firing" else -1
@@ -349,7 +348,7 @@ class AlertManager:
             logger.exception("could not store alert %s; it is still sent", alert.id)
         self.sink.send(alert)
 
-    def _resolve_leftovers(self, cur: duckdb.DuckDBPyConnection) -> None:
+    def _resolve_leftovers(self, cur: Cursor) -> None:
         """Alerts a previous run left firing have no detector any more: close them now."""
         try:
             cur.execute("update alerts set state = 'resolved', resolved_at = $now,"

@@ -176,21 +176,20 @@ def _from_lake(
     lake: Any, filters: dict[str, Any], collect: Callable[[Reader, dict[str, Any]], dict[str, Any]]
 ) -> dict[str, Any] | int:
     """The metrics over a lake, with the reads' SQL (a reader beside running collectors)."""
-    import duckdb
-
     from ..reads import snapshot
     from ..storage import LakeError, SchemaError, open_lake
+    from ..storage.errors import StoreError
 
     try:
         db = open_lake(lake, read_only=True)
     except (LakeError, SchemaError) as exc:
         return _error(str(exc))
-    except duckdb.Error as exc:
+    except StoreError as exc:
         return _error(f"cannot open the lake {lake}: {exc}")
     try:
         with snapshot(db) as read:
             return collect(read, filters)
-    except duckdb.Error as exc:
+    except StoreError as exc:
         return _error(f"the lake {lake}: cannot compute the metrics ({exc})")
     finally:
         db.close()
@@ -200,10 +199,9 @@ def _from_file(
     path: str, filters: dict[str, Any], collect: Callable[[Reader, dict[str, Any]], dict[str, Any]]
 ) -> dict[str, Any] | int:
     try:
-        import duckdb
-
         from ..reads import snapshot
         from ..storage import SchemaError, open_database
+        from ..storage.errors import StoreError, StoreLocked
     except ImportError as exc:
         return _error(f"{exc.name or 'a dependency'} is missing. Install the collector with:  "
                       "pip install 'loopscope[collector]'")
@@ -214,18 +212,18 @@ def _from_file(
         db = open_database(path, read_only=True)
     except SchemaError as exc:
         return _error(str(exc))
-    except duckdb.IOException as exc:
+    except StoreLocked as exc:
         if "lock" in str(exc).lower():
             return _error(f"{path} is locked by another process (a running collector?). Read "
                           "through it with --collector http://127.0.0.1:4318, or copy the "
                           "file and pass the copy")
         return _error(f"cannot open {path}: {exc}")
-    except duckdb.Error as exc:
+    except StoreError as exc:
         return _error(f"{path} is not a readable DuckDB file: {exc}")
     try:
         with snapshot(db) as read:
             return collect(read, filters)
-    except duckdb.Error as exc:
+    except StoreError as exc:
         return _error(f"{path}: cannot compute the metrics ({exc}); is it a loopscope store?")
     finally:
         db.close()

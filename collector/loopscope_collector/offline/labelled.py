@@ -72,14 +72,13 @@ def episodes(args: argparse.Namespace) -> list[EpisodeRecord] | None:
 
 def _open(path: str | None, lake: Any) -> Database:
     """The store, read-only; a ValueError naming it when it cannot be opened."""
-    import duckdb
-
     from ..storage import LakeError, SchemaError, open_database, open_lake
+    from ..storage.errors import StoreError, StoreLocked
 
     if lake is not None:
         try:
             return open_lake(lake, read_only=True)
-        except (LakeError, SchemaError, duckdb.Error) as exc:
+        except (LakeError, SchemaError, StoreError) as exc:
             raise ValueError(f"cannot open the lake {lake}: {exc}") from None
     assert path is not None
     if not Path(path).is_file():
@@ -88,11 +87,11 @@ def _open(path: str | None, lake: Any) -> Database:
         return open_database(path, read_only=True)
     except SchemaError as exc:
         raise ValueError(f"cannot open the store {path}: {exc}") from None
-    except duckdb.IOException as exc:
+    except StoreLocked as exc:
         hint = (" (locked by a running collector? calibrate on a copy of the file)"
                 if "lock" in str(exc).lower() else "")
         raise ValueError(f"cannot open the store {path}{hint}: {exc}") from None
-    except duckdb.Error as exc:
+    except StoreError as exc:
         raise ValueError(f"cannot open the store {path}: not a readable DuckDB file "
                          f"({exc})") from None
 
@@ -101,9 +100,8 @@ def _read(db: Database, where: str,
           newest: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The ``replay_episodes`` and ``replay_calls`` rows of the newest runs, from one
     snapshot (so the calls belong to the runs listed)."""
-    import duckdb
-
     from ..reads import snapshot
+    from ..storage.errors import StoreError
 
     if newest < 1:
         raise ValueError(f"--newest must be at least 1, not {newest}")
@@ -111,7 +109,7 @@ def _read(db: Database, where: str,
         with snapshot(db) as read:
             return (read("replay_episodes", {"limit": newest}),
                     read("replay_calls", {"limit": newest}))
-    except duckdb.Error as exc:
+    except StoreError as exc:
         raise ValueError(f"cannot read the runs of {where} ({exc}); is it a loopscope "
                          "store?") from None
 

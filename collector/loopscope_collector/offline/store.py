@@ -79,23 +79,22 @@ class Store:
                 collector, or it is not a loopscope store this version can write.
         """
         try:
-            import duckdb
-
             from ..pipeline.thread import Pipeline
             from ..storage import SchemaError, open_database
+            from ..storage import errors as engine
         except ImportError as exc:
             raise StoreError(f"--db needs the collector extra ({exc.name} is missing): "
                              "pip install 'loopscope[collector]'") from None
         try:
             db = open_database(path)
-        except duckdb.IOException as exc:
+        except engine.StoreLocked as exc:
             if "lock" in str(exc).lower():
                 raise StoreError(
                     f"{path} is locked by another process (a running `loopscope collector`?). "
                     "Stop it first, or write to another file and browse that one"
                 ) from None
             raise StoreError(f"cannot open {path}: {exc}") from None
-        except (duckdb.Error, SchemaError) as exc:
+        except (engine.StoreError, SchemaError) as exc:
             raise StoreError(f"cannot use {path} as a loopscope store: {exc}") from None
         policy = policy or Policy()
         return cls(db, Pipeline(db, policy=policy).start(), policy)

@@ -5,7 +5,7 @@ A job fails in one of three ways, and each is answered differently: the data its
 stored (``Rejected``: a 400, the client must not retry), the store cannot be written now
 (``storage.health.StoreUnavailable``: a 503 and failing health until it recovers), or the
 pipeline is full or stopping (``Overloaded``, ``PipelineStopped``: a 503).
-``is_data_error`` and ``is_store_error`` sort an exception from a failed batch into these.
+``storage.errors`` sorts an exception from a failed batch into these.
 """
 
 from __future__ import annotations
@@ -15,9 +15,6 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
-
-import duckdb
-import pyarrow as pa
 
 from ..normalize.spans import SpanRecord
 from ..storage.writes.labels import Label
@@ -108,44 +105,8 @@ class Stats:
     queue_spans: int = 0
 
 
-def is_data_error(exc: BaseException) -> bool:
-    """Whether the store refused the data itself (a retry fails the same way), rather than
-    failed to write it (disk full, file gone: a retry may succeed)."""
-    return isinstance(exc, _DATA_ERRORS) and "invalidated" not in str(exc)
-
-
-_DATA_ERRORS = (
-    duckdb.DataError, duckdb.IntegrityError, duckdb.InvalidInputException, pa.ArrowException,
-    UnicodeError, OverflowError, RecursionError,
-)
-
-
 CONFLICT_RETRIES: Final = 5
 """Commits in a row that may lose a race with other collectors on one lake before the batch
 fails (each retry runs over the lake as the winner left it)."""
 
 
-_CONFLICTS: Final = ("Transaction conflict", "Exceeded the maximum retry count")
-
-
-def is_conflict(exc: BaseException) -> bool:
-    """Whether a commit failed because other transactions on the same lake changed what it
-    touched first (DuckLake: "Transaction conflict - attempting to delete from table … but
-    another transaction has compacted it"; or its own retries of the catalog's commit ran
-    out while many committed at once): storing the batch again succeeds."""
-    return isinstance(exc, duckdb.Error) and any(c in str(exc) for c in _CONFLICTS)
-
-
-def is_store_error(exc: BaseException, *, lake: bool = False) -> bool:
-    """Whether the store could not write (disk full, I/O error, file gone, database
-    invalidated): health turns failing until it recovers. In a ``lake``, any DuckDB error
-    that is not the data's: the catalog database or the data path failing comes as a plain
-    ``duckdb.Error`` ("Failed to query most recent snapshot for DuckLake: ... server closed
-    the connection")."""
-    if isinstance(exc, duckdb.OutOfMemoryException):
-        return False
-    if lake and isinstance(exc, duckdb.Error) and not is_data_error(exc):
-        return True
-    return (isinstance(exc, duckdb.IOException | duckdb.FatalException
-                       | duckdb.TransactionException | OSError)
-            or "invalidated" in str(exc))

@@ -26,8 +26,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
-import duckdb
-
 from loopscope.detect import Policy
 
 from ..normalize import assembly
@@ -35,6 +33,14 @@ from ..normalize.rows import EpisodeRow, ReconcileRow, ToolCallRow
 from ..normalize.spans import SpanRecord
 from ..storage import Database
 from ..storage import writes as tables
+from ..storage.errors import (
+    Cursor,
+    StoreError,
+    is_conflict,
+    is_data_error,
+    is_out_of_memory,
+    is_store_error,
+)
 from ..storage.health import RECOVER_INTERVAL_S, StoreHealth, StoreUnavailable, StoreWatch
 from ..storage.lake_housekeeping import LakeHousekeeping
 from ..storage.queries import insert_rows
@@ -48,9 +54,6 @@ from .jobs import (
     PipelineStopped,
     Rejected,
     Stats,
-    is_conflict,
-    is_data_error,
-    is_store_error,
 )
 from .refusals import RefusalLog
 
@@ -167,7 +170,7 @@ class Pipeline:
     # -- the pipeline thread --------------------------------------------------------------
 
     @property
-    def cursor(self) -> duckdb.DuckDBPyConnection:
+    def cursor(self) -> Cursor:
         """The pipeline thread's own cursor: for ``on_batch`` hooks, which run on that thread
         after the batch's commit (each statement commits by itself). Not for other threads."""
         return self._cur
@@ -275,7 +278,7 @@ class Pipeline:
         for _ in range(CONFLICT_RETRIES):
             try:
                 return self._store(jobs)
-            except duckdb.Error as exc:
+            except StoreError as exc:
                 if not is_conflict(exc):
                     raise
                 with self._lock:
@@ -300,7 +303,7 @@ class Pipeline:
         else:  # out of memory, or a bug: this request fails, the store is not at fault
             logger.error("loopscope collector: a request of %d spans failed; not acknowledged: "
                          "%s: %s", spans, type(exc).__name__, str(exc).split("\n", 1)[0])
-            if isinstance(exc, duckdb.OutOfMemoryException):
+            if is_out_of_memory(exc):
                 error = StoreUnavailable(
                     f"the store ran out of memory for these {spans} spans (--store-memory "
                     f"{self.db.memory_limit or 'default'}); retry later, or send smaller "
@@ -356,7 +359,7 @@ class Pipeline:
                            ", ".join(span_ids[:5]) + (" ..." if len(span_ids) > 5 else ""))
 
     def _derive(
-        self, cur: duckdb.DuckDBPyConnection, spans: Sequence[SpanRecord]
+        self, cur: Cursor, spans: Sequence[SpanRecord]
     ) -> list[EpisodeResult]:
         reading = assembly.read_spans(spans, lambda keys: self._seen_keys(cur, keys))
         for key in reading.dedup_keys.values():
@@ -408,7 +411,7 @@ class Pipeline:
 
     @staticmethod
     def _load_steps(
-        cur: duckdb.DuckDBPyConnection, episode_ids: Sequence[str]
+        cur: Cursor, episode_ids: Sequence[str]
     ) -> dict[str, list[Row]]:
         """The stored steps (tool calls, then messages) of these episodes."""
         steps: dict[str, list[Row]] = {}
@@ -418,7 +421,7 @@ class Pipeline:
                 steps.setdefault(episode_id, []).extend(rows)
         return steps
 
-    def _check_routing(self, cur: duckdb.DuckDBPyConnection, episode_ids: Sequence[str]) -> None:
+    def _check_routing(self, cur: Cursor, episode_ids: Sequence[str]) -> None:
         """Episodes new to this collector whose calls another instance stored: the router in
         front sent one episode to two collectors (each judges only what it holds). Counted
         (``loopscope_episodes_misrouted_total``) and logged, rate-limited, once the batch
@@ -438,14 +441,14 @@ class Pipeline:
                 f"{self.instance!r}): each judges only the calls it holds; route every span "
                 "of an episode to one collector (by trace id, or by loopscope.episode.id)")
 
-    def _seen_keys(self, cur: duckdb.DuckDBPyConnection, keys: Sequence[str]) -> set[str]:
+    def _seen_keys(self, cur: Cursor, keys: Sequence[str]) -> set[str]:
         """The MCP keys an earlier batch kept: in memory, else in the store."""
         for key in tables.stored_dedup_keys(cur, [k for k in keys if k not in self._dedup]):
             self._remember(self._dedup, key, None)
         return {k for k in keys if k in self._dedup}
 
     def _drop_shadows(
-        self, cur: duckdb.DuckDBPyConnection, rows: list[ToolCallRow]
+        self, cur: Cursor, rows: list[ToolCallRow]
     ) -> tuple[list[ToolCallRow], set[str]]:
         """One call reported by loopscope's guard and by another instrumentation is one call
         (``assembly``, rule 4): a shadow is dropped when it arrives, deleted when it arrived
@@ -464,7 +467,7 @@ class Pipeline:
         return kept, changed
 
     def _resolve_episodes(
-        self, cur: duckdb.DuckDBPyConnection, rows: list[ToolCallRow], episodes: list[EpisodeRow]
+        self, cur: Cursor, rows: list[ToolCallRow], episodes: list[EpisodeRow]
     ) -> None:
         """Fill empty episode ids (``assembly``, rule 5), from this batch, memory and the
         store; a root that reveals a conversation id moves the calls stored under its trace."""
@@ -478,7 +481,7 @@ class Pipeline:
                 self.detector.forget(ep.trace_id)
                 self.detector.forget(ep.episode_id)
 
-    def _episodes_of(self, cur: duckdb.DuckDBPyConnection, traces: Sequence[str]) -> dict[str, str]:
+    def _episodes_of(self, cur: Cursor, traces: Sequence[str]) -> dict[str, str]:
         unknown = [t for t in traces if t not in self._trace_episode]
         for trace_id, episode_id in tables.episodes_of_traces(cur, unknown).items():
             self._remember(self._trace_episode, trace_id, episode_id)

@@ -23,8 +23,7 @@ from functools import partial
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-import duckdb
-
+from ..storage.errors import Cursor, StoreError
 from .params import BadValue, Param
 
 if TYPE_CHECKING:
@@ -157,7 +156,7 @@ READS: Final = _load_reads()  # parsed at import: a broken file fails at start-u
 
 
 def run_read(
-    cur: duckdb.DuckDBPyConnection, name: str, params: Mapping[str, Any]
+    cur: Cursor, name: str, params: Mapping[str, Any]
 ) -> list[dict[str, Any]]:
     """Run the named read with ``params``; returns finished rows as dicts.
 
@@ -202,7 +201,7 @@ def snapshot(db: Database) -> Iterator[Callable[[str, Mapping[str, Any]], list[d
         try:
             yield partial(run_read, cur)
         finally:
-            with contextlib.suppress(duckdb.Error):
+            with contextlib.suppress(StoreError):
                 cur.execute("rollback")  # it only read
     finally:
         cur.close()
