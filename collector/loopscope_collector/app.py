@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from loopscope.detect import Policy
+from loopscope.environment_variables import DEFAULT_GRPC_PORT, DEFAULT_HTTP_PORT
 
 from .alerts.manager import AlertManager
 from .alerts.settings import AlertSettings
@@ -34,8 +35,8 @@ class Collector:
         *,
         db_path: str,
         host: str = "127.0.0.1",
-        http_port: int = 4318,
-        grpc_port: int = 4317,
+        http_port: int = DEFAULT_HTTP_PORT,
+        grpc_port: int = DEFAULT_GRPC_PORT,
         auth_token: str | None = None,
         policy: Policy | None = None,
         max_request_bytes: int = MAX_BODY_BYTES,

@@ -17,6 +17,9 @@ import threading
 from pathlib import Path
 from typing import Final
 
+from loopscope.environment_variables import DEFAULT_GRPC_PORT, DEFAULT_HTTP_PORT
+from loopscope.exit_codes import EXIT_OK, EXIT_USAGE
+
 from . import environment_variables as env
 from .alerts.options import add_alert_options, alert_settings
 from .lake_options import MIN_KEEP, add_lake_options, check_keep, every, interval, lake_of
@@ -60,10 +63,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        description=COLLECTOR_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback)")
-    p.add_argument("--http-port", type=port_number, default=4318,
-                   help="OTLP/HTTP and reads (default 4318)")
-    p.add_argument("--grpc-port", type=port_number, default=4317,
-                   help="OTLP/gRPC (default 4317; 0 disables it)")
+    p.add_argument("--http-port", type=port_number, default=DEFAULT_HTTP_PORT,
+                   help=f"OTLP/HTTP and reads (default {DEFAULT_HTTP_PORT})")
+    p.add_argument("--grpc-port", type=port_number, default=DEFAULT_GRPC_PORT,
+                   help=f"OTLP/gRPC (default {DEFAULT_GRPC_PORT}; 0 disables it)")
     p.add_argument("--db", default=env.default_db(),
                    help=f"DuckDB file (default: ./{env.DEFAULT_DB} or ${env.DB_ENV})")
     add_lake_options(p, "instead of --db: write into this DuckLake (one of N collectors)")
@@ -148,7 +151,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if not args.db and not args.lake and not args.prometheus_rules:
         print("loopscope export: error: give --db FILE or --lake CATALOG (a store's tables) or "
               "--prometheus-rules FILE (the spike alert for Prometheus)", file=sys.stderr)
-        return export.EXIT_USAGE
+        return EXIT_USAGE
     if args.prometheus_rules:
         from .alerts.prometheus_rules import rules_yaml
 
@@ -156,14 +159,14 @@ def cmd_export(args: argparse.Namespace) -> int:
             text = rules_yaml(alert_settings(args), selector=args.prometheus_selector)
         except ValueError as exc:
             print(f"loopscope export: error: {exc}", file=sys.stderr)
-            return export.EXIT_USAGE
+            return EXIT_USAGE
         if args.prometheus_rules == "-":
             sys.stdout.write(text)
         else:
             Path(args.prometheus_rules).write_text(text, encoding="utf-8")
             print(f"prometheus rules  {args.prometheus_rules}  (check: promtool check rules "
                   f"{args.prometheus_rules})")
-    return export.cmd_export(args) if args.db or args.lake else export.EXIT_OK
+    return export.cmd_export(args) if args.db or args.lake else EXIT_OK
 
 
 def _instance(args: argparse.Namespace) -> str:

@@ -3,6 +3,7 @@
 
 from typing import Final
 
+from loopscope import environment_variables as agent_env
 from loopscope_collector import environment_variables as collector_env
 
 COLLECTOR_URL_ENV: Final = "LOOPSCOPE_COLLECTOR_URL"
@@ -16,4 +17,4 @@ LAKE_DATA_ENV: Final = collector_env.LAKE_DATA_ENV
 """Where that lake's Parquet files are (a directory or an s3:// URL)."""
 TOKEN_ENV: Final = collector_env.TOKEN_ENV
 """The collector's bearer token, when it was started with one."""
-DEFAULT_COLLECTOR_URL: Final = "http://127.0.0.1:4318"
+DEFAULT_COLLECTOR_URL: Final = agent_env.DEFAULT_ENDPOINT

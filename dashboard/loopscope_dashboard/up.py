@@ -21,6 +21,7 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from loopscope.environment_variables import DEFAULT_GRPC_PORT, DEFAULT_HTTP_PORT
 from loopscope_collector.cli import port_number
 from loopscope_collector.environment_variables import DEFAULT_DB, default_db
 
@@ -49,10 +50,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--db", default=default_db(),
                    help=f"DuckDB file of the collector (default: ./{DEFAULT_DB})")
     p.add_argument("--host", default="127.0.0.1", help="address to serve on (default: loopback)")
-    p.add_argument("--http-port", type=port_number, default=4318,
-                   help="OTLP/HTTP and reads (4318)")
-    p.add_argument("--grpc-port", type=port_number, default=4317,
-                   help="OTLP/gRPC (4317; 0: off)")
+    p.add_argument("--http-port", type=port_number, default=DEFAULT_HTTP_PORT,
+                   help=f"OTLP/HTTP and reads ({DEFAULT_HTTP_PORT})")
+    p.add_argument("--grpc-port", type=port_number, default=DEFAULT_GRPC_PORT,
+                   help=f"OTLP/gRPC ({DEFAULT_GRPC_PORT}; 0: off)")
     p.add_argument("--dashboard-port", type=port_number, default=8501, help="dashboard (8501)")
     p.add_argument("--demo", action="store_true", help="also run scripted demo agents")
     p.add_argument("--demo-pace", type=float, default=0.05, metavar="SECONDS",

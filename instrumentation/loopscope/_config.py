@@ -34,7 +34,7 @@ logger = logging.getLogger("loopscope")
 
 MODE_CHOICES: Final = f"{', '.join(map(repr, MODES[:-1]))} or {MODES[-1]!r}"
 """The guard modes as a message names them: 'observe', 'warn' or 'enforce'."""
-DEFAULT_ENDPOINT: Final = "http://127.0.0.1:4318"
+DEFAULT_ENDPOINT: Final = env.DEFAULT_ENDPOINT
 DEFAULT_SERVICE_NAME: Final = "agent"
 SCHEDULE_DELAY_MS: Final = 200
 """Batch delay: short, so a flag reaches the collector well within a second."""

@@ -12,6 +12,14 @@ from typing import Final
 LOOPSCOPE_MODE: Final = "LOOPSCOPE_MODE"
 """Guard mode: ``observe``, ``warn`` or ``enforce``. Default ``observe``. Argument: ``mode``."""
 
+DEFAULT_HTTP_PORT: Final = 4318
+"""The collector's OTLP/HTTP port (and reads, /metrics, /healthz): OTLP's own default."""
+DEFAULT_GRPC_PORT: Final = 4317
+"""The collector's OTLP/gRPC port: OTLP's own default."""
+DEFAULT_ENDPOINT: Final = f"http://127.0.0.1:{DEFAULT_HTTP_PORT}"
+"""Where an agent sends its spans, and where the dashboard and ``loopscope metrics`` look for
+a collector, unless told otherwise: the one address every part shares."""
+
 LOOPSCOPE_ENDPOINT: Final = "LOOPSCOPE_ENDPOINT"
 """Collector base URL for OTLP/HTTP. Default: ``OTEL_EXPORTER_OTLP_ENDPOINT``, then
 ``http://127.0.0.1:4318``. Argument: ``endpoint``."""

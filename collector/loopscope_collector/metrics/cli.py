@@ -29,9 +29,7 @@ from ..lake_options import add_lake_options, lake_of
 if TYPE_CHECKING:
     from .compute import Reader
 
-EXIT_OK = 0
-EXIT_BAD_INPUT = 1
-EXIT_USAGE = 2
+from loopscope.exit_codes import EXIT_BAD_INPUT, EXIT_OK
 
 METRICS_HELP = """\
 Loop-detection rate, false-kill rate, UNKNOWN reconcile latency and cost per successful task.

@@ -58,7 +58,8 @@ from .synthetic_spans import episode_spans
 
 __all__ = ["ANALYZE", "analyze_inputs", "read_inputs"]
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_USAGE = 0, 1, 2
+from loopscope.exit_codes import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE
+
 FORMATS: Final = ("auto", "episodes", "otlp")
 _SNIFF_CHARS: Final = 65_536
 _OTLP_IN_EPISODES: Final = ("this is an OTLP JSON line in a file read as Episode JSONL "

@@ -21,11 +21,10 @@ if TYPE_CHECKING:
 
     from . import Database
 
+from loopscope.exit_codes import EXIT_BAD_INPUT, EXIT_OK
+
 from ..lake_options import add_lake_options, lake_of
 
-EXIT_OK = 0
-EXIT_BAD_INPUT = 1
-EXIT_USAGE = 2
 FORMATS: Final = ("parquet", "csv")
 TABLES: Final = ("episodes", "tool_calls", "messages", "detections", "guard_decisions",
                  "unknown_writes", "reconciles", "alerts", "labels", "spans")

@@ -17,10 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from ..detect.events import MODES
+from ..exit_codes import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE
 
-EXIT_OK = 0
-EXIT_BAD_INPUT = 1
-EXIT_USAGE = 2
 DEMO_TOOL_CALL_BUDGET = 40
 
 ANALYZE_HELP = """\
