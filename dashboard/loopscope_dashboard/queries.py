@@ -36,6 +36,9 @@ from typing import Any, Final, Protocol
 import pandas as pd
 import streamlit as st
 
+from loopscope_collector.reads.filters import DIMENSIONS
+from loopscope_collector.reads.filters import Filters as Filters  # the sidebar's (state)
+
 from . import truth
 from .environment_variables import (
     COLLECTOR_URL_ENV,
@@ -351,8 +354,7 @@ def source_is_live() -> bool:
 @st.cache_data(ttl="30s", show_spinner=False)
 def filter_options() -> dict[str, list[str]]:
     """The values each filter offers: {"service": [...], "agent": [...], ...}."""
-    options: dict[str, list[str]] = {d: [] for d in ("service", "agent", "model", "tool",
-                                                      "outcome")}
+    options: dict[str, list[str]] = {d: [] for d in DIMENSIONS}
     for row in _rows("filter_options", {}):
         options.setdefault(row["dimension"], []).append(str(row["value"]))
     return options
@@ -370,10 +372,10 @@ def metrics(*, service: str | None = None, agent: str | None = None, model: str 
             tool: str | None = None, since_ns: int | None = None,
             until_ns: int | None = None, outcome: str | None = None) -> dict[str, Any]:
     """The four metrics of docs/metrics.md with n and intervals, by the collector's own code."""
-    from loopscope_collector.metrics.compute import collect, read_params
+    from loopscope_collector.metrics.compute import collect
 
-    params = read_params(service=service, agent=agent, model=model, tool=tool,
-                         since_ns=since_ns, until_ns=until_ns, outcome=outcome)
+    params = Filters(service=service, agent=agent, model=model, tool=tool, outcome=outcome,
+                     since_ns=since_ns, until_ns=until_ns).params()
     return collect(_rows, params)
 
 

@@ -7,10 +7,11 @@ The sidebar's filter widgets write these keys (``key=``); every page reads the s
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any, Final
 
 import streamlit as st
+
+from .queries import Filters
 
 SERVICE: Final = "service"
 AGENT: Final = "agent"
@@ -66,35 +67,6 @@ TIME_RANGES: Final[dict[str, int | None]] = {
 EPISODE_PAGE: Final = "episode"
 """URL path of the Episode page (``st.Page(url_path=...)``): deep links are
 ``/episode?episode=ID``."""
-
-
-@dataclass(frozen=True, slots=True)
-class Filters:
-    """What the sidebar selected; ``None`` means "no filter"."""
-
-    service: str | None = None
-    agent: str | None = None
-    model: str | None = None
-    tool: str | None = None
-    outcome: str | None = None
-    since_ns: int | None = None
-    until_ns: int | None = None
-
-    def params(self) -> dict[str, Any]:
-        """Keyword arguments for the ``queries`` read functions."""
-        return {"service": self.service, "agent": self.agent, "model": self.model,
-                "tool": self.tool, "outcome": self.outcome, "since_ns": self.since_ns,
-                "until_ns": self.until_ns}
-
-    def previous(self) -> Filters | None:
-        """The same filters over the window just before this one (for trends), or None
-        when the time range is unbounded."""
-        if self.since_ns is None:
-            return None
-        until = self.until_ns if self.until_ns is not None else time.time_ns()
-        width = until - self.since_ns
-        return Filters(self.service, self.agent, self.model, self.tool, self.outcome,
-                       self.since_ns - width, self.since_ns)
 
 
 def _chosen(key: str) -> str | None:

@@ -22,14 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loopscope.detect.events import OUTCOMES
+from loopscope.exit_codes import EXIT_BAD_INPUT, EXIT_OK
 
 from .. import environment_variables as env
 from ..lake_options import add_lake_options, lake_of
+from ..reads.filters import Filters
 
 if TYPE_CHECKING:
     from .compute import Reader
-
-from loopscope.exit_codes import EXIT_BAD_INPUT, EXIT_OK
 
 METRICS_HELP = """\
 Loop-detection rate, false-kill rate, UNKNOWN reconcile latency and cost per successful task.
@@ -135,9 +135,9 @@ def _http_reader(base: str, token: str | None) -> Reader:
 def cmd_metrics(args: argparse.Namespace) -> int:
     """Compute and print the metrics."""
     since_ns, until_ns = _window(args)  # a bad time is a ValueError: usage error upstream
-    filters = {"service": args.service, "agent": args.agent, "model": args.model,
-               "tool": args.tool, "since_ns": since_ns, "until_ns": until_ns,
-               "outcome": args.outcome}
+    filters = Filters(service=args.service, agent=args.agent, model=args.model,
+                      tool=args.tool, outcome=args.outcome, since_ns=since_ns,
+                      until_ns=until_ns).params()
     try:
         from .compute import collect, format_table
     except ImportError as exc:

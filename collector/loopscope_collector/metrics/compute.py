@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 from loopscope.offline.evaluation import rate
 
 from ..reads import snapshot
+from ..reads.filters import Filters
 
 if TYPE_CHECKING:
     from ..storage import Database
@@ -46,21 +47,6 @@ the ``metrics_breakdown`` read; this is it, parsed, for documentation and caller
 Reader = Callable[[str, dict[str, Any]], list[dict[str, Any]]]
 
 
-def read_params(
-    *,
-    service: str | None = None,
-    agent: str | None = None,
-    model: str | None = None,
-    tool: str | None = None,
-    since_ns: int | None = None,
-    until_ns: int | None = None,
-    outcome: str | None = None,
-) -> dict[str, Any]:
-    """The reads' parameters (``None`` = no filter)."""
-    return {"service": service, "agent": agent, "model": model, "tool": tool,
-            "since_ns": since_ns, "until_ns": until_ns, "outcome": outcome}
-
-
 def compute_metrics(
     db: Database,
     *,
@@ -78,8 +64,8 @@ def compute_metrics(
     ``since_ns`` / ``until_ns`` bound a half-open window [since, until) in Unix nanoseconds;
     ``prices`` overrides the built-in price table (``PRICES``).
     """
-    params = read_params(service=service, agent=agent, model=model, tool=tool,
-                         since_ns=since_ns, until_ns=until_ns, outcome=outcome)
+    params = Filters(service=service, agent=agent, model=model, tool=tool, outcome=outcome,
+                     since_ns=since_ns, until_ns=until_ns).params()
     with snapshot(db) as read:  # both reads over one state (one lake snapshot)
         return collect(read, params, prices=prices)
 

@@ -43,6 +43,7 @@ from loopscope.detect.replay import (
     EpisodeReport,
     parse_episode_line,
 )
+from loopscope.exit_codes import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE
 from loopscope.offline.analysis import (
     AnalyzeInputs,
     Problem,
@@ -57,8 +58,6 @@ from .store import Store, StoreCounts, StoreError
 from .synthetic_spans import episode_spans
 
 __all__ = ["ANALYZE", "analyze_inputs", "read_inputs"]
-
-from loopscope.exit_codes import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE
 
 FORMATS: Final = ("auto", "episodes", "otlp")
 _SNIFF_CHARS: Final = 65_536

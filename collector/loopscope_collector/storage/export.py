@@ -16,14 +16,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from loopscope.exit_codes import EXIT_BAD_INPUT, EXIT_OK
+
+from ..lake_options import add_lake_options, lake_of
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from . import Database
-
-from loopscope.exit_codes import EXIT_BAD_INPUT, EXIT_OK
-
-from ..lake_options import add_lake_options, lake_of
 
 FORMATS: Final = ("parquet", "csv")
 TABLES: Final = ("episodes", "tool_calls", "messages", "detections", "guard_decisions",
