@@ -68,6 +68,7 @@ class Collector:
                 (host, http_port), pipeline=self.pipeline, db=self.db, auth_token=auth_token,
                 prometheus=lambda: prometheus.render(
                     self.pipeline, alerts=self.alerts.counts(),
+                    firing=self.alerts.firing_now(),
                     alert_failures=self.alerts.sink_failures(),
                     alert_steps=self.alerts.steps(), inflight=self.inflight,
                     watch=self.http.watch, quality=lambda: compute_metrics(self.db)),

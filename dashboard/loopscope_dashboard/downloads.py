@@ -34,9 +34,11 @@ def offer(frame: pd.DataFrame, name: str, *, key: str) -> None:
     """Two small buttons, CSV and Parquet, for ``frame`` (nothing when it is empty)."""
     if frame.empty:
         return
-    csv_col, parquet_col, _ = st.columns([1, 1, 6])
-    csv_col.download_button("CSV", csv_bytes(frame), f"{name}.csv", "text/csv",
-                            key=f"download_{key}_csv", icon=":material/download:")
-    parquet_col.download_button("Parquet", parquet_bytes(frame), f"{name}.parquet",
-                                "application/vnd.apache.parquet",
-                                key=f"download_{key}_parquet", icon=":material/download:")
+    # One row sized to the buttons' own text: fixed column ratios squeezed them to "C." and
+    # "P." inside a half-width column (the Flags / Guard decisions row).
+    with st.container(horizontal=True, gap="small"):
+        st.download_button("CSV", csv_bytes(frame), f"{name}.csv", "text/csv",
+                           key=f"download_{key}_csv", icon=":material/download:")
+        st.download_button("Parquet", parquet_bytes(frame), f"{name}.parquet",
+                           "application/vnd.apache.parquet",
+                           key=f"download_{key}_parquet", icon=":material/download:")

@@ -85,6 +85,11 @@ def flag_calls(detections: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
     return flagged.sort_values("call", kind="stable")
 
 
+NOTHING_FURTHER: Final = "—"
+"""The Flags table's "then" where the guard's ladder went nowhere past the flag (it allowed or
+only warned, or no in-process guard reported a decision)."""
+
+
 def flag_ladder(flags: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
     """``flag_calls``' frame as the Flags table shows it: ``climbed_to`` is where the guard's
     ladder for the flag's detector went from the flag's call on, until the detector's next
@@ -95,7 +100,7 @@ def flag_ladder(flags: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
     if flags.empty:
         return flags.drop(columns=["ordinal", "severity"], errors="ignore")
     shown = flags.drop(columns=["ordinal", "severity"], errors="ignore").copy()
-    climbed: list[str | None] = []
+    climbed: list[str] = []
     has_guard = not calls.empty and "guard_flags" in calls.columns
     for i, (call, detector) in enumerate(zip(shown["call"], shown["detector"], strict=True)):
         later = shown.iloc[i + 1:]
@@ -116,7 +121,7 @@ def flag_ladder(flags: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
                 strength = max(rank(done), rank(decided))
                 if strength > 0 and (best is None or strength > best[0]):
                     best = (strength, text)
-        climbed.append(best[1] if best is not None else None)
+        climbed.append(best[1] if best is not None else NOTHING_FURTHER)
     shown["climbed_to"] = climbed
     return shown
 
@@ -246,7 +251,7 @@ def _shown_streak(calls: pd.DataFrame, at: int | None) -> int | None:
 
 OPEN_STATUSES: Final = {
     "running": "Running: the agent's final span (its outcome and stop reason) has not "
-               "arrived yet; the calls so far are below.",
+               "arrived yet; the calls so far are shown above.",
     "ended without a summary": "Ended without a summary: the agent's final span never "
                "arrived and the run has been silent for over {minutes} minutes (the agent "
                "died, or its exporter dropped the span), so its outcome and stop reason are "

@@ -351,6 +351,8 @@ def test_a_spinning_service_alerts_to_the_webhook_metrics_and_history(
         'loopscope_alerts_total{service="load",state="firing"} 1')
     assert _metric(collector, "loopscope_alert_sink_failures_total") == (
         "loopscope_alert_sink_failures_total 0")
+    assert _metric(collector, 'loopscope_alerts_firing{service="load"}') == (
+        'loopscope_alerts_firing{service="load"} 1')  # what Grafana's "Alerts firing now" sums
     (row,) = collector.read("alerts")
     assert row["alert_id"] == body["alert"]["id"] and row["state"] == "firing"
     assert row["service"] == "load" and row["volume"] == 30
@@ -374,3 +376,5 @@ def test_a_spinning_service_alerts_to_the_webhook_metrics_and_history(
     assert because in resolved["text"]
     assert _metric(collector, 'loopscope_alerts_total{service="load",state="resolved"}') == (
         'loopscope_alerts_total{service="load",state="resolved"} 1')
+    assert _metric(collector, 'loopscope_alerts_firing{service="load"}') == (
+        'loopscope_alerts_firing{service="load"} 0')

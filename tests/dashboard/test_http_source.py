@@ -69,7 +69,8 @@ def test_errors_say_what_went_wrong(collector) -> None:
 
 def test_the_labels_page_saves_through_a_live_collector(collector, monkeypatch) -> None:
     """The labelling queue: unlabelled runs first, each shown by its task, agent and verdict;
-    a saved label marks its run and moves the picker to the next unlabelled one; undo puts
+    no verdict is chosen for the labeller (saving without one says so and saves nothing);
+    false kill is offered on a run enforce would stop; a saved label marks its run and moves the picker to the next unlabelled one; undo puts
     the run back as it was, in the collector too."""
     source = HttpSource(collector.url, "s3cret")
     shapes = ("read_spin", "oscillation", "healthy_lookup")
@@ -99,6 +100,11 @@ def test_the_labels_page_saves_through_a_live_collector(collector, monkeypatch) 
     span_ids = [row["span_id"] for row in source.rows("episode_detections",
                                                       {"episode_id": first})]
     flag.set_value(span_ids[0])
+    assert at.radio[0].value is None  # nothing chosen for the labeller
+    assert "false_kill" in at.radio[0].options or "False kill" in str(at.radio[0].options)
+    at.button[0].click().run()
+    assert "Pick a verdict first" in at.error[0].value
+    assert source.rows("label_list", {}) == []
     at.radio[0].set_value("false_kill")
     at.button[0].click().run()
     assert not at.exception, at.exception

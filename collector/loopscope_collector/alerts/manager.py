@@ -237,6 +237,7 @@ class AlertManager:
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._counts: Counter[tuple[str, str]] = Counter()
         self._steps: Counter[tuple[str, bool]] = Counter()  # (service, no progress) -> calls
+        self._firing_now: dict[str, bool] = {}  # service -> an alert of it fires now
         self._lock = threading.Lock()
         self._recovered = False
         self._stop = threading.Event()
@@ -273,6 +274,12 @@ class AlertManager:
         """(service, state, alerts) rows for ``/metrics``; safe from any thread."""
         with self._lock:
             return sorted((svc, state, n) for (svc, state), n in self._counts.items())
+
+    def firing_now(self) -> list[tuple[str, int]]:
+        """(service, 1 while an alert of it fires, else 0) for every service that has
+        alerted since start, for ``/metrics``; safe from any thread."""
+        with self._lock:
+            return sorted((svc, int(on)) for svc, on in self._firing_now.items())
 
     def steps(self) -> list[tuple[str, int, int]]:
         """(service, tool calls, no-progress tool calls) as the spike rules counted them
@@ -327,6 +334,7 @@ class AlertManager:
     def _record(self, cur: Cursor, alert: Alert) -> None:
         with self._lock:
             self._counts[(alert.service, alert.state)] += 1
+            self._firing_now[alert.service] = alert.state == "firing"
         self.firing += 1 if alert.state == "firing" else -1
         try:
             if alert.state == "firing":

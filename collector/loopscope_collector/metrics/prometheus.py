@@ -55,12 +55,12 @@ def _lines(name: str, kind: str, help_text: str,
 
 
 def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = (),
-           alert_failures: int = 0, alert_steps: Iterable[tuple[str, int, int]] = (),
+           firing: Iterable[tuple[str, int]] = (), alert_failures: int = 0, alert_steps: Iterable[tuple[str, int, int]] = (),
            inflight: InFlight | None = None,
            watch: ConnectionWatch | None = None,
            quality: Callable[[], Mapping[str, Any]] | None = None) -> str:
     """All counters; ``alerts`` is (service, state, count) rows of the alerts raised since
-    start, ``alert_failures`` the alerts a sink (the webhook) failed to deliver,
+    start, ``firing`` (service, 0 or 1) whether one fires now, ``alert_failures`` the alerts a sink (the webhook) failed to deliver,
     ``alert_steps`` (service, tool calls, no-progress calls) as the spike rules count them
     (what ``loopscope export --prometheus-rules`` judges), ``inflight``
     and ``watch`` the receivers' limits, ``quality`` the store's metrics report
@@ -108,6 +108,10 @@ def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = (),
                     [({"action": k}, v) for k, v in sorted(s.guard_actions.items())])
     lines += _lines("loopscope_alerts_total", "counter", "No-progress alerts, by service and state.",
                     [({"service": svc, "state": st}, n) for svc, st, n in alerts])
+    lines += _lines("loopscope_alerts_firing", "gauge",
+                    "1 while a no-progress alert of the service fires, else 0 (services that "
+                    "alerted since the collector started).",
+                    [({"service": svc}, on) for svc, on in firing])
     steps = list(alert_steps)
     lines += _lines("loopscope_service_tool_calls_total", "counter",
                     "Tool calls by service, as the no-progress spike alerts count them (each "

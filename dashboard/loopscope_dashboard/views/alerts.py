@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from loopscope_dashboard import charts, downloads, queries, state
+from loopscope_dashboard import charts, downloads, queries, state, tables
 
 filters = state.filters()
 st.title("Alerts")
@@ -23,7 +23,7 @@ firing = int((history["state"] == "firing").sum())
 counts = st.columns(2)
 counts[0].metric("Firing now", firing, border=True)
 counts[1].metric("Alerts in history", len(history), border=True)
-st.dataframe(history, hide_index=True, key="alerts_table",
+st.dataframe(history, height=tables.height(history), hide_index=True, key="alerts_table",
              column_order=["fired_at", "service", "state", "rate", "baseline", "volume",
                            "resolved_at", "resolved_because", "sent_to", "message"],
              column_config={"rate": st.column_config.NumberColumn(format="percent"),

@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from loopscope_dashboard import charts, downloads, hints, queries, state, truth, waterfall
+from loopscope_dashboard import charts, downloads, hints, queries, state, tables, truth, waterfall
 
 filters = state.filters().params()
 flagged = queries.episodes(flagged=True, limit=200, **filters)
@@ -99,7 +99,8 @@ with left:
         st.success("The collector raised no flag on this run.")
     else:
         shown_flags = truth.flag_ladder(detections, calls)
-        st.dataframe(shown_flags, hide_index=True, key="flags_table",
+        st.dataframe(shown_flags, height=tables.height(shown_flags),
+                     hide_index=True, key="flags_table",
                      column_order=["call", "kind", "detector", "action", "climbed_to",
                                    "message"],
                      column_config={
@@ -109,7 +110,9 @@ with left:
                          "climbed_to": st.column_config.TextColumn(
                              "then", help="Where the guard's ladder for this detector went "
                              "from there (as in Guard decisions): what it did, or what "
-                             "enforce would have done in observe and warn mode."),
+                             "enforce would have done in observe and warn mode; — when "
+                             "it went no further than a warning, or no in-process guard "
+                             "reported a decision."),
                          "message": st.column_config.TextColumn(width="large")})
         downloads.offer(shown_flags, f"{episode_id}-flags", key="flags")
 with right:
@@ -121,7 +124,7 @@ with right:
     elif decisions.empty:
         st.success("The guard allowed every call.")
     else:
-        st.dataframe(decisions, hide_index=True, key="guard_table",
+        st.dataframe(decisions, height=tables.height(decisions), hide_index=True, key="guard_table",
                      column_config={"enforce_would": st.column_config.TextColumn(
                          "enforce would", help="Empty when it is what happened.")})
         downloads.offer(decisions, f"{episode_id}-guard-decisions", key="guard")
@@ -147,7 +150,7 @@ else:
                        "it could not see what the guard saw (outputs and arguments not "
                        "captured, the model's messages not stored)." if differs else ""))
     st.dataframe(
-        steps, hide_index=True, key="steps_table",
+        steps, height=tables.height(steps), hide_index=True, key="steps_table",
         column_order=["call", "tool", "args_text", "output_text", "status", "latency_ms",
                       "shown_progress", "shown_streak",
                       *(["collector_progress", "collector_streak"] if differs else []),

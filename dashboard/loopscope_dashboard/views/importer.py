@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from loopscope_dashboard import downloads, queries, state, uploads
+from loopscope_dashboard import downloads, queries, state, tables, uploads
 
 st.title("Import runs")
 st.caption("Episode JSONL (one run per line, see docs/episode-format.md) or OTLP JSON (the "
@@ -54,13 +54,13 @@ flags = uploads.flags_frame(analysis)
 if flags.empty:
     st.success("No run in this file is flagged.")
 else:
-    st.dataframe(flags, hide_index=True, key="import_flags",
+    st.dataframe(flags, height=tables.height(flags), hide_index=True, key="import_flags",
                  column_config={"call": st.column_config.NumberColumn(
                      "call", help="Tool-call ordinal: call 1 is the run's first tool call.")})
     downloads.offer(flags, f"{upload.name}-flags", key="import_flags")
 st.subheader("Runs")
 runs = uploads.episodes_frame(analysis)
-st.dataframe(runs, hide_index=True, key="import_runs")
+st.dataframe(runs, height=tables.height(runs), hide_index=True, key="import_runs")
 downloads.offer(runs, f"{upload.name}-runs", key="import_runs")
 
 st.subheader("Browse them with the rest")

@@ -8,15 +8,18 @@ last change can be undone.
 import pandas as pd
 import streamlit as st
 
-from loopscope_dashboard import downloads, hints, queries, state, truth
+from loopscope_dashboard import downloads, hints, queries, state, tables, truth
 
 VERDICTS = {
     "true_loop": "True loop — the agent was stuck",
-    "false_kill": "False kill — the guard stopped a run that was making progress",
+    "false_kill": "False kill — the guard blocked or stopped (or would have, in observe or "
+                  "warn mode) a run that was making progress",
     "no_loop": "No loop — a legitimate run",
 }
 SHORT = {"true_loop": "true loop", "false_kill": "false kill", "no_loop": "no loop"}
 NOT_CAPTURED = "task not captured"
+KILLED = {done: action for action, done in truth.DONE.items()}
+"""A run's ``happened`` (stopped, blocked, ...) as the action it was (stop, block, ...)."""
 
 st.title("Labels")
 st.caption("Labels outrank the rules: the loop-detection rate counts episodes labelled true "
@@ -124,13 +127,23 @@ else:
               if (label := _label_of(episode_id, span)[0])]
     if marked:
         st.caption("Labelled already: " + "; ".join(marked) + ".")
+    picked = queue[queue["episode_id"] == episode_id].iloc[0]
+    killed = truth.rank(KILLED.get(str(picked["happened"]))) >= truth.rank("block") or str(
+        picked["would_be"]) in (truth.WOULD["block"], truth.WOULD["stop"])
+    verdicts = [v for v in VERDICTS if killed or v != "false_kill"]
     with st.form("label_form"):
         span_id = st.selectbox("Flag", list(targets), format_func=targets.__getitem__,
                                key=state.LABEL_FLAG)
-        verdict = st.radio("Verdict", list(VERDICTS), format_func=VERDICTS.__getitem__)
+        verdict = st.radio("Verdict", verdicts, format_func=VERDICTS.__getitem__, index=None)
         note = st.text_input("Note (optional)")
         sent = st.form_submit_button("Save label", disabled=not live)
-    if sent:
+    if not killed:
+        st.caption("False kill is not offered: the guard neither blocked nor stopped this run, "
+                   "and enforce mode would not have either.")
+    if sent and verdict is None:
+        st.error("Pick a verdict first: true loop, no loop" + (", or false kill." if killed
+                                                                 else "."))
+    elif sent and verdict is not None:
         before, before_note = _label_of(episode_id, span_id)
         try:
             queries.save_label(episode_id, verdict, span_id=span_id, note=note or None)
@@ -157,7 +170,7 @@ else:
         st.button("Remove this label", key="label_remove", disabled=not live,
                   on_click=lambda: _remove(episode_id, span_id))
     queue["open"] = queue["episode_id"].map(state.episode_link)
-    st.dataframe(queue, hide_index=True, key="flagged_to_label",
+    st.dataframe(queue, height=tables.height(queue), hide_index=True, key="flagged_to_label",
                  column_order=["label", "open", "task", "service", "agent", "guard_mode",
                                "happened", "would_be", "kinds", "flags", "kills",
                                "would_be_kills", "outcome"],
@@ -171,5 +184,5 @@ st.subheader("Labels so far")
 if existing.empty:
     st.info("No labels yet.")
 else:
-    st.dataframe(existing, hide_index=True, key="labels_table")
+    st.dataframe(existing, height=tables.height(existing), hide_index=True, key="labels_table")
     downloads.offer(existing, "labels", key="labels")

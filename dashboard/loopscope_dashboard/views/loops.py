@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from loopscope_dashboard import charts, downloads, hints, queries, state
+from loopscope_dashboard import charts, downloads, hints, queries, state, tables
 
 filters = state.filters()
 st.title("Where agents loop")
@@ -39,7 +39,7 @@ else:
                    "`loopscope.instrument(capture_content=True)` (or "
                    "`LOOPSCOPE_CAPTURE_CONTENT=true`); it is off by default for privacy.")
     st.dataframe(
-        signatures, hide_index=True, key="signatures_table",
+        signatures, height=tables.height(signatures), hide_index=True, key="signatures_table",
         column_order=["tool", "args_preview", "runs", "calls", "no_progress_calls",
                       "cost_in_loops_usd", "first_seen", "strip", "open"],
         column_config={
@@ -74,7 +74,7 @@ st.subheader("Cost spent in loops, by tool")
 st.plotly_chart(charts.ranking(tools, key="tool", value="cost_in_loops_usd", axis="USD",
                                title="Cost of each tool's calls after the first flag",
                                color="#9467bd"), key="cost_by_tool")
-st.dataframe(tools, hide_index=True, key="tools_table",
+st.dataframe(tools, height=tables.height(tools), hide_index=True, key="tools_table",
              column_config={"cost_in_loops_usd": st.column_config.NumberColumn(
                  "cost in loops", format="$%.4f")})
 downloads.offer(tools, "loops-by-tool", key="tools")

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from loopscope_dashboard import cards, charts, downloads, hints, queries, state
+from loopscope_dashboard import cards, charts, downloads, hints, queries, state, tables
 
 NO_MATCH = "No episodes match these filters — widen the time range or clear a filter."
 
@@ -46,7 +46,7 @@ def flagged_list() -> None:
         return
     flagged["open"] = flagged["episode_id"].map(state.episode_link)
     st.dataframe(
-        flagged, hide_index=True, key="flagged_table",
+        flagged, height=tables.height(flagged), hide_index=True, key="flagged_table",
         column_order=["open", "service", "agent", "guard_mode", "happened", "would_be",
                       "kinds", "flags", "kills", "would_be_kills", "tool_calls", "outcome",
                       "stop_reason", "cost_usd", "last_flag_at"],

@@ -15,7 +15,16 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from loopscope_dashboard import calibrations, charts, downloads, hints, queries, replays, state
+from loopscope_dashboard import (
+    calibrations,
+    charts,
+    downloads,
+    hints,
+    queries,
+    replays,
+    state,
+    tables,
+)
 
 st.title("Policy")
 st.caption("Replays stored runs through the same detection core the guard and the collector "
@@ -222,7 +231,7 @@ else:
 
 with st.expander(f"Every run under the candidate policy ({len(now)})"):
     every = replays.verdicts_frame(now)
-    st.dataframe(every, hide_index=True, key="policy_verdicts")
+    st.dataframe(every, height=tables.height(every), hide_index=True, key="policy_verdicts")
     downloads.offer(every, "policy-verdicts", key="policy_verdicts")
 
 st.download_button("Export the candidate policy (JSON)", replays.to_json(candidate),
@@ -334,7 +343,8 @@ elif shown is not None:
     if differs.empty:
         st.success("Calibration keeps the current policy's evidence caps and ignored_calls.")
     else:
-        st.dataframe(differs, hide_index=True, key="policy_calibration_changes")
+        st.dataframe(differs, height=tables.height(differs),
+                     hide_index=True, key="policy_calibration_changes")
     st.markdown("**Runs whose verdict changes under the calibrated policy**")
     if moved.empty:
         st.success("No run's verdict changes under the calibrated policy.")

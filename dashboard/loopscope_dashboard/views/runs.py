@@ -5,7 +5,7 @@ collector's SQL (``run_list``): only one page of rows ever reaches the browser."
 
 import streamlit as st
 
-from loopscope_dashboard import hints, queries, state
+from loopscope_dashboard import hints, queries, state, tables
 
 PAGE_SIZE = 50
 SILENT_MIN = queries.RUN_SILENT_S / 60
@@ -65,7 +65,7 @@ st.caption(f"Runs {first:,}–{first + len(frame) - 1:,} of {total:,} (page {num
            f"{'ascending' if ascending else 'descending'}.")
 frame["open"] = frame["episode_id"].map(state.episode_link)
 st.dataframe(
-    frame, hide_index=True, key="runs_table",
+    frame, height=tables.height(frame), hide_index=True, key="runs_table",
     column_order=["open", "status", "started", "service", "agent", "task", "outcome",
                   "stop_reason", "guard_mode", "happened", "would_be", "tool_calls", "flags",
                   "kinds", "kills", "would_be_kills", "duration_s", "cost_usd"],
