@@ -4,6 +4,9 @@ import streamlit as st
 
 from loopscope_dashboard import downloads, queries, state, tables, uploads
 
+SENT_LINKS = 10
+"""Runs linked by name after a send (the rest are on the Runs page)."""
+
 st.title("Import runs")
 st.caption("Episode JSONL (one run per line, see docs/episode-format.md) or OTLP JSON (the "
            "OpenTelemetry Collector's file exporter). The file is analysed here, by the same "
@@ -72,6 +75,14 @@ if queries.source_is_live():
             queries.send_traces([body])
             sending.progress(index / len(bodies), text=f"Sent {index} of {len(bodies)}")
         st.success("Sent: the runs now appear on the other pages.")
+        sent_ids = list(runs["episode_id"]) if "episode_id" in runs.columns else []
+        links = [f"[{episode_id}]({state.episode_link(episode_id)})"
+                 for episode_id in sent_ids[:SENT_LINKS]]
+        if links:
+            more = (f" (and {len(sent_ids) - SENT_LINKS} more: the Runs page lists them)"
+                    if len(sent_ids) > SENT_LINKS else "")
+            st.markdown(":material/open_in_new: Open on the Episode page: " + ", ".join(links)
+                        + more)
 else:
     st.info("To see these runs on the other pages, store them: "
             f"`loopscope analyze {upload.name} --db runs.duckdb` then "
