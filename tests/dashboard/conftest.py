@@ -23,15 +23,22 @@ def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def demo_sdk_spans() -> list:
-    """The demo's scripts driven through the SDK, content not captured (``demo_store``)."""
+    """The demo's scripts driven through the SDK, content captured (``demo_store``)."""
     return demo_spans()
 
 
 @pytest.fixture(scope="session")
 def demo_store_path(tmp_path_factory: pytest.TempPathFactory, demo_sdk_spans: list) -> Path:
-    """The demo's runs as ``loopscope up --demo`` stores them: content not captured."""
+    """The demo's runs as ``loopscope up --demo`` stores them: content captured."""
     return build_demo_store(tmp_path_factory.mktemp("demo") / "demo.duckdb", demo_sdk_spans)
 
+
+@pytest.fixture(scope="session")
+def uncaptured_store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo's runs from agents that left content capture off (``instrument()``'s
+    default): no arguments, outputs or tasks as text."""
+    return build_demo_store(tmp_path_factory.mktemp("uncaptured") / "uncaptured.duckdb",
+                            demo_spans(capture_content=False))
 
 @pytest.fixture(scope="session")
 def empty_store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -1,10 +1,11 @@
 """A store like ``loopscope up --demo`` builds: every scenario shape of the demo's library,
-in observe and enforce mode, content NOT captured (the demo's agents, like most agents,
-run with ``instrument()``'s default), through the collector's real ``Pipeline``.
+in observe and enforce mode, content captured (the demo's scripts are synthetic, so the
+demo records tasks, arguments and outputs, and the pages show words), through the
+collector's real ``Pipeline``.
 
-Stored runs then lack what the guard saw (arguments and outputs as text, the model's
-messages, the agent's clock), which is where the collector's own verdicts, and a replay of
-the stored runs, can differ from the guard's recorded decisions."""
+Stored runs still lack what the guard saw of the model's messages and the agent's clock,
+which is where the collector's own verdicts, and a replay of the stored runs, can differ from
+the guard's recorded decisions."""
 
 from __future__ import annotations
 
@@ -24,10 +25,12 @@ DEMO_BUDGET = {"budgets": {"tool_calls": 40}}
 """The demo agents' policy (``loopscope demo``): the defaults and a tool-call budget."""
 
 
-def demo_spans() -> list[ReadableSpan]:
-    """The SDK spans of the demo's scripts, each driven once in observe and enforce mode."""
+def demo_spans(*, capture_content: bool = True) -> list[ReadableSpan]:
+    """The SDK spans of the demo's scripts, each driven once in observe and enforce mode
+    (``capture_content``: as the demo does; False: as an agent with ``instrument()``'s
+    default)."""
     scripts = generate(seed=0, per_shape=2)
-    with capture_spans(service_name="loopscope-demo", capture_content=False,
+    with capture_spans(service_name="loopscope-demo", capture_content=capture_content,
                        policy=DEMO_BUDGET) as captured:
         for mode in ("observe", "enforce"):
             for script in scripts:

@@ -1,4 +1,4 @@
-"""Runs whose content was not captured (the demo's, as ``loopscope up --demo`` stores them):
+"""Runs whose content was not captured (the demo's scripts from agents with content capture off):
 what the guard decided at the agent against what the collector, and a replay of the stored
 runs, can tell from the store."""
 
@@ -42,11 +42,11 @@ def _story_streak(story: str) -> tuple[int, int]:
 
 
 def test_the_steps_table_shows_the_guards_progress_where_content_was_not_captured(
-        demo_store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        uncaptured_store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The demo's fuzzy repeat, stopped by its guard at call 5 after 2 calls without progress:
     the Steps table says so (the guard saw new actions at calls 2 and 4), and shows the
     collector's own verdicts (none, a streak of 4) beside it, labelled, not instead."""
-    at = _episode_page(demo_store_path, FUZZY, monkeypatch)
+    at = _episode_page(uncaptured_store_path, FUZZY, monkeypatch)
     story = "\n".join(str(w.value) for w in at.warning)
     assert ("Stopped at call 5 by fuzzy_repeat (2 call(s) without progress up to call 5, that "
             "call included") in story
@@ -65,12 +65,12 @@ def test_the_steps_table_shows_the_guards_progress_where_content_was_not_capture
     assert order.index("shown_streak") < order.index("collector_streak")
 
 
-def test_every_demo_stop_says_the_streak_its_steps_table_shows(demo_store_path: Path) -> None:
+def test_every_demo_stop_says_the_streak_its_steps_table_shows(uncaptured_store_path: Path) -> None:
     """Over every enforce-mode run of the demo its guard stopped: the stop message's streak is
     the Steps table's at the stopped call (one number on the page), and the guard's own
     diagnostic counts the same calls, or all but the stopped one when the guard decided
     before the call ran. Several of these runs' collector streaks say otherwise."""
-    db = open_database(demo_store_path, read_only=True)
+    db = open_database(uncaptured_store_path, read_only=True)
     try:
         episodes = [e for e in read(db, "episode_list", {"limit": 1000})
                     if e["guard_mode"] == "enforce" and e["happened"] == "stopped"]
@@ -99,7 +99,7 @@ def test_every_demo_stop_says_the_streak_its_steps_table_shows(demo_store_path: 
 
 
 def test_the_policy_page_lists_the_runs_its_replay_decides_otherwise_than_the_guard(
-        demo_store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        uncaptured_store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With the very policy the demo's guards ran as the current policy, the replay of the
     stored runs still differs from what the guards recorded on the runs whose content was not
     captured: the page counts them next to the current policy and lists them, with why. The
@@ -109,7 +109,7 @@ def test_the_policy_page_lists_the_runs_its_replay_decides_otherwise_than_the_gu
 
     from loopscope_dashboard import replays
 
-    monkeypatch.setenv("LOOPSCOPE_DB_SNAPSHOT", str(demo_store_path))
+    monkeypatch.setenv("LOOPSCOPE_DB_SNAPSHOT", str(uncaptured_store_path))
     at = AppTest.from_file(APP, default_timeout=120).run()
     at.switch_page("views/policy.py").run()
     assert not at.exception, at.exception
@@ -129,10 +129,10 @@ def test_the_policy_page_lists_the_runs_its_replay_decides_otherwise_than_the_gu
 
 
 def test_the_loops_page_says_how_to_capture_what_it_shows_as_not_captured(
-        demo_store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        uncaptured_store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Arguments are opt-in (privacy): where the page shows "(not captured)", it says how to
     turn capture on."""
-    monkeypatch.setenv("LOOPSCOPE_DB_SNAPSHOT", str(demo_store_path))
+    monkeypatch.setenv("LOOPSCOPE_DB_SNAPSHOT", str(uncaptured_store_path))
     at = AppTest.from_file(APP, default_timeout=60).run()
     at.switch_page("views/loops.py").run()
     assert not at.exception, at.exception

@@ -244,8 +244,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
         raise ValueError("--forever sends live traffic to a collector: give --endpoint URL")
     scripts = generate(seed=args.seed, per_shape=args.per_shape)
     policy = {"budgets": {"tool_calls": DEMO_TOOL_CALL_BUDGET}}
+    # The scripts' tasks, arguments and outputs are synthetic: capture them, so the dashboard
+    # shows the demo in words rather than hashes (a real agent opts in: capture_content).
     if args.endpoint:
-        _instrument.instrument(service_name="loopscope-demo", endpoint=args.endpoint, policy=policy)
+        _instrument.instrument(service_name="loopscope-demo", endpoint=args.endpoint, policy=policy,
+                               capture_content=True)
         where = f"exported to {args.endpoint}"
     else:
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -255,6 +258,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         _instrument.instrument(
             service_name="loopscope-demo",
             policy=policy,
+            capture_content=True,
             span_processor=SimpleSpanProcessor(exporter),
         )
         where = "kept in memory (pass --endpoint to send them to a collector)"
