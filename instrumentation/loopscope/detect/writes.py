@@ -330,14 +330,21 @@ class WriteLedger:
         """What a look-up's answer says of an UNKNOWN write: ``False`` when it found nothing,
         ``True`` when it shows ``FOUND_VALUES`` of the write's own values that the look-up did
         not ask for (the reference, the amount: the record exists, even "processing"), else
-        ``None`` (looked up, outcome not told)."""
+        ``None`` (looked up, outcome not told). A value names the record from ``NAMING_CHARS``
+        characters; a shorter number (an amount of 24000 cents) counts beside one that does,
+        as a word of the answer (not inside another number)."""
         if step.negative or not step.words:
             return False
         if step.output is None:
             return None
         shown, asked = loose_text(step.output[:4000]), loose_text(step.args_text)
         named = [v for v in record.entities if len(v) >= NAMING_CHARS and v not in asked]
-        return sum(1 for v in named if v in shown) >= FOUND_VALUES or None
+        found = sum(1 for v in named if v in shown)
+        if found:  # (beside a value that names the record, its amount shown as a number)
+            words = set(shown.split()) - set(asked.split())
+            found += sum(1 for v in record.entities
+                         if len(v) < NAMING_CHARS and v.isdigit() and v in words)
+        return found >= FOUND_VALUES or None
 
 
 NAMING_CHARS: Final = 6
