@@ -43,3 +43,32 @@ def test_the_same_amount_on_another_reference_finds_nothing() -> None:
     other = _charge_then_look_up([
         {"id": "ch_0", "amount": 18500, "status": "succeeded", "description": "ORD-54977"}])
     assert _kills(run(other)) == [], describe(run(other))
+
+
+# -- a call of unknown kind whose answer is only near the last one's acted --------------------------
+
+BOXES = ("Agree to all", "Terms", "Privacy", "Marketing")
+
+
+def _page(checked: tuple[bool, ...], clicked: int) -> str:
+    boxes = "  ".join(f"[{31 + i}]{'☑' if on else '☐'} {name}"
+                      for i, (on, name) in enumerate(zip(checked, BOXES)))
+    return f"Clicked button with index {31 + clicked}: {BOXES[clicked]}\n{boxes}"
+
+
+def test_clicks_that_each_toggle_a_box_are_not_a_stagnating_answer() -> None:
+    """Each click changes one box: the answers are near one another in words, not equal in
+    what they say. A call whose kind nothing tells may act, so only an equal answer is
+    stagnation for it."""
+    states = [(True,) * 4, (False, False, True, True), (False, False, False, True), (False,) * 4]
+    clicks = [tool("click_element_by_index", {"index": 31 + i}, _page(state, i), t=5.0 * i)
+              for i, state in enumerate(states)]
+    assert run(clicks).flags == (), describe(run(clicks))
+
+
+def test_different_clicks_answering_the_same_page_still_stagnate() -> None:
+    page = "The form was not submitted.\nPlease agree to the terms of service before you go on."
+    clicks = [tool("click_element_by_index", {"index": 31 + i}, page, t=5.0 * i)
+              for i in range(4)]
+    assert [f.detector for f in run(clicks).flags][:1] == ["output_stagnation"], \
+        describe(run(clicks))
