@@ -72,3 +72,34 @@ def test_different_clicks_answering_the_same_page_still_stagnate() -> None:
               for i in range(4)]
     assert [f.detector for f in run(clicks).flags][:1] == ["output_stagnation"], \
         describe(run(clicks))
+
+
+# -- time spent on other work is not a wait: a read asked again after it is not a poll --------------
+
+LOG = "\n".join(f"2024-06-12T02:{m:02d}:09Z INFO etl.load batch={m:04d} rows={9000 + m} table=fact"
+                for m in range(40))
+
+
+def test_a_log_read_again_after_other_reads_took_the_time_is_a_re_read() -> None:
+    """cat, tail, cat of one unchanged log, 15 s apart: the 30 s since the first cat were
+    spent on the tail, not waiting for the log to change; the third read of the same lines
+    is stagnation, not a poll waiting in time."""
+    steps = [tool("shell", {"command": "cat logs/etl.log"}, LOG, t=0.0),
+             tool("shell", {"command": "tail -n 3000 logs/etl.log"}, LOG, t=15.0),
+             tool("shell", {"command": "cat logs/etl.log"}, LOG, t=30.0)]
+    report = run(steps)
+    assert [(f.step, f.detector) for f in report.flags][:1] == [(2, "output_stagnation")], \
+        describe(report)
+
+
+def test_the_same_read_after_a_sleep_or_a_quiet_minute_is_waiting() -> None:
+    slept = [tool("shell", {"command": "cat logs/etl.log"}, LOG, t=0.0),
+             tool("sleep", {"seconds": 60}, "slept 60s", t=1.0),
+             tool("shell", {"command": "tail -n 3000 logs/etl.log"}, LOG, t=62.0),
+             tool("sleep", {"seconds": 60}, "slept 60s", t=63.0),
+             tool("shell", {"command": "cat logs/etl.log"}, LOG, t=124.0),
+             tool("sleep", {"seconds": 60}, "slept 60s", t=125.0),
+             tool("shell", {"command": "cat logs/etl.log"}, LOG, t=186.0)]
+    assert run(slept).flags == (), describe(run(slept))
+    quiet = [tool("shell", {"command": "cat logs/etl.log"}, LOG, t=60.0 * n) for n in range(4)]
+    assert run(quiet).flags == (), describe(run(quiet))

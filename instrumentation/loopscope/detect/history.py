@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from .events import Status, StepView
 from .fingerprint import TRANSITIONAL, is_transitional
+from .ladder import PARALLEL_S
 from .task import intended_repeats
 
 MAX_OUTPUTS_PER_SIGNATURE = 8
@@ -204,6 +205,20 @@ class History:
                 cached.reverse()
             self._recent[n] = cached
         return cached
+
+    def busy_until(self, t: float, since: float) -> float:
+        """When the agent last finished other work before a call started at ``t``: the end of
+        the latest step after ``since`` that was not a wait (a ``sleep`` is waiting) and not
+        issued with this call (the calls of one model turn start together); ``since`` when
+        there is none. A call asked again after its last answer is waiting only for the time
+        nothing else was done."""
+        for step in reversed(self.steps):
+            if step.t <= since:
+                break
+            if step.wait or step.start >= t - PARALLEL_S:
+                continue
+            return step.t
+        return since
 
     def stats(self, signature: str) -> SignatureStats | None:
         """Stats of ``signature``, or ``None`` if it has not been called."""

@@ -517,11 +517,12 @@ class EpisodeMonitor:
             return True  # same call, its output has changed: polling by shape
         if stats.last_epoch != self.history.epoch:
             return False  # asked again after a write or an edit: checking the change
-        gap = call.t - stats.last_t
+        gap = call.t - self.history.busy_until(call.t, stats.last_t)
         if gap >= self.policy.poll_pace_s and (
             stats.last_status == "ok" or stats.last_waiting
         ):
-            return True  # asked again after a real wait for a result (or "still waiting")
+            return True  # asked again after a real wait for a result (or "still waiting"),
+            # not after other work that took the time
         return stats.transitional  # a status on its way: its state can still change
 
     def _reconcile(self, call: ToolCall, step: StepView) -> tuple[str, ...]:
@@ -622,7 +623,7 @@ class EpisodeMonitor:
         undeclared one needs the evidence: asked again after a real wait (``poll_pace_s``),
         or a status on its way asked at a pace (``poll_min_interval_s``)."""
         if not declared:
-            gap = step.t - stats.last_t
+            gap = step.start - self.history.busy_until(step.start, stats.last_t)
             paced = gap >= self.policy.poll_pace_s or (
                 stats.transitional and (gap == 0 or gap >= self.policy.poll_min_interval_s)
             )
