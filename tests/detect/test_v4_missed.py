@@ -103,3 +103,44 @@ def test_the_same_read_after_a_sleep_or_a_quiet_minute_is_waiting() -> None:
     assert run(slept).flags == (), describe(run(slept))
     quiet = [tool("shell", {"command": "cat logs/etl.log"}, LOG, t=60.0 * n) for n in range(4)]
     assert run(quiet).flags == (), describe(run(quiet))
+
+
+# -- edits that flip a check's result back and forth ------------------------------------------------
+
+RESULT_A = "FAILED tests/test_urls.py::test_valid - 4 valid URLs rejected\n1 failed, 11 passed"
+RESULT_B = "FAILED tests/test_urls.py::test_invalid - foo:bar@example.com accepted\n1 failed, 11 passed"
+
+
+def _edit(n: int) -> dict[str, Any]:
+    return tool("str_replace_editor", {"command": "str_replace", "path": "app/validators.py",
+                                       "old_str": f"USER_RE = r'{n}'", "new_str": f"USER_RE = r'{n + 1}'"},
+                "The file app/validators.py has been edited.", t=20.0 * n)
+
+
+def _check(output: str, n: int) -> dict[str, Any]:
+    return tool("execute_bash", {"command": "python -m pytest tests/test_urls.py -q"}, output,
+                t=20.0 * n + 10)
+
+
+def test_a_test_whose_result_flips_between_two_failures_after_each_edit_is_an_oscillation() -> None:
+    """Fifteen different regexes, no edit the inverse of another, yet the test answers A, B,
+    A, B: each edit undoes what the last one did to the result. Two full cycles after the
+    changes are the loop; the third flip is stopped."""
+    steps = []
+    for n, result in enumerate([RESULT_A, RESULT_A, RESULT_B, RESULT_A, RESULT_B, RESULT_A,
+                                RESULT_A]):
+        steps += [_edit(n), _check(result, n)]
+    report = run(steps)
+    flips = [(f.step, f.action) for f in report.flags if f.detector == "edit_revert"]
+    assert flips == [(9, "warn"), (11, "warn"), (13, "stop")], describe(report)
+
+
+def test_edits_that_move_the_result_on_or_leave_it_alone_are_not_flipping() -> None:
+    moving = [f"{k} failed, {12 - k} passed" for k in (4, 3, 3, 2, 1)] + ["12 passed"]
+    steps = []
+    for n, result in enumerate(moving):
+        steps += [_edit(n), _check(result, n)]
+    assert run(steps).flags == (), describe(run(steps))
+    status = [tool("get_build", {"id": "b-71"}, s, t=30.0 * n)
+              for n, s in enumerate(["state: queued", "state: running"] * 3)]
+    assert not [f for f in run(status).flags if f.detector == "edit_revert"], describe(run(status))
