@@ -144,3 +144,48 @@ def test_edits_that_move_the_result_on_or_leave_it_alone_are_not_flipping() -> N
     status = [tool("get_build", {"id": "b-71"}, s, t=30.0 * n)
               for n, s in enumerate(["state: queued", "state: running"] * 3)]
     assert not [f for f in run(status).flags if f.detector == "edit_revert"], describe(run(status))
+
+
+# -- the same failure from code an edit moved -------------------------------------------------------
+
+TRACE = ('Traceback (most recent call last):\n  File "/workspace/repro.py", line {n}, in <module>\n'
+         '    test.run()\n  File "/workspace/repro.py", line {m}, in run\n'
+         "django.core.exceptions.FieldError: Cannot resolve keyword '{word}' into field. "
+         "Choices are: id, name\n[Command finished with exit code 1]")
+
+
+def _script_edit(n: int) -> dict[str, Any]:
+    return tool("str_replace_editor", {"command": "str_replace", "path": "/workspace/repro.py",
+                                       "old_str": f"# step {n}", "new_str": f"# step {n + 1}\n"},
+                "The file /workspace/repro.py has been edited.", t=20.0 * n)
+
+
+def test_the_same_traceback_from_lines_an_edit_moved_keeps_counting() -> None:
+    """Every edit moves the script by a line or two; the failure stays: the third is flagged
+    (the edits change nothing for it)."""
+    steps = []
+    for n, (line, inner) in enumerate([(65, 51), (66, 52), (61, 48)]):
+        steps += [_script_edit(n),
+                  tool("execute_bash", {"command": "python /workspace/repro.py"},
+                       TRACE.format(n=line, m=inner, word="book_set"), status="error",
+                       t=20.0 * n + 10)]
+    report = run(steps)
+    assert [(f.step, f.detector, f.evidence) for f in report.flags] == [
+        (5, "repeat_same_error", "repeat_same_error/calls:same+error:unchanged+kind:unknown")
+    ], describe(report)
+
+
+def test_another_failure_after_each_edit_is_work_going_on() -> None:
+    steps = []
+    for n, word in enumerate(["book", "book_set", "books"]):
+        steps += [_script_edit(n),
+                  tool("execute_bash", {"command": "python /workspace/repro.py"},
+                       TRACE.format(n=65, m=51, word=word), status="error", t=20.0 * n + 10)]
+    assert run(steps).flags == (), describe(run(steps))
+    counts = []
+    for n, failed in enumerate((3, 2, 1)):
+        counts += [_script_edit(n),
+                   tool("execute_bash", {"command": "pytest -q"},
+                        f"tests/test_app.py:41: AssertionError\n{failed} failed, {9 - failed} passed",
+                        status="error", t=20.0 * n + 10)]
+    assert run(counts).flags == (), describe(run(counts))

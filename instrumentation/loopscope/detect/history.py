@@ -80,8 +80,9 @@ class SignatureStats:
     """(when, the wait it asked for: ``Retry-After``) of each failure in ``fails``."""
     fails_epoch: int = 0
     fail_output: str = ""
-    """The output hash of the last failure: one that comes back byte for byte after an edit
-    shows the edit changed nothing for this call, and the failures keep counting."""
+    """The last failure (``StepView.failure``: its output, where in the source aside): one
+    that comes back after an edit shows the edit changed nothing for this call, and the
+    failures keep counting."""
     fail_transient: bool = False
     """The last failure read as transient (a timeout, 503, "try again")."""
     last_index: int = -1
@@ -276,13 +277,14 @@ class History:
         stats.last_waiting = words is not None and not TRANSITIONAL.isdisjoint(words)
         stats.last_negative = step.negative
         if step.status in ("error", "timeout") or step.negative:
+            failure = step.failure or step.output_hash
             if stats.fails_epoch != self.epoch and (
-                step.status != "error" or step.output_hash != stats.fail_output
+                step.status != "error" or failure != stats.fail_output
             ):  # (the world changed since: earlier failures may not repeat, unless this one
-                # is the same failure byte for byte)
+                # is the same failure, where in the source aside)
                 stats.fails = stats.fail_paces = ()
             stats.fails_epoch = self.epoch
-            stats.fail_output = step.output_hash
+            stats.fail_output = failure
             stats.fails = (*stats.fails[-(MAX_FAILS - 1) :], step.index)
             stats.fail_paces = (*stats.fail_paces[-(MAX_FAILS - 1) :], (step.t, step.retry_after))
             stats.fail_transient = step.status == "timeout" or not TRANSIENT.isdisjoint(

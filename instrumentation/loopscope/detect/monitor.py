@@ -51,6 +51,7 @@ from .fingerprint import (
     retry_after_s,
     stuck_state,
     unechoed,
+    unpositioned,
     word_sketch,
 )
 from .fuzzy_repeat import FuzzyRepeat
@@ -402,6 +403,7 @@ class EpisodeMonitor:
             step.shape = output_hash(masked(unechoed(text, step.args))) if text is not None \
                 else digest  # (an error that quotes its arguments back is the same error)
             step.retry_after = retry_after_s(text)
+            step.failure = output_hash(unpositioned(text)) if text is not None else digest
         elif step.status == "ok":
             step.negative = negative
         if kind == "poll" and text is not None and step.status != "blocked":
