@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from episode_steps import describe, run, tool
+from episode_steps import describe, msg, run, tool
 
 
 def _kills(report: Any) -> list[tuple[int, str]]:
@@ -189,3 +189,31 @@ def test_another_failure_after_each_edit_is_work_going_on() -> None:
                         f"tests/test_app.py:41: AssertionError\n{failed} failed, {9 - failed} passed",
                         status="error", t=20.0 * n + 10)]
     assert run(counts).flags == (), describe(run(counts))
+
+
+# -- a brief handed back as a sub-agent's task is no new user turn ----------------------------------
+
+BRIEF = ("You are a bounded implementer agent. Implement GET /api/exports/orders.csv as the brief "
+         "in docs/export.md says, open a PR, then STOP and report the PR URL.")
+
+
+def _spawn(n: int, prompt: str = BRIEF) -> dict[str, Any]:
+    return tool("Task", {"description": "Implement the CSV export", "prompt": prompt,
+                         "run_in_background": True},
+                f"Async agent launched successfully.\nagentId: a{n}f0c2e9d (use this to check on "
+                "progress)\nThe agent is working in the background.", t=10.0 * n)
+
+
+def test_each_delegate_spawning_another_with_the_same_brief_is_a_duplicate() -> None:
+    """The sub-agent's task is the brief the agent just sent: its own words handed back, not
+    a person asking again, so the same spawn again is the same write again."""
+    steps = [_spawn(0), msg("user", BRIEF), _spawn(1), msg("user", BRIEF), _spawn(2)]
+    report = run(steps)
+    assert [(f.step, f.detector, f.action) for f in report.flags] == [
+        (2, "write_duplicate", "warn"), (4, "write_duplicate", "block")], describe(report)
+
+
+def test_a_person_asking_in_other_words_starts_a_new_turn() -> None:
+    steps = [_spawn(0), msg("user", "The agent crashed before it started. Please start it again "
+                                    "with the same brief."), _spawn(1)]
+    assert run(steps).flags == (), describe(run(steps))

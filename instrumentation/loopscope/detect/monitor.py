@@ -124,6 +124,25 @@ someone else may not be one of this text), and for facts by the arguments too (t
 are masked)."""
 
 
+SENT_MIN_CHARS: Final = 40
+"""A text a call sends is its own words handed back, when a user message repeats it, from this
+long (shorter ones, "yes", "continue", are what anyone may say)."""
+SENT_KEPT: Final = 8
+"""Texts of the last calls remembered for that (bounded memory)."""
+
+
+def _sent_texts(args: Any) -> tuple[str, ...]:
+    """The string values of a call's arguments of ``SENT_MIN_CHARS`` or more, top level and
+    one down, whitespace collapsed."""
+    found: list[str] = []
+    values = args.values() if isinstance(args, dict) else (args,)
+    for value in values:
+        for item in value.values() if isinstance(value, dict) else (value,):
+            if isinstance(item, str) and len(item) >= SENT_MIN_CHARS:
+                found.append(" ".join(item[:NUDGE_CHARS].split()))
+    return tuple(found)
+
+
 def _normalised(text: str) -> str:
     """A user message's words, lower-cased, one space apart (how nudges are compared)."""
     return " ".join(text.lower().split())
@@ -249,6 +268,9 @@ class EpisodeMonitor:
         """The last call without progress that returned no output (``_progress_evidence``)."""
         self._inferred: dict[str, tuple[Any, KindSource | None]] = {}
         self._targets: set[str] = set()
+        self._sent: tuple[str, ...] = ()
+        """The long texts the agent's last calls sent (``_sent_texts``): a user message that
+        only repeats one is its own words handed back (a brief delegated to a sub-agent)."""
         """What successful writes acted on (``writes.write_target``): a write on a new one is
         a new effect, whatever its acknowledgement says."""
 
@@ -334,6 +356,8 @@ class EpisodeMonitor:
         if self.expectations.expected is not None:
             self.expectations.on_tool_call(call.tool, call.args)
         self.tool_calls += 1
+        if call.args is not None:
+            self._sent = (*self._sent, *_sent_texts(call.args))[-SENT_KEPT:]
         ref = call.call_id or f"#{index}"
         if ref in self._pending:  # (a call id used twice at once: its results pair in order)
             ref = f"{ref}#{index}"
@@ -695,6 +719,7 @@ class EpisodeMonitor:
             role == "user"
             and history.idle_messages < IDLE_MESSAGES
             and (len(content) > NUDGE_CHARS or not self._nudged_again(content))
+            and not self._handed_back(content)
         ):
             self._new_turn(self.history.turn + 1, content)
         index = self.steps
@@ -712,6 +737,16 @@ class EpisodeMonitor:
         decision = self._decide(index, findings, None)
         decision.turn = self.history.turn
         return decision
+
+    def _handed_back(self, content: str) -> bool:
+        """Whether a user message only repeats a text one of the agent's last calls sent
+        (``SENT_MIN_CHARS`` or more: a brief handed to a sub-agent, which the sub-agent
+        receives as its task): the agent's own words coming back, not a person's new
+        request."""
+        if len(content) < SENT_MIN_CHARS or not self._sent:
+            return False
+        said = " ".join(content.split())
+        return said in self._sent
 
     def _nudged_again(self, content: str) -> bool:
         """Whether the user's ``content`` says again, in the same words (``_normalised``),
