@@ -217,3 +217,42 @@ def test_a_person_asking_in_other_words_starts_a_new_turn() -> None:
     steps = [_spawn(0), msg("user", "The agent crashed before it started. Please start it again "
                                     "with the same brief."), _spawn(1)]
     assert run(steps).flags == (), describe(run(steps))
+
+
+# -- a plan restated word for word to each automatic nudge ----------------------------------------
+
+PLAN = ("1. Create the migration 0043 adding the status enum with default active\n"
+        "2. Backfill status from cancelled_at and pause_until for every row\n"
+        "3. Add status to SubscriptionSerializer and allow the ?status= filter\n"
+        "4. Write tests for the backfill and for the filter")
+OPENINGS = ["Actually, I realize I should just start working now.",
+            "OK, I think I should start; let me create the todo list.",
+            "Right, execution mode from here on, as the user asked.",
+            "Let me restate the plan once more before starting on it.",
+            "OK, I will create the todo list and begin with the first step."]
+
+
+def test_the_same_plan_under_other_openings_to_each_nudge_is_a_monologue() -> None:
+    """Each answer to "[auto-continue]" opens with other words (word sets only ~65% alike)
+    and restates the same four plan lines: the same message again, no tool called. (The
+    first nudge is a new turn; the ones after it, the same words again, are not.)"""
+    steps = [msg("user", "Execute the plan in PLAN.md."), msg("assistant", f"Plan:\n{PLAN}")]
+    for opening in OPENINGS:
+        steps += [msg("user", "[auto-continue] Continue with the task."),
+                  msg("assistant", f"{opening}\n{PLAN}\nI'll create the todo list.")]
+    report = run(steps)
+    assert [(f.step, f.action) for f in report.flags] == [(7, "warn"), (9, "warn"), (11, "stop")], \
+        describe(report)
+
+
+def test_a_summary_confirmed_again_in_the_next_user_turn_is_no_monologue() -> None:
+    summary = ("- Reservation ID: YAX4DR and both passengers on it\n"
+               "- Change: add 2 checked bags to the reservation\n"
+               "- Cost: $0, covered by the Gold membership allowance")
+    steps = [msg("user", "Add two checked bags to YAX4DR please."),
+             msg("assistant", f"To confirm the action:\n{summary}\nShall I go ahead?"),
+             msg("user", "Which card will you use for any future charge?"),
+             msg("assistant", f"The Visa ending 9990, for this update:\n{summary}\nShall I?"),
+             msg("user", "Yes, use the Visa ending 9990 and go ahead."),
+             msg("assistant", f"Updating your reservation now:\n{summary}\nOne moment.")]
+    assert run(steps).flags == (), describe(run(steps))
