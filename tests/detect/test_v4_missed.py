@@ -256,3 +256,38 @@ def test_a_summary_confirmed_again_in_the_next_user_turn_is_no_monologue() -> No
              msg("user", "Yes, use the Visa ending 9990 and go ahead."),
              msg("assistant", f"Updating your reservation now:\n{summary}\nOne moment.")]
     assert run(steps).flags == (), describe(run(steps))
+
+
+# -- a count that rose and then stopped has stalled -------------------------------------------------
+
+
+def _count(n: int, t: float) -> dict[str, Any]:
+    return tool("run_sql", {"sql": "SELECT count(*) FROM events_v2;"},
+                f" count\n-------\n {n}\n(1 row)", kind="poll", t=t)
+
+
+def _polls(counts: list[int], task: str) -> Any:
+    steps = []
+    for k, n in enumerate(counts):
+        steps += [_count(n, 70.0 * k), tool("sleep", {"seconds": 60}, "slept 60s", t=70.0 * k + 5)]
+    return run(steps, task=task)
+
+
+TASK = "Start the events_v2 backfill and tell me when it has caught up (usually about 10 minutes)."
+
+
+def test_a_row_count_that_rose_twice_and_then_froze_has_stalled() -> None:
+    """0, 6.1M, 12.4M, then 12.4M on every poll: the job died. No status says "running", but
+    a count that moved one way twice is on its way; frozen for half the default deadline
+    (150 s) it has stalled, whatever the task estimated for the whole."""
+    report = _polls([0, 6_104_113, 12_417_902] + [12_417_902] * 5, TASK)
+    assert [(f.step, f.kind, f.action) for f in report.flags] == [
+        (10, "output_stagnation", "warn"), (12, "output_stagnation", "block"),
+        (14, "output_stagnation", "stop")], describe(report)
+
+
+def test_a_count_still_rising_or_a_value_that_went_up_and_down_is_not_stalled() -> None:
+    assert _polls([0, 100, 200, 200, 300, 400, 400, 500], TASK).flags == ()
+    report = _polls([4210, 4188, 4230] + [4230] * 3, "Watch the queue depth and tell me if "
+                    "it goes above 5000.")
+    assert report.flags == (), describe(report)

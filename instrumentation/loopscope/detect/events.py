@@ -301,6 +301,8 @@ class StepView:
     detector (``kinds.is_wait``)."""
     figures: int = 0
     """For a poll: its answer's progress figures (``fingerprint.figures``)."""
+    quantities: tuple[float, ...] = ()
+    """For a poll: those figures as numbers (``fingerprint.quantities``)."""
     stuck: str = ""
     """What the output says that waiting will not change (``fingerprint.stuck_state``)."""
     retry_after: float = 0.0

@@ -604,6 +604,22 @@ _SCENERY = re.compile(
 _QUANTITY = re.compile(r"\d+(?:[.,]\d+)*")
 
 
+def quantities(text: str) -> tuple[float, ...]:
+    """The numbers of a poll's answer that ``figures`` reads, as numbers (``12,417,902`` is
+    one), at most ``MAX_QUANTITIES``: whether they went up or down tells a count moving
+    toward its end."""
+    found = []
+    for raw in _QUANTITY.findall(_SCENERY.sub(" ", text[:SKETCH_CHARS]))[:MAX_QUANTITIES]:
+        try:
+            found.append(float(raw.replace(",", "")))
+        except ValueError:  # ("1.2.3": a version, not a quantity)
+            return ()
+    return tuple(found)
+
+
+MAX_QUANTITIES: Final = 16
+
+
 def figures(text: str) -> int:
     """The numbers of a poll's answer that can tell its progress (``14 minutes remaining``,
     ``0.3 GB of 5.8 GB``, ``37%``), times, ids and ages left out, as one value: two answers

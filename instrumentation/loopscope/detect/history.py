@@ -73,6 +73,12 @@ class SignatureStats:
     """When the shape last changed: for a stalled poll, when its progress figures last
     moved."""
     last_figures: int = 0
+    last_quantities: tuple[float, ...] = ()
+    advances: int = 0
+    """Changes in a row of a poll's answer that moved all its figures one way (a count
+    going up: 0, 6.1M, 12.4M; a queue draining): a count on its way, which should go on
+    moving. An answer unchanged keeps it; one that moved otherwise ends it."""
+    advance_way: int = 0
     fails: tuple[int, ...] = ()
     """Step indexes of the current run of failures (the last ``MAX_FAILS``); an answer of
     "nothing found" counts as a soft failure of the question."""
@@ -249,7 +255,13 @@ class History:
             if stats.ok_info and stats.ok_info != step.info:
                 stats.answers_vary = True
             stats.ok_info = step.info
+        if step.kind == "poll" and stats.calls and step.figures != stats.last_figures:
+            way = _way(stats.last_quantities, step.quantities)
+            stats.advances = stats.advances + 1 if way and way == stats.advance_way else int(
+                way != 0)
+            stats.advance_way = way
         stats.last_figures = step.figures
+        stats.last_quantities = step.quantities
         stats.last_epoch = self.epoch
         if step.status not in ("ok", "blocked"):
             stats.repeats = 0
@@ -314,3 +326,15 @@ class History:
     def knows(self, facts: frozenset[int]) -> bool:
         """Whether the episode has seen every one of ``facts`` already (nothing new)."""
         return facts <= self.seen_facts
+
+
+def _way(before: tuple[float, ...], after: tuple[float, ...]) -> int:
+    """1 when every figure of ``after`` is at least the one of ``before`` in its place (the
+    same number of them) and one is higher, -1 for the same downward, else 0."""
+    if not before or len(before) != len(after):
+        return 0
+    if all(b >= a for a, b in zip(before, after, strict=True)):
+        return 1 if after != before else 0
+    if all(b <= a for a, b in zip(before, after, strict=True)):
+        return -1
+    return 0

@@ -48,6 +48,7 @@ from .fingerprint import (
     masked,
     output_hash,
     progress_figures,
+    quantities,
     retry_after_s,
     stuck_state,
     unechoed,
@@ -432,6 +433,7 @@ class EpisodeMonitor:
             step.negative = negative
         if kind == "poll" and text is not None and step.status != "blocked":
             step.figures = figures(text)
+            step.quantities = quantities(text)
             step.stuck = stuck_state(text, step.words)
             if step.stuck == "stalled" and not step.shape:
                 step.shape = progress_figures(text)  # (its lag or log position may move)
