@@ -291,3 +291,42 @@ def test_a_count_still_rising_or_a_value_that_went_up_and_down_is_not_stalled() 
     report = _polls([4210, 4188, 4230] + [4230] * 3, "Watch the queue depth and tell me if "
                     "it goes above 5000.")
     assert report.flags == (), describe(report)
+
+
+# -- the same record made again in other words ------------------------------------------------------
+
+TITLE = "QA acceptance: checkout retry fixes [SHOP-212]"
+
+
+def _child(n: int, description: str, title: str = TITLE) -> dict[str, Any]:
+    return tool("create_child_issue", {"parent_id": "SHOP-212", "title": title,
+                                       "assignee": "qa-agent", "description": description},
+                json.dumps({"id": f"SHOP-{213 + n}", "title": title, "status": "todo",
+                            "assignee": "qa-agent", "parent_id": "SHOP-212", "created": True}),
+                kind="write", t=6.0 * n)
+
+
+def test_a_child_issue_made_again_with_its_description_reworded_is_a_duplicate() -> None:
+    """The title, parent and assignee are the same; only the description is put in other
+    words, and each answer shows the same issue but for its new id."""
+    steps = [_child(0, "Verify the three fixes: timeout now 45s, data-testid selectors, retry."),
+             _child(1, "Verify the fixes of SHOP-212: timeout, selectors, retry on network only."),
+             _child(2, "Verify SHOP-212 fixes (timeout, selectors, retry).")]
+    report = run(steps)
+    assert [(f.step, f.detector, f.action) for f in report.flags] == [
+        (1, "write_duplicate", "warn"), (2, "write_duplicate", "warn")], describe(report)
+
+
+def test_issues_with_other_titles_or_posts_to_one_channel_are_new_records() -> None:
+    issues = [_child(n, f"From triage, item {n + 1}.", title)
+              for n, title in enumerate(["Checkout button unresponsive on Safari",
+                                         "CSV export drops rows with emoji",
+                                         "Webhook retries ignore 410 Gone"])]
+    assert run(issues).flags == (), describe(run(issues))
+    posts = [tool("post_message", {"channel": "#deploys", "text": text},
+                  json.dumps({"ok": True, "channel": "#deploys", "ts": f"171804960{n}.8103"}),
+                  kind="write", t=30.0 * n)
+             for n, text in enumerate(["Deploy of billing v2.14 started.",
+                                       "Deploy of billing v2.14 is at 50% of the pods.",
+                                       "Deploy of billing v2.14 finished."])]
+    assert run(posts).flags == (), describe(run(posts))

@@ -422,7 +422,7 @@ class EpisodeMonitor:
             step.kind_source = "outcome"
             key = self.writes.key_for(step.tool, pending.call.idempotency_key, step.args,
                                       step.args_text)
-        if step.kind_source == "outcome" and text is not None and result.status == "ok":
+        if kind == "write" and text is not None and result.status == "ok":
             step.shape = output_hash(masked(text))  # (its answer, figures aside: a redo's)
         if step.status in ("error", "timeout"):
             step.shape = output_hash(masked(unechoed(text, step.args))) if text is not None \

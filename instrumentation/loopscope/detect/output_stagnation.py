@@ -134,7 +134,7 @@ def reworded(steps: list[StepView], *, keeping: bool = False) -> bool:
     seen = set(values_of(steps[0]))
     for step in steps[1:]:
         new = values_of(step) - seen
-        if not new or not all(_phrase(value) for value in new) or not new.isdisjoint(
+        if not new or not all(phrase(value) for value in new) or not new.isdisjoint(
                 _paths_of(step)):
             return False  # (another file is another thing, not the same words again)
         if keeping and not all(_keeps(value, seen) for value in new):
@@ -158,7 +158,7 @@ def _paths_of(step: StepView) -> frozenset[str]:
     return path_values(args)
 
 
-def _phrase(value: str) -> bool:
+def phrase(value: str) -> bool:
     """Whether a loosened argument value is a phrase: two words of letters or more."""
     return sum(1 for word in value.split() if len(word) > 1 and word.isalpha()) >= 2
 
