@@ -52,7 +52,7 @@ BOXES = ("Agree to all", "Terms", "Privacy", "Marketing")
 
 def _page(checked: tuple[bool, ...], clicked: int) -> str:
     boxes = "  ".join(f"[{31 + i}]{'☑' if on else '☐'} {name}"
-                      for i, (on, name) in enumerate(zip(checked, BOXES)))
+                      for i, (on, name) in enumerate(zip(checked, BOXES, strict=True)))
     return f"Clicked button with index {31 + clicked}: {BOXES[clicked]}\n{boxes}"
 
 
