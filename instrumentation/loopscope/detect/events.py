@@ -301,10 +301,15 @@ class StepView:
     detector (``kinds.is_wait``)."""
     figures: int = 0
     """For a poll: its answer's progress figures (``fingerprint.figures``)."""
+    quantities: tuple[float, ...] = ()
+    """For a poll: those figures as numbers (``fingerprint.quantities``)."""
     stuck: str = ""
     """What the output says that waiting will not change (``fingerprint.stuck_state``)."""
     retry_after: float = 0.0
     """Seconds a failure asked the caller to wait before retrying (``Retry-After: 30``)."""
+    failure: str = ""
+    """For a failure: the hash of its output with the places in the source it names masked
+    (``fingerprint.unpositioned``): the same failure raised from code an edit moved."""
     facts: frozenset[int] | None = None
     """The output's facts (``information.facts``), for the step being checked only."""
     info: int = 0

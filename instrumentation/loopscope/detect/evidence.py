@@ -19,7 +19,7 @@ source, named ``axis:value``:
   reports) or ``effect:assumed`` (it answered nothing: a repeated side effect is assumed);
 - ``error:plain`` (a failure repeated as it was), ``error:retry-after`` (the failure says
   when to try again: a refusal for now, whatever the arguments) or ``error:unchanged`` (the
-  same failure byte for byte though edits were made in between);
+  same failure, where in the source aside, though edits were made in between);
 - ``calls:same`` (one call failing again) or ``calls:different`` (different calls failing
   alike);
 - ``state:failed`` (a poll answered a failed state twice: waiting will not fix it; no

@@ -286,6 +286,27 @@ def masked(text: str, limit: int = SKETCH_CHARS) -> str:
     return " ".join(_VOLATILE.sub("#", text[:limit]).lower().split())
 
 
+_POSITIONS: Final = re.compile(
+    r"\b([Ll]ine) \d+|(\.[A-Za-z]{1,6}):\d+(?::\d+)?|\b0x[0-9a-fA-F]{4,}"
+)
+"""Where in the source a failure happened: ``line 66`` (a Python traceback), ``app.js:10:5``,
+``Foo.java:123``, and addresses (``0x7f3a…``)."""
+
+
+def unpositioned(text: str) -> str:
+    """``text`` with the places in the source it names masked (``_POSITIONS``): the same
+    failure raised from code that an edit moved by a few lines reads the same; its message,
+    counts and names are left as they are ("3 failed" is not "2 failed")."""
+    if ":" not in text and "ine " not in text and "0x" not in text:
+        return text
+    return _POSITIONS.sub(_position, text)
+
+
+def _position(match: re.Match[str]) -> str:
+    line, suffix = match.group(1), match.group(2)
+    return f"{line} #" if line else f"{suffix}:#" if suffix else "#"
+
+
 def unechoed(text: str, args: Any) -> str:
     """``text`` with the call's own string arguments of 8 characters or more masked, longest
     first: a failure that quotes back what it was given ("no such file: a/b.py") reads the
@@ -581,6 +602,22 @@ _SCENERY = re.compile(
 )
 """What moves in an answer without saying anything: times, ids, compact ages (``14m``)."""
 _QUANTITY = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def quantities(text: str) -> tuple[float, ...]:
+    """The numbers of a poll's answer that ``figures`` reads, as numbers (``12,417,902`` is
+    one), at most ``MAX_QUANTITIES``: whether they went up or down tells a count moving
+    toward its end."""
+    found = []
+    for raw in _QUANTITY.findall(_SCENERY.sub(" ", text[:SKETCH_CHARS]))[:MAX_QUANTITIES]:
+        try:
+            found.append(float(raw.replace(",", "")))
+        except ValueError:  # ("1.2.3": a version, not a quantity)
+            return ()
+    return tuple(found)
+
+
+MAX_QUANTITIES: Final = 16
 
 
 def figures(text: str) -> int:

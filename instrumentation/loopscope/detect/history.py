@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from .events import Status, StepView
 from .fingerprint import TRANSITIONAL, is_transitional
+from .ladder import PARALLEL_S
 from .task import intended_repeats
 
 MAX_OUTPUTS_PER_SIGNATURE = 8
@@ -72,6 +73,12 @@ class SignatureStats:
     """When the shape last changed: for a stalled poll, when its progress figures last
     moved."""
     last_figures: int = 0
+    last_quantities: tuple[float, ...] = ()
+    advances: int = 0
+    """Changes in a row of a poll's answer that moved all its figures one way (a count
+    going up: 0, 6.1M, 12.4M; a queue draining): a count on its way, which should go on
+    moving. An answer unchanged keeps it; one that moved otherwise ends it."""
+    advance_way: int = 0
     fails: tuple[int, ...] = ()
     """Step indexes of the current run of failures (the last ``MAX_FAILS``); an answer of
     "nothing found" counts as a soft failure of the question."""
@@ -79,8 +86,9 @@ class SignatureStats:
     """(when, the wait it asked for: ``Retry-After``) of each failure in ``fails``."""
     fails_epoch: int = 0
     fail_output: str = ""
-    """The output hash of the last failure: one that comes back byte for byte after an edit
-    shows the edit changed nothing for this call, and the failures keep counting."""
+    """The last failure (``StepView.failure``: its output, where in the source aside): one
+    that comes back after an edit shows the edit changed nothing for this call, and the
+    failures keep counting."""
     fail_transient: bool = False
     """The last failure read as transient (a timeout, 503, "try again")."""
     last_index: int = -1
@@ -205,6 +213,20 @@ class History:
             self._recent[n] = cached
         return cached
 
+    def busy_until(self, t: float, since: float) -> float:
+        """When the agent last finished other work before a call started at ``t``: the end of
+        the latest step after ``since`` that was not a wait (a ``sleep`` is waiting) and not
+        issued with this call (the calls of one model turn start together); ``since`` when
+        there is none. A call asked again after its last answer is waiting only for the time
+        nothing else was done."""
+        for step in reversed(self.steps):
+            if step.t <= since:
+                break
+            if step.wait or step.start >= t - PARALLEL_S:
+                continue
+            return step.t
+        return since
+
     def stats(self, signature: str) -> SignatureStats | None:
         """Stats of ``signature``, or ``None`` if it has not been called."""
         return self._by_sig.get(signature)
@@ -233,7 +255,13 @@ class History:
             if stats.ok_info and stats.ok_info != step.info:
                 stats.answers_vary = True
             stats.ok_info = step.info
+        if step.kind == "poll" and stats.calls and step.figures != stats.last_figures:
+            way = _way(stats.last_quantities, step.quantities)
+            stats.advances = stats.advances + 1 if way and way == stats.advance_way else int(
+                way != 0)
+            stats.advance_way = way
         stats.last_figures = step.figures
+        stats.last_quantities = step.quantities
         stats.last_epoch = self.epoch
         if step.status not in ("ok", "blocked"):
             stats.repeats = 0
@@ -261,13 +289,14 @@ class History:
         stats.last_waiting = words is not None and not TRANSITIONAL.isdisjoint(words)
         stats.last_negative = step.negative
         if step.status in ("error", "timeout") or step.negative:
+            failure = step.failure or step.output_hash
             if stats.fails_epoch != self.epoch and (
-                step.status != "error" or step.output_hash != stats.fail_output
+                step.status != "error" or failure != stats.fail_output
             ):  # (the world changed since: earlier failures may not repeat, unless this one
-                # is the same failure byte for byte)
+                # is the same failure, where in the source aside)
                 stats.fails = stats.fail_paces = ()
             stats.fails_epoch = self.epoch
-            stats.fail_output = step.output_hash
+            stats.fail_output = failure
             stats.fails = (*stats.fails[-(MAX_FAILS - 1) :], step.index)
             stats.fail_paces = (*stats.fail_paces[-(MAX_FAILS - 1) :], (step.t, step.retry_after))
             stats.fail_transient = step.status == "timeout" or not TRANSIENT.isdisjoint(
@@ -297,3 +326,15 @@ class History:
     def knows(self, facts: frozenset[int]) -> bool:
         """Whether the episode has seen every one of ``facts`` already (nothing new)."""
         return facts <= self.seen_facts
+
+
+def _way(before: tuple[float, ...], after: tuple[float, ...]) -> int:
+    """1 when every figure of ``after`` is at least the one of ``before`` in its place (the
+    same number of them) and one is higher, -1 for the same downward, else 0."""
+    if not before or len(before) != len(after):
+        return 0
+    if all(b >= a for a, b in zip(before, after, strict=True)):
+        return 1 if after != before else 0
+    if all(b <= a for a, b in zip(before, after, strict=True)):
+        return -1
+    return 0

@@ -48,9 +48,11 @@ from .fingerprint import (
     masked,
     output_hash,
     progress_figures,
+    quantities,
     retry_after_s,
     stuck_state,
     unechoed,
+    unpositioned,
     word_sketch,
 )
 from .fuzzy_repeat import FuzzyRepeat
@@ -121,6 +123,25 @@ _FACTS: dict[tuple[int, int, str], frozenset[int]] = {}
 """Keyed by the text's own hash and length (no text is kept; an output hash recorded by
 someone else may not be one of this text), and for facts by the arguments too (their echoes
 are masked)."""
+
+
+SENT_MIN_CHARS: Final = 40
+"""A text a call sends is its own words handed back, when a user message repeats it, from this
+long (shorter ones, "yes", "continue", are what anyone may say)."""
+SENT_KEPT: Final = 8
+"""Texts of the last calls remembered for that (bounded memory)."""
+
+
+def _sent_texts(args: Any) -> tuple[str, ...]:
+    """The string values of a call's arguments of ``SENT_MIN_CHARS`` or more, top level and
+    one down, whitespace collapsed."""
+    found: list[str] = []
+    values = args.values() if isinstance(args, dict) else (args,)
+    for value in values:
+        for item in value.values() if isinstance(value, dict) else (value,):
+            if isinstance(item, str) and len(item) >= SENT_MIN_CHARS:
+                found.append(" ".join(item[:NUDGE_CHARS].split()))
+    return tuple(found)
 
 
 def _normalised(text: str) -> str:
@@ -248,6 +269,9 @@ class EpisodeMonitor:
         """The last call without progress that returned no output (``_progress_evidence``)."""
         self._inferred: dict[str, tuple[Any, KindSource | None]] = {}
         self._targets: set[str] = set()
+        self._sent: tuple[str, ...] = ()
+        """The long texts the agent's last calls sent (``_sent_texts``): a user message that
+        only repeats one is its own words handed back (a brief delegated to a sub-agent)."""
         """What successful writes acted on (``writes.write_target``): a write on a new one is
         a new effect, whatever its acknowledgement says."""
 
@@ -333,6 +357,8 @@ class EpisodeMonitor:
         if self.expectations.expected is not None:
             self.expectations.on_tool_call(call.tool, call.args)
         self.tool_calls += 1
+        if call.args is not None:
+            self._sent = (*self._sent, *_sent_texts(call.args))[-SENT_KEPT:]
         ref = call.call_id or f"#{index}"
         if ref in self._pending:  # (a call id used twice at once: its results pair in order)
             ref = f"{ref}#{index}"
@@ -396,16 +422,18 @@ class EpisodeMonitor:
             step.kind_source = "outcome"
             key = self.writes.key_for(step.tool, pending.call.idempotency_key, step.args,
                                       step.args_text)
-        if step.kind_source == "outcome" and text is not None and result.status == "ok":
+        if kind == "write" and text is not None and result.status == "ok":
             step.shape = output_hash(masked(text))  # (its answer, figures aside: a redo's)
         if step.status in ("error", "timeout"):
             step.shape = output_hash(masked(unechoed(text, step.args))) if text is not None \
                 else digest  # (an error that quotes its arguments back is the same error)
             step.retry_after = retry_after_s(text)
+            step.failure = output_hash(unpositioned(text)) if text is not None else digest
         elif step.status == "ok":
             step.negative = negative
         if kind == "poll" and text is not None and step.status != "blocked":
             step.figures = figures(text)
+            step.quantities = quantities(text)
             step.stuck = stuck_state(text, step.words)
             if step.stuck == "stalled" and not step.shape:
                 step.shape = progress_figures(text)  # (its lag or log position may move)
@@ -517,11 +545,12 @@ class EpisodeMonitor:
             return True  # same call, its output has changed: polling by shape
         if stats.last_epoch != self.history.epoch:
             return False  # asked again after a write or an edit: checking the change
-        gap = call.t - stats.last_t
+        gap = call.t - self.history.busy_until(call.t, stats.last_t)
         if gap >= self.policy.poll_pace_s and (
             stats.last_status == "ok" or stats.last_waiting
         ):
-            return True  # asked again after a real wait for a result (or "still waiting")
+            return True  # asked again after a real wait for a result (or "still waiting"),
+            # not after other work that took the time
         return stats.transitional  # a status on its way: its state can still change
 
     def _reconcile(self, call: ToolCall, step: StepView) -> tuple[str, ...]:
@@ -622,7 +651,7 @@ class EpisodeMonitor:
         undeclared one needs the evidence: asked again after a real wait (``poll_pace_s``),
         or a status on its way asked at a pace (``poll_min_interval_s``)."""
         if not declared:
-            gap = step.t - stats.last_t
+            gap = step.start - self.history.busy_until(step.start, stats.last_t)
             paced = gap >= self.policy.poll_pace_s or (
                 stats.transitional and (gap == 0 or gap >= self.policy.poll_min_interval_s)
             )
@@ -692,6 +721,7 @@ class EpisodeMonitor:
             role == "user"
             and history.idle_messages < IDLE_MESSAGES
             and (len(content) > NUDGE_CHARS or not self._nudged_again(content))
+            and not self._handed_back(content)
         ):
             self._new_turn(self.history.turn + 1, content)
         index = self.steps
@@ -709,6 +739,16 @@ class EpisodeMonitor:
         decision = self._decide(index, findings, None)
         decision.turn = self.history.turn
         return decision
+
+    def _handed_back(self, content: str) -> bool:
+        """Whether a user message only repeats a text one of the agent's last calls sent
+        (``SENT_MIN_CHARS`` or more: a brief handed to a sub-agent, which the sub-agent
+        receives as its task): the agent's own words coming back, not a person's new
+        request."""
+        if len(content) < SENT_MIN_CHARS or not self._sent:
+            return False
+        said = " ".join(content.split())
+        return said in self._sent
 
     def _nudged_again(self, content: str) -> bool:
         """Whether the user's ``content`` says again, in the same words (``_normalised``),

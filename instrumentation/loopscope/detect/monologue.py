@@ -7,7 +7,9 @@ Three shapes, all of assistant messages:
 - *chanting*: one message that says the same sentence or paragraph again and again;
 - *echo across turns*: near-identical assistant messages (word-set Jaccard ≥
   ``monologue_similarity``) with no tool call between them, even when the user answers in
-  between ("I will now check the order status." five times);
+  between ("I will now check the order status." five times); within one user turn (the
+  answers to automatic nudges), a message that restates the lines of an earlier one under
+  other opening words (a four-step plan, word for word, each time) is an echo too;
 - *idle talk*: ``IDLE_MESSAGES`` messages in a row, of either side, with no tool call, none of
   which asks anything, carries a figure or an id, or says much (``idle``): two agents
   trading thanks after the work is done, whatever words they vary. A conversation moves by
@@ -93,6 +95,28 @@ def _sketch(text: str) -> frozenset[str]:
     return frozenset(text[:SKETCH_CHARS].lower().split())
 
 
+BLOCK_LINES = 2
+"""A message says again what an earlier one said when at least this many of its lines, and
+at least half of them, are lines of the earlier one (a plan restated word for word under
+another opening sentence)."""
+
+
+def _lines(text: str, min_words: int) -> tuple[frozenset[str], int]:
+    """The lines of ``text`` of at least ``min_words`` words (lower-cased, spacing collapsed)
+    and how many lines of that length it has."""
+    found = [" ".join(line.lower().split()) for line in text[:SKETCH_CHARS].splitlines()]
+    found = [line for line in found if len(line.split(maxsplit=min_words)) >= min_words]
+    return frozenset(found), len(found)
+
+
+def restated(lines: tuple[frozenset[str], int], earlier: frozenset[str]) -> bool:
+    """Whether a message whose long lines are ``lines`` restates a message whose long lines
+    are ``earlier`` (``BLOCK_LINES``, at least half of its own)."""
+    mine, count = lines
+    again = len(mine & earlier)
+    return again >= BLOCK_LINES and 2 * again >= count
+
+
 class Monologue:
     """Watches assistant messages. A message cannot be skipped: the first sign is a warning,
     and a monologue the warnings do not end is stopped (at the next model turn or tool
@@ -108,8 +132,11 @@ class Monologue:
         self._run = 0
         # Assistant messages since the last tool call (the last MAX_ECHOES + 1): kept as text
         # until there are enough of them for an echo to count, then as word sets.
-        self._texts: list[str] = []
-        self._sketches: list[frozenset[str]] = []
+        self._texts: list[tuple[str, int, int]] = []
+        self._sketches: list[tuple[frozenset[str], tuple[frozenset[str], int], int, int]] = []
+        """Each message's words, its long lines (``_lines``), the user turn it answered and
+        how many user messages came before it (``_nudges``)."""
+        self._nudges = 0
 
     def after(self, history: History, step: StepView) -> None:
         """A tool call ends every kind of monologue."""
@@ -117,35 +144,42 @@ class Monologue:
         self._texts.clear()
         self._sketches.clear()
 
-    def _echoes(self, content: str) -> int:
+    def _echoes(self, content: str, turn: int) -> int:
         """How many earlier messages since the last tool call say nearly what ``content``
-        says. Messages of fewer than ``min_words`` words never count; word sets are built
-        only once there are enough messages for an echo to count."""
+        says: nearly the same words, or, in the same user turn (answers to automatic nudges),
+        the same lines restated (``restated``) after a user message in between (one with
+        none between is a plan-without-action run's). Messages of fewer than ``min_words`` words
+        never count; word sets are built only once there are enough messages for an echo to
+        count."""
         content = content[:SKETCH_CHARS]
         if len(content.split(maxsplit=self.min_words)) < self.min_words:
             return 0  # "OK.", "Done.": short replies may repeat
         texts, sketches = self._texts, self._sketches
         if len(texts) + len(sketches) + 1 < self.threshold:
-            texts.append(content)
+            texts.append((content, turn, self._nudges))
             del texts[: -MAX_ECHOES - 1]
             return 0
         if texts:  # enough messages now: read the ones kept as text
-            sketches += map(_sketch, texts)
+            sketches += ((_sketch(t), _lines(t, self.min_words), n, u) for t, n, u in texts)
             texts.clear()
-        words = _sketch(content)
-        sketches.append(words)
+        words, lines = _sketch(content), _lines(content, self.min_words)
+        sketches.append((words, lines, turn, self._nudges))
         del sketches[: -MAX_ECHOES - 1]  # the current message and the MAX_ECHOES before it
         if len(words) < self.min_words:
             return 0
         return sum(
             1
-            for s in sketches[:-1]
-            if len(s) >= self.min_words and similar(words, s, self.similarity)
+            for s, theirs, their_turn, nudges in sketches[:-1]
+            if len(s) >= self.min_words
+            and (similar(words, s, self.similarity)
+                 or (their_turn == turn and nudges != self._nudges
+                     and restated(lines, theirs[0])))
         )
 
     def message(self, history: History, role: str, content: str) -> Finding | None:
         if role != "assistant":
             self._run = 0  # a user turn ends a plan-without-action run, not an echo
+            self._nudges += 1
             return None
         self._run += 1
         sentence, count = "", 0
@@ -163,7 +197,7 @@ class Monologue:
                 key="monologue:chant",
                 details={"repeats": count},
             )
-        echoes = self._echoes(content)
+        echoes = self._echoes(content, history.turn)
         if echoes + 1 >= self.threshold:
             return Finding(
                 kind="monologue",

@@ -134,7 +134,7 @@ def reworded(steps: list[StepView], *, keeping: bool = False) -> bool:
     seen = set(values_of(steps[0]))
     for step in steps[1:]:
         new = values_of(step) - seen
-        if not new or not all(_phrase(value) for value in new) or not new.isdisjoint(
+        if not new or not all(phrase(value) for value in new) or not new.isdisjoint(
                 _paths_of(step)):
             return False  # (another file is another thing, not the same words again)
         if keeping and not all(_keeps(value, seen) for value in new):
@@ -158,7 +158,7 @@ def _paths_of(step: StepView) -> frozenset[str]:
     return path_values(args)
 
 
-def _phrase(value: str) -> bool:
+def phrase(value: str) -> bool:
     """Whether a loosened argument value is a phrase: two words of letters or more."""
     return sum(1 for word in value.split() if len(word) > 1 and word.isalpha()) >= 2
 
@@ -173,7 +173,9 @@ def substantive(step: StepView) -> bool:
 class OutputStagnation:
     """Fires when ``stagnation_threshold`` calls of the stretch, with at least two different
     signatures, returned the same information. Writes, polls, failures and outputs of fewer
-    than ``stagnation_min_words`` words are not information and never count."""
+    than ``stagnation_min_words`` words are not information and never count. A call whose
+    kind nothing tells (a click) counts only with answers that say the same (``info``): one
+    only near in words is the page it changed."""
 
     name = "output_stagnation"
     rungs = AFTER_RUNGS
@@ -198,6 +200,10 @@ class OutputStagnation:
         signatures = {s.signature for s in same} | {step.signature}
         if count < self.threshold or len(signatures) < 2:
             return None
+        equal = all(s.info == step.info for s in same)
+        if step.kind is None and not equal:
+            return None  # (a call nothing tells the kind of may act: a click whose answer is
+            # only near the last one's changed something on the page)
         group = [*same, step]
         rungs = judge(group)
         if rungs is None:
@@ -215,9 +221,7 @@ class OutputStagnation:
             key=kind + ":" + ",".join(sorted(tools)),
             details={"tools": sorted(tools), "count": count, "revisits": nudged(group)},
             rungs=rungs,
-            evidence=(
-                "output:equal" if all(s.info == step.info for s in same) else "output:similar",
-            ),
+            evidence=("output:equal" if equal else "output:similar",),
         )
 
     def _informative(self, step: StepView) -> bool:

@@ -83,9 +83,10 @@ class RepeatSameError:
             stats is not None
             and stats.fails
             and stats.fails_epoch != history.epoch
-            and step.output_hash == stats.fail_output
+            and (step.failure or step.output_hash) == stats.fail_output
             and len(stats.fails) + 1 >= self.threshold
-        ):  # the same failure, byte for byte, after an edit: the edits change nothing for it
+        ):  # the same failure after an edit (where in the source aside: the edit may have
+            # moved the code by a few lines): the edits change nothing for it
             return Finding(
                 kind="repeat_same_error",
                 message=(

@@ -17,10 +17,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from .base import BEFORE_RUNGS, Finding, args_preview
+from .base import AFTER_RUNGS, BEFORE_RUNGS, Finding, args_preview
 from .events import StepView
 from .fingerprint import FILE_WORD, arg_values, loose_text, output_hash
 from .history import History
+from .output_stagnation import phrase, values_of
 from .policy import Policy
 
 WriteState = Literal["pending", "ok", "error", "unknown", "absent"]
@@ -330,14 +331,21 @@ class WriteLedger:
         """What a look-up's answer says of an UNKNOWN write: ``False`` when it found nothing,
         ``True`` when it shows ``FOUND_VALUES`` of the write's own values that the look-up did
         not ask for (the reference, the amount: the record exists, even "processing"), else
-        ``None`` (looked up, outcome not told)."""
+        ``None`` (looked up, outcome not told). A value names the record from ``NAMING_CHARS``
+        characters; a shorter number (an amount of 24000 cents) counts beside one that does,
+        as a word of the answer (not inside another number)."""
         if step.negative or not step.words:
             return False
         if step.output is None:
             return None
         shown, asked = loose_text(step.output[:4000]), loose_text(step.args_text)
         named = [v for v in record.entities if len(v) >= NAMING_CHARS and v not in asked]
-        return sum(1 for v in named if v in shown) >= FOUND_VALUES or None
+        found = sum(1 for v in named if v in shown)
+        if found:  # (beside a value that names the record, its amount shown as a number)
+            words = set(shown.split()) - set(asked.split())
+            found += sum(1 for v in record.entities
+                         if len(v) < NAMING_CHARS and v.isdigit() and v in words)
+        return found >= FOUND_VALUES or None
 
 
 NAMING_CHARS: Final = 6
@@ -425,8 +433,10 @@ class WriteDuplicate:
         answer says what the last one said, figures aside ("Post successful", the post count
         one higher): the redo was a duplicate. A "Next" clicked through a wizard, whose
         answers are new pages, was not."""
-        if step.kind_source != "outcome" or step.status != "ok" or step.kind != "write":
+        if step.status != "ok" or step.kind != "write":
             return None
+        if step.kind_source != "outcome":
+            return _remade(history, step)
         stats = history.stats(step.signature)
         done = _redone(history, step)
         if not done or stats is None or not step.shape or step.shape != stats.last_shape:
@@ -437,6 +447,48 @@ class WriteDuplicate:
     def new_turn(self) -> None:
         """A new user turn: earlier redos were of another intent."""
         self._redone.clear()
+
+
+def _remade(history: History, step: StepView) -> Finding | None:
+    """A write right after another of the same tool in the same user turn, with other
+    arguments (a description reworded), whose answer shows the record it made as the last
+    one did — the same once ids and figures are masked, naming a phrase both calls gave (the
+    title, not the repository or the channel both write to) — but for its new id: the same
+    record made again, in other words."""
+    if step.intent == "duplicate" or step.edit is not None or not step.shape:
+        return None
+    last = history.steps[-1] if history.steps else None
+    if (
+        last is None
+        or last.tool != step.tool
+        or last.kind != "write"
+        or last.status != "ok"
+        or last.signature == step.signature  # (the same arguments: ``before``'s rule)
+        or not history.in_turn(last)
+        or last.shape != step.shape
+        or last.info == step.info  # (no new record: the answer said again, or recased)
+        or step.output is None
+    ):
+        return None
+    shown = loose_text(step.output[:4000])
+    named = [v for v in values_of(step) & values_of(last)
+             if len(v) >= NAMING_CHARS and phrase(v) and v in shown]
+    if not named:
+        return None
+    return Finding(
+        kind="write_duplicate",
+        message=(
+            f"{step.tool} {args_preview(step)} made the same record as the call before it "
+            f"(step {last.index}), in other words: its answer is the same but for a new id. "
+            "That is a duplicate side effect; use the record that exists, and if another one "
+            "is really wanted, say so (declare the call intended)."
+        ),
+        key=f"remade:{step.tool}",
+        details={"tool": step.tool, "done_at_step": last.index},
+        rungs=AFTER_RUNGS,
+        sticky=True,
+        evidence=("calls:different", "effect:shown"),
+    )
 
 
 def _redone(history: History, step: StepView) -> list[int]:
