@@ -42,6 +42,7 @@ from .expectations import AnswerCheck, ExpectationTracker
 from .fingerprint import (
     call_signature,
     canonical_json,
+    error_shape,
     figures,
     is_negative,
     loose_text,
@@ -50,7 +51,6 @@ from .fingerprint import (
     progress_figures,
     retry_after_s,
     stuck_state,
-    unechoed,
     word_sketch,
 )
 from .fuzzy_repeat import FuzzyRepeat
@@ -399,8 +399,7 @@ class EpisodeMonitor:
         if step.kind_source == "outcome" and text is not None and result.status == "ok":
             step.shape = output_hash(masked(text))  # (its answer, figures aside: a redo's)
         if step.status in ("error", "timeout"):
-            step.shape = output_hash(masked(unechoed(text, step.args))) if text is not None \
-                else digest  # (an error that quotes its arguments back is the same error)
+            step.shape = error_shape(text, step.args) if text is not None else digest
             step.retry_after = retry_after_s(text)
         elif step.status == "ok":
             step.negative = negative
