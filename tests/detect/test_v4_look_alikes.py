@@ -7,6 +7,7 @@ from __future__ import annotations
 from episode_steps import describe, run, tool
 
 from loopscope.detect.fingerprint import error_shape
+from loopscope.detect.kinds import infer_kind
 
 ROLLOUT = ("Waiting for rollout of statefulset/db: {n} of 4 pods updated...\n"
            "error: timed out waiting for the condition")
@@ -29,3 +30,25 @@ def test_a_rollout_answering_not_done_yet_as_an_error_progresses_as_its_figures_
     stuck = [tool("run", cmd, ROLLOUT.format(n=1), status="error", t=45.0 * (i + 1))
              for i in range(8)]
     assert run(stuck).flags, "a rollout whose figure never moves is still a stalled poll"
+
+
+def test_a_write_by_its_name_with_nothing_to_write_reads() -> None:
+    assert infer_kind("write_stdin", {"session_id": 7, "chars": "", "yield_time_ms": 20000}) == (
+        "read", "name")
+    assert infer_kind("write_stdin", {"session_id": 7, "chars": "y\n"}) == ("write", "name")
+    assert infer_kind("delete_record", {"id": 5}) == ("write", "name")  # (no text at all)
+
+
+def test_empty_stdin_writes_to_a_running_build_are_polls_of_its_output() -> None:
+    start = tool("exec_command", {"cmd": ["bash", "-lc", "make -j4 test"]},
+                 "Process running with session ID 7\nOutput:\ncc -c a.c", t=2.0)
+    poll = {"session_id": 7, "chars": "", "yield_time_ms": 20000}
+    outs = ["cc -c b.c\ncc -c c.c", "ld -o app a.o b.o c.o", "running 40 tests\n....",
+            "test result: ok. 40 passed\nProcess exited with code 0"]
+    steps = [start] + [tool("write_stdin", poll, f"Output:\n{o}", t=25.0 * (i + 1))
+                       for i, o in enumerate(outs)]
+    report = run(steps, task="Build the project and run its tests.")
+    assert report.flags == (), describe(report)
+    hung = [start] + [tool("write_stdin", poll, "Output:\n", t=25.0 * (i + 1))
+                      for i in range(20)]
+    assert run(hung).flags, "a process that prints nothing for minutes is a poll past its time"

@@ -490,7 +490,7 @@ class EpisodeMonitor:
             )
         if inferred[0] == "write" and self._paced_change(call, signature):
             return "poll", None  # a "write" by its name, asked again after a wait, answering
-            # something new each time: it polls (an empty write_stdin to a running process)
+            # something new each time: it polls (a keystroke sent to a running process)
         if inferred[0] in ("write", "poll"):
             return inferred
         if self.writes.done(signature):
