@@ -4,7 +4,7 @@ authored case of its situation: none of them may be flagged, and the loop beside
 
 from __future__ import annotations
 
-from episode_steps import describe, run, tool
+from episode_steps import describe, msg, run, tool
 
 from loopscope.detect.fingerprint import error_shape
 from loopscope.detect.kinds import infer_kind
@@ -52,3 +52,18 @@ def test_empty_stdin_writes_to_a_running_build_are_polls_of_its_output() -> None
     hung = [start] + [tool("write_stdin", poll, "Output:\n", t=25.0 * (i + 1))
                       for i in range(20)]
     assert run(hung).flags, "a process that prints nothing for minutes is a poll past its time"
+
+
+def test_a_polls_wait_restarts_in_each_new_user_turn() -> None:
+    poll = {"queue": "backups", "state": "failed"}
+    steps = [msg("user", "Each time I ping you, check the failed-backups queue and say QUEUE_OK "
+                         "if it is empty.")]
+    for n in range(6):
+        if n:
+            steps.append(msg("user", f"[ping 0{n}:00] check the queue again"))
+        steps += [tool("list_jobs", poll, '{"jobs": []}', kind="poll", t=3600.0 * n + 2),
+                  msg("assistant", "QUEUE_OK")]
+    report = run(steps)
+    assert report.flags == (), describe(report)
+    within = [tool("list_jobs", poll, '{"jobs": []}', kind="poll", t=120.0 * n) for n in range(6)]
+    assert run(within).flags, "unchanged for ten minutes in one turn is past the default deadline"

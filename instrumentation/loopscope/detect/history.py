@@ -35,6 +35,9 @@ class SignatureStats:
     last_t: float = 0.0
     changed_t: float = 0.0
     """When its output last changed (the first call counts as a change)."""
+    turn_t: float = 0.0
+    """When it first answered in the current user turn (a new turn is a new request: a poll
+    asked in it waits from then)."""
     last_epoch: int = 0
     """``History.epoch`` at its last call: a write or an edit since makes it a new question."""
     last_output: str = ""
@@ -92,12 +95,6 @@ class SignatureStats:
     last_negative: bool = False
     transitional: bool = False
     """The last output read like a status still on its way (RUNNING, PENDING, …)."""
-
-    def waiting_since(self, stated: bool) -> float:
-        """Since when an unchanged poll has waited: its first call under an explicit limit
-        ("give up after 20 minutes" is the whole operation), else its last change (an
-        estimate or the default is relative to the last progress, not the start)."""
-        return self.first_t if stated else self.changed_t
 
 
 class History:
@@ -205,6 +202,16 @@ class History:
             self._recent[n] = cached
         return cached
 
+    def waited(self, stats: SignatureStats, stated: bool, t: float) -> float:
+        """How long an unchanged poll has waited at ``t``: since its first call under an
+        explicit limit ("give up after 20 minutes" is the whole operation), else since its
+        last change (an estimate or the default is relative to the last progress, not the
+        start); in either case not before its first answer in the current user turn (each
+        "[heartbeat] check again" asks anew), and nothing at all for its first call in it."""
+        if stats.last_index < self.turn_start:
+            return 0.0
+        return t - max(stats.first_t if stated else stats.changed_t, stats.turn_t)
+
     def stats(self, signature: str) -> SignatureStats | None:
         """Stats of ``signature``, or ``None`` if it has not been called."""
         return self._by_sig.get(signature)
@@ -214,6 +221,8 @@ class History:
         stats = self._by_sig.get(step.signature)
         if stats is None:
             stats = self._by_sig[step.signature] = SignatureStats(first_t=step.t)
+        if stats.calls == 0 or stats.last_index < self.turn_start:
+            stats.turn_t = step.t  # (its first answer in this user turn)
         if stats.calls and (
             step.output_hash == stats.last_output
             or (step.info == stats.last_info and step.figures == stats.last_figures)

@@ -628,7 +628,7 @@ class EpisodeMonitor:
             if not paced:
                 return False  # a fixed answer asked again at once, or hammering
         deadline = step.deadline_s or self.history.default_deadline_s
-        return step.t - stats.waiting_since(step.deadline_stated) <= deadline
+        return self.history.waited(stats, step.deadline_stated, step.t) <= deadline
 
     def _count_progress(self, step: StepView) -> None:
         if step.progress in NEUTRAL:

@@ -41,7 +41,7 @@ class PollTimeout:
         if stats.same_output_run < 1 and not terminal and not stalled:
             return None
         deadline = candidate.deadline_s or history.default_deadline_s
-        waited = candidate.t - stats.waiting_since(candidate.deadline_stated)
+        waited = history.waited(stats, candidate.deadline_stated, candidate.t)
         kind = "poll_timeout"
         if terminal:
             why = "has answered the same failed state twice in a row (waiting will not fix it)"
