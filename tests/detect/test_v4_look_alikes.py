@@ -8,6 +8,7 @@ from episode_steps import describe, msg, run, tool
 
 from loopscope.detect.fingerprint import error_shape
 from loopscope.detect.kinds import infer_kind
+from loopscope.detect.task import task_deadline
 
 ROLLOUT = ("Waiting for rollout of statefulset/db: {n} of 4 pods updated...\n"
            "error: timed out waiting for the condition")
@@ -67,3 +68,24 @@ def test_a_polls_wait_restarts_in_each_new_user_turn() -> None:
     assert report.flags == (), describe(report)
     within = [tool("list_jobs", poll, '{"jobs": []}', kind="poll", t=120.0 * n) for n in range(6)]
     assert run(within).flags, "unchanged for ten minutes in one turn is past the default deadline"
+
+
+def test_a_span_of_work_the_task_states_from_now_is_an_explicit_limit() -> None:
+    said = task_deadline("Over the next 30 minutes, check the deploy queue every 5 minutes.")
+    assert said is not None and (said.seconds, said.explicit) == (1860.0, True)
+    assert task_deadline("For the next hour, tell me about new alerts.").seconds == 3660.0
+    assert task_deadline("Keep an eye on it during the next few days.") is None
+
+
+def test_checks_on_the_schedule_the_task_states_are_not_a_loop_until_its_end() -> None:
+    task = "For the next hour, look at the build queue every 10 minutes and report new failures."
+    check = {"queue": "builds"}
+    quiet = '{"queue": "builds", "depth": 4, "oldest": "b-18"}'
+    steps = []
+    for n in range(7):  # (checks at 0, 10, ... 60 minutes)
+        steps += [tool("list_builds", check, quiet, t=600.0 * n + 1),
+                  tool("sleep", {"seconds": 600}, "slept 600s", t=600.0 * n + 2)]
+    report = run(steps, task=task)
+    assert report.flags == (), describe(report)
+    longer = steps + [tool("list_builds", check, quiet, t=600.0 * n + 1) for n in range(7, 10)]
+    assert run(longer, task=task).flags, "checks long past the stated hour are a loop"
