@@ -89,3 +89,23 @@ def test_checks_on_the_schedule_the_task_states_are_not_a_loop_until_its_end() -
     assert report.flags == (), describe(report)
     longer = steps + [tool("list_builds", check, quiet, t=600.0 * n + 1) for n in range(7, 10)]
     assert run(longer, task=task).flags, "checks long past the stated hour are a loop"
+
+
+def test_a_failed_state_after_an_edit_is_a_check_of_the_edit_not_a_stuck_poll() -> None:
+    cmd = {"command": "python /work/repro.py"}
+    failed = "TypeError: unsupported operand\nProcess exited with code 1"
+
+    def edit(n: int) -> dict:
+        return tool("str_replace_editor", {"command": "str_replace", "path": "/work/calc.py",
+                                           "old_str": f"v{n}", "new_str": f"v{n + 1}"},
+                    "The file /work/calc.py has been edited.", t=20.0 * n + 10)
+
+    steps = [tool("bash", cmd, "AssertionError: 3 != 4\nProcess exited with code 1", t=0.0)]
+    for n in range(1, 5):
+        steps += [edit(n), tool("bash", cmd, failed, t=20.0 * n + 15)]
+    steps += [edit(5), tool("bash", cmd, "all 12 checks passed\nProcess exited with code 0",
+                            t=125.0)]
+    report = run(steps, task="Fix calc.py so that repro.py passes.")
+    assert report.flags == (), describe(report)
+    rerun = steps[:3] + [tool("bash", cmd, failed, t=40.0 + n) for n in range(4)]
+    assert run(rerun).flags, "the same failed state again with nothing changed is stuck"

@@ -16,9 +16,10 @@ from .policy import Policy
 
 class PollTimeout:
     """Before a poll whose last answer repeated the one before: fires when that answer is a
-    state waiting will not change (a terminal failure twice in a row; a progress figure that
-    did not move while the status says running), when it has waited past its deadline, or
-    after ``poll_max_unchanged`` unchanged answers in a row."""
+    state waiting will not change (a terminal failure twice in a row, with no write or edit
+    since the last answer; a progress figure that did not move while the status says
+    running), when it has waited past its deadline, or after ``poll_max_unchanged`` unchanged
+    answers in a row."""
 
     name = "poll_timeout"
     rungs = BEFORE_RUNGS
@@ -33,9 +34,13 @@ class PollTimeout:
         stats = history.stats(candidate.signature)
         if stats is None or stats.last_status == "timeout":
             return None
-        terminal = stats.same_state_run >= 1 and (
-            stats.stuck == "container"  # (its restart count may move)
-            or (stats.stuck == "terminal" and stats.same_output_run >= 1)
+        terminal = (
+            stats.same_state_run >= 1
+            and stats.last_epoch == history.epoch  # (a write or an edit since may fix it)
+            and (
+                stats.stuck == "container"  # (its restart count may move)
+                or (stats.stuck == "terminal" and stats.same_output_run >= 1)
+            )
         )
         stalled = stats.stuck == "stalled" and stats.same_state_run >= 1
         if stats.same_output_run < 1 and not terminal and not stalled:
