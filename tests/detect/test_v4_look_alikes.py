@@ -4,6 +4,8 @@ authored case of its situation: none of them may be flagged, and the loop beside
 
 from __future__ import annotations
 
+import json
+
 from episode_steps import describe, msg, run, tool
 
 from loopscope.detect.fingerprint import error_shape
@@ -109,3 +111,22 @@ def test_a_failed_state_after_an_edit_is_a_check_of_the_edit_not_a_stuck_poll() 
     assert report.flags == (), describe(report)
     rerun = steps[:3] + [tool("bash", cmd, failed, t=40.0 + n) for n in range(4)]
     assert run(rerun).flags, "the same failed state again with nothing changed is stuck"
+
+
+def test_a_rate_limit_refusing_a_batch_is_not_the_same_error_across_its_arguments() -> None:
+    refused = json.dumps({"error": "rate_limited", "retryAfterSeconds": 30,
+                          "message": "20 requests per minute"})
+    ids = [f"inv-{n:04d}" for n in range(1, 7)]
+    steps = [tool("get_invoice", {"invoice": i}, json.dumps({"id": i, "total": 10 * n}), t=1.0)
+             for n, i in enumerate(ids[:2])]
+    steps += [tool("get_invoice", {"invoice": i}, refused, status="error", t=3.0)
+              for i in ids[2:]]
+    steps += [tool("sleep", {"seconds": 30}, "slept 30s", t=4.0)]
+    steps += [tool("get_invoice", {"invoice": i}, json.dumps({"id": i, "total": 7 * n}), t=35.0)
+              for n, i in enumerate(ids[2:])]
+    report = run(steps, task="Sum the totals of invoices 1 to 6.")
+    assert report.flags == (), describe(report)
+    invalid = json.dumps({"error": "invalid_invoice", "message": "unknown invoice id"})
+    wrong = [tool("get_invoice", {"invoice": f"INV{n}"}, invalid, status="error", t=2.0 * n)
+             for n in range(5)]
+    assert run(wrong).flags, "the same plain error for argument after argument is still a sign"
