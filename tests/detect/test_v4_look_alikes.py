@@ -130,3 +130,14 @@ def test_a_rate_limit_refusing_a_batch_is_not_the_same_error_across_its_argument
     wrong = [tool("get_invoice", {"invoice": f"INV{n}"}, invalid, status="error", t=2.0 * n)
              for n in range(5)]
     assert run(wrong).flags, "the same plain error for argument after argument is still a sign"
+
+
+def test_a_timeouterror_is_a_transient_failure_that_a_paced_retry_may_cure() -> None:
+    cmd = {"command": "pytest tests/test_pool.py::test_acquire -q"}
+    timeout = "E   TimeoutError: pool did not hand out a connection within 2.0s\n1 failed"
+    steps = [tool("bash", cmd, timeout, status="error", t=12.0 * n) for n in range(3)]
+    steps.append(tool("bash", cmd, "1 passed in 0.4s", t=36.0))
+    report = run(steps, task="test_acquire timed out on CI: is it flaky?")
+    assert report.flags == (), describe(report)
+    hammered = [tool("bash", cmd, timeout, status="error", t=0.5 * n) for n in range(6)]
+    assert run(hammered).flags, "a timeout retried without a pause is still counted"

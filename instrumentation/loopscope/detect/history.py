@@ -20,7 +20,7 @@ MAX_OUTPUTS_PER_SIGNATURE = 8
 MAX_FAILS = 16
 MAX_SEEN_FACTS = 200_000
 TRANSIENT: Final = frozenset(
-    ["timeout", "timed", "temporarily", "unavailable", "overloaded", "throttled", "throttling", "429", "502", "503", "504", "busy", "later", "econnreset", "etimedout", "econnaborted", "gateway"]
+    ["timeout", "timeouterror", "timed", "temporarily", "unavailable", "overloaded", "throttled", "throttling", "429", "502", "503", "504", "busy", "later", "econnreset", "etimedout", "econnaborted", "gateway"]
 )
 """Words of a failure that a plain retry may cure."""
 """Distinct outputs remembered per signature: enough to tell 'changing' from 'fixed'."""
