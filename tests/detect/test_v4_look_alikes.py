@@ -141,3 +141,23 @@ def test_a_timeouterror_is_a_transient_failure_that_a_paced_retry_may_cure() -> 
     assert report.flags == (), describe(report)
     hammered = [tool("bash", cmd, timeout, status="error", t=0.5 * n) for n in range(6)]
     assert run(hammered).flags, "a timeout retried without a pause is still counted"
+
+
+def test_going_back_to_a_known_list_between_items_is_not_a_read_spin() -> None:
+    listing = ("Results for 'desk lamp' (3): [L-100] Arc lamp $25 [L-200] Dome lamp $40 "
+               "[L-201] Dome lamp $40")
+    dome = "Dome lamp, brass, 40 W, E27 socket. Price: $40. Rating 4.1. [Buy] [< Back]"
+    steps = [
+        tool("search", {"q": "desk lamp"}, listing, t=1.0),
+        tool("open", {"item": "L-100"}, "Arc lamp, black, 25 W. Price: $25. Rating 3.2. [< Back]",
+             t=2.0),
+        tool("click", {"target": "< Back"}, listing, t=3.0),
+        tool("open", {"item": "L-200"}, dome, t=4.0),
+        tool("click", {"target": "< Back"}, listing, t=5.0),
+        tool("open", {"item": "L-201"}, dome, t=6.0),  # (a second listing of the same lamp)
+        tool("click", {"target": "< Back"}, listing, t=7.0),
+    ]
+    report = run(steps, task="Find a desk lamp under $30.")
+    assert report.flags == (), describe(report)
+    spin = steps[:2] + [tool("search", {"q": "desk lamp"}, listing, t=3.0 + n) for n in range(3)]
+    assert run(spin).flags, "the same search with the same results again and again spins"

@@ -23,6 +23,8 @@ TRANSIENT: Final = frozenset(
     ["timeout", "timeouterror", "timed", "temporarily", "unavailable", "overloaded", "throttled", "throttling", "429", "502", "503", "504", "busy", "later", "econnreset", "etimedout", "econnaborted", "gateway"]
 )
 """Words of a failure that a plain retry may cure."""
+BROUGHT: Final = frozenset({"new_info", "cursor_advance", "state_change"})
+"""Progress markers of a call whose answer was new to the episode: it brought the answer."""
 """Distinct outputs remembered per signature: enough to tell 'changing' from 'fixed'."""
 
 
@@ -56,6 +58,9 @@ class SignatureStats:
     however far apart the calls are (a batch of queries replayed in another order)."""
     repeats_from: int = -1
     """``History.stretch_start`` when ``repeats`` was counted: a later progress restarts it."""
+    last_brought: bool = False
+    """Its last call brought its answer first (``BROUGHT``: the answer was new to the
+    episode), rather than returning what was already known."""
     same_output_run: int = 0
     """Answers in a row that said the same as the one before (same output or information)."""
     stuck: str = ""
@@ -251,14 +256,15 @@ class History:
         ):
             stats.repeats += 1
         else:  # a new stretch: the call of this turn that first brought the answer counts
-            again = (
-                stats.calls > 0
+            again = (  # (not a call that only returned it again: "< Prev" back to a list)
+                stats.last_brought
                 and step.info == stats.last_info
                 and stats.last_status == "ok"
                 and stats.last_index >= self.turn_start
             )
             stats.repeats, stats.repeats_from = 1 + again, self.stretch_start
         stats.calls += 1
+        stats.last_brought = step.progress in BROUGHT
         stats.last_output = step.output_hash
         stats.last_info = step.info
         stats.last_status = step.status
