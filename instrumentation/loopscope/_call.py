@@ -190,7 +190,8 @@ class ToolCallScope:
         if episode.agent_name:  # a run still in flight is named before its root span ends
             attributes[c.GEN_AI_AGENT_NAME] = episode.agent_name
         self._span = _tracer.start_span(f"{c.OP_EXECUTE_TOOL} {self.tool}",
-                                        context=episode.parent_context(), attributes=attributes)
+                                        context=episode.parent_context(), attributes=attributes,
+                                        start_time=guard.span_ns())
         episode.started(self._span)
         if self._applied not in KILL_ACTIONS:
             return None
@@ -280,7 +281,7 @@ class ToolCallScope:
         span = self._span
         if span is not None:
             self._set_result_attributes(span, outcome, after, applied, episode)
-            span.end()
+            span.end(end_time=guard.span_ns())
         return shown, stop
 
     def _set_result_attributes(

@@ -3,8 +3,8 @@ in observe and enforce mode, content NOT captured (the demo's agents, like most 
 run with ``instrument()``'s default), through the collector's real ``Pipeline``.
 
 Stored runs then lack what the guard saw (arguments and outputs as text, the model's
-messages, the agent's clock), which is where the collector's own verdicts, and a replay of
-the stored runs, can differ from the guard's recorded decisions."""
+messages), which is where the collector's own verdicts, and a replay of the stored runs, can
+differ from the guard's recorded decisions."""
 
 from __future__ import annotations
 
