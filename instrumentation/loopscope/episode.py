@@ -321,10 +321,10 @@ class Episode:
             decision = flagged or Decision(step=index, turn=monitor.history.turn)
             applied = applied_action(self.mode, decision)
             if applied == "stop":
-                self._stop_next = LoopDetected(
+                self.stop_next(LoopDetected(
                     decision.correction or "the same message again",
                     diagnostic=dict(decision.diagnostic or {}),
-                )
+                ))
             self._message_span(role, content, decision, applied)
         return decision
 
@@ -352,6 +352,12 @@ class Episode:
         for name, event in c.evaluation_events(decision.flags):
             span.add_event(name, event)
         span.end(end_time=self.guard.span_ns())
+
+    def stop_next(self, stop: LoopDetected) -> None:
+        """Raise ``stop`` at the next model turn or tool call (a stop decided where it cannot
+        be raised: on a message, or on a call that failed and raises its own exception)."""
+        if self._stop_next is None:
+            self._stop_next = stop
 
     def raise_pending_stop(self) -> None:
         """Raise the stop a message decided, if any (once: it becomes ``stop``).
