@@ -520,14 +520,14 @@ def against_guards(runs: Sequence[StoredRun], verdicts: Sequence[PolicyVerdict],
     for run, v in zip(runs, verdicts, strict=True):
         if run.episode_id not in recorded:
             continue
-        action, call, named = recorded[run.episode_id]
+        action, call, _named = recorded[run.episode_id]
         replayed = {"stop": v.stop_call, "block": v.first_kill_call,
                     "warn": v.first_flag_call}.get(v.action)
         if (action, call) == (v.action, replayed):
             continue
         rows.append({"episode_id": run.episode_id, "guard_mode": _mode_of(decisions, run),
                      "guard": "allow" if call is None else f"{action} at call {call}",
-                     "replay": _describe(v), "why": _why(run, named)})
+                     "replay": _describe(v), "why": _why(run)})
     return len(recorded), pd.DataFrame(rows, columns=list(GUARD_COLUMNS))
 
 
@@ -536,15 +536,13 @@ def _mode_of(decisions: pd.DataFrame, run: StoredRun) -> str:
     return str(modes.iloc[0]) if not modes.empty else ""
 
 
-def _why(run: StoredRun, named: set[str]) -> str:
+def _why(run: StoredRun) -> str:
     """What the guard saw that the stored run lacks."""
     reasons = []
     text = [run.columns.index(c) for c in ("args_text", "output_text") if c in run.columns]
     if text and not any(row[i] is not None for row in _calls(run) for i in text):
         reasons.append("content not captured (the store has hashes, not arguments and "
                        "outputs)")
-    if named & {"poll_timeout", "deadline"}:
-        reasons.append("the agent's clock is not stored (its deadlines ran on it)")
     if len(_calls(run)) == len(run.rows):
         reasons.append("the model's messages are not stored (the agent did not record them: "
                        "`ep.record_message`)")

@@ -46,11 +46,12 @@ class ToolCallScope:
 
     ``start()`` asks the guard first: in enforce mode a block sets ``blocked`` and ``result``
     (the correction plus the cached result; the tool must not run), and a stop raises
-    ``LoopDetected``. ``finish(result)`` records the output and returns what the model
-    should see (with a correction in front in warn and enforce modes); a stop there raises
-    ``LoopDetected`` after the output is recorded. ``fail(exc)`` records an exception
-    (a timeout makes a write UNKNOWN). Leaving the ``with`` block with an exception calls
-    ``fail`` for you.
+    ``LoopDetected`` (also a stop decided on the blocked call itself). ``finish(result)``
+    records the output and returns what the model should see (with a correction in front in
+    warn and enforce modes); a stop there raises ``LoopDetected`` after the output is
+    recorded. ``fail(exc)`` records an exception (a timeout makes a write UNKNOWN); a stop
+    decided on the failure is raised at the next model turn or tool call. Leaving the
+    ``with`` block with an exception calls ``fail`` for you.
     """
 
     def __init__(
@@ -190,7 +191,8 @@ class ToolCallScope:
         if episode.agent_name:  # a run still in flight is named before its root span ends
             attributes[c.GEN_AI_AGENT_NAME] = episode.agent_name
         self._span = _tracer.start_span(f"{c.OP_EXECUTE_TOOL} {self.tool}",
-                                        context=episode.parent_context(), attributes=attributes)
+                                        context=episode.parent_context(), attributes=attributes,
+                                        start_time=guard.span_ns())
         episode.started(self._span)
         if self._applied not in KILL_ACTIONS:
             return None
@@ -199,8 +201,7 @@ class ToolCallScope:
         if self._applied == "block":
             self.blocked = True
             self.result = with_correction(cached, correction, blocked=True) if found else correction
-            self._record_blocked(self.result)
-            return None
+            return self._record_blocked(self.result)  # (a stop decided on the skipped call)
         # A stop before the call: record what the model is handed, then stop.
         self.result = with_correction(cached, correction, blocked=True) if found else correction
         self._record_blocked(self.result)
@@ -209,10 +210,10 @@ class ToolCallScope:
         )
         return episode.stop
 
-    def _record_blocked(self, shown: Any) -> None:
-        self._complete(
+    def _record_blocked(self, shown: Any) -> LoopDetected | None:
+        return self._complete(
             ToolResult(output=output_text(shown), status="blocked", call_id=self.call_id), shown
-        )
+        )[1]
 
     def finish(self, result: Any) -> Any:
         """Record the tool's result; returns what the model should see."""
@@ -276,11 +277,18 @@ class ToolCallScope:
                     diagnostic=dict(after.diagnostic or {}),
                     output=shown,
                 )
+        elif applied == "stop":  # decided on a skipped or failed call: the run ends all the same
+            decided = LoopDetected(after.correction or "stopped",
+                                   diagnostic=dict(after.diagnostic or {}), output=result)
+            if outcome.status == "blocked":
+                episode.stop = stop = decided  # (raised by ``start``: the call was skipped)
+            else:  # the tool's own exception goes up now; the stop at the next turn or call
+                episode.stop_next(decided)
         self.result = shown
         span = self._span
         if span is not None:
             self._set_result_attributes(span, outcome, after, applied, episode)
-            span.end()
+            span.end(end_time=guard.span_ns())
         return shown, stop
 
     def _set_result_attributes(

@@ -49,10 +49,12 @@ class Episode:
     and cost. ``task_type`` (lookup, polling, coding, research, transaction, other) picks the
     no-progress breaker's K. ``mode`` overrides the process's guard mode for this run;
     ``clock`` (seconds since the run started) replaces the wall clock, for replays and
-    tests. ``label`` is the run's ground truth when it is known, as in scripted and evaluation
-    runs (the Episode format's ``{"loop": bool, "kind": ..., "first_loop_step": ...}``): it
-    goes on the root span, and the collector's loop-detection and false-kill rates use it as
-    the *scenario* label source. Works with ``async with`` too.
+    tests: the guard judges by it, and the run's spans are stamped with it (a replay of the
+    spans judges the times the guard judged). ``label`` is the run's ground truth when it is
+    known, as in scripted and evaluation runs (the Episode format's ``{"loop": bool, "kind":
+    ..., "first_loop_step": ...}``): it goes on the root span, and the collector's
+    loop-detection and false-kill rates use it as the *scenario* label source. Works with
+    ``async with`` too.
 
     Attributes:
         id: The episode id (``loopscope.episode.id`` on every span of the run).
@@ -164,7 +166,8 @@ class Episode:
                     if self.agent_name
                     else (c.OP_INVOKE_AGENT)
                 )
-                self._span = _tracer.start_span(name, attributes=attributes)
+                self._span = _tracer.start_span(name, attributes=attributes,
+                                                start_time=self.guard.span_ns())
                 self._span_token = trace.use_span(self._span, end_on_exit=False)
                 self._span_token.__enter__()
         self._token = _CURRENT.set(self)
@@ -222,7 +225,7 @@ class Episode:
             span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:200]))
         if self._span_token is not None:
             self._span_token.__exit__(None, None, None)
-        span.end()
+        span.end(end_time=self.guard.span_ns())
 
     # -- what the agent reports -------------------------------------------------------------
 
@@ -243,7 +246,7 @@ class Episode:
             LoopDetected: a budget is exhausted and the mode is ``enforce``.
         """
         self.raise_pending_stop()
-        self._model_started_ns = time.time_ns()
+        self._model_started_ns = self.guard.span_ns() or time.time_ns()
         decision = None
         with swallow_internal_errors("checking a model-call budget"), self.guard.lock:
             decision = self.guard.monitor.before_model_call(self.guard.now())
@@ -299,9 +302,10 @@ class Episode:
             attributes[c.COST_USD] = max(float(cost_usd), 0.0)
         span = _tracer.start_span(f"{c.OP_CHAT} {model}" if model else c.OP_CHAT,
                                   context=self.parent_context(), kind=trace.SpanKind.CLIENT,
-                                  attributes=attributes, start_time=started_ns)
+                                  attributes=attributes,
+                                  start_time=started_ns or self.guard.span_ns())
         self.started(span)
-        span.end()
+        span.end(end_time=self.guard.span_ns())
 
     def record_message(self, role: str, content: str = "") -> Decision | None:
         """Record a user or assistant message; returns the decision (monologue warnings). A
@@ -317,10 +321,10 @@ class Episode:
             decision = flagged or Decision(step=index, turn=monitor.history.turn)
             applied = applied_action(self.mode, decision)
             if applied == "stop":
-                self._stop_next = LoopDetected(
+                self.stop_next(LoopDetected(
                     decision.correction or "the same message again",
                     diagnostic=dict(decision.diagnostic or {}),
-                )
+                ))
             self._message_span(role, content, decision, applied)
         return decision
 
@@ -343,11 +347,17 @@ class Episode:
             attributes[c.FLAGS] = [f.detector for f in decision.flags]
             attributes[c.FLAG_KINDS] = [f.kind for f in decision.flags]
         span = _tracer.start_span(f"{c.OP_MESSAGE} {role}", context=self.parent_context(),
-                                  attributes=attributes)
+                                  attributes=attributes, start_time=self.guard.span_ns())
         self.started(span)
         for name, event in c.evaluation_events(decision.flags):
             span.add_event(name, event)
-        span.end()
+        span.end(end_time=self.guard.span_ns())
+
+    def stop_next(self, stop: LoopDetected) -> None:
+        """Raise ``stop`` at the next model turn or tool call (a stop decided where it cannot
+        be raised: on a message, or on a call that failed and raises its own exception)."""
+        if self._stop_next is None:
+            self._stop_next = stop
 
     def raise_pending_stop(self) -> None:
         """Raise the stop a message decided, if any (once: it becomes ``stop``).
@@ -390,6 +400,7 @@ class Episode:
             settled = self.guard.reconcile(ref, found=found, result=result)
             span = _tracer.start_span(
                 f"reconcile {ref}", context=self.parent_context(),
+                start_time=self.guard.span_ns(),
                 attributes={
                     c.EPISODE_ID: self.id,
                     c.GEN_AI_CONVERSATION_ID: self.conversation_id,
@@ -398,7 +409,7 @@ class Episode:
                 },
             )
             self.started(span)
-            span.end()
+            span.end(end_time=self.guard.span_ns())
         return settled
 
 

@@ -74,6 +74,8 @@ class Guard:
         )
         self.lock = threading.RLock()
         self.started = time.monotonic()
+        self.started_ns = time.time_ns()
+        self._last_ns = 0
         self._results: OrderedDict[str, Any] = OrderedDict()
         self._writes: dict[str, Any] = {}
 
@@ -82,6 +84,19 @@ class Guard:
         if self._clock is not None:
             return self._clock()
         return time.monotonic() - self.started
+
+    def span_ns(self) -> int | None:
+        """When a span of the run starts or ends, on the guard's clock: ``None`` (the wall
+        clock, OpenTelemetry's own) unless a clock was passed in. With one, the run's start
+        plus the clock's seconds, at least a nanosecond after the last such time (steps at one
+        clock time keep their order), so the spans say when the guard saw each step and every
+        door replaying them judges the times it judged (calls of one model turn, deadlines)."""
+        if self._clock is None:
+            return None
+        with self.lock:
+            ns = self._last_ns = max(self.started_ns + int(self._clock() * 1e9),
+                                     self._last_ns + 1)
+        return ns
 
     def remember(self, signature: str, key: str | None, result: Any) -> None:
         """Keep the latest real result of a call (for a later block) and of a write key."""

@@ -441,3 +441,31 @@ def test_a_line_that_is_not_utf8_costs_that_line_only(
     _, whole, _ = _analyze(capsys, str(otlp_file))
     assert code == 1 and f"{broken}:2: not UTF-8" in err
     assert document["episodes"] == whole["episodes"]
+
+
+def test_a_scripted_run_on_its_own_clock_replays_to_what_its_guard_decided(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A scripted agent drives the guard on the script's clock (calls seconds apart) while it
+    runs in milliseconds. Its spans carry the clock's times, so the replay over the exported
+    file counts the model turns the guard counted: with ``ignored_calls`` 2 the guard stops
+    the failing booking at call 12 (two unheeded turns), and so does the replay."""
+    from loopscope.offline.demo import drive
+    from loopscope.offline.scenarios import generate
+
+    policy = {"ignored_calls": 2}
+    script = generate(seed=0, per_shape=1, shapes=("repeat_same_error",), faults=False)[0]
+    with capture_spans(capture_content=True, policy=policy) as captured:
+        drive(script, mode="observe", service="doors")
+        spans = list(captured.spans())
+        tool_spans = captured.tool_spans()
+    order = sorted(tool_spans, key=lambda s: s["attributes"]["loopscope.step"])
+    guard = next(n for n, s in enumerate(order, start=1)
+                 if s["attributes"].get("loopscope.guard.decision") == "stop")
+    path = tmp_path / "traces.jsonl"
+    path.write_text(otlp_json_line(spans) + "\n", encoding="utf-8")
+    (tmp_path / "policy.json").write_text(json.dumps(policy), encoding="utf-8")
+    _, document, _ = _analyze(capsys, str(path), "--policy", str(tmp_path / "policy.json"))
+    (episode,) = document["episodes"]
+    replayed = min(f["call"] for f in episode["flags"] if f["action"] == "stop")
+    assert (guard, replayed) == (12, 12)

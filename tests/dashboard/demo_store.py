@@ -3,9 +3,9 @@ in observe and enforce mode, content captured (the demo's scripts are synthetic,
 demo records tasks, arguments and outputs, and the pages show words), through the
 collector's real ``Pipeline``.
 
-Stored runs still lack what the guard saw of the model's messages and the agent's clock,
-which is where the collector's own verdicts, and a replay of the stored runs, can differ from
-the guard's recorded decisions."""
+Stored runs still lack the model's messages where the agent does not record them, which is
+where the collector's own verdicts, and a replay of the stored runs, can differ from the
+guard's recorded decisions."""
 
 from __future__ import annotations
 

@@ -55,12 +55,20 @@ def build_store(path: Path) -> Path:
 
 
 def _spread(spans: list[SpanRecord]) -> None:
-    """Move each run a minute apart into the past, and observe- and enforce-mode runs to two
+    """Move the runs into the past, each starting a minute after the one before ended (a
+    run lasts as long as its script's clock says), and observe- and enforce-mode runs to two
     services, so the time and service charts have more than one bucket and line."""
-    order: dict[str, int] = {}
+    bounds: dict[str, list[int]] = {}
     for span in spans:
-        index = order.setdefault(span.trace_id, len(order))
-        shift = (index - 40) * 60_000_000_000
+        seen = bounds.setdefault(span.trace_id, [span.start_ns, span.end_ns])
+        seen[0], seen[1] = min(seen[0], span.start_ns), max(seen[1], span.end_ns)
+    shifts: dict[str, int] = {}
+    at = min(start for start, _ in bounds.values()) - 40 * 60_000_000_000
+    for trace_id, (start, end) in bounds.items():
+        shifts[trace_id] = at - start
+        at += end - start + 60_000_000_000
+    for span in spans:
+        shift = shifts[span.trace_id]
         span.start_ns += shift
         span.end_ns += shift
         for event in span.events:

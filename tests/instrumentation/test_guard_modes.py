@@ -149,6 +149,46 @@ def test_a_message_loop_its_warnings_do_not_end_is_stopped_at_the_next_turn(then
     assert _root(spans)["attributes"][c.STOP_REASON] == "no_progress"
 
 
+def test_a_stop_decided_on_a_failed_call_ends_the_run_at_the_next_call() -> None:
+    """The same error for argument after argument: the 5th failure decides a stop (warn,
+    warn, stop). The tool's own exception goes up at that call, as it would; the stop is
+    raised before the next call, which does not run, as every replay of the run says."""
+    runs: list[str] = []
+
+    @loopscope.tool(kind="read")
+    def lookup(sku: str) -> str:
+        runs.append(sku)
+        raise ValueError("inventory refused the request: code E_SCHEMA")
+
+    with (capture_spans(mode="enforce") as spans,
+          pytest.raises(loopscope.LoopDetected) as info, loopscope.episode(task="stock")):
+        for n in range(10):
+            with pytest.raises(ValueError):
+                lookup(f"SKU-{n:04d}")
+    assert len(runs) == 5  # (the 6th call was not made)
+    actions = [s["attributes"][c.GUARD_ACTION] for s in spans.tool_spans()]
+    assert actions == ["allow", "allow", "warn", "warn", "stop"]
+    assert info.value.diagnostic["detector"] == "repeat_same_error"
+    assert _root(spans)["attributes"][c.STOP_REASON] == info.value.stop_reason
+
+
+def test_a_stop_decided_on_a_blocked_call_ends_the_run_there() -> None:
+    """With ``ignored_calls`` 1, a nudge ignored by the very next call without progress
+    stops the run: when that call was itself blocked, the stop is raised from it (the
+    model is handed the cached result with the correction), not left on its span."""
+    counter = Counter()
+    search = counter.read()
+    with (capture_spans(mode="enforce", policy={"ignored_calls": 1}) as spans,
+          pytest.raises(loopscope.LoopDetected) as info, loopscope.episode(task="find x")):
+        for _ in range(8):
+            search("x")
+    actions = [s["attributes"][c.GUARD_ACTION] for s in spans.tool_spans()]
+    assert actions == ["allow", "allow", "warn", "stop"]  # (the 4th: blocked, then stopped)
+    assert counter.runs == ["x"] * 3
+    assert info.value.stop_reason == "no_progress"
+    assert "results for x" in str(info.value.output)
+
+
 def test_in_observe_mode_a_message_stop_is_only_recorded() -> None:
     counter = Counter()
     search = counter.read()

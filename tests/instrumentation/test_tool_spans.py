@@ -425,3 +425,23 @@ def test_an_undeclared_tool_gets_its_kind_from_its_name_and_the_span_says_so() -
               s["attributes"].get(c.TOOL_KIND_SOURCE)) for s in spans.tool_spans()]
     assert kinds == [("send_invoice", "write", "name"), ("get_invoice", "read", "name"),
                      ("lookup", "read", "declared")]
+
+
+def test_a_runs_spans_are_stamped_with_its_clock_so_a_replay_judges_what_the_guard_judged(
+) -> None:
+    """With ``clock=`` the guard judges by the clock; the spans carry the same times (steps at
+    one clock time a nanosecond apart, in order), so a replay of the exported spans sees the
+    model turns and waits the guard saw, not the milliseconds the script took to run."""
+    now = [0.0]
+    with capture_spans(mode="observe") as spans, loopscope.episode(
+            task="t", clock=lambda: now[0]) as ep:
+        for t in (0.0, 5.0, 5.0, 12.5):
+            now[0] = t
+            early_lookup(str(t))
+        ep.record_message("assistant", "done")
+    tools = sorted(spans.spans(), key=lambda s: s.start_time or 0)
+    root = next(s for s in tools if s.name.startswith(c.OP_INVOKE_AGENT))
+    starts = [((s.start_time or 0) - (root.start_time or 0)) / 1e9
+              for s in tools if s.name.startswith(c.OP_EXECUTE_TOOL)]
+    assert [round(t, 6) for t in starts] == [0.0, 5.0, 5.0, 12.5]
+    assert starts == sorted(starts) and len(set(starts)) == 4  # (in the order they ran)

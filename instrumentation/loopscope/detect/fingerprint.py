@@ -574,6 +574,15 @@ def progress_figures(text: str) -> str:
     return short_hash("\x00".join(_FIGURE.findall(text[:2000].lower())))
 
 
+def error_shape(text: str, args: Any) -> str:
+    """A failure's shape: its text masked (``masked``), its echoes of the call's own
+    arguments masked (``unechoed``: "no such file: a/b.py" reads the same for every path),
+    and its progress figures kept (``progress_figures``). Two failures that differ in a line
+    number, a request id or a duration read the same; "1 of 3 replicas available" and "2 of
+    3" do not: a rollout that answers "not done yet" as an error has moved on."""
+    return output_hash(f"{masked(unechoed(text, args))}\x00{progress_figures(text)}")
+
+
 def stuck_state(text: str, words: frozenset[str] | None = None) -> str:
     """What a poll's answer says that waiting will not change: ``"container"`` for a
     container state (CrashLoopBackOff, ImagePullBackOff: its restart count may move, the state

@@ -21,9 +21,11 @@ MAX_OUTPUTS_PER_SIGNATURE = 8
 MAX_FAILS = 16
 MAX_SEEN_FACTS = 200_000
 TRANSIENT: Final = frozenset(
-    ["timeout", "timed", "temporarily", "unavailable", "overloaded", "throttled", "throttling", "429", "502", "503", "504", "busy", "later", "econnreset", "etimedout", "econnaborted", "gateway"]
+    ["timeout", "timeouterror", "timed", "temporarily", "unavailable", "overloaded", "throttled", "throttling", "429", "502", "503", "504", "busy", "later", "econnreset", "etimedout", "econnaborted", "gateway"]
 )
 """Words of a failure that a plain retry may cure."""
+BROUGHT: Final = frozenset({"new_info", "cursor_advance", "state_change"})
+"""Progress markers of a call whose answer was new to the episode: it brought the answer."""
 """Distinct outputs remembered per signature: enough to tell 'changing' from 'fixed'."""
 
 
@@ -36,6 +38,9 @@ class SignatureStats:
     last_t: float = 0.0
     changed_t: float = 0.0
     """When its output last changed (the first call counts as a change)."""
+    turn_t: float = 0.0
+    """When it first answered in the current user turn (a new turn is a new request: a poll
+    asked in it waits from then)."""
     last_epoch: int = 0
     """``History.epoch`` at its last call: a write or an edit since makes it a new question."""
     last_output: str = ""
@@ -54,6 +59,9 @@ class SignatureStats:
     however far apart the calls are (a batch of queries replayed in another order)."""
     repeats_from: int = -1
     """``History.stretch_start`` when ``repeats`` was counted: a later progress restarts it."""
+    last_brought: bool = False
+    """Its last call brought its answer first (``BROUGHT``: the answer was new to the
+    episode), rather than returning what was already known."""
     same_output_run: int = 0
     """Answers in a row that said the same as the one before (same output or information)."""
     stuck: str = ""
@@ -100,12 +108,6 @@ class SignatureStats:
     last_negative: bool = False
     transitional: bool = False
     """The last output read like a status still on its way (RUNNING, PENDING, …)."""
-
-    def waiting_since(self, stated: bool) -> float:
-        """Since when an unchanged poll has waited: its first call under an explicit limit
-        ("give up after 20 minutes" is the whole operation), else its last change (an
-        estimate or the default is relative to the last progress, not the start)."""
-        return self.first_t if stated else self.changed_t
 
 
 class History:
@@ -227,6 +229,16 @@ class History:
             return step.t
         return since
 
+    def waited(self, stats: SignatureStats, stated: bool, t: float) -> float:
+        """How long an unchanged poll has waited at ``t``: since its first call under an
+        explicit limit ("give up after 20 minutes" is the whole operation), else since its
+        last change (an estimate or the default is relative to the last progress, not the
+        start); in either case not before its first answer in the current user turn (each
+        "[heartbeat] check again" asks anew), and nothing at all for its first call in it."""
+        if stats.last_index < self.turn_start:
+            return 0.0
+        return t - max(stats.first_t if stated else stats.changed_t, stats.turn_t)
+
     def stats(self, signature: str) -> SignatureStats | None:
         """Stats of ``signature``, or ``None`` if it has not been called."""
         return self._by_sig.get(signature)
@@ -236,6 +248,8 @@ class History:
         stats = self._by_sig.get(step.signature)
         if stats is None:
             stats = self._by_sig[step.signature] = SignatureStats(first_t=step.t)
+        if stats.calls == 0 or stats.last_index < self.turn_start:
+            stats.turn_t = step.t  # (its first answer in this user turn)
         if stats.calls and (
             step.output_hash == stats.last_output
             or (step.info == stats.last_info and step.figures == stats.last_figures)
@@ -270,14 +284,15 @@ class History:
         ):
             stats.repeats += 1
         else:  # a new stretch: the call of this turn that first brought the answer counts
-            again = (
-                stats.calls > 0
+            again = (  # (not a call that only returned it again: "< Prev" back to a list)
+                stats.last_brought
                 and step.info == stats.last_info
                 and stats.last_status == "ok"
                 and stats.last_index >= self.turn_start
             )
             stats.repeats, stats.repeats_from = 1 + again, self.stretch_start
         stats.calls += 1
+        stats.last_brought = step.progress in BROUGHT
         stats.last_output = step.output_hash
         stats.last_info = step.info
         stats.last_status = step.status

@@ -12,7 +12,8 @@ is not, it is inferred from the first of these that tells, and the source is rec
 3. ``name``: the tool's name and arguments. A shell tool's command line (``shell``), a SQL
    tool's statement, a GraphQL operation, a sub-command argument
    (``computer(action="screenshot")``), a CLI named in the tool's name (``git_log``), then
-   the words of the name (``verbs``).
+   the words of the name (``verbs``). A write by its name whose text arguments are all
+   empty has nothing to write: it reads (``write_stdin(chars="")`` polls a running process).
 
 Nothing here raises: an odd input tells nothing (``None``).
 
@@ -28,6 +29,8 @@ Example:
     ('write', 'method')
     >>> infer_kind("bash", {"command": "sleep 30 && kubectl rollout status deploy/api"})
     ('poll', 'name')
+    >>> infer_kind("write_stdin", {"session_id": 4, "chars": ""})
+    ('read', 'name')
     >>> infer_kind("browser_click", {"element": "Submit"}) is None
     True
     >>> confirms_change("Clicked button 18: Post. Post successful. View post")
@@ -98,9 +101,20 @@ def infer_kind(
         if kind is not None:
             return kind, "method"
         kind = _KINDS.get(_named_kind(name, args) or "opaque")
+        if kind == "write" and writes_nothing(args):
+            kind = "read"  # (an empty write_stdin to a running process reads its output)
         return (kind, "name") if kind is not None else None
     except Exception:  # an odd input (a broken Mapping, a hostile __eq__) tells nothing
         return None
+
+
+def writes_nothing(args: Any) -> bool:
+    """Whether a call's text arguments are all empty (``{"session_id": 4, "chars": ""}``):
+    a call its name calls a write, given nothing to write, only reads what is there."""
+    if not isinstance(args, Mapping):
+        return False
+    texts = [value for value in args.values() if isinstance(value, str)]
+    return bool(texts) and not any(text.strip() for text in texts)
 
 
 def idempotent_hint(annotations: Mapping[str, Any] | None) -> bool | None:

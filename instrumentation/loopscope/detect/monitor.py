@@ -42,6 +42,7 @@ from .expectations import AnswerCheck, ExpectationTracker
 from .fingerprint import (
     call_signature,
     canonical_json,
+    error_shape,
     figures,
     is_negative,
     loose_text,
@@ -51,7 +52,6 @@ from .fingerprint import (
     quantities,
     retry_after_s,
     stuck_state,
-    unechoed,
     unpositioned,
     word_sketch,
 )
@@ -425,8 +425,7 @@ class EpisodeMonitor:
         if kind == "write" and text is not None and result.status == "ok":
             step.shape = output_hash(masked(text))  # (its answer, figures aside: a redo's)
         if step.status in ("error", "timeout"):
-            step.shape = output_hash(masked(unechoed(text, step.args))) if text is not None \
-                else digest  # (an error that quotes its arguments back is the same error)
+            step.shape = error_shape(text, step.args) if text is not None else digest
             step.retry_after = retry_after_s(text)
             step.failure = output_hash(unpositioned(text)) if text is not None else digest
         elif step.status == "ok":
@@ -519,7 +518,7 @@ class EpisodeMonitor:
             )
         if inferred[0] == "write" and self._paced_change(call, signature):
             return "poll", None  # a "write" by its name, asked again after a wait, answering
-            # something new each time: it polls (an empty write_stdin to a running process)
+            # something new each time: it polls (a keystroke sent to a running process)
         if inferred[0] in ("write", "poll"):
             return inferred
         if self.writes.done(signature):
@@ -658,7 +657,7 @@ class EpisodeMonitor:
             if not paced:
                 return False  # a fixed answer asked again at once, or hammering
         deadline = step.deadline_s or self.history.default_deadline_s
-        return step.t - stats.waiting_since(step.deadline_stated) <= deadline
+        return self.history.waited(stats, step.deadline_stated, step.t) <= deadline
 
     def _count_progress(self, step: StepView) -> None:
         if step.progress in NEUTRAL:

@@ -22,10 +22,10 @@ copied: 0, 6.1M, 12.4M): when it stops moving, it has stalled as a progress figu
 
 class PollTimeout:
     """Before a poll whose last answer repeated the one before: fires when that answer is a
-    state waiting will not change (a terminal failure twice in a row; a progress figure that
-    did not move while the status says running, or a count that moved one way
-    ``COUNT_ADVANCES`` times and stopped), when it has waited past its deadline, or after
-    ``poll_max_unchanged`` unchanged answers in a row."""
+    state waiting will not change (a terminal failure twice in a row, with no write or edit
+    since the last answer; a progress figure that did not move while the status says
+    running, or a count that moved one way ``COUNT_ADVANCES`` times and stopped), when it has
+    waited past its deadline, or after ``poll_max_unchanged`` unchanged answers in a row."""
 
     name = "poll_timeout"
     rungs = BEFORE_RUNGS
@@ -40,9 +40,13 @@ class PollTimeout:
         stats = history.stats(candidate.signature)
         if stats is None or stats.last_status == "timeout":
             return None
-        terminal = stats.same_state_run >= 1 and (
-            stats.stuck == "container"  # (its restart count may move)
-            or (stats.stuck == "terminal" and stats.same_output_run >= 1)
+        terminal = (
+            stats.same_state_run >= 1
+            and stats.last_epoch == history.epoch  # (a write or an edit since may fix it)
+            and (
+                stats.stuck == "container"  # (its restart count may move)
+                or (stats.stuck == "terminal" and stats.same_output_run >= 1)
+            )
         )
         counting = stats.advances >= COUNT_ADVANCES and stats.same_output_run >= 1
         stalled = (stats.stuck == "stalled" and stats.same_state_run >= 1) or counting
@@ -50,7 +54,7 @@ class PollTimeout:
         if stats.same_output_run < 1 and not terminal and not stalled:
             return None
         deadline = candidate.deadline_s or history.default_deadline_s
-        waited = candidate.t - stats.waiting_since(candidate.deadline_stated)
+        waited = history.waited(stats, candidate.deadline_stated, candidate.t)
         kind = "poll_timeout"
         if terminal:
             why = "has answered the same failed state twice in a row (waiting will not fix it)"

@@ -26,7 +26,10 @@ class RepeatSameError:
     calls make progress counts the same way (asking the same question again does not change
     the answer). After a call: one tool
     keeps failing with the same masked error for different arguments; that is a warning
-    only (the agent is changing something, if not the right thing).
+    only (the agent is changing something, if not the right thing). A refusal that says when
+    to try again (a rate limit's ``Retry-After``) refuses every argument alike for now: it
+    is not counted across different arguments (a batch of calls refused together, then
+    retried after the wait, is no loop).
     """
 
     name = "repeat_same_error"
@@ -100,6 +103,8 @@ class RepeatSameError:
                 rungs=AFTER_RUNGS,
                 evidence=("calls:same", "error:unchanged"),
             )
+        if step.retry_after > 0:
+            return None  # a refusal for now (a rate limit), whatever the arguments: not theirs
         same = [
             s
             for s in history.recent(self.window - 1)
@@ -120,7 +125,7 @@ class RepeatSameError:
             key=f"{step.tool}:{step.shape}",
             details={"tool": step.tool, "count": len(same) + 1},
             rungs=AFTER_RUNGS,
-            evidence=(_error_evidence(step.retry_after), "calls:different"),
+            evidence=("error:plain", "calls:different"),
         )
 
 

@@ -8,6 +8,8 @@ English phrases from plain text. It is pure: text in, numbers out.
 Example:
     >>> task_deadline("The export usually takes 10-15 minutes.")
     TaskDeadline(seconds=1350.0, explicit=False, phrase='10-15 minutes')
+    >>> task_deadline("For the next 2 hours, check the queue every 15 minutes.")
+    TaskDeadline(seconds=7260.0, explicit=True, phrase='For the next 2 hours')
     >>> intended_repeats("Please create three identical placeholder tickets")
     3
 """
@@ -66,8 +68,15 @@ _NOW = re.compile(
     r"\b(?:it'?s|it is|now(?: is)?|the time is|starting(?: at)?)\s+" + _CLOCK.format("s"),
     re.IGNORECASE,
 )
+_NEXT = re.compile(
+    rf"\b(?:for|over|during|throughout)\s+the\s+next\s+(?:(?P<n>{_NUMBER})\s*)?"
+    rf"(?P<unit>{_UNIT})",
+    re.IGNORECASE,
+)
+"""A stated span of work from now: "for the next hour", "over the next 30 minutes"."""
 UNTIL_GRACE_S: Final = 60.0
-"""A check at the stated end ("until noon": the noon check) is still on schedule."""
+"""A check at the stated end ("until noon": the noon check; "for the next hour": the check
+at the hour) is still on schedule."""
 UNTIL_UNKNOWN_S: Final = 12 * 3600.0
 """How long "check every 15 minutes until noon" may go on when the task does not say what
 time it is now."""
@@ -127,7 +136,9 @@ def task_deadline(text: str | None) -> TaskDeadline | None:
 
     An explicit limit wins (the smallest, if several); otherwise the largest estimate's upper
     bound plus ``MARGIN`` (at least ``MIN_MARGIN_S``). "within an hour" and "under 60
-    seconds" are estimates; "give up after 20 minutes" and "no more than 5 min" are limits.
+    seconds" are estimates; "give up after 20 minutes" and "no more than 5 min" are limits,
+    and so is a span of work the task states from now, with ``UNTIL_GRACE_S`` for the check
+    at its end ("for the next hour, check every 10 minutes": 3660 s).
     """
     if not text:
         return None
@@ -145,6 +156,10 @@ def task_deadline(text: str | None) -> TaskDeadline | None:
         (limits if _EXPLICIT.search(prefix) else estimates).append((seconds, match.group(0)))
     if (until := _until(text)) is not None:
         limits.append(until)
+    for match in _NEXT.finditer(text):  # ("for the next hour, check every 10 minutes")
+        seconds = _number(match.group("n") or "1") * _UNITS[match.group("unit").lower()]
+        if seconds > 0:
+            limits.append((seconds + UNTIL_GRACE_S, match.group(0)))
     if limits:
         seconds, phrase = min(limits)
         return TaskDeadline(seconds, True, phrase)
