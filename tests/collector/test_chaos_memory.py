@@ -10,11 +10,13 @@ collector's memory stays near its budget.
 
 from __future__ import annotations
 
+import gc
 import http.client
 import os
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 
 import grpc
@@ -23,6 +25,7 @@ from collector_process import start_collector
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from otlp_requests import request
 
+from loopscope_collector.pipeline.jobs import Job
 from loopscope_collector.receive.decode import decode_request
 from loopscope_collector.receive.limits import (
     attribute_count,
@@ -122,6 +125,25 @@ def test_refused_grpc_exports_keep_nothing(tmp_path: Path) -> None:
     # them is reused by the next: memory stays within twice the budget over idle (measured:
     # 30 to 70 MiB over 40 requests). Before: 12 requests kept 300 MiB more.
     assert rss[-1] - idle < 2 * budget // 2**20, (idle, rss)
+
+
+def test_a_failed_job_frees_its_spans_once_its_error_is_handled() -> None:
+    """A request the pipeline fails (the store cannot be written, or cannot hold its data)
+    is answered from ``Job.wait``'s error: once answered, the job and its spans are freed
+    at once, not when a full garbage collection finds the cycle the raised error made with
+    the job that holds it (issue 29)."""
+    job = Job(spans=[])
+    job.error = RuntimeError("the store cannot be written")
+    job.finish()
+    freed = weakref.ref(job)
+    gc.disable()
+    try:
+        with pytest.raises(RuntimeError):
+            job.wait(0)
+        del job
+        assert freed() is None
+    finally:
+        gc.enable()
 
 
 def test_the_decoded_size_estimate_errs_high() -> None:
