@@ -283,6 +283,24 @@ def test_a_replaced_store_is_not_written_and_the_open_one_is_saved_beside_it(
 
 
 
+def test_a_store_left_for_another_file_is_never_checkpointed_into(tmp_path: Path) -> None:
+    """Issue 29: once the file at the store's path is another database, the store writes
+    nothing into it: a checkpoint refuses (naming why), and closing does not checkpoint."""
+    from loopscope_collector.storage import open_database
+
+    db = tmp_path / "store.duckdb"
+    store = open_database(db)
+    store.con.execute("create table written(x int)")  # in the write-ahead log only
+    other = tmp_path / "other.duckdb"
+    duckdb.connect(str(other)).close()
+    shutil.copyfile(other, db)
+    store.leave_file("replaced by a restore")
+    with pytest.raises(OSError, match="replaced by a restore"):
+        store.checkpoint()
+    store.close()
+    assert db.read_bytes() == other.read_bytes()
+
+
 def test_grpc_health_follows_the_store(tmp_path: Path) -> None:
     """The standard gRPC health service answers SERVING for the server ("") and the trace
     service, and NOT_SERVING once the store cannot be written (here: replaced)."""
@@ -380,6 +398,13 @@ def test_a_store_overwritten_in_place_is_not_written_and_the_open_one_is_saved(
     assert "was overwritten" in log
     (saved,) = tmp_path.glob("store.duckdb.recovered-*")
     assert sorted(row[0] for row in _outcome(saved)["spans"]) == sorted(ids)
+    # Issue 29: left as found at stop (a checkpoint wrote blocks into it), and the stop and
+    # the failed restart name the saved file (the restart said only "not a DuckDB file").
+    assert db.stat().st_size == 0
+    assert f"Every acknowledged span is in {saved}" in log
+    with pytest.raises(RuntimeError) as refused:
+        start_collector(db, grpc=False)
+    assert "empty file" in str(refused.value) and f"--db {saved}" in str(refused.value)
 
 
 def _looping_requests() -> list[list[Any]]:
@@ -474,7 +499,10 @@ def test_a_store_copied_over_in_place_is_detected_by_content_and_nothing_acked_i
     inode and DuckDB's magic bytes, so neither told; the content does: DuckDB's headers are
     not those the store's last checkpoint wrote. Under load, health turns failing (and
     stays failing), spans get 503, and every span acknowledged before or during the copy is
-    in the recovered copy saved beside it."""
+    in the recovered copy saved beside it. Issue 29: the copy is a restore, and stays one:
+    nothing is written into it, not at stop (its checkpoint undid the restore) nor at the
+    next start (the write-ahead log, moved aside, would be replayed into it); the stop and
+    the restart name the saved file."""
     db = tmp_path / "store.duckdb"
     other = tmp_path / "other.duckdb"
     con = duckdb.connect(str(other))
@@ -516,6 +544,16 @@ def test_a_store_copied_over_in_place_is_detected_by_content_and_nothing_acked_i
     stored = {row[0] for row in _outcome(saved)["spans"]}
     assert len(acked) >= 40_000
     assert set(acked) <= stored
+    assert db.read_bytes() == other.read_bytes()
+    assert f"Every acknowledged span is in {saved}" in log
+    log = start_collector(db, grpc=False).stop()
+    assert f"--db {saved}" in log
+    assert _outcome(db)["spans"] == []  # none of the old store's log was replayed into it
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        assert con.execute("select count(*) from t").fetchall() == [(1000,)]
+    finally:
+        con.close()
 
 
 def test_an_error_inside_the_stores_transaction_is_kept_through_its_cleanup(

@@ -72,7 +72,14 @@ class Job:
         if not self.done.wait(timeout):
             raise TimeoutError(f"spans not stored within {timeout:.0f} s")
         if self.error is not None:
-            raise self.error
+            try:
+                raise self.error
+            finally:
+                # As ``concurrent.futures.Future.result`` does: the error's traceback holds
+                # this frame, and this frame the job that holds the error, a reference cycle
+                # that would keep every frame the error passes through (the receiver's, with
+                # the request's spans and body) until a full garbage collection.
+                del self
 
 
 @dataclass

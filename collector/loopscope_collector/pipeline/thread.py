@@ -186,6 +186,10 @@ class Pipeline:
             elif jobs:
                 self._finish(jobs, StoreUnavailable(self.health.reason))
             if last:
+                try:
+                    self._watch.stop()
+                except Exception:
+                    logger.exception("loopscope collector: checking the store at stop failed")
                 return
             if writable and self.housekeeping is not None:
                 self.housekeeping.tick()

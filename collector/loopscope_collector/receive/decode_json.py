@@ -60,9 +60,7 @@ def decode_json(
     try:
         return _json_request(_obj(doc, "request"))
     except RecursionError:
-        error = DecodeError("AnyValue nested too deeply")
-        error.spans = _span_count(doc)
-        raise error from None
+        raise DecodeError("AnyValue nested too deeply", spans=_span_count(doc)) from None
     except DecodeError as exc:
         exc.spans = _span_count(doc)
         raise

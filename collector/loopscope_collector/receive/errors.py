@@ -26,10 +26,17 @@ class DecodeError(ValueError):
     """The body is not a valid OTLP trace export; the message says what and where (HTTP 400)."""
 
     http_status = 400
-    spans = 0
-    """How many spans the refused request held, when its body was read far enough to count
-    them (a span the store cannot hold, a bad id); 0 when it was not (a body that does not
-    parse, is too large or has an unsupported type)."""
+
+    def __init__(self, message: str, *, spans: int = 0) -> None:
+        super().__init__(message)
+        self.spans = spans
+        """How many spans the refused request held, when its body was read far enough to
+        count them (a span the store cannot hold, a bad id); 0 when it was not (a body that
+        does not parse, is too large or has an unsupported type). Given here, not set on an
+        error held in a local before raising it: a local that holds the exception its own
+        frame raises is a reference cycle (frame, exception, traceback, frame) that keeps
+        every frame's locals (the body, the parsed message) until a full garbage
+        collection."""
 
 
 class UnsupportedMediaType(DecodeError):

@@ -241,12 +241,10 @@ def charge_decoded(hold: Hold, size: int, spans: int = 0, *, shrink: bool = True
     """
     budget = hold.owner.max_bytes
     if size > budget:
-        error = PayloadTooLarge(
+        raise PayloadTooLarge(
             f"the request's spans take about {size // 2**20} MiB once decoded, more than the "
             f"{budget // 2**20} MiB the collector holds at once (--max-inflight-bytes): send "
-            "smaller batches")
-        error.spans = spans
-        raise error
+            "smaller batches", spans=spans)
     if shrink:
         hold.resize(size)
     else:

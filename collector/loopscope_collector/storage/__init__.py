@@ -10,6 +10,7 @@ migrates it), for writing and reading alike. Each reader thread takes its own ``
 from __future__ import annotations
 
 import contextlib
+import glob
 import logging
 import os
 import threading
@@ -40,7 +41,17 @@ class Database:
         self.memory_limit = memory_limit
         self.lake = lake
         """Where the lake is, for a store in a lake (``path`` then names it for people)."""
+        self.left: str | None = None
+        """Why the file at ``path`` is no longer this database (``leave_file``), or None."""
         self._lock = threading.Lock()
+
+    def leave_file(self, reason: str) -> None:
+        """The file at ``path`` is not this database any more (another was moved or copied
+        over it while it was open: ``health.StoreWatch``): nothing is written into it again.
+        ``checkpoint`` and ``reopen`` refuse, and ``close`` does not checkpoint (DuckDB
+        would write this database's blocks into the other file, undoing a restore)."""
+        with self._lock:
+            self.left = reason
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A cursor for the calling thread (DuckDB connections are not shared across threads).
@@ -54,11 +65,11 @@ class Database:
     def close(self) -> None:
         """Close the connection (checkpointing the write-ahead log when read-write, if the
         disk has room for it: ``checkpoint_shortfall``; else the log is replayed at the next
-        open)."""
+        open; never into a file this database left: ``leave_file``)."""
         with self._lock:
             if self.lake is None and not self.read_only and self.path != ":memory:":
                 with contextlib.suppress(duckdb.Error):
-                    if checkpoint_shortfall(self.path) is not None:
+                    if self.left is not None or checkpoint_shortfall(self.path) is not None:
                         self.con.execute("pragma disable_checkpoint_on_shutdown")
             self.con.close()
 
@@ -68,8 +79,11 @@ class Database:
 
         Raises:
             duckdb.Error, SchemaError: as ``open_database``; the old connection stays closed.
+            OSError: the file is not this database any more (``leave_file``); the
+                connection stays open.
         """
         with self._lock:
+            self._refuse_if_left()
             with contextlib.suppress(duckdb.Error):
                 self.con.close()
             if self.lake is not None:
@@ -102,7 +116,12 @@ class Database:
         if self.lake is not None:
             return
         with self._lock:
+            self._refuse_if_left()
             self.con.execute("checkpoint")
+
+    def _refuse_if_left(self) -> None:
+        if self.left is not None:
+            raise OSError(f"not writing into {self.path}: {self.left}")
 
 
 MIGRATE_ATTEMPTS: Final = 5
@@ -191,7 +210,15 @@ def open_database(path: str | Path, *, read_only: bool = False,
         migrate(con)
         return Database(con, path, False, memory_limit)
     _set_aside_interrupted_migration(path)
-    con = _connect(path, read_only=False, memory_limit=memory_limit)
+    recovered = _recovered_beside(path)
+    try:
+        con = _connect(path, read_only=False, memory_limit=memory_limit)
+    except SchemaError as exc:
+        if recovered:
+            raise SchemaError(f"{exc}; {recovered}") from None
+        raise
+    if recovered:
+        logger.warning("loopscope: %s", recovered)
     try:
         if current_version(con) > LATEST:
             migrate(con)  # refuses a store from a newer loopscope, changing nothing
@@ -201,6 +228,24 @@ def open_database(path: str | Path, *, read_only: bool = False,
         con.close()
         raise
     return Database(con, path, False, memory_limit)
+
+
+RECOVERED: Final = ".recovered-"
+"""Beside a store, ``<db>.recovered-<time>``: the database a collector saved when it found
+another file moved or copied over its store (``health.StoreWatch``)."""
+
+
+def _recovered_beside(path: str) -> str:
+    """What a collector that left ``path`` saved beside it (``RECOVERED``), said for the
+    next start; empty when nothing is there."""
+    found = sorted(glob.glob(glob.escape(path) + RECOVERED + "*"))
+    if not found:
+        return ""
+    files = " and ".join(found)
+    return (f"the collector that had {path} open found it replaced or overwritten, left it "
+            f"as found and saved every span it had acknowledged to {files}; those spans are "
+            f"not in {path}: start with --db {found[-1]} to go on with them, and move "
+            f"{'these files' if len(found) > 1 else 'that file'} away once done")
 
 
 MIGRATING: Final = ".migrating"
@@ -293,7 +338,10 @@ def _connect(path: str, *, read_only: bool,
         file = Path(path)
         if file.is_dir():
             raise SchemaError(f"{path} is a directory, not a DuckDB file")
-        if file.is_file() and file.stat().st_size > 0:
+        if file.is_file() and file.stat().st_size == 0:  # DuckDB 1.4 opens none
+            raise SchemaError(f"{path} is an empty file, not a DuckDB file (was it "
+                              "truncated?); remove it, or give the store a new name")
+        if file.is_file():
             with file.open("rb") as handle:
                 head = handle.read(16)
             if head[8:12] != DUCKDB_MAGIC:

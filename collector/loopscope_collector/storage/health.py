@@ -16,8 +16,11 @@ once a second) and recovers on its own when the condition clears: a deleted file
 back from the open database (which still holds every acknowledged span; a renamed file is
 left where it was moved, as it was at the move), a failed disk is
 probed and the store reopened (DuckDB replays its write-ahead log), and health turns ``ok``
-again. A replaced or overwritten file is left alone: the open database is saved beside it, and the
-collector stays failing until an operator restarts it.
+again. A replaced or overwritten file is left alone, for good (``Database.leave_file``:
+nothing is written into it again, not by a checkpoint, not at stop): the open database is
+saved beside it (``<db>.recovered-<time>``), its write-ahead log is moved aside (DuckDB would
+replay it into the other file at the next open), and the collector stays failing until an
+operator restarts it; the stop and the next start name the saved file.
 
 A store in a lake has no file to watch: a write that fails (the catalog database down, the
 data path unwritable) turns health failing, and recovery attaches the lake again and probes
@@ -35,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from . import CHECKPOINT_BYTES, DUCKDB_MAGIC, Database, checkpoint_shortfall
+from . import CHECKPOINT_BYTES, DUCKDB_MAGIC, RECOVERED, Database, checkpoint_shortfall
 
 logger = logging.getLogger(__name__)
 
@@ -139,14 +142,16 @@ class StoreWatch:
         self.in_memory = db.path == ":memory:"
         self._file = None if self.in_memory or db.lake is not None else _StoreFile(db.path)
         self._next_attempt = 0.0
-        self._saved_aside = False
+        self.recovered: str | None = None
+        """Where the open database was saved, once the file at its path was found not to be
+        it (``_save_aside``)."""
 
     def check(self) -> bool:
         """Whether the store can be written now; if not, turn health failing and, at most
         once per ``RECOVER_INTERVAL_S``, try to recover. Pipeline thread only."""
         problem = self._file_problem()
         if problem is not None:
-            self.health.fail(problem)
+            self._found(problem)
         if self.health.ok:
             return True
         now = time.monotonic()
@@ -194,8 +199,40 @@ class StoreWatch:
         file that was replaced or overwritten since the last look. Pipeline thread only."""
         problem = self._file_problem()
         if problem is not None:
-            self.health.fail(problem)
+            self._found(problem)
             raise StoreUnavailable(problem)
+
+    def stop(self) -> None:
+        """The collector is stopping: pipeline thread, after its last batch, before the
+        store closes. A file found replaced or overwritten (before, or now) stays as found;
+        the open database is saved beside it if it was not yet, and the stop message says
+        where every acknowledged span is."""
+        problem = self._file_problem()
+        if problem is not None and _identity(self.db.path) is not None:
+            self._found(problem)
+        if self.db.left is not None:
+            try:
+                self._save_aside()
+            except Exception as exc:
+                log = _set_aside(f"{self.db.path}.wal")  # kept, not replayed into the file
+                logger.error("loopscope collector: %s; it was left as found, nothing written "
+                             "into it, but the open store could not be saved beside it "
+                             "(%s: %s); the spans acknowledged since its last checkpoint are "
+                             "in its write-ahead log, %s", self.db.left, type(exc).__name__,
+                             exc, log or "(none)")
+            else:
+                logger.error("loopscope collector: %s; it was left as found, nothing written "
+                             "into it. Every acknowledged span is in %s: restart the "
+                             "collector with --db %s to go on with them, or on %s to keep "
+                             "the other file", self.db.left, self.recovered, self.recovered,
+                             self.db.path)
+
+    def _found(self, problem: str) -> None:
+        """Turn failing for ``problem``; a file that is there but is not the store (replaced
+        or overwritten) is left for good: ``Database.leave_file``."""
+        self.health.fail(problem)
+        if self.db.left is None and _identity(self.db.path) is not None:
+            self.db.leave_file(problem)
 
     def _file_problem(self) -> str | None:
         """What is wrong with the file at the store's path, checked by where it is (device
@@ -232,14 +269,8 @@ class StoreWatch:
 
     def _recover(self, problem: str | None) -> None:
         path = self.db.path
-        if problem is not None and _identity(path) is not None:  # replaced or overwritten
-            if not self._saved_aside:
-                aside = f"{path}.recovered-{int(time.time())}"
-                self.db.export(aside)
-                self._saved_aside = True
-                logger.error("loopscope collector: saved the open store (every acknowledged "
-                             "span) to %s; restart the collector to use it or the new file",
-                             aside)
+        if self.db.left is not None:  # replaced or overwritten: never written again
+            self._save_aside()
             return
         if problem is not None:  # deleted: write it back from the open database
             self.db.export(f"{path}.recovering")
@@ -270,10 +301,28 @@ class StoreWatch:
             self._file = _StoreFile(path)
         self.health.recover()
 
+    def _save_aside(self) -> None:
+        """Once: save the open database beside the file it left (``RECOVERED``), then move
+        its write-ahead log aside: the log is this database's, and DuckDB would replay it
+        into the other file at the next open."""
+        if self.recovered is not None:
+            return
+        path = self.db.path
+        aside = f"{path}{RECOVERED}{int(time.time())}"
+        self.db.export(aside)
+        self.recovered = aside
+        _set_aside(f"{path}.wal")
+        logger.error("loopscope collector: saved the open store (every acknowledged span) "
+                     "to %s; restart the collector to use it or the new file", aside)
 
-def _set_aside(path: str) -> None:
-    if os.path.exists(path):
-        os.replace(path, f"{path}.stale-{int(time.time())}")
+
+def _set_aside(path: str) -> str | None:
+    """Move ``path`` (if it is there) to ``<path>.stale-<time>``, and say where."""
+    if not os.path.exists(path):
+        return None
+    aside = f"{path}.stale-{int(time.time())}"
+    os.replace(path, aside)
+    return aside
 
 
 def _probe_disk(path: str) -> None:
