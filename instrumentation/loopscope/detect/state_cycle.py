@@ -28,7 +28,8 @@ class StateCycle:
     """Fires after the call that completes ``cycles`` full cycles of (tool, information).
 
     A cycle whose calls are all byte-equal repeats is ``oscillation``'s; a step that made
-    progress, a poll waiting in time, or a timeout breaks a cycle; rounds that each name
+    progress, a poll waiting in time, a timeout, or an edit that changes something else each
+    round breaks a cycle; rounds that each name
     another thing (another store, checked for stock then for backorder) are a sweep, unless
     the arguments only change in words (a reworded commit message)."""
 
@@ -73,6 +74,10 @@ class StateCycle:
                     return False
                 if s.progress not in (None, "new_action"):
                     return False  # (the step being checked has no progress marker yet)
+                if s.kind in ("edit", "write") and s.signature != prev.signature:
+                    return False  # another change each round: the check after it tests a
+                    # new fix (edits that change nothing are repeat_same_error's and
+                    # edit_revert's to judge)
                 byte_equal = byte_equal and s.signature == prev.signature
         if byte_equal or not history.in_stretch(seq[period]):
             return False
