@@ -441,10 +441,12 @@ class EpisodeMonitor:
         history.append(step)
         self.budget.count_result(step.tool, step.status)
         self.budget.count_usage(result.tokens_in + result.tokens_out, result.cost)
-        if step.progress is None and self.streak >= self.k:
-            findings.append(("no_progress", self._breaker_finding(step)))
-        elif step.progress is None and self._ignored_nudge(step):
-            findings.append(("no_progress", self._ignored_finding(step)))
+        if step.progress is None:  # (the ignored count advances whether the breaker fires;
+            # one no_progress flag a call: the stop, else the breaker's rung)
+            if self._ignored_nudge(step):
+                findings.append(("no_progress", self._ignored_finding(step)))
+            elif self.streak >= self.k:
+                findings.append(("no_progress", self._breaker_finding(step)))
         if not findings:  # (the common case, built in one go)
             return Decision(
                 step=step.index, idempotency_key=key, kind=step.kind, progress=step.progress,
