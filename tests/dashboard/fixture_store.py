@@ -56,15 +56,28 @@ def build_store(path: Path) -> Path:
 
 def _spread(spans: list[SpanRecord]) -> None:
     """Move each run a minute apart into the past, and observe- and enforce-mode runs to two
-    services, so the time and service charts have more than one bucket and line."""
+    services, so the time and service charts have more than one bucket and line. Within a
+    run, the moments its spans record keep their order a second apart: the scripted agents
+    call their tools back to back, microseconds apart, and a replay would take calls that
+    close for the parallel calls of one model turn, which the guard did not see them as."""
     order: dict[str, int] = {}
+    moments: dict[str, dict[int, int]] = {}
+    for span in spans:
+        times = moments.setdefault(span.trace_id, {})
+        for t in (span.start_ns, span.end_ns, *(e.time_ns for e in span.events)):
+            times[t] = 0
+    for times in moments.values():
+        first = min(times)
+        for n, t in enumerate(sorted(times)):
+            times[t] = first + n * 1_000_000_000
     for span in spans:
         index = order.setdefault(span.trace_id, len(order))
         shift = (index - 40) * 60_000_000_000
-        span.start_ns += shift
-        span.end_ns += shift
+        times = moments[span.trace_id]
+        span.start_ns = times[span.start_ns] + shift
+        span.end_ns = times[span.end_ns] + shift
         for event in span.events:
-            event.time_ns += shift
+            event.time_ns = times[event.time_ns] + shift
         episode = str(span.attributes.get("loopscope.episode.id", ""))
         service = "support-agent" if episode.endswith("-enforce") else "shop-agent"
         # set here: the OTel global provider (and its resource) is the first test's

@@ -22,3 +22,20 @@ def test_the_ignored_count_goes_on_once_the_breaker_fires() -> None:
     breaker = [(f.step, f.key, f.action) for f in report.flags if f.detector == "no_progress"]
     assert breaker[:2] == [(first + 2, "no_progress", "warn"), (first + 3, "ignored", "stop")], (
         describe(report))
+
+
+def test_a_condition_raised_after_a_nudge_that_changed_nothing_starts_a_rung_up() -> None:
+    """Two reads in turn, the same answers: tool_a's third read is warned; tool_b's third,
+    issued after that warning with nothing learned since, is blocked at once (its own ladder
+    would have started at warn); a read that learns something puts the next condition back
+    at warn."""
+    cycle = [tool(f"tool_{n}", {"q": n}, f"{n} result words here", kind="read")
+             for _ in range(3) for n in "ab"]
+    report = run(cycle)
+    assert [(f.step, f.detector, f.action) for f in report.flags][:2] == [
+        (4, "exact_repeat", "warn"), (5, "exact_repeat", "block")], describe(report)
+    learnt = [*cycle[:5], tool("tool_c", {"q": "c"}, "c finds something new", kind="read"),
+              *[tool("tool_d", {"q": "d"}, "d result words here", kind="read")] * 3]
+    report = run(learnt)
+    assert [(f.step, f.action) for f in report.flags] == [(4, "warn"), (8, "warn")], (
+        describe(report))

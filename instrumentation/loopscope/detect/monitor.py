@@ -833,12 +833,18 @@ class EpisodeMonitor:
         new: list[Flag] = []
         lead: tuple[str, Finding, Action] | None = None
         progress_after = self.history.stretch_start
+        nudge = self._nudged
+        unheeded = (  # a call issued after a nudge of this stretch was delivered
+            step is not None and nudge is not None and nudge[0] == progress_after
+            and step.call > nudge[1]
+        )
         for name, finding in findings:
             rungs = finding.rungs or self._rungs.get(name) or AFTER_RUNGS
             rung, fresh = self.ladder.climb(
                 (name, finding.key), index, len(rungs),
                 -1 if finding.sticky else progress_after, self.tool_calls,
                 issued=step.call if step is not None else None,
+                start=1 if unheeded and name != "budget" else 0,
             )
             rung = min(rung, len(rungs) - 1)  # a condition can move to a shorter ladder
             act = self.policy.action_for(name, rungs[rung])
