@@ -142,7 +142,8 @@ LOOPS = [
     ),
     pytest.param(
         [msg("user", "book it"), *[msg("assistant", f"I will book it now ({i})") for i in range(4)]],
-        3, "monologue", "monologue", 3, None, {}, id="monologue",
+        3, "monologue", "monologue", 3, 4, {}, id="monologue",  # (warn, then stop: a message's
+        # stop acts at the next model turn, where a repeated call would be blocked)
     ),
     pytest.param(
         [msg("user", "book it"),
