@@ -3,7 +3,7 @@ first flag — by mechanisms that hold for every detector, each beside what it m
 
 from __future__ import annotations
 
-from episode_steps import describe, run, tool
+from episode_steps import describe, msg, run, tool
 
 from loopscope.detect import Policy
 
@@ -39,3 +39,22 @@ def test_a_condition_raised_after_a_nudge_that_changed_nothing_starts_a_rung_up(
     report = run(learnt)
     assert [(f.step, f.action) for f in report.flags] == [(4, "warn"), (8, "warn")], (
         describe(report))
+
+
+def test_a_harness_prompt_sent_again_that_asks_for_the_next_steps_is_no_new_intent() -> None:
+    """The same automatic prompt after every answer ("... suggest the next steps") starts no
+    new turn, so the same answer to it is warned, then stopped; a person's new question
+    still starts one."""
+    prompt = ("Pick the most appropriate tool for the user's needs. After using each tool, "
+              "explain the results and suggest the next steps.")
+    answer = ("I can help with that! I have access to 2 tools: 1. Python, 2. a file saver. "
+              "Let me know how you would like to proceed.")
+    steps = [msg("user", "Summarise sales.csv into report.md."), msg("assistant", answer)]
+    for _ in range(4):
+        steps += [msg("user", prompt), msg("assistant", answer)]
+    actions = [f.action for f in run(steps).flags if f.detector == "monologue"]
+    assert actions[:2] == ["warn", "stop"], describe(run(steps))
+    asked = [*steps[:2]]
+    for n in range(4):
+        asked += [msg("user", f"What are the next steps for region {n}?"), msg("assistant", answer)]
+    assert not [f for f in run(asked).flags if f.severity == "kill"], describe(run(asked))

@@ -102,7 +102,7 @@ NUDGE_CHARS: Final = 2_000
 """An automatic nudge is short: a longer user message is always a new intent (and is not
 normalised to be compared with the last few)."""
 CONTINUE: Final = re.compile(
-    r"\b(?:continue|keep (?:going|working)|go on|proceed|carry on|resume|next step"
+    r"\b(?:continue|keep (?:going|working)|go on|proceed|carry on|resume|next steps?"
     r"|are you (?:done|finished)|say done|if you are done|if you're done|error|invalid"
     r"|not valid|no valid|tool call|tool-call|try again)\b|^\[[\w -]+\]$"
 )
