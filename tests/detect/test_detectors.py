@@ -68,17 +68,20 @@ LOOPS = [
         [tool("sql", {"query": LONG_Q + tail}, "no rows matched the query") for tail in "  !?.,"],
         2, "fuzzy_repeat", "param_jitter", 2, 4, {}, id="fuzzy_repeat",
     ),
-    pytest.param(_cycle("ab", 5), 4, "oscillation", "oscillation", 5, 6, {}, id="osc-2"),
-    # (the second full cycle is complete at 5; the third identical read of tool_a, at 6, is a
-    # read spin of its own)
-    pytest.param(_cycle("abc", 3), 5, "oscillation", "oscillation", 8, None, {}, id="osc-3"),
+    # (tool_a's third identical read is warned at 4 and changes nothing: the cycle, seen at 5,
+    # starts a rung up and is blocked there)
+    pytest.param(_cycle("ab", 5), 4, "oscillation", "oscillation", 5, 5, {}, id="osc-2"),
+    # (warned at 6, tool_a; tool_b blocked at 7; the cycle, complete at 8, starts at block)
+    pytest.param(_cycle("abc", 3), 5, "oscillation", "oscillation", 8, 8, {}, id="osc-3"),
     pytest.param(_edits(6), 2, "edit_revert", "oscillation", 3, 4, {}, id="edit-revert"),
     pytest.param(  # cat then tail of one unchanged file, never with the same arguments twice
         [tool(name, {"path": "config.yaml", "why": f"check {r} {name}"}, text)
          for r in range(5)
          for name, text in (("cat", "port: 8080\nhost: 0.0.0.0\nworkers: 4"),
                             ("tail", "workers: 4"))],
-        3, "state_cycle", "oscillation", 5, 7, {}, id="state-cycle",
+        # (cat's stagnation is warned at 4 and changes nothing: the cycle starts at its second
+        # warning, 5, and is stopped at 6)
+        3, "state_cycle", "oscillation", 5, 6, {}, id="state-cycle",
     ),
     pytest.param(
         [tool("read_file", {"path": "a.py", "offset": o}, "def main(): return 42")
@@ -139,7 +142,8 @@ LOOPS = [
     ),
     pytest.param(
         [msg("user", "book it"), *[msg("assistant", f"I will book it now ({i})") for i in range(4)]],
-        3, "monologue", "monologue", 3, None, {}, id="monologue",
+        3, "monologue", "monologue", 3, 4, {}, id="monologue",  # (warn, then stop: a message's
+        # stop acts at the next model turn, where a repeated call would be blocked)
     ),
     pytest.param(
         [msg("user", "book it"),
@@ -190,11 +194,15 @@ def test_stuck_episode_is_flagged(steps, first, detector, kind, at, kill_at, met
     hits = flags_by(report, detector)
     assert hits, f"{detector} did not fire:\n{describe(report)}"
     flag = hits[0]
-    first_sign = "kill" if kill_at == at else "warn"  # only an UNKNOWN write is acted on at once
+    # only an UNKNOWN write is acted on at once, and a condition that a warning changed nothing
+    # for starts a rung up
+    first_sign = "kill" if kill_at == at else "warn"
     assert (flag.step, flag.kind, flag.severity) == (at, kind, first_sign), describe(report)
     kills = [f.step for f in hits if f.severity == "kill"]
     assert kills[:1] == ([kill_at] if kill_at is not None else []), describe(report)
     assert all(f.step >= first for f in report.flags), "an alarm before the loop began"
+    opening = report.flags[0]  # (the run's first sign is a warning but for an UNKNOWN write)
+    assert opening.severity == "warn" or opening.detector == "write_duplicate", describe(report)
 
 
 def _poll(outputs: list[str], **extra) -> list[dict]:

@@ -201,8 +201,8 @@ def test_answers_to_an_identical_nudge_that_say_the_same_thing_are_stopped() -> 
         steps += [msg("user", "Please continue working on the task. If you are done, say DONE."),
                   msg("assistant", answer)]
     report = run(steps)
-    assert [f.action for f in report.flags if f.detector == "monologue"][:3] == [
-        "warn", "warn", "stop"], describe(report)
+    assert [f.action for f in report.flags if f.detector == "monologue"][:2] == [
+        "warn", "stop"], describe(report)
 
 
 _SAID = ["Please continue.", "please  continue.", "PLEASE\nCONTINUE.", "Please continue!",

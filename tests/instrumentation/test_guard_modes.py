@@ -129,16 +129,16 @@ PLAN = "I will now open settings.py, find the timeout value, and raise it to thi
 
 @pytest.mark.parametrize("then", ["model_turn", "tool_call"])
 def test_a_message_loop_its_warnings_do_not_end_is_stopped_at_the_next_turn(then: str) -> None:
-    """The same plan restated: warned at the 3rd, again at the 4th, and the 5th decides a
-    stop; a message cannot be taken back, so the stop is raised before the next model turn
-    or tool call, and that call does not run (issue 16, point 9)."""
+    """The same plan restated: warned at the 3rd, and the 4th decides a stop; a message
+    cannot be taken back, so the stop is raised before the next model turn or tool call, and
+    that call does not run (issue 16, point 9)."""
     counter = Counter()
     search = counter.read()
     with (capture_spans(mode="enforce") as spans,
           pytest.raises(loopscope.LoopDetected) as info, loopscope.episode() as ep):
-        decisions = [ep.record_message("assistant", PLAN) for _ in range(5)]
+        decisions = [ep.record_message("assistant", PLAN) for _ in range(4)]
         assert [d.action for d in decisions if d is not None] == ["allow"] * 2 + [
-            "warn", "warn", "stop"]
+            "warn", "stop"]
         if then == "model_turn":
             ep.before_model_call()
         else:

@@ -47,6 +47,9 @@ BEFORE_RUNGS: Final[tuple[Action, ...]] = ("warn", "block", "stop")
 """A condition seen before the call: nudge, then skip the call, then stop."""
 AFTER_RUNGS: Final[tuple[Action, ...]] = ("warn", "warn", "stop")
 """A condition seen only once the call has run cannot skip it: nudge twice, then stop."""
+MESSAGE_RUNGS: Final[tuple[Action, ...]] = ("warn", "stop")
+"""A condition of messages: a message cannot be skipped, and a stop decided on one takes
+effect at the next model turn or tool call, where a block would: nudge, then stop."""
 WARN_RUNGS: Final[tuple[Action, ...]] = ("warn",)
 """A signal that is never reason enough to stop by itself."""
 

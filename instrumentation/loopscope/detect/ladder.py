@@ -52,7 +52,7 @@ class Ladder:
 
     def climb(
         self, condition: tuple[str, str], step: int, rungs: int, progress_after: int,
-        calls: int, *, issued: int | None = None,
+        calls: int, *, issued: int | None = None, start: int = 0,
     ) -> tuple[int, bool]:
         """Sight ``condition`` at ``step``; returns (its rung, whether to report a new flag).
 
@@ -64,11 +64,14 @@ class Ladder:
         among the tool calls; a call issued before the current rung was delivered (a call of
         the same model turn, run in parallel) could not have read it, and does not climb (a
         replay feeds the calls of one model turn as the guard saw them: ``steps.feed_run``).
+        ``start``: the rung a condition seen for the first time (or again after progress)
+        starts at (one up when a nudge already went unheeded in this stretch), never its top.
         """
         climb = self._climbs.get(condition)
         if climb is None or progress_after > climb.step:
-            self._climbs[condition] = _Climb(0, step, calls, calls)
-            return 0, True
+            rung = min(start, max(rungs - 2, 0))
+            self._climbs[condition] = _Climb(rung, step, calls, calls)
+            return rung, True
         if step > climb.step and (issued is None or issued > climb.delivered):
             top = rungs - 1
             if climb.rung < top:

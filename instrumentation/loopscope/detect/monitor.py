@@ -104,7 +104,7 @@ NUDGE_CHARS: Final = 2_000
 """An automatic nudge is short: a longer user message is always a new intent (and is not
 normalised to be compared with the last few)."""
 CONTINUE: Final = re.compile(
-    r"\b(?:continue|keep (?:going|working)|go on|proceed|carry on|resume|next step"
+    r"\b(?:continue|keep (?:going|working)|go on|proceed|carry on|resume|next steps?"
     r"|are you (?:done|finished)|say done|if you are done|if you're done|error|invalid"
     r"|not valid|no valid|tool call|tool-call|try again)\b|^\[[\w -]+\]$"
 )
@@ -468,10 +468,12 @@ class EpisodeMonitor:
         history.append(step)
         self.budget.count_result(step.tool, step.status)
         self.budget.count_usage(result.tokens_in + result.tokens_out, result.cost)
-        if step.progress is None and self.streak >= self.k:
-            findings.append(("no_progress", self._breaker_finding(step)))
-        elif step.progress is None and self._ignored_nudge(step):
-            findings.append(("no_progress", self._ignored_finding(step)))
+        if step.progress is None:  # (the ignored count advances whether the breaker fires;
+            # one no_progress flag a call: the stop, else the breaker's rung)
+            if self._ignored_nudge(step):
+                findings.append(("no_progress", self._ignored_finding(step)))
+            elif self.streak >= self.k:
+                findings.append(("no_progress", self._breaker_finding(step)))
         if not findings:  # (the common case, built in one go)
             return Decision(
                 step=step.index, idempotency_key=key, kind=step.kind, progress=step.progress,
@@ -870,12 +872,18 @@ class EpisodeMonitor:
         new: list[Flag] = []
         lead: tuple[str, Finding, Action] | None = None
         progress_after = self.history.stretch_start
+        nudge = self._nudged
+        unheeded = (  # a call issued after a nudge of this stretch was delivered
+            step is not None and nudge is not None and nudge[0] == progress_after
+            and step.call > nudge[1]
+        )
         for name, finding in findings:
             rungs = finding.rungs or self._rungs.get(name) or AFTER_RUNGS
             rung, fresh = self.ladder.climb(
                 (name, finding.key), index, len(rungs),
                 -1 if finding.sticky else progress_after, self.tool_calls,
                 issued=step.call if step is not None else None,
+                start=1 if unheeded and name != "budget" else 0,
             )
             rung = min(rung, len(rungs) - 1)  # a condition can move to a shorter ladder
             act = self.policy.action_for(name, rungs[rung])

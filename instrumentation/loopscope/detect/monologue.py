@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from .base import AFTER_RUNGS, Finding
+from .base import MESSAGE_RUNGS, Finding
 from .events import StepView
 from .fingerprint import SKETCH_CHARS, similar
 from .history import History
@@ -123,7 +123,7 @@ class Monologue:
     call, by the guard)."""
 
     name = "monologue"
-    rungs = AFTER_RUNGS
+    rungs = MESSAGE_RUNGS
 
     def __init__(self, policy: Policy) -> None:
         self.threshold = policy.monologue_threshold

@@ -1,0 +1,60 @@
+"""Detection v4 (issue 28): a caught loop ends — blocked or stopped within three steps of its
+first flag — by mechanisms that hold for every detector, each beside what it must spare."""
+
+from __future__ import annotations
+
+from episode_steps import describe, msg, run, tool
+
+from loopscope.detect import Policy
+
+ANSWER = "Order 5521 is packed and waiting for the courier at the depot."
+
+
+def test_the_ignored_count_goes_on_once_the_breaker_fires() -> None:
+    """A nudge two calls before the no-progress breaker's first rung: the breaker's own
+    warning does not pause the count of calls that ignored the nudge, so the run stops three
+    calls after it (not when the breaker's ladder reaches its top, two calls later), with
+    one no_progress flag a call."""
+    steps = [tool("get_order", {"id": 5521}, ANSWER, kind="read")]
+    steps += [tool(f"lookup_{n}", {"id": 5521}, ANSWER, kind="read") for n in range(8)]
+    report = run(steps, Policy(no_progress_k={"other": 4}))
+    first = report.flags[0].step
+    breaker = [(f.step, f.key, f.action) for f in report.flags if f.detector == "no_progress"]
+    assert breaker[:2] == [(first + 2, "no_progress", "warn"), (first + 3, "ignored", "stop")], (
+        describe(report))
+
+
+def test_a_condition_raised_after_a_nudge_that_changed_nothing_starts_a_rung_up() -> None:
+    """Two reads in turn, the same answers: tool_a's third read is warned; tool_b's third,
+    issued after that warning with nothing learned since, is blocked at once (its own ladder
+    would have started at warn); a read that learns something puts the next condition back
+    at warn."""
+    cycle = [tool(f"tool_{n}", {"q": n}, f"{n} result words here", kind="read")
+             for _ in range(3) for n in "ab"]
+    report = run(cycle)
+    assert [(f.step, f.detector, f.action) for f in report.flags][:2] == [
+        (4, "exact_repeat", "warn"), (5, "exact_repeat", "block")], describe(report)
+    learnt = [*cycle[:5], tool("tool_c", {"q": "c"}, "c finds something new", kind="read"),
+              *[tool("tool_d", {"q": "d"}, "d result words here", kind="read")] * 3]
+    report = run(learnt)
+    assert [(f.step, f.action) for f in report.flags] == [(4, "warn"), (8, "warn")], (
+        describe(report))
+
+
+def test_a_harness_prompt_sent_again_that_asks_for_the_next_steps_is_no_new_intent() -> None:
+    """The same automatic prompt after every answer ("... suggest the next steps") starts no
+    new turn, so the same answer to it is warned, then stopped; a person's new question
+    still starts one."""
+    prompt = ("Pick the most appropriate tool for the user's needs. After using each tool, "
+              "explain the results and suggest the next steps.")
+    answer = ("I can help with that! I have access to 2 tools: 1. Python, 2. a file saver. "
+              "Let me know how you would like to proceed.")
+    steps = [msg("user", "Summarise sales.csv into report.md."), msg("assistant", answer)]
+    for _ in range(4):
+        steps += [msg("user", prompt), msg("assistant", answer)]
+    actions = [f.action for f in run(steps).flags if f.detector == "monologue"]
+    assert actions[:2] == ["warn", "stop"], describe(run(steps))
+    asked = [*steps[:2]]
+    for n in range(4):
+        asked += [msg("user", f"What are the next steps for region {n}?"), msg("assistant", answer)]
+    assert not [f for f in run(asked).flags if f.severity == "kill"], describe(run(asked))
