@@ -481,13 +481,22 @@ def test_actions_cap_the_ladder():
 
 @pytest.mark.parametrize("task_type", [*DEFAULT_NO_PROGRESS_K, None, "unheard-of"])
 def test_no_progress_breaker_trips_at_k_for_the_task_type(task_type):
-    """A breaker that ignores the task type's K (or counts a repeat, not no-progress) fails."""
+    """A breaker that ignores the task type's K (or counts a repeat, not no-progress) fails.
+    (With more ignored calls allowed than the breaker's ladder has rungs, the stop is the
+    breaker's own; with the default, the ignored warnings stop the run at the same call.)"""
     k = Policy().k_for(task_type)
     report = run(
         [tool("search", {"q": "start"}, "three result words"),
          *[_fail(f"svc_{i}", i) for i in range(k + 3)]],
+        Policy(ignored_calls=3),
         task_type=task_type,
     )
+    default = run(
+        [tool("search", {"q": "start"}, "three result words"),
+         *[_fail(f"svc_{i}", i) for i in range(k + 3)]],
+        task_type=task_type,
+    )
+    assert default.stop is not None and default.stop.step == k + 2, describe(default)
     breaker = flags_by(report, "no_progress")
     assert [(f.step, f.action) for f in breaker][:3] == [
         (k, "warn"), (k + 1, "warn"), (k + 2, "stop")], describe(report)

@@ -17,7 +17,7 @@ def test_the_ignored_count_goes_on_once_the_breaker_fires() -> None:
     one no_progress flag a call."""
     steps = [tool("get_order", {"id": 5521}, ANSWER, kind="read")]
     steps += [tool(f"lookup_{n}", {"id": 5521}, ANSWER, kind="read") for n in range(8)]
-    report = run(steps, Policy(no_progress_k={"other": 4}))
+    report = run(steps, Policy(no_progress_k={"other": 4}, ignored_calls=3))
     first = report.flags[0].step
     breaker = [(f.step, f.key, f.action) for f in report.flags if f.detector == "no_progress"]
     assert breaker[:2] == [(first + 2, "no_progress", "warn"), (first + 3, "ignored", "stop")], (

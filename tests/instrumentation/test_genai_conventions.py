@@ -72,8 +72,8 @@ def test_observe_mode_events_say_what_enforce_would_do() -> None:
     labels = [dict(e.attributes or {})[c.GEN_AI_EVALUATION_SCORE_LABEL]
               for s in spans.spans() for e in s.events if e.name == c.GEN_AI_EVALUATION_RESULT]
     actions = [s["attributes"][c.GUARD_ACTION] for s in spans.tool_spans()]
-    assert labels == ["warn", "block", "stop"]
-    assert set(actions) == {"allow"}
+    assert labels[:3] == ["warn", "block", "stop"] and set(labels[3:]) <= {"stop"}
+    assert set(actions) == {"allow"}  # (observe: the run goes on past a would-be stop)
 
 
 def test_message_spans_carry_the_conversation_and_their_loop_verdicts() -> None:
