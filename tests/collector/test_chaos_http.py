@@ -250,16 +250,45 @@ def test_300_slow_bodies_cannot_lock_a_normal_client_out(collector: CollectorPro
 
 @pytest.mark.parametrize("method", ["PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"])
 def test_other_methods_get_405_with_allow(collector: CollectorProcess, method: str) -> None:
-    """Case 10: every route answers a method it does not take with 405 and Allow."""
-    for path, allow in (("/v1/traces", "POST"), ("/v1/labels", "POST"), ("/healthz", "GET"),
-                        ("/metrics", "GET"), ("/v1/reads", "GET"),
-                        ("/v1/reads/summary", "GET")):
+    """Case 10: every route answers a method it does not take with 405 and Allow (a route
+    read with GET takes HEAD too)."""
+    for path, allow in (("/v1/traces", "POST"), ("/v1/labels", "POST"),
+                        ("/healthz", "GET, HEAD"), ("/metrics", "GET, HEAD"),
+                        ("/v1/reads", "GET, HEAD"), ("/v1/reads/summary", "GET, HEAD")):
+        if method == "HEAD" and "HEAD" in allow:
+            continue
         conn = http.client.HTTPConnection("127.0.0.1", collector.http_port, timeout=30)
         conn.request(method, path, b"{}" if method != "HEAD" else None)
         answer = conn.getresponse()
         answer.read()
         conn.close()
         assert (answer.status, answer.getheader("Allow")) == (405, allow), (method, path)
+
+
+def _head(data: bytes) -> tuple[bytes, dict[bytes, bytes], bytes]:
+    """The status line and headers (names in lower case) of the first answer in ``data``,
+    and what follows them."""
+    head, _, rest = data.partition(b"\r\n\r\n")
+    status, *lines = head.split(b"\r\n")
+    return status, {k.strip().lower(): v.strip() for k, _, v in (line.partition(b":")
+                                                                for line in lines)}, rest
+
+
+def test_head_on_a_get_route_answers_like_get_without_a_body(
+    collector: CollectorProcess,
+) -> None:
+    """Issue 29: HEAD on a route read with GET answers as GET would (200, its Content-Type
+    and Content-Length) and sends no body, so the next answer on the connection follows at
+    once (before: 405)."""
+    for path in ("/healthz", "/metrics", "/v1/reads", "/v1/reads/summary"):
+        data = _raw(collector, f"HEAD {path} HTTP/1.1\r\nHost: x\r\n\r\n"
+                               f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                    .encode())
+        status, headers, rest = _head(data)
+        assert status == b"HTTP/1.1 200 OK", (path, data[:300])
+        assert int(headers[b"content-length"]) > 0 and headers[b"content-type"]
+        assert rest.startswith(b"HTTP/1.1 200 OK\r\n"), (path, rest[:100])  # no body came
+        assert _head(rest)[1][b"content-type"] == headers[b"content-type"], path
 
 
 def test_the_server_header_names_no_python_version(collector: CollectorProcess) -> None:

@@ -17,7 +17,8 @@
   (the store's only writer); labels feed the metrics.
 - ``GET /metrics``: Prometheus text format. ``GET /healthz``: 200 ``ok`` while the store can
   be written, else 503 ``failing: <why>`` (see ``storage.health``); spans then get 503 too.
-- Any other method on these paths: 405 with ``Allow``; any other path: 404.
+- ``HEAD`` on a route read with ``GET`` answers as ``GET`` would, without the body. Any other
+  method on these paths: 405 with ``Allow``; any other path: 404.
 
 With an auth token, every request must carry ``Authorization: Bearer <token>`` (else 401).
 
@@ -84,7 +85,7 @@ thread (which stores and judges), more only take turns with it (BENCHMARKS.md)."
 READ_THREADS: Final = 4
 
 _POST: Final = ("POST",)
-_GET: Final = ("GET",)
+_GET: Final = ("GET", "HEAD")
 _ROUTES: Final = {"/v1/traces": _POST, "/v1/labels": _POST, "/healthz": _GET, "/metrics": _GET,
                   "/v1/reads": _GET, "/v1/reads/": _GET}
 _JSON: Final = b"application/json"
@@ -216,13 +217,13 @@ class CollectorApp:
             await ex.json(401, {"error": "missing or wrong bearer token"},
                           {"WWW-Authenticate": "Bearer"}, close=close)
             return
-        allowed = _allowed(path)
+        allowed = _allowed(path)  # (HEAD is answered as GET; uvicorn sends no body to it)
         if allowed is None:
             hint = "; OTLP goes to /v1/traces" if method == "POST" else ""
             close = not await self._drain(ex)
             await ex.json(404, {"error": f"no route {method} {path}{hint}"}, close=close)
         elif method not in allowed:
-            says = "is read with GET" if allowed == _GET else "takes POST"
+            says = "is read with GET (or HEAD)" if allowed == _GET else "takes POST"
             close = not await self._drain(ex)
             await ex.json(405, {"error": f"{path} {says}, not {method}"},
                           {"Allow": ", ".join(allowed)}, close=close)
