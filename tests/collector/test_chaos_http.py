@@ -124,6 +124,40 @@ def test_requests_that_cannot_be_framed_get_a_400(collector: CollectorProcess) -
         assert collector.post(episode_request(1)[0].SerializeToString())[0] == 200
 
 
+def _until_closed(sock: socket.socket) -> bytes:
+    answer = b""
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_a_body_declared_over_the_limit_is_413_at_once_and_the_connection_closed(
+    collector: CollectorProcess,
+) -> None:
+    """Issue 29: a POST declaring 40 MiB (over --max-request-bytes), without ``Expect:
+    100-continue``, is answered 413 as soon as its headers arrive, before any byte of its
+    body, and the connection is closed (before: the whole body was read first). A client
+    that writes its whole body before it reads (as http.client does) still reads the 413:
+    what it sends after the answer is dropped, not met with a reset."""
+    head = (b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+            b"Content-Length: " + str(40 * 2**20).encode() + b"\r\n\r\n")
+    with socket.create_connection(("127.0.0.1", collector.http_port), timeout=30) as sock:
+        sock.sendall(head)  # and nothing of the body
+        answer = _until_closed(sock)
+    status, headers, body = _head(answer)
+    assert status == b"HTTP/1.1 413 Request Entity Too Large", answer[:300]
+    assert headers[b"connection"] == b"close"
+    assert b"over the limit" in body
+    conn = http.client.HTTPConnection("127.0.0.1", collector.http_port, timeout=30)
+    conn.request("POST", "/v1/traces", bytes(40 * 2**20),
+                 {"Content-Type": "application/x-protobuf"})
+    refused = conn.getresponse()
+    assert refused.status == 413 and b"over the limit" in refused.read()
+    conn.close()
+    assert collector.post(episode_request(1)[0].SerializeToString())[0] == 200
+
+
 def _slow_body(collector: CollectorProcess, declared: int, stop: threading.Event,
                every_s: float, sent: list[int]) -> None:
     """Declare ``declared`` bytes, then send one byte every ``every_s`` until stopped."""

@@ -377,10 +377,9 @@ class CollectorApp:
         protobuf = "json" not in (content_type or "").lower()
         declared = ex.header(b"content-length")
         limit = self.max_body_bytes
-        if declared is not None and int(declared) > limit:
-            close = not await self._drain(ex)
+        if declared is not None and int(declared) > limit:  # answered before its body
             await self._refuse(ex, 413, f"body of {declared} bytes is over the limit of "
-                                        f"{limit}", protobuf, close=close)
+                                        f"{limit}", protobuf, close=True)
             return
         conn = ex.connection
         loop = asyncio.get_running_loop()
