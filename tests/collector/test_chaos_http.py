@@ -158,6 +158,29 @@ def test_a_body_declared_over_the_limit_is_413_at_once_and_the_connection_closed
     assert collector.post(episode_request(1)[0].SerializeToString())[0] == 200
 
 
+def test_a_post_framed_by_neither_length_nor_chunks_is_411(collector: CollectorProcess) -> None:
+    """Issue 29: a POST without Content-Length and not chunked has no body in HTTP/1.1, so
+    the spans its client meant to send were lost behind a 200 (protobuf: an empty export) or
+    a 400 (JSON), and the bytes that followed were read as a next request. It is answered
+    411 Length Required and the connection closed, what followed dropped unread; a chunked
+    body is stored."""
+    spans = episode_request(2)[0].SerializeToString()
+    for path, content_type in (("/v1/traces", "application/x-protobuf"),
+                               ("/v1/traces", "application/json"),
+                               ("/v1/labels", "application/json")):
+        answer = _raw(collector, f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                                 f"{content_type}\r\n\r\n".encode() + spans)
+        status, headers, rest = _head(answer)
+        assert status == b"HTTP/1.1 411 Length Required", (path, answer[:300])
+        assert headers[b"connection"] == b"close"
+        assert b"Content-Length or chunked" in rest and b"HTTP/1.1" not in rest, rest
+    conn = http.client.HTTPConnection("127.0.0.1", collector.http_port, timeout=30)
+    conn.request("POST", "/v1/traces", iter([spans[:10], spans[10:]]),
+                 {"Content-Type": "application/x-protobuf"}, encode_chunked=True)
+    assert conn.getresponse().status == 200
+    assert collector.read("summary")[0]["tool_calls"] == 2
+
+
 def _slow_body(collector: CollectorProcess, declared: int, stop: threading.Event,
                every_s: float, sent: list[int]) -> None:
     """Declare ``declared`` bytes, then send one byte every ``every_s`` until stopped."""

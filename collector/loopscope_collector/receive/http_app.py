@@ -17,6 +17,8 @@
   (the store's only writer); labels feed the metrics.
 - ``GET /metrics``: Prometheus text format. ``GET /healthz``: 200 ``ok`` while the store can
   be written, else 503 ``failing: <why>`` (see ``storage.health``); spans then get 503 too.
+- A ``POST`` framed by neither ``Content-Length`` nor chunked encoding (HTTP/1.1 gives it
+  no body, so what its client meant to send would be lost): 411, and the connection closed.
 - ``HEAD`` on a route read with ``GET`` answers as ``GET`` would, without the body. Any other
   method on these paths: 405 with ``Allow``; any other path: 404.
 
@@ -91,6 +93,8 @@ _ROUTES: Final = {"/v1/traces": _POST, "/v1/labels": _POST, "/healthz": _GET, "/
 _JSON: Final = b"application/json"
 _TEXT: Final = b"text/plain; charset=utf-8"
 _PROTOBUF: Final = b"application/x-protobuf"
+_UNFRAMED: Final = ("Length Required: send the body with a Content-Length or chunked "
+                    "Transfer-Encoding (a POST framed by neither has no body)")
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -155,6 +159,12 @@ class _Exchange:
     def header(self, name: bytes) -> str | None:
         value = self.headers.get(name)
         return None if value is None else value.decode("latin-1")
+
+    @property
+    def framed(self) -> bool:
+        """Whether the request's body is framed: by Content-Length, or chunked (h11 refuses
+        any other Transfer-Encoding). Without either, HTTP/1.1 gives a request no body."""
+        return b"content-length" in self.headers or b"transfer-encoding" in self.headers
 
     @property
     def connection(self) -> WatchedH11Protocol | None:
@@ -325,6 +335,9 @@ class CollectorApp:
     # -- labels -------------------------------------------------------------------------------
 
     async def _label(self, ex: _Exchange) -> None:
+        if not ex.framed:
+            await ex.json(411, {"error": _UNFRAMED}, close=True)
+            return
         try:
             body = await self._small_body(ex, MAX_LABEL_BYTES)
         except PayloadTooLarge:
@@ -375,6 +388,9 @@ class CollectorApp:
     async def _export(self, ex: _Exchange) -> None:
         content_type = ex.header(b"content-type")
         protobuf = "json" not in (content_type or "").lower()
+        if not ex.framed:
+            await self._refuse(ex, 411, _UNFRAMED, protobuf, close=True)
+            return
         declared = ex.header(b"content-length")
         limit = self.max_body_bytes
         if declared is not None and int(declared) > limit:  # answered before its body
