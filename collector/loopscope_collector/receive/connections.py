@@ -23,7 +23,13 @@ complete request (idle, in its headers, or lingering), else the body arriving sl
 for a second at least), which is answered 503 with Retry-After; only when every connection is
 working (or just began its body) is the newcomer answered 503.
 So slow clients, in their headers or their bodies, can fill the cap but never keep a normal
-client out. The same slowest-body rule frees bytes in flight (``limits.InFlight``); that
+client out.
+
+A request's head has limits (``limits``): a target over ``MAX_TARGET_BYTES`` is 414, a head
+over ``MAX_HEAD_BYTES`` or with more than ``MAX_HEADER_FIELDS`` fields 431, and the connection
+is closed. h11 refuses a head that grows past ``MAX_HEAD_BYTES`` without ending
+(``send_400_response`` names which limit it passed); one that arrives whole is parsed, and
+the application refuses it before anything else (``head_refused``). The same slowest-body rule frees bytes in flight (``limits.InFlight``); that
 eviction answers 503 but keeps the connection (``http_app``), and ``wake`` tells its handler.
 """
 
@@ -32,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from http import HTTPStatus
 from typing import Any, ClassVar, Final
 
 import h11
@@ -43,6 +50,9 @@ from .limits import (
     IDLE_TIMEOUT_S,
     JUDGED_AFTER_S,
     MAX_CONNECTIONS,
+    MAX_HEAD_BYTES,
+    MAX_HEADER_FIELDS,
+    MAX_TARGET_BYTES,
 )
 
 logger = logging.getLogger(__name__)
@@ -71,6 +81,20 @@ _EVICTED: Final = _answer(503, "Service Unavailable",
                           "was full; retry later", f"Retry-After: {RETRY_AFTER_S}\r\n")
 _TIMED_OUT: Final = _answer(408, "Request Timeout",
                             "the request's headers or body took too long to arrive")
+_REASONS: Final = {414: HTTPStatus(414).phrase, 431: HTTPStatus(431).phrase}
+
+
+def head_refused(target: int, head: int, fields: int) -> tuple[int, str] | None:
+    """414 or 431 and why, for a request head over its limits (module docstring): a target
+    of ``target`` bytes, a head of ``head`` bytes with ``fields`` header fields; None within
+    them."""
+    if target > MAX_TARGET_BYTES:
+        return 414, f"the request target is {target} bytes, over the limit of {MAX_TARGET_BYTES}"
+    if head > MAX_HEAD_BYTES:
+        return 431, f"the request's head is {head} bytes, over the limit of {MAX_HEAD_BYTES}"
+    if fields > MAX_HEADER_FIELDS:
+        return 431, f"{fields} header fields, over the limit of {MAX_HEADER_FIELDS}"
+    return None
 
 
 class ConnectionWatch:
@@ -210,6 +234,23 @@ class WatchedH11Protocol(H11Protocol):
             self.end(None)
         else:
             super().shutdown()
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to a request h11 cannot read: 414 or 431 for a head that grew past
+        ``MAX_HEAD_BYTES`` without ending (h11's only such refusal), by whether its request
+        line ended; 400 for any other."""
+        buffered, _ = self.conn.trailing_data
+        if len(buffered) <= MAX_HEAD_BYTES or (self.cycle is not None
+                                                and not self.cycle.response_complete):
+            super().send_400_response(msg)  # (not in a head: a chunk size line, say)
+            return
+        line = buffered.find(b"\n")
+        if line < 0 or line > MAX_TARGET_BYTES:
+            status, why = 414, f"the request line is over {MAX_TARGET_BYTES} bytes"
+        else:
+            status, why = 431, f"the request's head is over {MAX_HEAD_BYTES} bytes"
+        self.transport.write(_answer(status, _REASONS[status], why))
+        self.transport.close()
 
     def timeout_keep_alive_handler(self) -> None:
         """uvicorn's own keep-alive timer: the watch's idle deadline does this."""

@@ -22,6 +22,8 @@
 - ``HEAD`` on a route read with ``GET`` answers as ``GET`` would, without the body. Any other
   method on these paths: 405 with ``Allow``; any other path: 404.
 
+A request whose head is over its limits is 414 (a target over 8 KiB) or 431 (a head over
+16 KiB, or of more than 100 header fields), before anything else (``connections``).
 With an auth token, every request must carry ``Authorization: Bearer <token>`` (else 401).
 
 HTTP itself is uvicorn's (``http_server``); the body is charged against the bytes in flight as
@@ -54,7 +56,7 @@ from ..reads import READS, UnknownRead
 from ..reads import read as run_named_read
 from ..storage import Database
 from ..storage.health import StoreUnavailable
-from .connections import CONNECTION_KEY, WatchedH11Protocol
+from .connections import CONNECTION_KEY, WatchedH11Protocol, head_refused
 from .decode import (
     DecodeError,
     PayloadTooLarge,
@@ -160,6 +162,16 @@ class _Exchange:
         value = self.headers.get(name)
         return None if value is None else value.decode("latin-1")
 
+    def head_refused(self) -> tuple[int, str] | None:
+        """414 or 431 and why, for a head over its limits (``connections``)."""
+        scope = self.scope
+        target = len(scope["raw_path"]) + (len(scope["query_string"]) + 1
+                                           if scope["query_string"] else 0)
+        fields = scope["headers"]
+        head = (len(scope["method"]) + target + 11  # "GET /x HTTP/1.1\r\n"
+                + sum(len(name) + len(value) + 4 for name, value in fields))
+        return head_refused(target, head, len(fields))
+
     @property
     def framed(self) -> bool:
         """Whether the request's body is framed: by Content-Length, or chunked (h11 refuses
@@ -222,6 +234,10 @@ class CollectorApp:
 
     async def _route(self, ex: _Exchange) -> None:
         path, method = ex.scope["path"], ex.scope["method"]
+        if refused := ex.head_refused():
+            status, why = refused
+            await ex.json(status, {"error": why}, close=True)
+            return
         if self.auth_token and not self._authorized(ex):
             close = not await self._drain(ex)
             await ex.json(401, {"error": "missing or wrong bearer token"},

@@ -44,6 +44,12 @@ BODY_TIMEOUT_S: Final = 60.0
 """Time to receive a request's body once its headers are read."""
 IDLE_TIMEOUT_S: Final = 30.0
 """Time a connection may wait for its (next) request."""
+MAX_TARGET_BYTES: Final = 8 * 1024
+"""Longest HTTP request target (path and query) read; longer is 414."""
+MAX_HEAD_BYTES: Final = 16 * 1024
+"""Largest HTTP request head (request line and header fields) read; larger is 431."""
+MAX_HEADER_FIELDS: Final = 100
+"""Most header fields an HTTP request may have; more is 431."""
 JUDGED_AFTER_S: Final = 1.0
 """A body is judged slow only once it has been arriving this long: fast requests that
 happen to start together never evict one another."""
