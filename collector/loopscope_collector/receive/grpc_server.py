@@ -28,7 +28,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from ..normalize.spans import Decoded
-from ..pipeline.jobs import Overloaded, PipelineStopped, Rejected
+from ..pipeline.jobs import Overloaded, PipelineStopped, Rejected, TooLargeToStore
 from ..pipeline.thread import Pipeline
 from ..storage.health import StoreUnavailable
 from .decode import (
@@ -109,6 +109,9 @@ class TraceService:
         except Rejected as exc:
             self.pipeline.count_rejected(400)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except TooLargeToStore as exc:
+            self.pipeline.count_rejected(413)
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
         except (Overloaded, PipelineStopped, StoreUnavailable, TimeoutError) as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE, f"not stored, retry later: {exc}")
         except Exception as exc:

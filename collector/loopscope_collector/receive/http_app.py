@@ -3,8 +3,9 @@
 - ``POST /v1/traces``: OTLP/HTTP, protobuf or JSON, gzip/deflate. 200 only once the spans are
   committed to the store; 400 for a body that does not decode (any failure to decode is a
   400, never a dropped connection: ``decode``), 415 for a wrong content type or encoding,
-  413 for a body over the limit (after decompression, or once decoded: ``limits``), 400
-  naming the field for a value the store cannot hold, 503 with ``Retry-After`` only for what
+  413 for a body over the limit (after decompression, or once decoded: ``limits``) or one
+  that alone runs the store out of memory, 400 naming the field for a value the store cannot
+  hold, 503 with ``Retry-After`` only for what
   a retry can fix: the bytes in flight are at the cap, the pipeline is overloaded or the store
   cannot be written now (clients retry 503; ingest is idempotent).
 - ``GET /v1/reads`` lists the named reads; ``GET /v1/reads/{name}?param=value`` runs one and
@@ -50,7 +51,7 @@ import duckdb
 from google.rpc import status_pb2
 
 from ..normalize.spans import Decoded
-from ..pipeline.jobs import Job, Overloaded, PipelineStopped, Rejected
+from ..pipeline.jobs import Job, Overloaded, PipelineStopped, Rejected, TooLargeToStore
 from ..pipeline.thread import Pipeline
 from ..reads import READS, UnknownRead
 from ..reads import read as run_named_read
@@ -528,6 +529,10 @@ class CollectorApp:
         except Rejected as exc:
             self.pipeline.count_rejected(400)
             await self._otlp_error(ex, 400, str(exc), protobuf)
+            return
+        except TooLargeToStore as exc:
+            self.pipeline.count_rejected(413)
+            await self._otlp_error(ex, 413, str(exc), protobuf)
             return
         except (Overloaded, PipelineStopped, StoreUnavailable, TimeoutError) as exc:
             await self._otlp_error(ex, 503, f"not stored, retry later: {exc}", protobuf, retry)
