@@ -92,7 +92,7 @@ class TraceService:
                 spans = decode_proto_request(request)
                 del request
                 size = estimate_decoded(len(spans), len(body), attribute_count(spans))
-                charge_decoded(held, size, len(spans))
+                charge_decoded(held, size)
                 return spans
         except DecodeError as exc:
             code = (grpc.StatusCode.RESOURCE_EXHAUSTED if isinstance(exc, PayloadTooLarge)

@@ -3,8 +3,8 @@
 - ``POST /v1/traces``: OTLP/HTTP, protobuf or JSON, gzip/deflate. 200 only once the spans are
   committed to the store; 400 for a body that does not decode (any failure to decode is a
   400, never a dropped connection: ``decode``), 415 for a wrong content type or encoding,
-  413 for a body over the limit (after decompression, or once decoded: ``limits``) or one
-  that alone runs the store out of memory, 400 naming the field for a value the store cannot
+  413 for a body over the limit (after decompression; never for what it takes once decoded:
+  ``limits``) or one that alone runs the store out of memory, 400 naming the field for a value the store cannot
   hold, 503 with ``Retry-After`` only for what
   a retry can fix: the bytes in flight are at the cap, the pipeline is overloaded or the store
   cannot be written now (clients retry 503; ingest is idempotent).
@@ -478,8 +478,8 @@ class CollectorApp:
                 hold: Hold) -> Decoded | DecodeError | Busy:
         """Decode on a decoding thread, charging memory before it is taken (``limits``):
         what parsing may take, then, once the spans are counted, what their records will
-        take, then what they take (a request that alone takes more than the whole budget is
-        413)."""
+        take, then what they take (a request that alone takes more than the whole budget
+        waits until nothing else is in flight: ``limits``)."""
         try:
             with decoding():
                 data = inflate(body, content_encoding=encoding, max_bytes=self.max_body_bytes)
@@ -490,7 +490,7 @@ class CollectorApp:
                     max_bytes=self.max_body_bytes,
                     admit=lambda count: charge_counted(hold, count, wire))
                 size = estimate_decoded(len(spans), len(data), attribute_count(spans))
-                charge_decoded(hold, size, len(spans))
+                charge_decoded(hold, size)
             return spans
         except (DecodeError, Busy) as exc:
             # Returned, not raised, and without its traceback: an exception that crosses an
