@@ -439,7 +439,7 @@ class CollectorApp:
             if isinstance(spans, Busy):
                 await self._busy(ex, spans, protobuf)
                 return
-            await self._store(ex, spans, protobuf)
+            await self._store(ex, spans, protobuf, hold)
 
     async def _not_admitted(self, ex: _Exchange, exc: Busy, protobuf: bool) -> None:
         """503 to a request whose body did not fit, or was evicted: at once on a connection
@@ -521,11 +521,15 @@ class CollectorApp:
             raise TimeoutError(f"spans not stored within {ACK_TIMEOUT_S:.0f} s") from None
         job.wait(0)
 
-    async def _store(self, ex: _Exchange, spans: Decoded, protobuf: bool) -> None:
-        """Hand the spans to the pipeline and answer once they are committed (or not)."""
+    async def _store(self, ex: _Exchange, spans: Decoded, protobuf: bool, hold: Hold) -> None:
+        """Hand the spans to the pipeline and answer once they are committed (or not: when
+        that takes too long, the answer is 503 and ``hold`` is kept until the pipeline is done
+        with the spans)."""
         retry = {"Retry-After": RETRY_AFTER_S}
+        job = None
         try:
-            await self._stored(self.pipeline.submit(spans))
+            job = self.pipeline.submit(spans)
+            await self._stored(job)
         except Rejected as exc:
             self.pipeline.count_rejected(400)
             await self._otlp_error(ex, 400, str(exc), protobuf)
@@ -534,7 +538,12 @@ class CollectorApp:
             self.pipeline.count_rejected(413)
             await self._otlp_error(ex, 413, str(exc), protobuf)
             return
-        except (Overloaded, PipelineStopped, StoreUnavailable, TimeoutError) as exc:
+        except TimeoutError as exc:
+            if job is not None:
+                job.add_done_callback(hold.keep())
+            await self._otlp_error(ex, 503, f"not stored, retry later: {exc}", protobuf, retry)
+            return
+        except (Overloaded, PipelineStopped, StoreUnavailable) as exc:
             await self._otlp_error(ex, 503, f"not stored, retry later: {exc}", protobuf, retry)
             return
         except Exception as exc:

@@ -167,6 +167,7 @@ class Hold:
         self.started = time.monotonic()
         self.receiving = evict is not None
         self.evicted = False
+        self.kept = False
 
     def grow(self, size: int) -> None:
         """Hold ``size`` more bytes; ``Busy`` when they do not fit, or this hold was evicted."""
@@ -194,11 +195,19 @@ class Hold:
         """Give the bytes back (idempotent)."""
         self.owner._release(self)
 
+    def keep(self) -> Callable[[], None]:
+        """Keep the bytes past the ``with`` block, for a request answered before the pipeline
+        is done with its spans (its acknowledgement timed out): they are still in memory, and
+        a retry must not be admitted beside them. Returns what releases them."""
+        self.kept = True
+        return self.release
+
     def __enter__(self) -> Hold:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.release()
+        if not self.kept:
+            self.release()
 
 
 PARSE_FACTOR: Final = 4
