@@ -299,6 +299,7 @@ def test_a_request_not_stored_in_time_holds_its_memory_until_it_is(
                      {"Content-Type": "application/x-protobuf"})
         answer = conn.getresponse()
         assert answer.status == 503 and b"not stored within" in answer.read()
+        assert _status(conn, "/healthz") == 200  # (served once the request's handler ended)
         held = inflight.used
         assert held > 0
         with (grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel,
