@@ -91,17 +91,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--insecure-remote", action="store_true",
                    help="allow a non-loopback --host without an auth token")
     p.add_argument("--policy", metavar="FILE", help="JSON policy for detection (see analyze)")
-    limits = p.add_argument_group("limits (past them a client gets 503 + Retry-After, or is "
-                                  "disconnected when it is too slow)")
+    limits = p.add_argument_group("limits (past them a client gets 503 + Retry-After, 413 "
+                                  "over --max-request-bytes, or is disconnected when it is "
+                                  "too slow)")
     limits.add_argument("--max-request-bytes", type=int, default=lim.MAX_BODY_BYTES,
                         help="largest OTLP request, HTTP or gRPC, after decompression "
-                             f"(default: {lim.MAX_BODY_BYTES // MIB} MiB)")
+                             f"(default: {lim.MAX_BODY_BYTES // MIB} MiB); a request under it "
+                             "is never refused for what it takes once decoded")
     limits.add_argument("--max-inflight-bytes", type=int, default=lim.MAX_INFLIGHT_BYTES,
                         help="memory requests hold at once: bodies as they arrive, then their "
                              "decoded spans until stored; bounds memory (default: "
                              f"{lim.MAX_INFLIGHT_BYTES // MIB} MiB, at "
-                             "least --max-request-bytes). A request that alone decodes to "
-                             "more is refused (413)")
+                             "least --max-request-bytes). It admits any request under "
+                             "--max-request-bytes: one that alone decodes to more waits (503) "
+                             "until no other is in flight, then is admitted alone")
     limits.add_argument("--store-memory", type=memory_size, default=STORE_MEMORY,
                         help="memory DuckDB may use for its cache and a batch's work, such as "
                              f"512MB or 2GB (default {STORE_MEMORY})")

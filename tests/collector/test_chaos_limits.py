@@ -30,6 +30,7 @@ from loopscope_collector.storage import open_database
 
 pytestmark = pytest.mark.timeout(180)
 
+EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 LIMITS = ["--header-timeout", "1", "--body-timeout", "1", "--idle-timeout", "1"]
 
 
@@ -270,6 +271,54 @@ def test_bytes_in_flight_are_capped_with_503_and_retry_after(tmp_path: Path) -> 
         assert conn.getresponse().status == 200  # (and the connection was kept)
         assert inflight.refused == 1
         eventually(lambda: inflight.used == 0)  # (released just after the answer is sent)
+
+
+def test_a_request_not_stored_in_time_holds_its_memory_until_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 29: a request whose spans are not stored within the acknowledgement's wait is
+    answered 503 (HTTP) or UNAVAILABLE (gRPC), but its spans are still in the pipeline, so it
+    keeps its bytes in flight until they are stored (before: released with the answer, so
+    the retry was admitted beside spans still held: a 29 MiB request of minimal spans, which
+    the memory limit admits alone, takes longer than the 30 s wait to store)."""
+    from loopscope_collector.receive import grpc_server, http_app
+
+    monkeypatch.setattr(http_app, "ACK_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(grpc_server, "ACK_TIMEOUT_S", 0.5)
+    db = open_database(tmp_path / "x.duckdb")
+    pipeline = Pipeline(db)  # not started: the requests' spans wait in its queue
+    inflight = InFlight(10_000_000)
+    server = CollectorHTTPServer(("127.0.0.1", 0), pipeline=pipeline, db=db, inflight=inflight)
+    server.serve_in_thread()
+    grpc_port = free_port()
+    rpc = grpc_server.serve_grpc(pipeline, "127.0.0.1", grpc_port, inflight=inflight)
+    started = False
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=30)
+        conn.request("POST", "/v1/traces", episode_request(50)[0].SerializeToString(),
+                     {"Content-Type": "application/x-protobuf"})
+        answer = conn.getresponse()
+        assert answer.status == 503 and b"not stored within" in answer.read()
+        assert _status(conn, "/healthz") == 200  # (served once the request's handler ended)
+        held = inflight.used
+        assert held > 0
+        with (grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel,
+              pytest.raises(grpc.RpcError) as caught):
+            channel.unary_unary(EXPORT)(episode_request(50)[0].SerializeToString(), timeout=30)
+        assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert inflight.used > held
+        pipeline.start()
+        started = True
+        eventually(lambda: inflight.used == 0)
+        assert pipeline.stats.spans_stored == 100
+    finally:
+        if not started:
+            pipeline.start()
+        rpc.stop(grace=None)
+        server.shutdown()
+        server.server_close()
+        pipeline.stop()
+        db.close()
 
 
 def test_grpc_honours_max_request_bytes_and_refuses_garbage_as_invalid_argument(

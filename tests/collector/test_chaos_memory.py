@@ -3,9 +3,10 @@
 The memory bound is on what requests hold once decoded, not on their bytes on the wire: a
 29 MiB request of minimal spans is 570,000 spans, 250 MiB of span records. Eight of them at
 once peaked at 1,595 MiB when only wire bytes were counted. Now each is charged what parsing
-and its records will take before they are built, a request that alone would take more than
-the whole budget is refused (413, so the exporter does not retry it for ever), and the
-collector's memory stays near its budget.
+and its records will take before they are built, and a request that alone takes more than the
+whole budget is admitted only when nothing else is in flight (issue 29: never refused as too
+large when it is under --max-request-bytes), so the collector's memory stays near the budget
+or one request, whichever is more.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from collector_process import start_collector
+from collector_process import metric_value, start_collector
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from otlp_requests import request
 
@@ -36,14 +37,17 @@ from loopscope_collector.receive.limits import (
 pytestmark = [pytest.mark.timeout(300),
               pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")]
 
-BUDGET_MIB = 192  # the default --max-inflight-bytes
+EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 
-def _minimal(spans: int) -> bytes:
+def _minimal(spans: int, *, last_id: bytes | None = None) -> bytes:
+    """A request of ``spans`` minimal spans (the last with span id ``last_id``, if given)."""
     trace = os.urandom(16)
-    return request([Span(trace_id=trace, span_id=os.urandom(8), name="s",
-                         start_time_unix_nano=1, end_time_unix_nano=2)
-                    for _ in range(spans)]).SerializeToString()
+    made = [Span(trace_id=trace, span_id=os.urandom(8), name="s", start_time_unix_nano=1,
+                 end_time_unix_nano=2) for _ in range(spans)]
+    if last_id is not None:
+        made[-1].span_id = last_id
+    return request(made).SerializeToString()
 
 
 def _memory(pid: int) -> dict[str, int]:
@@ -56,13 +60,16 @@ def _memory(pid: int) -> dict[str, int]:
 
 
 def test_eight_requests_of_minimal_spans_stay_within_the_memory_bound(tmp_path: Path) -> None:
-    """Eight concurrent 29 MiB requests of minimal spans: each is answered (413, naming
-    --max-inflight-bytes, after 503s while others were in flight), and the collector's peak
-    memory grows by less than its budget and a parsed request, not by eight decoded ones;
-    once idle it gives the memory back."""
-    body = _minimal(570_000)
-    assert len(body) > 27 * 2**20
-    collector = start_collector(tmp_path / "store.duckdb", grpc=False)
+    """Eight concurrent 7 MiB requests of minimal spans (150,000 each, about 170 MB charged
+    once counted), each over a 32 MB budget: each is admitted alone and decoded (then refused
+    400 for its last span's zero id, so that nothing is stored and the test stays cheap),
+    after 503s while another was in flight, and the collector's peak memory grows by about
+    one decoded request (131 MiB measured), not by the two its decoding threads build at once
+    without the bound (306 MiB); once idle it gives the memory back."""
+    body = _minimal(150_000, last_id=bytes(8))
+    assert len(body) > 7 * 2**20
+    collector = start_collector(tmp_path / "store.duckdb", grpc=False, extra=[
+        "--max-request-bytes", "8000000", "--max-inflight-bytes", "32000000"])
     answers: list[tuple[int, bytes]] = []
 
     def send() -> None:
@@ -75,7 +82,7 @@ def test_eight_requests_of_minimal_spans_stay_within_the_memory_bound(tmp_path: 
             if answer.status != 503:
                 answers.append((answer.status, text))
                 return
-            time.sleep(float(answer.getheader("Retry-After") or 1))
+            time.sleep(float(answer.getheader("Retry-After") or 1) / 4)
 
     try:
         idle = _memory(collector.proc.pid)["VmRSS"]
@@ -89,21 +96,45 @@ def test_eight_requests_of_minimal_spans_stay_within_the_memory_bound(tmp_path: 
         assert collector.get("/healthz") == "ok\n"
     finally:
         collector.stop()
-    assert [status for status, _ in answers] == [413] * 8
-    assert all(b"--max-inflight-bytes" in text for _, text in answers)
+    assert [status for status, _ in answers] == [400] * 8
+    assert all(b"spans[149999].spanId: empty or all zero" in text for _, text in answers)
     grew = after["VmHWM"] - idle
-    assert grew < BUDGET_MIB + 150, after  # before: 1,460 MiB over idle
+    assert grew < 220, after  # without the bound: 306 MiB over idle
     assert after["VmRSS"] - idle < 100, after
 
 
+def test_a_request_under_the_request_limit_is_not_refused_for_its_decoded_size(
+    tmp_path: Path,
+) -> None:
+    """Issue 29: a request under --max-request-bytes is not refused as too large because its
+    spans take more than --max-inflight-bytes once decoded (before: 413 naming
+    --max-inflight-bytes, to a request under the documented request limit). It is admitted
+    when no other request is in flight, and stored, over HTTP and gRPC: here 1 MB of minimal
+    spans, about 20 MB once decoded, under a 2 MB request limit and a 2 MB budget."""
+    bodies = [_minimal(19_000) for _ in range(2)]
+    assert all(len(body) < 1_000_000 for body in bodies)
+    collector = start_collector(tmp_path / "store.duckdb", extra=[
+        "--max-request-bytes", "2000000", "--max-inflight-bytes", "2000000"])
+    try:
+        status, _, text = collector.post(bodies[0])
+        assert status == 200, text[:300]
+        with grpc.insecure_channel(f"127.0.0.1:{collector.grpc_port}") as channel:
+            export = channel.unary_unary(EXPORT)
+            assert export(bodies[1], timeout=60) == b""
+        stored = metric_value(collector.get("/metrics"), "loopscope_spans_stored_total")
+    finally:
+        collector.stop()
+    assert stored == 38_000
+
+
 def test_refused_grpc_exports_keep_nothing(tmp_path: Path) -> None:
-    """gRPC exports refused one after another (413: each alone decodes to more than
-    --max-inflight-bytes) leave the collector's memory where the first left it: the refusal
-    held its own frame's locals in a reference cycle (the error in a local of the frame that
-    raised it), so the body and the parsed message of each stayed until a full garbage
-    collection, 150 MiB per 30 MiB request (issue 29). Small caps keep it cheap: 5 MiB
-    requests, a 48 MiB budget."""
-    body = _minimal(100_000)
+    """gRPC exports refused one after another (INVALID_ARGUMENT once decoded in full: the
+    last span's id is zero) leave the collector's memory where the first left it: the
+    refusal held its own frame's locals in a reference cycle (the error in a local of the
+    frame that raised it), so the body and the parsed message of each stayed until a full
+    garbage collection, 150 MiB per 30 MiB request (issue 29). Small caps keep it cheap:
+    5 MiB requests, a 48 MiB budget."""
+    body = _minimal(100_000, last_id=bytes(8))
     budget = 48 * 2**20
     collector = start_collector(tmp_path / "store.duckdb", extra=[
         "--max-request-bytes", str(8 * 2**20), "--max-inflight-bytes", str(budget)])
@@ -116,8 +147,8 @@ def test_refused_grpc_exports_keep_nothing(tmp_path: Path) -> None:
             for _ in range(12):
                 with pytest.raises(grpc.RpcError) as refused:
                     export(body, timeout=60)
-                assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-                assert "--max-inflight-bytes" in (refused.value.details() or "")
+                assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+                assert "spanId: empty or all zero" in (refused.value.details() or "")
                 rss.append(_memory(collector.proc.pid)["VmRSS"])
     finally:
         collector.stop()

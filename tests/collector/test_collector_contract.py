@@ -68,7 +68,7 @@ def test_wrong_methods_get_405_with_allow(collector: CollectorProcess) -> None:
     status, headers, _ = _call(collector, "GET", "/v1/traces")
     assert status == 405 and headers["Allow"] == "POST"
     status, headers, _ = _call(collector, "POST", "/healthz", b"{}")
-    assert status == 405 and headers["Allow"] == "GET"
+    assert status == 405 and headers["Allow"] == "GET, HEAD"
 
 
 def test_a_label_nested_too_deeply_is_a_400_not_a_dropped_connection(

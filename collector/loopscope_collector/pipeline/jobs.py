@@ -1,8 +1,10 @@
 """What a receiver hands the pipeline (a ``Job``), what the pipeline counts (``Stats``), and
 what a job that was not stored means for its client.
 
-A job fails in one of three ways, and each is answered differently: the data itself cannot be
-stored (``Rejected``: a 400, the client must not retry), the store cannot be written now
+A job fails in one of four ways, and each is answered differently: the data itself cannot be
+stored (``Rejected``: a 400, the client must not retry), the request alone needs more memory
+to store than the store has (``TooLargeToStore``: a 413, the client must split it), the store
+cannot be written now
 (``storage.health.StoreUnavailable``: a 503 and failing health until it recovers), or the
 pipeline is full or stopping (``Overloaded``, ``PipelineStopped``: a 503).
 ``storage.errors`` sorts an exception from a failed batch into these.
@@ -31,6 +33,13 @@ class PipelineStopped(RuntimeError):
 class Rejected(ValueError):
     """The store refused this request's data (HTTP 400, gRPC INVALID_ARGUMENT): a retry of
     the same data would fail the same way."""
+
+
+class TooLargeToStore(ValueError):
+    """This request, stored alone, ran the store out of memory (``--store-memory``): HTTP
+    413, gRPC RESOURCE_EXHAUSTED. A retry of it fails the same way (the pipeline stores a
+    batch that runs out of memory request by request, so the request was alone); the client
+    must send smaller batches."""
 
 
 _FINISHING = threading.Lock()

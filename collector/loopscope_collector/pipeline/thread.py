@@ -54,6 +54,7 @@ from .jobs import (
     PipelineStopped,
     Rejected,
     Stats,
+    TooLargeToStore,
 )
 from .refusals import RefusalLog
 
@@ -299,12 +300,23 @@ class Pipeline:
             error: Exception = Rejected(f"the store cannot hold this request's data: {exc}")
             with self._lock:
                 self.stats.spans_rejected += spans
+        elif is_out_of_memory(exc) and len(jobs) == 1:
+            # Alone (``_store_jobs`` stores a batch that fails so request by request): the
+            # same request runs out of memory again; the client must split it.
+            limit = self.db.memory_limit or "default"
+            self.refusals.refused(f"a request of {spans} span(s) (413): the store ran out of "
+                                  f"memory storing it alone (--store-memory {limit})", spans)
+            error = TooLargeToStore(
+                f"the store ran out of memory for this request's {spans} spans alone "
+                f"(--store-memory {limit}): send smaller batches, or raise --store-memory")
+            with self._lock:
+                self.stats.spans_rejected += spans
         elif is_store_error(exc, lake=self.db.lake is not None):
             logger.debug("loopscope collector: a batch of %d spans failed; not acknowledged: "
                          "%s: %s", spans, type(exc).__name__, exc)
             self._watch.failed(exc)  # logged once, when health turns
             error = StoreUnavailable(f"{type(exc).__name__}: {exc}")
-        else:  # out of memory, or a bug: this request fails, the store is not at fault
+        else:  # out of memory in a batch, or a bug: this request fails, the store is not at fault
             logger.error("loopscope collector: a request of %d spans failed; not acknowledged: "
                          "%s: %s", spans, type(exc).__name__, str(exc).split("\n", 1)[0])
             if is_out_of_memory(exc):

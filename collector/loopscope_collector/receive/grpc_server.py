@@ -28,7 +28,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from ..normalize.spans import Decoded
-from ..pipeline.jobs import Overloaded, PipelineStopped, Rejected
+from ..pipeline.jobs import Overloaded, PipelineStopped, Rejected, TooLargeToStore
 from ..pipeline.thread import Pipeline
 from ..storage.health import StoreUnavailable
 from .decode import (
@@ -72,7 +72,7 @@ class TraceService:
         try:
             with self.inflight.hold(len(body)) as held:
                 spans = self._decode(body, context, held)
-                self._store(spans, context)
+                self._store(spans, context, held)
         except Busy as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE, f"not admitted, retry later: {exc}")
         return export_answer(spans)
@@ -92,7 +92,7 @@ class TraceService:
                 spans = decode_proto_request(request)
                 del request
                 size = estimate_decoded(len(spans), len(body), attribute_count(spans))
-                charge_decoded(held, size, len(spans))
+                charge_decoded(held, size)
                 return spans
         except DecodeError as exc:
             code = (grpc.StatusCode.RESOURCE_EXHAUSTED if isinstance(exc, PayloadTooLarge)
@@ -103,13 +103,25 @@ class TraceService:
             context.abort(code, message)
             raise  # abort raises; this line is for the type checker
 
-    def _store(self, spans: Decoded, context: grpc.ServicerContext) -> None:
+    def _store(self, spans: Decoded, context: grpc.ServicerContext, held: Hold) -> None:
+        """Hand the spans to the pipeline and wait until they are committed (or not: when
+        that takes too long, UNAVAILABLE, and ``held`` is kept until the pipeline is done with
+        the spans)."""
+        job = None
         try:
-            self.pipeline.submit(spans).wait(ACK_TIMEOUT_S)
+            job = self.pipeline.submit(spans)
+            job.wait(ACK_TIMEOUT_S)
         except Rejected as exc:
             self.pipeline.count_rejected(400)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        except (Overloaded, PipelineStopped, StoreUnavailable, TimeoutError) as exc:
+        except TooLargeToStore as exc:
+            self.pipeline.count_rejected(413)
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+        except TimeoutError as exc:
+            if job is not None:
+                job.add_done_callback(held.keep())
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"not stored, retry later: {exc}")
+        except (Overloaded, PipelineStopped, StoreUnavailable) as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE, f"not stored, retry later: {exc}")
         except Exception as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE,

@@ -3,8 +3,9 @@
 - ``POST /v1/traces``: OTLP/HTTP, protobuf or JSON, gzip/deflate. 200 only once the spans are
   committed to the store; 400 for a body that does not decode (any failure to decode is a
   400, never a dropped connection: ``decode``), 415 for a wrong content type or encoding,
-  413 for a body over the limit (after decompression, or once decoded: ``limits``), 400
-  naming the field for a value the store cannot hold, 503 with ``Retry-After`` only for what
+  413 for a body over the limit (after decompression; never for what it takes once decoded:
+  ``limits``) or one that alone runs the store out of memory, 400 naming the field for a value the store cannot
+  hold, 503 with ``Retry-After`` only for what
   a retry can fix: the bytes in flight are at the cap, the pipeline is overloaded or the store
   cannot be written now (clients retry 503; ingest is idempotent).
 - ``GET /v1/reads`` lists the named reads; ``GET /v1/reads/{name}?param=value`` runs one and
@@ -17,8 +18,13 @@
   (the store's only writer); labels feed the metrics.
 - ``GET /metrics``: Prometheus text format. ``GET /healthz``: 200 ``ok`` while the store can
   be written, else 503 ``failing: <why>`` (see ``storage.health``); spans then get 503 too.
-- Any other method on these paths: 405 with ``Allow``; any other path: 404.
+- A ``POST`` framed by neither ``Content-Length`` nor chunked encoding (HTTP/1.1 gives it
+  no body, so what its client meant to send would be lost): 411, and the connection closed.
+- ``HEAD`` on a route read with ``GET`` answers as ``GET`` would, without the body. Any other
+  method on these paths: 405 with ``Allow``; any other path: 404.
 
+A request whose head is over its limits is 414 (a target over 8 KiB) or 431 (a head over
+16 KiB, or of more than 100 header fields), before anything else (``connections``).
 With an auth token, every request must carry ``Authorization: Bearer <token>`` (else 401).
 
 HTTP itself is uvicorn's (``http_server``); the body is charged against the bytes in flight as
@@ -45,13 +51,13 @@ import duckdb
 from google.rpc import status_pb2
 
 from ..normalize.spans import Decoded
-from ..pipeline.jobs import Job, Overloaded, PipelineStopped, Rejected
+from ..pipeline.jobs import Job, Overloaded, PipelineStopped, Rejected, TooLargeToStore
 from ..pipeline.thread import Pipeline
 from ..reads import READS, UnknownRead
 from ..reads import read as run_named_read
 from ..storage import Database
 from ..storage.health import StoreUnavailable
-from .connections import CONNECTION_KEY, WatchedH11Protocol
+from .connections import CONNECTION_KEY, WatchedH11Protocol, head_refused
 from .decode import (
     DecodeError,
     PayloadTooLarge,
@@ -84,12 +90,14 @@ thread (which stores and judges), more only take turns with it (BENCHMARKS.md)."
 READ_THREADS: Final = 4
 
 _POST: Final = ("POST",)
-_GET: Final = ("GET",)
+_GET: Final = ("GET", "HEAD")
 _ROUTES: Final = {"/v1/traces": _POST, "/v1/labels": _POST, "/healthz": _GET, "/metrics": _GET,
                   "/v1/reads": _GET, "/v1/reads/": _GET}
 _JSON: Final = b"application/json"
 _TEXT: Final = b"text/plain; charset=utf-8"
 _PROTOBUF: Final = b"application/x-protobuf"
+_UNFRAMED: Final = ("Length Required: send the body with a Content-Length or chunked "
+                    "Transfer-Encoding (a POST framed by neither has no body)")
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -155,6 +163,22 @@ class _Exchange:
         value = self.headers.get(name)
         return None if value is None else value.decode("latin-1")
 
+    def head_refused(self) -> tuple[int, str] | None:
+        """414 or 431 and why, for a head over its limits (``connections``)."""
+        scope = self.scope
+        target = len(scope["raw_path"]) + (len(scope["query_string"]) + 1
+                                           if scope["query_string"] else 0)
+        fields = scope["headers"]
+        head = (len(scope["method"]) + target + 11  # "GET /x HTTP/1.1\r\n"
+                + sum(len(name) + len(value) + 4 for name, value in fields))
+        return head_refused(target, head, len(fields))
+
+    @property
+    def framed(self) -> bool:
+        """Whether the request's body is framed: by Content-Length, or chunked (h11 refuses
+        any other Transfer-Encoding). Without either, HTTP/1.1 gives a request no body."""
+        return b"content-length" in self.headers or b"transfer-encoding" in self.headers
+
     @property
     def connection(self) -> WatchedH11Protocol | None:
         conn = self.scope.get("extensions", {}).get(CONNECTION_KEY, {}).get("protocol")
@@ -211,18 +235,22 @@ class CollectorApp:
 
     async def _route(self, ex: _Exchange) -> None:
         path, method = ex.scope["path"], ex.scope["method"]
+        if refused := ex.head_refused():
+            status, why = refused
+            await ex.json(status, {"error": why}, close=True)
+            return
         if self.auth_token and not self._authorized(ex):
             close = not await self._drain(ex)
             await ex.json(401, {"error": "missing or wrong bearer token"},
                           {"WWW-Authenticate": "Bearer"}, close=close)
             return
-        allowed = _allowed(path)
+        allowed = _allowed(path)  # (HEAD is answered as GET; uvicorn sends no body to it)
         if allowed is None:
             hint = "; OTLP goes to /v1/traces" if method == "POST" else ""
             close = not await self._drain(ex)
             await ex.json(404, {"error": f"no route {method} {path}{hint}"}, close=close)
         elif method not in allowed:
-            says = "is read with GET" if allowed == _GET else "takes POST"
+            says = "is read with GET (or HEAD)" if allowed == _GET else "takes POST"
             close = not await self._drain(ex)
             await ex.json(405, {"error": f"{path} {says}, not {method}"},
                           {"Allow": ", ".join(allowed)}, close=close)
@@ -324,6 +352,9 @@ class CollectorApp:
     # -- labels -------------------------------------------------------------------------------
 
     async def _label(self, ex: _Exchange) -> None:
+        if not ex.framed:
+            await ex.json(411, {"error": _UNFRAMED}, close=True)
+            return
         try:
             body = await self._small_body(ex, MAX_LABEL_BYTES)
         except PayloadTooLarge:
@@ -374,12 +405,14 @@ class CollectorApp:
     async def _export(self, ex: _Exchange) -> None:
         content_type = ex.header(b"content-type")
         protobuf = "json" not in (content_type or "").lower()
+        if not ex.framed:
+            await self._refuse(ex, 411, _UNFRAMED, protobuf, close=True)
+            return
         declared = ex.header(b"content-length")
         limit = self.max_body_bytes
-        if declared is not None and int(declared) > limit:
-            close = not await self._drain(ex)
+        if declared is not None and int(declared) > limit:  # answered before its body
             await self._refuse(ex, 413, f"body of {declared} bytes is over the limit of "
-                                        f"{limit}", protobuf, close=close)
+                                        f"{limit}", protobuf, close=True)
             return
         conn = ex.connection
         loop = asyncio.get_running_loop()
@@ -406,7 +439,7 @@ class CollectorApp:
             if isinstance(spans, Busy):
                 await self._busy(ex, spans, protobuf)
                 return
-            await self._store(ex, spans, protobuf)
+            await self._store(ex, spans, protobuf, hold)
 
     async def _not_admitted(self, ex: _Exchange, exc: Busy, protobuf: bool) -> None:
         """503 to a request whose body did not fit, or was evicted: at once on a connection
@@ -445,8 +478,8 @@ class CollectorApp:
                 hold: Hold) -> Decoded | DecodeError | Busy:
         """Decode on a decoding thread, charging memory before it is taken (``limits``):
         what parsing may take, then, once the spans are counted, what their records will
-        take, then what they take (a request that alone takes more than the whole budget is
-        413)."""
+        take, then what they take (a request that alone takes more than the whole budget
+        waits until nothing else is in flight: ``limits``)."""
         try:
             with decoding():
                 data = inflate(body, content_encoding=encoding, max_bytes=self.max_body_bytes)
@@ -457,7 +490,7 @@ class CollectorApp:
                     max_bytes=self.max_body_bytes,
                     admit=lambda count: charge_counted(hold, count, wire))
                 size = estimate_decoded(len(spans), len(data), attribute_count(spans))
-                charge_decoded(hold, size, len(spans))
+                charge_decoded(hold, size)
             return spans
         except (DecodeError, Busy) as exc:
             # Returned, not raised, and without its traceback: an exception that crosses an
@@ -488,16 +521,29 @@ class CollectorApp:
             raise TimeoutError(f"spans not stored within {ACK_TIMEOUT_S:.0f} s") from None
         job.wait(0)
 
-    async def _store(self, ex: _Exchange, spans: Decoded, protobuf: bool) -> None:
-        """Hand the spans to the pipeline and answer once they are committed (or not)."""
+    async def _store(self, ex: _Exchange, spans: Decoded, protobuf: bool, hold: Hold) -> None:
+        """Hand the spans to the pipeline and answer once they are committed (or not: when
+        that takes too long, the answer is 503 and ``hold`` is kept until the pipeline is done
+        with the spans)."""
         retry = {"Retry-After": RETRY_AFTER_S}
+        job = None
         try:
-            await self._stored(self.pipeline.submit(spans))
+            job = self.pipeline.submit(spans)
+            await self._stored(job)
         except Rejected as exc:
             self.pipeline.count_rejected(400)
             await self._otlp_error(ex, 400, str(exc), protobuf)
             return
-        except (Overloaded, PipelineStopped, StoreUnavailable, TimeoutError) as exc:
+        except TooLargeToStore as exc:
+            self.pipeline.count_rejected(413)
+            await self._otlp_error(ex, 413, str(exc), protobuf)
+            return
+        except TimeoutError as exc:
+            if job is not None:
+                job.add_done_callback(hold.keep())
+            await self._otlp_error(ex, 503, f"not stored, retry later: {exc}", protobuf, retry)
+            return
+        except (Overloaded, PipelineStopped, StoreUnavailable) as exc:
             await self._otlp_error(ex, 503, f"not stored, retry later: {exc}", protobuf, retry)
             return
         except Exception as exc:

@@ -4,8 +4,8 @@ HTTP/1.1 framing, keep-alive, pipelining and malformed requests are uvicorn's an
 that serves millions of requests a day: a request it cannot frame (a ``Content-Length`` that
 is not ASCII digits, two that disagree, a broken chunk) is answered 400 and the connection
 closed. What is the collector's own is thin and lives beside it: the routes, auth and
-admission (``http_app``, ``limits``) and the connection cap and deadlines
-(``connections``). The server runs its event loop on a thread of its own, so the collector
+admission (``http_app``, ``limits``) and the connection cap, deadlines and limits on a
+request's head (``connections``). The server runs its event loop on a thread of its own, so the collector
 starts and stops it like the gRPC server. Its ``Server`` header says ``loopscope-collector``
 and nothing about Python or uvicorn.
 """
@@ -26,7 +26,7 @@ from ..pipeline.thread import Pipeline
 from ..storage import Database
 from .connections import ConnectionWatch, WatchedH11Protocol
 from .http_app import ACK_TIMEOUT_S, RETRY_AFTER_S, CollectorApp
-from .limits import MAX_BODY_BYTES, InFlight
+from .limits import MAX_BODY_BYTES, MAX_HEAD_BYTES, InFlight
 
 __all__ = ["ACK_TIMEOUT_S", "MAX_BODY_BYTES", "RETRY_AFTER_S", "CollectorHTTPServer"]
 
@@ -75,6 +75,7 @@ class CollectorHTTPServer:
             lifespan="off", loop="asyncio", log_config=None, log_level=logging.WARNING,
             access_log=False, proxy_headers=False, server_header=False,
             headers=[("server", SERVER_HEADER)], backlog=128,
+            h11_max_incomplete_event_size=MAX_HEAD_BYTES,
             timeout_keep_alive=int(self.watch.idle_timeout_s) + 1,
             timeout_graceful_shutdown=5,
         )

@@ -15,7 +15,11 @@ arriving for a second at least: slow bodies cannot hold the budget against fast 
 stored) are never evicted; when they alone fill the budget, the newcomer waits (503).
 
 A request is always admitted when nothing else is in flight, so one request up to the request
-size limit never waits for ever.
+size limit never waits for ever. The two limits agree: a request under the request size limit
+is never refused as too large for the budget. One that alone takes more than the whole budget
+once decoded (a 30 MiB body of minimal spans takes about 600 MiB) is admitted only alone (503
+while others hold bytes), so the memory held is at most the budget or that one request,
+whichever is more.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from ..normalize.spans import SpanRecord
-from .errors import AdmissionError, PayloadTooLarge
+from .errors import AdmissionError
 
 # The admission limits' defaults, each stated here once: the receivers and the collector's
 # flags (``loopscope collector --max-*``, ``--*-timeout``) read them from this module, which
@@ -35,7 +39,8 @@ MAX_BODY_BYTES: Final = 32 * 1024 * 1024
 """Largest request accepted, HTTP or gRPC, compressed or not (after decompression too)."""
 MAX_INFLIGHT_BYTES: Final = 192 * 1024 * 1024
 """Default cap on the memory requests hold at once: bodies as they arrive, then their
-decoded spans (``decoded_size``), until their batch commits."""
+decoded spans (``decoded_size``), until their batch commits; a request that alone takes more
+is admitted alone (module docstring)."""
 MAX_CONNECTIONS: Final = 256
 """Default cap on open HTTP connections (well below the usual 1,024 file descriptors)."""
 HEADER_TIMEOUT_S: Final = 10.0
@@ -44,6 +49,12 @@ BODY_TIMEOUT_S: Final = 60.0
 """Time to receive a request's body once its headers are read."""
 IDLE_TIMEOUT_S: Final = 30.0
 """Time a connection may wait for its (next) request."""
+MAX_TARGET_BYTES: Final = 8 * 1024
+"""Longest HTTP request target (path and query) read; longer is 414."""
+MAX_HEAD_BYTES: Final = 16 * 1024
+"""Largest HTTP request head (request line and header fields) read; larger is 431."""
+MAX_HEADER_FIELDS: Final = 100
+"""Most header fields an HTTP request may have; more is 431."""
 JUDGED_AFTER_S: Final = 1.0
 """A body is judged slow only once it has been arriving this long: fast requests that
 happen to start together never evict one another."""
@@ -156,6 +167,7 @@ class Hold:
         self.started = time.monotonic()
         self.receiving = evict is not None
         self.evicted = False
+        self.kept = False
 
     def grow(self, size: int) -> None:
         """Hold ``size`` more bytes; ``Busy`` when they do not fit, or this hold was evicted."""
@@ -183,11 +195,19 @@ class Hold:
         """Give the bytes back (idempotent)."""
         self.owner._release(self)
 
+    def keep(self) -> Callable[[], None]:
+        """Keep the bytes past the ``with`` block, for a request answered before the pipeline
+        is done with its spans (its acknowledgement timed out): they are still in memory, and
+        a retry must not be admitted beside them. Returns what releases them."""
+        self.kept = True
+        return self.release
+
     def __enter__(self) -> Hold:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.release()
+        if not self.kept:
+            self.release()
 
 
 PARSE_FACTOR: Final = 4
@@ -207,8 +227,7 @@ def charge_counted(hold: Hold, spans: int, data: int) -> None:
     """Once the body is parsed and its ``spans`` counted, before their records are built:
     hold what the body, the parsed message and the records will take together
     (``charge_decoded``)."""
-    charge_decoded(hold, estimate_decoded(spans, data) + spans * PARSED_SPAN_BYTES + data,
-                   spans)
+    charge_decoded(hold, estimate_decoded(spans, data) + spans * PARSED_SPAN_BYTES + data)
 
 
 def estimate_decoded(spans: int, data: int, attributes: int | None = None) -> int:
@@ -231,24 +250,28 @@ def attribute_count(spans: Sequence[SpanRecord]) -> int:
     return sum(len(span.attributes) + len(span.resource) for span in spans)
 
 
-def charge_decoded(hold: Hold, size: int, spans: int = 0, *, shrink: bool = True) -> None:
-    """Make ``hold`` ``size`` bytes, what a request's decoded spans take.
+def charge_decoded(hold: Hold, size: int, *, shrink: bool = True) -> None:
+    """Make ``hold`` ``size`` bytes, what a request's decoded spans take. A request that
+    alone takes more than the whole budget is held all the same when nothing else is in
+    flight (``InFlight``): under the request size limit, no request is too large for the
+    budget, it only waits its turn.
 
     Raises:
-        PayloadTooLarge: the request alone takes more than the whole budget: it can never be
-            admitted, so it is the client's to split (413), not to retry.
-        Busy: it does not fit now (503).
+        Busy: it does not fit now (503); for a request over the whole budget, the message
+            says it is admitted alone.
     """
-    budget = hold.owner.max_bytes
-    if size > budget:
-        raise PayloadTooLarge(
-            f"the request's spans take about {size // 2**20} MiB once decoded, more than the "
-            f"{budget // 2**20} MiB the collector holds at once (--max-inflight-bytes): send "
-            "smaller batches", spans=spans)
-    if shrink:
-        hold.resize(size)
-    else:
-        hold.grow(size - hold.size)
+    try:
+        if shrink:
+            hold.resize(size)
+        else:
+            hold.grow(size - hold.size)
+    except Busy:
+        budget = hold.owner.max_bytes
+        if size <= budget:
+            raise
+        raise Busy(f"this request takes about {size // 2**20} MiB once decoded, more than the "
+                   f"{budget // 2**20} MiB the collector holds at once (--max-inflight-bytes): "
+                   "it is admitted when no other request is in flight") from None
 
 
 def decoded_size(spans: Sequence[SpanRecord]) -> int:
