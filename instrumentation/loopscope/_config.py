@@ -2,9 +2,11 @@
 provider, once.
 
 Setup fails loudly (``ValueError`` naming the setting and where the bad value came from);
-everything after setup fails quietly. loopscope's exporter (``_export``) costs a dead
-collector's agent only dropped spans, which are counted, never time; it retries a busy one,
-and bounds the flush at exit.
+everything after setup fails quietly. loopscope adds an exporter of its own only where nobody
+else decides where spans go: not with ``OTEL_TRACES_EXPORTER=none``, nor to a provider that
+already has span processors (unless ``endpoint=`` is passed). Its exporter (``_export``) costs
+a dead collector's agent only dropped spans, which are counted, never time; it retries a busy
+one, and bounds the flush at exit.
 """
 
 from __future__ import annotations
@@ -165,10 +167,30 @@ def configure(**options: Unpack[Options]) -> Settings:
 
 def _why_no_exporter(*, explicit_endpoint: bool) -> str | None:
     """Why loopscope adds no exporter of its own, or ``None`` when it does: the SDK is
-    disabled."""
+    disabled; ``$OTEL_TRACES_EXPORTER`` is ``none``; or the provider already has span
+    processors someone else added (their exporters decide where spans go). An ``endpoint``
+    argument overrides the last two."""
     if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return "$OTEL_SDK_DISABLED is true"
+    if explicit_endpoint:
+        return None
+    exporters = os.environ.get("OTEL_TRACES_EXPORTER", "").lower().replace(" ", "").split(",")
+    if "none" in exporters:
+        return "$OTEL_TRACES_EXPORTER is none"
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, TracerProvider) and _has_processors_of_others(provider):
+        return ("the TracerProvider already has span processors, whose exporters send the "
+                "spans (pass endpoint= to add loopscope's beside them)")
     return None
+
+
+def _has_processors_of_others(provider: TracerProvider) -> bool:
+    """Whether span processors other than loopscope's are on ``provider``. The SDK has no
+    public way to list them; its multi-processor holds them in ``_span_processors`` (a
+    provider without that attribute counts as having none)."""
+    active = getattr(provider, "_active_span_processor", None)
+    processors = getattr(active, "_span_processors", ())
+    return any(not isinstance(p, SwitchProcessor) for p in processors)
 
 
 def _install(processor: SpanProcessor, resolved: Settings) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import socket
 import subprocess
 import sys
@@ -318,3 +319,79 @@ def test_the_export_timeout_is_opentelemetrys_unless_set(
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "soon")
     with pytest.raises(ValueError, match=r"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT.*'soon'"):
         timeout_s()
+
+
+def test_otel_traces_exporter_none_adds_no_exporter_and_the_guard_still_works(
+        closed_port: int, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """``OTEL_TRACES_EXPORTER=none``: loopscope adds no exporter (it added its own), and the
+    guard, which runs in the process, still stops a loop."""
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{closed_port}")
+    caplog.set_level(logging.INFO)
+    loopscope.instrument(mode="enforce", frameworks=[])
+    assert _config._STATE.processor is None
+    assert _told(caplog, "adding no exporter of its own: $OTEL_TRACES_EXPORTER is none")
+
+    @loopscope.tool(kind="read")
+    def search(query: str) -> str:
+        return "nothing new"
+
+    with pytest.raises(loopscope.LoopDetected), loopscope.episode(task="spin"):
+        for _ in range(10):
+            search("same")
+    assert set(_config.export_stats().values()) == {0}
+
+
+USERS_PROVIDER = textwrap.dedent("""
+    import json, sys
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    import loopscope
+
+    provider = TracerProvider()
+    mine = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(mine))
+    trace.set_tracer_provider(provider)
+    loopscope.instrument(frameworks=[], **({"endpoint": sys.argv[1]} if sys.argv[1:] else {}))
+
+    @loopscope.tool(kind="read")
+    def lookup(n):
+        return n
+
+    with loopscope.episode(task="three calls") as ep:
+        for i in range(3):
+            lookup(i)
+    provider.force_flush()
+    print(json.dumps({"processors": len(provider._active_span_processor._span_processors),
+                      "mine": len(mine.get_finished_spans()), "episode": ep.id,
+                      "loopscope": loopscope.export_stats()}))
+""")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("endpoint_argument", [False, True])
+def test_a_provider_the_user_configured_gets_no_exporter_unless_an_endpoint_is_passed(
+        endpoint_argument: bool, collector: CollectorProcess) -> None:
+    """A process whose TracerProvider already has the user's span processor (and exporter):
+    ``instrument()`` adds none of its own, although ``$OTEL_EXPORTER_OTLP_ENDPOINT`` names a
+    collector (it used to add one, and every span went out twice). ``endpoint=`` still adds
+    loopscope's beside the user's: both get every span, and the collector stores them."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OTEL_", "LOOPSCOPE_"))}
+    env["OTEL_EXPORTER_OTLP_ENDPOINT"] = collector.url
+    args = [collector.url] if endpoint_argument else []
+    done = subprocess.run([sys.executable, "-c", USERS_PROVIDER, *args], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["mine"] == 4
+    if endpoint_argument:
+        assert seen["processors"] == 2
+        assert seen["loopscope"]["exported"] == 4
+        eventually(lambda: len(collector.read("episode_spans", episode_id=seen["episode"])) == 4)
+    else:
+        assert seen["processors"] == 1
+        assert seen["loopscope"] == {k: 0 for k in seen["loopscope"]}
