@@ -2,19 +2,20 @@
 provider, once.
 
 Setup fails loudly (``ValueError`` naming the setting and where the bad value came from);
-everything after setup fails quietly. The exporter is wrapped so a dead collector costs the
-agent only dropped spans, which are counted, never time: exports run on the batch
-processor's thread, and after a failed export further batches are dropped at once for a few
-seconds instead of waiting on a connection that will not come.
+everything after setup fails quietly. loopscope adds an exporter of its own only where nobody
+else decides where spans go: not with ``OTEL_TRACES_EXPORTER=none``, nor to a provider that
+already has span processors (unless ``endpoint=`` is passed). Its exporter (``_export``) costs
+a dead collector's agent only dropped spans, which are counted, never time; it retries a busy
+one, and bounds the flush at exit.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypedDict, Unpack
 
@@ -22,9 +23,9 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from . import environment_variables as env
+from ._export import ExportProcessor, ExportStats, ResilientExporter
 from .conventions import gen_ai_latest_experimental
 from .detect import Policy
 from .detect.events import MODES
@@ -42,8 +43,10 @@ MAX_QUEUE_SPANS: Final = 16_384
 """Spans the batch processor holds before it drops (the SDK's default is 2,048): an agent
 that makes many fast tool and model calls outruns a 2,048-span queue, and the span it drops
 may be its run's root, which carries the outcome."""
-EXPORT_TIMEOUT_S: Final = 2.0
-DOWN_BACKOFF_S: Final = 5.0
+DEFAULT_EXPORT_TIMEOUT_S: Final = 10.0
+"""OpenTelemetry's export timeout, used unless ``$OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`` or
+``$OTEL_EXPORTER_OTLP_TIMEOUT`` sets one (in seconds, as OpenTelemetry's Python SDK reads them):
+a busy collector's ``Retry-After`` is waited out within it."""
 MAX_CONTENT_CHARS: Final = 4096
 
 
@@ -57,63 +60,6 @@ class Settings:
     policy: Policy = field(default_factory=Policy)
     capture_content: bool = False
     max_content_chars: int = MAX_CONTENT_CHARS
-
-
-@dataclass
-class ExportStats:
-    """Spans handed to the collector, and spans lost because it could not be reached."""
-
-    exported: int = 0
-    dropped: int = 0
-    failed_exports: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        """The counters as a plain dict."""
-        return {
-            "exported": self.exported,
-            "dropped": self.dropped,
-            "failed_exports": self.failed_exports,
-        }
-
-
-class ResilientExporter(SpanExporter):
-    """Wraps the OTLP exporter: counts what is lost, and stops waiting on a dead collector."""
-
-    def __init__(self, inner: SpanExporter, stats: ExportStats) -> None:
-        self.inner = inner
-        self.stats = stats
-        self._down_until = 0.0
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        """Export, or drop at once while the collector is known to be down."""
-        if time.monotonic() < self._down_until:
-            self.stats.dropped += len(spans)
-            return SpanExportResult.FAILURE
-        try:
-            result = self.inner.export(spans)
-        except Exception:
-            logger.debug("loopscope: span export raised", exc_info=True)
-            result = SpanExportResult.FAILURE
-        if result is SpanExportResult.SUCCESS:
-            self.stats.exported += len(spans)
-        else:
-            self.stats.dropped += len(spans)
-            self.stats.failed_exports += 1
-            self._down_until = time.monotonic() + DOWN_BACKOFF_S
-            if self.stats.failed_exports == 1:
-                logger.warning(
-                    "loopscope: collector unreachable; spans are being dropped "
-                    "(the agent is unaffected)"
-                )
-        return result
-
-    def shutdown(self) -> None:
-        """Shut the wrapped exporter down."""
-        self.inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Nothing is buffered here."""
-        return True
 
 
 class SwitchProcessor(SpanProcessor):
@@ -202,17 +148,49 @@ def configure(**options: Unpack[Options]) -> Settings:
         policy=_policy(options.get("policy")),
         capture_content=_capture_content(options.get("capture_content")),
     )
+    sending = None if span_processor is not None else _sending()  # (checked before any change)
     with _STATE.lock:
         previous = _STATE.settings
         _STATE.settings = resolved
         if span_processor is not None:
             _install(span_processor, resolved)
-        elif (not _STATE.instrumented or previous.endpoint != resolved.endpoint) and (
-            os.environ.get("OTEL_SDK_DISABLED", "").lower() != "true"
-        ):
-            _install(_otlp_processor(resolved), resolved)
+        elif sending is not None and (not _STATE.instrumented
+                                      or previous.endpoint != resolved.endpoint):
+            why_not = _why_no_exporter(explicit_endpoint=options.get("endpoint") is not None)
+            if why_not:
+                logger.info("loopscope: adding no exporter of its own: %s", why_not)
+            else:
+                _install(_otlp_processor(resolved, *sending), resolved)
         _STATE.instrumented = True
     return resolved
+
+
+def _why_no_exporter(*, explicit_endpoint: bool) -> str | None:
+    """Why loopscope adds no exporter of its own, or ``None`` when it does: the SDK is
+    disabled; ``$OTEL_TRACES_EXPORTER`` is ``none``; or the provider already has span
+    processors someone else added (their exporters decide where spans go). An ``endpoint``
+    argument overrides the last two."""
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return "$OTEL_SDK_DISABLED is true"
+    if explicit_endpoint:
+        return None
+    exporters = os.environ.get("OTEL_TRACES_EXPORTER", "").lower().replace(" ", "").split(",")
+    if "none" in exporters:
+        return "$OTEL_TRACES_EXPORTER is none"
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, TracerProvider) and _has_processors_of_others(provider):
+        return ("the TracerProvider already has span processors, whose exporters send the "
+                "spans (pass endpoint= to add loopscope's beside them)")
+    return None
+
+
+def _has_processors_of_others(provider: TracerProvider) -> bool:
+    """Whether span processors other than loopscope's are on ``provider``. The SDK has no
+    public way to list them; its multi-processor holds them in ``_span_processors`` (a
+    provider without that attribute counts as having none)."""
+    active = getattr(provider, "_active_span_processor", None)
+    processors = getattr(active, "_span_processors", ())
+    return any(not isinstance(p, SwitchProcessor) for p in processors)
 
 
 def _install(processor: SpanProcessor, resolved: Settings) -> None:
@@ -238,20 +216,55 @@ def _install(processor: SpanProcessor, resolved: Settings) -> None:
         old.shutdown()
 
 
-def _otlp_processor(resolved: Settings) -> SpanProcessor:
+def _otlp_processor(resolved: Settings, timeout_s: float, max_queue: int) -> SpanProcessor:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
+    from ._export_http import ObservedSession
+
+    url = resolved.endpoint.rstrip("/") + "/v1/traces"
     traces_url = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-    explicit = resolved.endpoint != _endpoint(None) or not traces_url
-    url = resolved.endpoint.rstrip("/") + "/v1/traces" if explicit else traces_url
-    exporter = ResilientExporter(
-        OTLPSpanExporter(endpoint=url, timeout=EXPORT_TIMEOUT_S), _STATE.stats
-    )
-    return BatchSpanProcessor(
-        exporter,
+    if traces_url and resolved.endpoint == _endpoint(None):  # the variable, used as is
+        url = traces_url
+    # A credential provider's session (``OTEL_PYTHON_EXPORTER_OTLP_HTTP_*_CREDENTIAL_PROVIDER``)
+    # wins over loopscope's: exports still work, only their failures are told less precisely.
+    session = None if any(name.endswith("_CREDENTIAL_PROVIDER") and value
+                          for name, value in os.environ.items()) else ObservedSession()
+    exporter = ResilientExporter(OTLPSpanExporter(endpoint=url, timeout=timeout_s,
+                                                  session=session),
+                                 _STATE.stats, endpoint=url, timeout_s=timeout_s)
+    if session is not None:
+        session.observer = exporter.note
+    return ExportProcessor(
+        exporter, max_queue=max_queue,
         schedule_delay_millis=None if "OTEL_BSP_SCHEDULE_DELAY" in os.environ
-        else SCHEDULE_DELAY_MS,
-        max_queue_size=None if "OTEL_BSP_MAX_QUEUE_SIZE" in os.environ else MAX_QUEUE_SPANS)
+        else SCHEDULE_DELAY_MS)
+
+
+def _sending() -> tuple[float, int]:
+    """The export timeout and the queue's size: ``$OTEL_EXPORTER_OTLP_TRACES_TIMEOUT``, then
+    ``$OTEL_EXPORTER_OTLP_TIMEOUT`` (seconds), then OpenTelemetry's 10 s; and
+    ``$OTEL_BSP_MAX_QUEUE_SIZE``, then ``MAX_QUEUE_SPANS``."""
+    timeout_s, max_queue = DEFAULT_EXPORT_TIMEOUT_S, MAX_QUEUE_SPANS
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"):
+        raw = os.environ.get(name, "").strip()
+        if raw:
+            timeout_s = _positive(raw, name)
+            break
+    raw = os.environ.get("OTEL_BSP_MAX_QUEUE_SIZE", "").strip()
+    if raw:
+        max_queue = int(_positive(raw, "OTEL_BSP_MAX_QUEUE_SIZE", whole=True))
+    return timeout_s, max_queue
+
+
+def _positive(raw: str, variable: str, *, whole: bool = False) -> float:
+    try:
+        value = int(raw) if whole else float(raw)
+    except ValueError:
+        value = 0
+    if not (value > 0 and math.isfinite(value)):
+        kind = "a positive whole number" if whole else "a positive number of seconds"
+        raise ValueError(f"${variable} must be {kind}, not {raw!r}")
+    return value
 
 
 def _endpoint(value: str | None) -> str:
@@ -322,5 +335,5 @@ def reset_for_tests() -> None:
             _STATE.processor.shutdown()
         _STATE.processor = None
         _STATE.settings = Settings()
-        _STATE.stats.exported = _STATE.stats.dropped = _STATE.stats.failed_exports = 0
+        _STATE.stats.reset()
         _STATE.instrumented = False

@@ -18,16 +18,21 @@ def instrument(*, frameworks: Sequence[str] | None = None, **options: Unpack[Opt
                ) -> Settings:
     """Connect this process to loopscope. Call once, early; calling again updates settings.
 
-    Joins an existing OpenTelemetry ``TracerProvider`` (adding one span processor) or creates
-    one with an OTLP/HTTP exporter. Safe to call twice: the second call changes settings and
-    never adds a second processor.
+    Creates an OpenTelemetry ``TracerProvider`` with an OTLP/HTTP exporter, or joins the
+    existing one (adding one span processor). It adds no exporter where the process already
+    decides where spans go: a provider that already has span processors (yours), or
+    ``$OTEL_TRACES_EXPORTER=none`` (an ``endpoint`` argument adds one all the same); the guard
+    works either way. Safe to call twice: the second call changes settings and never adds a
+    second processor. docs/agent-export.md says what the exporter does when the collector is
+    down, busy or slow, and what ``loopscope.export_stats()`` counts.
 
     Args:
         service_name: ``service.name`` of a provider loopscope creates. Defaults to
             ``$OTEL_SERVICE_NAME``, then ``"agent"``.
         endpoint: Collector base URL (``/v1/traces`` is appended). Defaults to
             ``$LOOPSCOPE_ENDPOINT``, then ``$OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` (used as
-            is), then ``$OTEL_EXPORTER_OTLP_ENDPOINT``, then ``http://127.0.0.1:4318``.
+            is), then ``$OTEL_EXPORTER_OTLP_ENDPOINT``, then ``http://127.0.0.1:4318``. Passed
+            here, it also adds loopscope's exporter where it would add none (above).
         mode: ``"observe"`` (record what the guard would do), ``"warn"`` (inject the
             correction into the tool result) or ``"enforce"`` (block repeated reads, raise
             ``LoopDetected`` on a stop). Defaults to ``$LOOPSCOPE_MODE``, then ``"observe"``.

@@ -3,8 +3,12 @@
 Precedence is always: the argument to ``loopscope.instrument()``, then the variable, then the
 default. The standard ``OTEL_*`` variables (``OTEL_SERVICE_NAME``,
 ``OTEL_EXPORTER_OTLP_ENDPOINT``, ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``,
-``OTEL_EXPORTER_OTLP_HEADERS``, ``OTEL_BSP_SCHEDULE_DELAY``, ``OTEL_RESOURCE_ATTRIBUTES``,
-``OTEL_SDK_DISABLED``) are honoured as the OpenTelemetry SDK defines them.
+``OTEL_EXPORTER_OTLP_HEADERS``, ``OTEL_EXPORTER_OTLP_TIMEOUT``,
+``OTEL_EXPORTER_OTLP_TRACES_TIMEOUT``, ``OTEL_BSP_SCHEDULE_DELAY``, ``OTEL_BSP_MAX_QUEUE_SIZE``,
+``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_TRACES_EXPORTER`` (``none``: no exporter),
+``OTEL_SDK_DISABLED``) are honoured as the OpenTelemetry SDK defines them (the timeouts in
+seconds, as its Python SDK reads them); a timeout or queue size that is not a positive number
+is a ``ValueError`` from ``instrument()``.
 """
 
 from typing import Final
