@@ -215,12 +215,16 @@ limit coalesce($limit, 100);
 
 -- name: episode
 -- requires: episode_id
--- One episode's row, with the task its root span reported (loopscope.task).
+-- One episode's row, with the task its root span reported (loopscope.task) and the tool
+-- calls the agent counted (loopscope.tool_calls: with the calls' own numbers, what tells the
+-- calls lost at the end of a run).
 -- `status`: ended, running or ended without a summary (fragment run_status), and
 -- `silent_s`, the silence that ends a run without a summary.
 select e.*,
        (select s.attributes ->> 'loopscope.task' from spans s
             where s.trace_id = e.trace_id and s.span_id = e.root_span_id) as task,
+       (select try_cast(s.attributes ->> 'loopscope.tool_calls' as integer) from spans s
+            where s.trace_id = e.trace_id and s.span_id = e.root_span_id) as agent_tool_calls,
        /*fragment run_status*/ as status,
        coalesce($stale_s, 300) as silent_s
 from episodes e
@@ -228,9 +232,11 @@ where e.episode_id = $episode_id;
 
 -- name: episode_tool_calls
 -- requires: episode_id
--- Every tool call of one episode, in the order they ran.
-select trace_id, span_id, tool, call_id, kind, step, start_ns, end_ns, convention, signature,
-       args_text, output_hash, output_text, output_size, content_captured, status,
+-- Every tool call of one episode, in the order they ran (as the collector's detection orders
+-- them); call_ordinal is the agent's own number of the call, when its instrumentation sets one.
+select trace_id, span_id, tool, call_id, kind, step, call_ordinal, start_ns, end_ns,
+       convention, signature, args_text, output_hash, output_text, output_size,
+       content_captured, status,
        error_message, guard_mode, guard_action, guard_decision, guard_reason, guard_flags,
        progress, streak, collector_progress, collector_streak, idempotency_key, write_status,
        tokens_in, tokens_out, cost_usd
