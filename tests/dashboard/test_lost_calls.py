@@ -93,3 +93,35 @@ def test_an_enforce_run_whose_stopped_call_was_lost_says_where_its_guard_stopped
     assert f"Stopped at call {stopped} by " in _texts(at, "warning")
     assert {m.label: m.value for m in at.metric}["Tool calls"] == "4 of 8"
 
+
+def test_the_policy_page_names_a_lossy_runs_calls_by_the_agents_numbers(
+        lossy_store: tuple[Path, dict[str, int]]) -> None:
+    """The Policy page's replay of the stored calls and the guard's own decision, side by
+    side, are named by the agent's numbers, and the calls that never arrived are the reason
+    the replay differs: the guard stopped at call 8, the replay, which never saw calls 2–4,
+    at a later one."""
+    import pandas as pd
+
+    from loopscope.detect import Policy
+    from loopscope_collector.reads import read
+    from loopscope_collector.storage import open_database
+    from loopscope_dashboard import replays
+
+    store, stops = lossy_store
+    db = open_database(store, read_only=True)
+    try:
+        runs = replays.stored_runs(pd.DataFrame(read(db, "replay_episodes", {})),
+                                   read(db, "replay_calls", {}))
+        decisions = pd.DataFrame(read(db, "guard_decisions", {"limit": 500}))
+    finally:
+        db.close()
+    verdicts = replays.replay_all(runs, Policy())
+    run = next(r for r in runs if r.episode_id == "lossy-observe")
+    assert [run.call_number(n) for n in range(1, run.calls + 1)] == [1, 5, 6, 7, 8, 9, 10, 11]
+    replayed = next(v for v in verdicts if v.episode_id == "lossy-observe")
+    assert replayed.stop_call is not None and replayed.stop_call > 4  # an agent's number
+    _, differs = replays.against_guards(runs, verdicts, decisions)
+    row = differs.set_index("episode_id").loc["lossy-observe"]
+    assert row["guard"] == f"stop at call {stops['lossy-observe']}"
+    assert row["replay"].startswith(f"stop at call {replayed.stop_call} ")
+    assert "calls 2–4 not received" in row["why"]

@@ -973,7 +973,8 @@ order by runs desc, newest_ns desc;
 -- name: replay_calls
 -- The tool calls and messages of the episodes replay_episodes returns for the same
 -- parameters, as the collector's detection is fed them (the columns of ToolCallRow that
--- detection reads; a message has a role and its content), in episode and step order.
+-- detection reads, and the agent's number of each call, which names the calls a replay
+-- flags; a message has a role and its content), in episode and step order.
 with chosen as (
     select e.episode_id
     from episodes e
@@ -983,8 +984,8 @@ with chosen as (
 )
 select * from (
     select t.trace_id, t.span_id, t.episode_id, t.service, t.tool, t.start_ns, t.end_ns,
-           t.convention, t.call_id, t.kind, t.step, t.signature, t.args_text, t.output_hash,
-           t.output_text, t.status, t.idempotency_key, t.intent, t.deadline_s,
+           t.convention, t.call_id, t.kind, t.step, t.call_ordinal, t.signature, t.args_text,
+           t.output_hash, t.output_text, t.status, t.idempotency_key, t.intent, t.deadline_s,
            t.deadline_stated, t.turn, t.reconciles, t.found, t.tokens_in,
            t.tokens_out, t.cost_usd, null::varchar as role, null::varchar as content
     from tool_calls t
@@ -992,7 +993,8 @@ select * from (
     union all
     select m.trace_id, m.span_id, m.episode_id, m.service, '' as tool, m.start_ns,
            m.start_ns as end_ns, 'loopscope' as convention, null as call_id, null as kind,
-           m.step, '' as signature, null as args_text, m.content_hash as output_hash,
+           m.step, null as call_ordinal, '' as signature, null as args_text,
+           m.content_hash as output_hash,
            null as output_text, 'ok' as status, null as idempotency_key, null as intent,
            null as deadline_s, null as deadline_stated, null as turn, null as reconciles,
            null as found,
