@@ -24,6 +24,8 @@ UNIQUE_COLOR: Final = "#c7c7c7"
 LOOP_FILL: Final = "rgba(214, 39, 40, 0.15)"
 CYCLE_FILL: Final = "rgba(148, 103, 189, 0.22)"
 ALERT_COLOR: Final = "#d62728"
+GAP_FILL: Final = "rgba(127, 127, 127, 0.12)"
+"""Calls the agent made whose spans never arrived (``truth.missing_calls``)."""
 WOULD_COLOR: Final = "#7f7f7f"
 """A would-be action (what enforce would have done; the call ran): hollow and grey."""
 NO_PROGRESS: Final = "none"
@@ -67,7 +69,8 @@ def loop_segments(calls: pd.DataFrame, detections: pd.DataFrame) -> list[Segment
     stretch as a one-call segment.
 
     ``calls`` needs ``call`` (the tool-call ordinal), ``span_id`` and ``collector_progress``;
-    ``detections`` needs ``span_id`` and ``kind`` (flags are placed by span).
+    ``detections`` needs ``span_id`` and ``kind`` (flags are placed by span). Calls that never
+    arrived (a gap in the agent's numbers) end a stretch: nothing is known of them.
     """
     if calls.empty:
         return []
@@ -79,8 +82,12 @@ def loop_segments(calls: pd.DataFrame, detections: pd.DataFrame) -> list[Segment
                 flags.setdefault(int(ordinal_of[span_id]), str(kind))
     stretches: list[tuple[int, int]] = []
     start: int | None = None
+    end = 0
     ordered = calls.sort_values("call")
     for ordinal, progress in zip(ordered["call"], ordered["collector_progress"], strict=True):
+        if start is not None and int(ordinal) != end + 1:  # a gap: the stretch ends there
+            stretches.append((start, end))
+            start = None
         if progress == NO_PROGRESS:
             start = int(ordinal) if start is None else start
             end = int(ordinal)
@@ -103,7 +110,8 @@ def loop_segments(calls: pd.DataFrame, detections: pd.DataFrame) -> list[Segment
 
 
 def tool_timeline(calls: pd.DataFrame, detections: pd.DataFrame | None = None,
-                  *, budget_limit: float | None = None) -> go.Figure:
+                  *, budget_limit: float | None = None,
+                  missing: list[tuple[int, int]] | None = None) -> go.Figure:
     """The run's tool calls, call ordinal across and tool down, one trace per signature; loop
     segments shaded; below, the calls used against the budget with what the guard did
     (filled: warned, blocked, stopped) apart from what enforce would have done where that is
@@ -111,7 +119,9 @@ def tool_timeline(calls: pd.DataFrame, detections: pd.DataFrame | None = None,
 
     ``calls`` is ``queries.episode_tool_calls``: ``call``, ``tool``, ``signature``,
     ``collector_progress``, ``guard_action`` / ``guard_decision``, ``status``, and
-    ``args_text`` when content was captured (then it names the signatures).
+    ``args_text`` when content was captured (then it names the signatures). ``missing``
+    (``truth.missing_calls``) are the agent's calls that never arrived: grey bands, named.
+    The calls used are the agent's count at each call (its number), what a budget counts.
     """
     detections = detections if detections is not None else pd.DataFrame()
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.72, 0.28],
@@ -138,7 +148,12 @@ def tool_timeline(calls: pd.DataFrame, detections: pd.DataFrame | None = None,
                       fillcolor=CYCLE_FILL if segment.is_cycle else LOOP_FILL,
                       annotation_text=segment.kind, annotation_position="top left",
                       row=1, col=1)
-    used = pd.Series(range(1, len(calls) + 1), index=calls.index)
+    for first, last in missing or ():
+        fig.add_vrect(x0=first - 0.45, x1=last + 0.45, line_width=0, fillcolor=GAP_FILL,
+                      annotation_text=truth.gap_text([(first, last)]).replace(
+                          " not received", "<br>not received"),
+                      annotation_position="bottom left", row=1, col=1)
+    used = calls["call"].astype(int)
     fig.add_trace(go.Scatter(x=calls["call"], y=used, mode="lines", name="tool calls used",
                              line={"color": "#555", "shape": "hv"}), row=2, col=1)
     if budget_limit is not None:
@@ -162,7 +177,8 @@ def tool_timeline(calls: pd.DataFrame, detections: pd.DataFrame | None = None,
         ), row=2, col=1)
     fig.update_yaxes(title_text="tool", row=1, col=1, type="category")
     fig.update_yaxes(title_text="calls", row=2, col=1, rangemode="tozero")
-    fig.update_xaxes(title_text="call", row=2, col=1, dtick=1 if len(calls) <= 40 else None)
+    fig.update_xaxes(title_text="call", row=2, col=1,
+                     dtick=1 if int(calls["call"].max()) <= 40 else None)
     fig.update_layout(height=520, margin={"t": 30, "b": 30}, legend_title_text="signature")
     return fig
 

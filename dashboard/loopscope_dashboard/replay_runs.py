@@ -28,7 +28,8 @@ _RANK: Final[dict[str, int]] = {name: i for i, name in enumerate(ACTIONS)}
 
 @dataclass(frozen=True, slots=True)
 class PolicyVerdict:
-    """What enforce mode under one policy does to one run (calls are 1-based ordinals)."""
+    """What enforce mode under one policy does to one run (calls are 1-based ordinals: the
+    agent's own numbers where its SDK set them, ``StoredRun.call_number``)."""
 
     episode_id: str
     action: str
@@ -73,7 +74,7 @@ def verdict(run: StoredRun, policy: Policy) -> PolicyVerdict:
         outcome=run.outcome,
         progress_after_kill=report.progress_after(kill.step),
     )
-    calls = flag_calls(run.episode)
+    calls = [run.call_number(n) for n in flag_calls(run.episode)]  # (the agent's numbers)
     saved = 0 if stop_step is None else sum(
         1 for step in run.episode.steps[stop_step + 1:] if step.get("type") == "tool")
     cost = report.cost_after(stop_step + 1) if stop_step is not None else None

@@ -32,7 +32,7 @@ from loopscope.policy_file import changes_of, plain, to_json
 from loopscope_collector.offline.stored_runs import stored_runs as runs_from_rows
 
 from .replay_runs import PolicyVerdict, StoredRun, build_episodes, replay_chunk, verdict
-from .truth import RANK
+from .truth import RANK, gap_text, gaps_in
 
 __all__ = [
     "FIELD_WORDS",
@@ -479,7 +479,7 @@ def guard_recorded(runs: Sequence[StoredRun],
         if not run.rows:
             continue
         start, tool = run.columns.index("start_ns"), run.columns.index("tool")
-        calls_of[run.episode_id] = {(int(row[start]), str(row[tool])): i
+        calls_of[run.episode_id] = {(int(row[start]), str(row[tool])): run.call_number(i)
                                     for i, row in reversed(list(enumerate(_calls(run), 1)))}
     found: dict[str, tuple[str, int | None, set[str]]] = {}
     for episode_id, time_ns, tool, decision, action, flags in zip(
@@ -543,6 +543,9 @@ def _why(run: StoredRun) -> str:
     if text and not any(row[i] is not None for row in _calls(run) for i in text):
         reasons.append("content not captured (the store has hashes, not arguments and "
                        "outputs)")
+    gaps = gaps_in(run.call_number(n) for n in range(1, run.calls + 1))
+    if gaps:
+        reasons.append(f"{gap_text(gaps)} (the agent's spans of them never reached the store)")
     if len(_calls(run)) == len(run.rows):
         reasons.append("the model's messages are not stored (the agent did not record them: "
                        "`ep.record_message`)")

@@ -11,14 +11,18 @@ Two facts are easy to mix up, and every page keeps them apart:
 
 Calls are numbered once, by their **tool-call ordinal**: call 1 is the run's first tool call.
 Tables, timelines, flags and the stop diagnostic all use it; the agent's own step index
-(``tool_calls.step``, which counts the model's messages too) is translated to it here.
+(``tool_calls.step``, which counts the model's messages too) is translated to it here. The
+ordinal is the **agent's**: the number its SDK put on the call's span (``call_ordinal``,
+``loopscope.call.ordinal``), the one its log and its stop diagnostic give. A call whose span
+never arrived leaves a gap ("calls 2–4 not received") instead of renumbering the calls after
+it; only a run whose instrumentation numbers no calls is numbered in the order its calls ran.
 
 Pure functions over the frames ``queries`` returns, so the wording is tested without Streamlit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 import pandas as pd
@@ -52,11 +56,72 @@ def would_be(happened: object, enforce_would: object) -> str | None:
 
 
 def number_calls(calls: pd.DataFrame) -> pd.DataFrame:
-    """``calls`` (in the order they ran) with ``call`` = 1, 2, … as its first column."""
+    """``calls`` (in the order they ran) with ``call`` as its first column: the agent's own
+    number of each call (``call_ordinal``) when every call carries one and no two share it,
+    else 1, 2, … in the order they ran (an instrumentation that numbers no calls, or a store
+    from before the agents numbered them)."""
     numbered = calls.copy()
-    if "call" not in numbered.columns:
-        numbered.insert(0, "call", range(1, len(numbered) + 1))
+    if "call" in numbered.columns:
+        return numbered
+    numbered.insert(0, "call", _agent_numbers(numbered)
+                    if _numbered_by_agent(numbered) else range(1, len(numbered) + 1))
     return numbered
+
+
+def _numbered_by_agent(calls: pd.DataFrame) -> bool:
+    if calls.empty or "call_ordinal" not in calls.columns:
+        return False
+    own = calls["call_ordinal"]
+    return bool(own.notna().all() and (own > 0).all() and own.is_unique)
+
+
+def _agent_numbers(calls: pd.DataFrame) -> list[int]:
+    return [int(n) for n in calls["call_ordinal"]]
+
+
+def by_agent(calls: pd.DataFrame) -> bool:
+    """Whether ``number_calls`` numbered ``calls`` by the agent's own numbers."""
+    return (_numbered_by_agent(calls) and "call" in calls.columns
+            and [int(n) for n in calls["call"]] == _agent_numbers(calls))
+
+
+def missing_calls(calls: pd.DataFrame, made: object = None) -> list[tuple[int, int]]:
+    """The agent's calls the store lacks, as ranges of call numbers (first, last): the
+    numbers below the highest one received, and above it up to ``made`` (the run's own count
+    of its tool calls, from its final span) when given. Empty when the calls are not
+    numbered by the agent: a count of what arrived cannot tell what did not."""
+    if not by_agent(calls):
+        return []
+    made = int(made) if isinstance(made, int | float) and not isinstance(made, bool) \
+        and not _missing(made) else None
+    return gaps_in([int(n) for n in calls["call"]], made)
+
+
+def gaps_in(numbers: Iterable[int], made: int | None = None) -> list[tuple[int, int]]:
+    """The numbers from 1 to the highest of ``numbers`` (or ``made``, when higher) that are
+    not among them, as ranges (first, last)."""
+    have = set(numbers)
+    last = max([*have, made or 0], default=0)
+    gaps: list[tuple[int, int]] = []
+    for n in range(1, last + 1):
+        if n in have:
+            continue
+        if gaps and gaps[-1][1] == n - 1:
+            gaps[-1] = (gaps[-1][0], n)
+        else:
+            gaps.append((n, n))
+    return gaps
+
+
+def gap_text(gaps: list[tuple[int, int]]) -> str:
+    """``[(2, 4), (9, 9)]`` in words: ``calls 2–4 and 9 not received`` (``call 9 not
+    received`` for one); empty for none."""
+    if not gaps:
+        return ""
+    parts = [f"{a}" if a == b else f"{a}–{b}" for a, b in gaps]
+    listed = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+    many = len(gaps) > 1 or gaps[0][0] != gaps[0][1]
+    return f"{'calls' if many else 'call'} {listed} not received"
 
 
 def call_of_step(calls: pd.DataFrame, step: object) -> int | None:
@@ -71,15 +136,25 @@ def call_of_step(calls: pd.DataFrame, step: object) -> int | None:
 
 
 def flag_calls(detections: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
-    """``detections`` with ``call``: the flagged call's ordinal (by span, else the collector's
-    0-based ordinal + 1), first column, in call order."""
+    """``detections`` with ``call``: the flagged call's number (by span), first column, in
+    call order. A flag on a message (a monologue) is at the call that would follow it: the
+    collector's ``ordinal`` counts the calls it received before the message, so it is
+    translated through them (the call after the last received one before it)."""
     if detections.empty:
         return detections
-    by_span = dict(zip(calls.get("span_id", []), calls.get("call", []), strict=True))
+    numbers = [int(n) for n in calls["call"]] if "call" in calls.columns else []
+    by_span = dict(zip(calls.get("span_id", []), numbers, strict=True))
     flagged = detections.copy()
-    fallback = flagged["ordinal"] + 1 if "ordinal" in flagged.columns else None
+    ordinals = flagged["ordinal"] if "ordinal" in flagged.columns else None
+
+    def after(received: int) -> int:
+        """The number of the call after the first ``received`` calls that arrived."""
+        if 0 < received <= len(numbers):
+            return numbers[received - 1] + 1
+        return received + 1
+
     flagged.insert(0, "call", [
-        by_span.get(span, None if fallback is None else int(fallback.iloc[i]))
+        by_span.get(span, None if ordinals is None else after(int(ordinals.iloc[i])))
         for i, span in enumerate(flagged["span_id"])
     ])
     return flagged.sort_values("call", kind="stable")
@@ -205,7 +280,9 @@ def stop_story(episode: Mapping[str, Any], diagnostic: Mapping[str, Any] | None,
                calls: pd.DataFrame) -> tuple[str, str]:
     """How the run ended, as (kind, text): kind ``stopped`` (a guard stopped it), ``would``
     (it was not stopped, but enforce would have), ``open`` (it is running, or ended without
-    its final span: ``episode["status"]``), or ``none``. Call numbers are ordinals."""
+    its final span: ``episode["status"]``), or ``none``. Call numbers are the agent's
+    (``number_calls``); a stop at a call whose span never arrived is named by the number the
+    guard's diagnostic gives it (``call``), as the agent's log named it."""
     reason = episode.get("stop_reason") or "unknown"
     mode = episode.get("guard_mode") or "no"
     stopped = episode.get("happened") == "stopped" or reason in GUARD_STOPS
@@ -217,16 +294,21 @@ def stop_story(episode: Mapping[str, Any], diagnostic: Mapping[str, Any] | None,
             return "stopped", f"Stopped: {reason}."
         return "none", f"Not stopped: the run ended with stop reason {reason}."
     at = call_of_step(calls, diagnostic.get("step"))
+    table = calls  # where the Steps table's facts about that call are read
+    if at is None:  # the call's span never arrived: the agent's number, as its log gave it
+        at = _number(diagnostic.get("call"))
+        if not by_agent(calls):  # (the table numbers what arrived: none of its rows is it)
+            table = calls.iloc[0:0]
     where = f" at call {at}" if at is not None else ""
     by = diagnostic.get("detector") or diagnostic.get("terminated_by") or "the guard"
     streak = diagnostic.get("no_progress_streak")
     last = call_of_step(calls, diagnostic.get("last_progress_step"))
     facts = []
-    shown = _shown_streak(calls, at)
+    shown = _shown_streak(table, at)
     if shown is not None:  # the Steps table's count at that call: one number on the page
         facts.append(f"{shown} call(s) without progress up to call {at}, that call included")
     elif isinstance(streak, int):
-        facts.append(f"{streak} call(s) without progress{_streak_end(calls, at, streak)}")
+        facts.append(f"{streak} call(s) without progress{_streak_end(table, at, streak)}")
     if last is not None:
         facts.append(f"last progress at call {last}")
     tail = f" ({'; '.join(facts)})" if facts else ""
@@ -235,6 +317,12 @@ def stop_story(episode: Mapping[str, Any], diagnostic: Mapping[str, Any] | None,
         return "stopped", f"Stopped{where} by {by}{tail}.{hint}"
     return "would", (f"Not stopped: this {mode}-mode run ended with stop reason {reason}. "
                      f"Enforce mode would have stopped it{where} by {by}{tail}.{hint}")
+
+
+def _number(value: object) -> int | None:
+    """A call number from a diagnostic: a positive int, else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 \
+        else None
 
 
 def _shown_streak(calls: pd.DataFrame, at: int | None) -> int | None:

@@ -167,6 +167,7 @@ class ToolCallScope:
         )
         with guard.lock:
             decision = self._before = guard.monitor.before_call(call)
+            ordinal = guard.monitor.tool_calls  # this call's, as its diagnostics count it
         self._kind = decision.kind
         self._applied = applied_action(episode.mode, decision)
         if decision.action == "stop":
@@ -176,7 +177,7 @@ class ToolCallScope:
             **self.attributes,
             **c.tool_span_attributes(
                 tool=self.tool, episode_id=episode.id, step=decision.step,
-                signature=self._signature, args_text=args_text,
+                signature=self._signature, args_text=args_text, call=ordinal,
                 arguments=args_text[: episode.max_content_chars]
                 if episode.capture_content else None,
                 call_id=self.call_id, kind=self._kind,

@@ -68,6 +68,11 @@ differ from the defaults, ``{}`` for the defaults). The dashboard's Policy page 
 # -- loopscope: one tool call ---------------------------------------------------------------
 STEP: Final = "loopscope.step"
 """0-based index of the step in its episode."""
+CALL_ORDINAL: Final = "loopscope.call.ordinal"
+"""1-based ordinal of the tool call in its episode, as the guard counts calls (messages not
+included): call 1 is the run's first tool call. The number the agent's log, its stop
+diagnostic (``call``) and the dashboard give a call, so a call whose span was lost on the way
+leaves a gap ("calls 2–4 not received") instead of renumbering the calls after it."""
 TOOL_KIND: Final = "loopscope.tool.kind"
 TOOL_KIND_SOURCE: Final = "loopscope.tool.kind_source"
 """Where the kind came from: ``declared``, ``annotation`` (MCP), ``method`` (HTTP), ``name``
@@ -158,6 +163,7 @@ def tool_span_attributes(
     signature: str,
     args_text: str,
     arguments: str | None,
+    call: int | None = None,
     call_id: str | None = None,
     kind: str | None = None,
     kind_source: str | None = None,
@@ -173,7 +179,8 @@ def tool_span_attributes(
     live call (``loopscope._call``), the collector for a recorded one
     (``loopscope_collector.offline.synthetic_spans``). ``arguments`` is the text recorded as
     the call's arguments, ``None`` when content is not captured; ``args_text`` is what the
-    size counts. Empty optional values are left out."""
+    size counts; ``call`` the call's 1-based ordinal among the run's tool calls. Empty optional
+    values are left out."""
     attributes: dict[str, Any] = {
         GEN_AI_OPERATION_NAME: OP_EXECUTE_TOOL,
         GEN_AI_TOOL_NAME: tool,
@@ -184,6 +191,8 @@ def tool_span_attributes(
         ARGS_SIZE: len(args_text),
         CONTENT_CAPTURED: arguments is not None,
     }
+    if call is not None:
+        attributes[CALL_ORDINAL] = call
     if call_id:
         attributes[GEN_AI_TOOL_CALL_ID] = call_id
     if kind:

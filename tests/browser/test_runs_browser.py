@@ -334,6 +334,40 @@ def test_a_url_with_filters_reopens_the_same_view(live: dict[str, Any]) -> None:
     again.close()
 
 
+def test_a_run_whose_calls_were_partly_lost_keeps_the_agents_numbers(
+        live: dict[str, Any]) -> None:
+    """An observe-mode run of the real SDK whose calls 2–4 never reached the collector (its
+    spans left out, as an exporter drops them when its queue is full): the Episode page
+    names the gap, its Steps table numbers the calls 1, 5, 6, … and the would-be stop is at
+    the call the agent's own log line named, not at its place among the calls that arrived."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dashboard"))
+    from lossy_runs import lossy_spans
+
+    spans, stops = lossy_spans()
+    request = urllib.request.Request(
+        live["collector"] + "/v1/traces", data=encode_spans(spans).SerializeToString(),
+        headers={"Content-Type": "application/x-protobuf"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status == 200
+    wait_for(lambda: len(_rows(live, "episode_tool_calls", episode_id="lossy-observe")) == 8)
+    page = live["browser"].new_page(viewport=VIEWPORT)
+    _open(page, f"{live['dashboard']}/episode?episode=lossy-observe", ".st-key-waterfall",
+          "episode-lost-calls")
+    text = _main_text(page)
+    assert "Calls 2–4 not received: the agent made 11 tool calls" in text
+    would = stops["lossy-observe"]
+    assert f"Enforce mode would have stopped it at call {would} by " in text
+    assert would == 8 and "stopped it at call 5 " not in text  # (its place among the arrived)
+    steps = page.locator('[data-testid="stDataFrame"]').last  # the Steps table
+    steps.scroll_into_view_if_needed()
+    page.wait_for_timeout(1000)
+    page.screenshot(path=str(ARTIFACTS / "runs-episode-lost-calls-steps.png"), full_page=True)
+    cells = steps.locator('[role="gridcell"][aria-colindex="1"]')
+    assert [cells.nth(i).inner_text() for i in range(cells.count())] == [
+        "1", "5", "6", "7", "8", "9", "10", "11"]
+    page.close()
+
+
 def test_the_collector_stopped_and_restarted_under_open_pages(live: dict[str, Any]) -> None:
     """The Overview and an Episode page stay open while the collector stops: each keeps what
     it showed under a banner with the time of the last good read, no traceback; the banner

@@ -48,6 +48,7 @@ def test_sdk_over_http_stores_calls_guard_decisions_and_flags(collector: Collect
     assert len({c["signature"] for c in calls}) == 1 and calls[0]["signature"]
     assert all(c["content_captured"] is False and c["args_text"] is None for c in calls)
     assert (calls[2]["guard_action"], calls[3]["guard_action"]) == ("warn", "block")
+    assert [c["call_ordinal"] for c in calls] == list(range(1, len(calls) + 1))  # the agent's
 
     flags = eventually(lambda: collector.read("episode_detections", episode_id="ep-spin"))
     assert flags[0]["ordinal"] == 2 and flags[0]["severity"] == "warn"
@@ -88,6 +89,7 @@ def test_foreign_genai_spans_over_grpc_are_detected(collector: CollectorProcess)
     calls = eventually(lambda: collector.read("episode_tool_calls", episode_id=trace_id))
     assert len(calls) == 4
     assert {c["convention"] for c in calls} == {"genai"}
+    assert {c["call_ordinal"] for c in calls} == {None}  # numbered in the order they ran
     assert len({c["signature"] for c in calls}) == 1  # key order does not matter
     assert all(c["content_captured"] for c in calls)
     flags = eventually(lambda: collector.read("episode_detections", episode_id=trace_id))

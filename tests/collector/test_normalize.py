@@ -582,6 +582,7 @@ def test_real_sdk_spans_keep_the_sdks_signature_hash_and_guard_fields() -> None:
         assert row.streak == attrs[c.STREAK]
         assert row.status == attrs[c.STATUS]
     assert [row.step for row in rows] == [0, 1, 2, 3]
+    assert [row.call_ordinal for row in rows] == [1, 2, 3, 4]  # the agent's own numbers
     flagged = [row for row in rows if row.guard_flags]
     assert flagged, "four identical reads must flag"
     assert flagged[-1].guard_flags == list(raw[flagged[-1].span_id][c.FLAGS])

@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "collector"))
 
 from demo_store import build_demo_store, demo_spans
 from fixture_store import build_empty_store, build_store
+from lossy_runs import lossy_spans
 
 
 @pytest.fixture(scope="session")
@@ -39,6 +40,14 @@ def uncaptured_store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     default): no arguments, outputs or tasks as text."""
     return build_demo_store(tmp_path_factory.mktemp("uncaptured") / "uncaptured.duckdb",
                             demo_spans(capture_content=False))
+
+@pytest.fixture(scope="session")
+def lossy_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, int]]:
+    """Two runs whose calls' spans were partly lost on the way (``lossy_runs``), stored by
+    the collector's pipeline, and the call each run's guard stopped, or would have, at."""
+    spans, stops = lossy_spans()
+    return build_demo_store(tmp_path_factory.mktemp("lossy") / "lossy.duckdb", spans), stops
+
 
 @pytest.fixture(scope="session")
 def empty_store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -155,3 +155,52 @@ def test_a_stop_message_counts_the_streak_the_steps_table_shows() -> None:
                 "at call 1") in truth.stop_story(episode, diagnostic, calls)[1]
     bare = calls.drop(columns=["streak"])
     assert "3 call(s) without progress before it" in truth.stop_story(episode, before, bare)[1]
+
+
+def test_calls_keep_the_agents_numbers_and_the_gaps_are_named() -> None:
+    """Numbered by the agent (``call_ordinal``) when every call has a distinct number, else
+    in the order they ran; the missing numbers, up to the run's own count, are ranges."""
+    from loopscope_dashboard import truth
+
+    stored = pd.DataFrame({"span_id": ["a", "b", "c", "d"], "call_ordinal": [1, 5, 6, 9]})
+    numbered = truth.number_calls(stored)
+    assert list(numbered["call"]) == [1, 5, 6, 9] and truth.by_agent(numbered)
+    assert truth.missing_calls(numbered) == [(2, 4), (7, 8)]
+    assert truth.missing_calls(numbered, 11) == [(2, 4), (7, 8), (10, 11)]
+    assert truth.gap_text([(2, 4), (7, 8), (10, 10)]) == "calls 2–4, 7–8 and 10 not received"
+    assert truth.gap_text([(9, 9)]) == "call 9 not received"
+    for foreign in ([None, None, None, None], [1, 5, None, 9], [1, 5, 5, 9]):
+        other = truth.number_calls(stored.assign(call_ordinal=foreign))
+        assert list(other["call"]) == [1, 2, 3, 4] and not truth.by_agent(other)
+        assert truth.missing_calls(other, 11) == []  # what arrived cannot tell what did not
+    # a flag on a message is at the call after the last one received before it
+    flags = truth.flag_calls(pd.DataFrame({"span_id": ["m", "d"], "ordinal": [2, 3],
+                                           "detector": ["monologue", "exact_repeat"]}),
+                             numbered)
+    assert list(flags["call"]) == [6, 9]
+
+
+def test_a_stop_at_a_call_that_never_arrived_is_named_by_the_agents_number() -> None:
+    from loopscope_dashboard import truth
+
+    calls = truth.number_calls(pd.DataFrame({"call_ordinal": [1, 5, 6, 7], "step": [0, 4, 5, 6],
+                                             "streak": [0, 1, 2, 3]}))
+    episode = {"stop_reason": "repeated_tool_call", "happened": "stopped"}
+    lost = {"step": 7, "call": 8, "detector": "exact_repeat", "no_progress_streak": 4}
+    assert truth.stop_story(episode, lost, calls)[1].startswith(
+        "Stopped at call 8 by exact_repeat (4 call(s) without progress before it)")
+    arrived = truth.number_calls(calls.drop(columns=["call", "call_ordinal"]))
+    assert "at call 8 by" in truth.stop_story(episode, lost, arrived)[1]
+
+
+def test_a_gap_is_a_grey_band_and_ends_a_loop_segment() -> None:
+    calls = SPIN.assign(call=[1, 2, 3, 4, 8, 9, 10])
+    detections = pd.DataFrame({"span_id": ["s3", "s5"], "kind": ["exact_repeat"] * 2})
+    assert charts.loop_segments(calls, detections) == [
+        charts.Segment(4, 4, "exact_repeat"), charts.Segment(8, 9, "exact_repeat")]
+    fig = charts.tool_timeline(calls, detections, missing=[(5, 7)])
+    gap = next(s for s in fig.layout.shapes if s.fillcolor == charts.GAP_FILL)
+    assert (gap.x0, gap.x1) == (4.55, 7.45)
+    assert "calls 5–7<br>not received" in {a.text for a in fig.layout.annotations}
+    used = next(t for t in fig.data if t.name == "tool calls used")
+    assert list(used.y) == [1, 2, 3, 4, 8, 9, 10]

@@ -107,6 +107,29 @@ def test_each_call_yields_one_execute_tool_span_with_the_attributes() -> None:
     assert tools[0]["attributes"][c.OUTPUT_HASH] != tools[1]["attributes"][c.OUTPUT_HASH]
 
 
+def test_each_tool_span_carries_its_call_ordinal_which_messages_do_not_advance() -> None:
+    """``loopscope.call.ordinal`` is the agent's number of the call (1 for the first), as the
+    guard counts calls: a message between calls moves ``loopscope.step`` on, not the ordinal,
+    and a call blocked by the guard still has its number. The dashboard shows the run's calls
+    by it, so a span lost on the way leaves a gap rather than renumbering the rest."""
+
+    @loopscope.tool(kind="read", name="search")
+    def search_impl(q: str) -> str:
+        return "nothing found"
+
+    with capture_spans(mode="enforce") as spans, loopscope.episode() as ep:
+        search_impl("a")
+        ep.record_message("assistant", "Let me look again.")
+        for _ in range(4):
+            search_impl("b")
+    tools = spans.tool_spans()
+    assert [s["attributes"][c.CALL_ORDINAL] for s in tools] == [1, 2, 3, 4, 5]
+    assert [s["attributes"][c.STEP] for s in tools] == [0, 2, 3, 4, 5]
+    assert "blocked" in {s["attributes"][c.STATUS] for s in tools}
+    [message] = [s for s in spans.as_dicts() if s["name"].startswith(c.OP_MESSAGE)]
+    assert c.CALL_ORDINAL not in message["attributes"]
+
+
 def test_tool_spans_name_the_agent_so_a_run_in_flight_is_named() -> None:
     """The root span, which names the agent too, is exported only when the run ends."""
 

@@ -23,9 +23,13 @@ def test_a_would_be_stop_is_one_log_line_per_run(mode: str,
     assert lines[0].startswith(f"loopscope: {mode} mode: enforce would stop run {run.episode_id}")
     assert run.stop_reason == "completed"  # the run itself went on
     # the number is the tool-call ordinal the dashboard and analyze show, not a step index
-    decisions = [s["attributes"].get("loopscope.guard.decision") for s in captured.tool_spans()]
+    tools = captured.tool_spans()
+    decisions = [s["attributes"].get("loopscope.guard.decision") for s in tools]
     would_stop_at = decisions.index("stop") + 1
     assert f" at call {would_stop_at} (" in lines[0]
+    # ... and the number that call's span carries (loopscope.call.ordinal), which the
+    # Episode page shows even when spans before it were lost
+    assert tools[would_stop_at - 1]["attributes"]["loopscope.call.ordinal"] == would_stop_at
 
 
 def test_enforce_mode_logs_no_would_be_stop(caplog: pytest.LogCaptureFixture) -> None:

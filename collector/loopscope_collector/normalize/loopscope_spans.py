@@ -80,6 +80,7 @@ def _tool_call(span: SpanRecord) -> ToolCallRow:
         row.status = status
     row.kind = text(attrs.get(c.TOOL_KIND))
     row.step = typed_int(attrs, c.STEP)
+    row.call_ordinal = typed_int(attrs, c.CALL_ORDINAL)
     row.deadline_s = as_float(attrs.get(c.TOOL_DEADLINE_S))
     stated = attrs.get(c.TOOL_DEADLINE_STATED)
     row.deadline_stated = stated if isinstance(stated, bool) else None

@@ -38,6 +38,9 @@ class ToolCallRow:
     model: str | None = None
     kind: str | None = None
     step: int | None = None
+    call_ordinal: int | None = None
+    """The agent's 1-based number of the call (``loopscope.call.ordinal``): kept when calls
+    before it were lost, unlike a count of the calls stored."""
     signature: str = ""
     args_text: str | None = None
     output_hash: str = ""

@@ -74,6 +74,7 @@ class Column:
 
 TYPED_ATTRIBUTES: Final[Mapping[str, Column]] = {
     c.STEP: Column(INTEGER, ("tool_calls.step", "messages.step")),
+    c.CALL_ORDINAL: Column(INTEGER, ("tool_calls.call_ordinal",)),
     c.OUTPUT_SIZE: Column(INTEGER, ("tool_calls.output_size",)),
     c.TURN: Column(INTEGER, ("tool_calls.turn",)),
     c.STREAK: Column(INTEGER, ("tool_calls.streak",)),

@@ -36,7 +36,7 @@ class StoredRun:
     chunk's episodes (the Policy page's ``replay_all``). Pickling drops a built episode.
     """
 
-    __slots__ = ("_built", "columns", "cost_usd", "episode_id", "first_loop_step",
+    __slots__ = ("_built", "_numbers", "columns", "cost_usd", "episode_id", "first_loop_step",
                  "human_false_kill", "label", "label_source", "outcome", "rows", "task_type")
 
     def __init__(self, episode_id: str, columns: tuple[str, ...],
@@ -59,6 +59,7 @@ class StoredRun:
         self.first_loop_step = first_loop_step
         self.human_false_kill = human_false_kill
         self._built: tuple[EpisodeRecord, tuple[int | None, ...]] | None = None
+        self._numbers: tuple[int, ...] | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_unpickle, (self.episode_id, self.columns, self.rows, self.task_type,
@@ -91,6 +92,33 @@ class StoredRun:
             build_episodes([self])
         assert self._built is not None
         return self._built[1]
+
+    def call_number(self, call: int) -> int:
+        """The agent's own number of the run's ``call``-th stored tool call (1-based, as a
+        replay counts the calls it was given): its ``call_ordinal`` when every stored call
+        of the run carries a distinct one, so a run whose calls were partly lost names them
+        as the agent's log and the Episode page do; else ``call``. Past the last stored call
+        (a flag at a message after it), counted on from the agent's last number."""
+        if self._numbers is None:
+            self._numbers = self._agent_numbers()
+        numbers = self._numbers
+        if not numbers or call < 1:
+            return call
+        return numbers[call - 1] if call <= len(numbers) else numbers[-1] + call - len(numbers)
+
+    def _agent_numbers(self) -> tuple[int, ...]:
+        """The stored calls' ``call_ordinal`` in the order they ran, or () when one lacks it
+        or two share it (then calls are numbered as stored)."""
+        if "call_ordinal" not in self.columns:
+            return ()
+        own = self.columns.index("call_ordinal")
+        role = self.columns.index("role") if "role" in self.columns else None
+        numbers = [values[own] for values in self.rows
+                   if role is None or values[role] is None]
+        if any(not isinstance(n, int) or n < 1 for n in numbers) or len(set(numbers)) < len(
+                numbers):
+            return ()
+        return tuple(numbers)
 
     def agent_step(self, step: int) -> int:
         """The agent's own step of replayed step ``step`` (as scenario labels count it), else

@@ -52,7 +52,7 @@ def episode_spans(
     resource = {"service.name": service, "telemetry.sdk.name": SCOPE}
     spans: list[SpanRecord] = []
     clock: int | None = None
-    tokens_in = tokens_out = turns = 0
+    tokens_in = tokens_out = turns = calls = 0
     for index, step in enumerate(episode.steps):
         t = step.get("t")
         at = base_ns if clock is None else clock + 1
@@ -66,13 +66,14 @@ def episode_spans(
             spans.append(_message_span(episode, step, index, trace_id, root_id, clock,
                                        resource))
             continue
-        spans.append(_tool_span(episode, step, index, policy, trace_id, root_id, clock,
+        calls += 1
+        spans.append(_tool_span(episode, step, index, calls, policy, trace_id, root_id, clock,
                                 resource, guard.get(index)))
     attributes: dict[str, Any] = {
         c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT,
         c.EPISODE_ID: episode.episode_id,
         c.OUTCOME: episode.outcome or "unknown",
-        c.TOOL_CALLS: sum(1 for step in episode.steps if step.get("type") == "tool"),
+        c.TOOL_CALLS: calls,
         c.MODEL_TURNS: turns,
         c.GEN_AI_USAGE_INPUT_TOKENS: tokens_in,
         c.GEN_AI_USAGE_OUTPUT_TOKENS: tokens_out,
@@ -118,8 +119,9 @@ def _message_span(
 
 
 def _tool_span(
-    episode: EpisodeRecord, step: Mapping[str, Any], index: int, policy: Policy, trace_id: str,
-    root_id: str, start_ns: int, resource: dict[str, Any], guard: tuple[Decision, Decision] | None,
+    episode: EpisodeRecord, step: Mapping[str, Any], index: int, call: int, policy: Policy,
+    trace_id: str, root_id: str, start_ns: int, resource: dict[str, Any],
+    guard: tuple[Decision, Decision] | None,
 ) -> SpanRecord:
     tool = str(step["tool"])
     args = step.get("args")
@@ -135,7 +137,7 @@ def _tool_span(
     key = step.get("idempotency_key")
     attributes: dict[str, Any] = {
         **c.tool_span_attributes(
-            tool=tool, episode_id=episode.episode_id, step=index,
+            tool=tool, episode_id=episode.episode_id, step=index, call=call,
             signature=before.signature if before is not None else "", args_text=args_text,
             arguments=args_text, call_id=str(step.get("tool_call_id") or "") or None,
             kind=step.get("kind") or None,

@@ -1,6 +1,7 @@
 """Episode: one run — its task, what happened apart from what enforce would have done, its
 calls on a timeline, its flags and guard decisions, and how it ended. Every table counts calls
-the same way (call 1 is the first tool call). Deep link: ``/episode?episode=ID``."""
+the same way (call 1 is the first tool call), by the agent's own numbers where its SDK set
+them, so calls whose spans never arrived are gaps, named. Deep link: ``/episode?episode=ID``."""
 
 import json
 
@@ -45,6 +46,8 @@ episode = {**episode, **{k: row.get(k) for k in ("happened", "enforce_would", "w
 calls = queries.episode_tool_calls(episode_id)
 detections = truth.flag_calls(queries.episode_detections(episode_id), calls)
 diagnostic = json.loads(episode["stop_diagnostic"]) if episode.get("stop_diagnostic") else None
+missing = truth.missing_calls(calls, episode.get("agent_tool_calls"))
+lost = sum(last - first + 1 for first, last in missing)
 
 st.title(episode.get("agent") or f"Episode {episode_id}")
 if episode.get("task"):
@@ -63,7 +66,9 @@ facts[0].metric("What happened", happened, border=True,
 facts[1].metric("Enforce mode would have", would or "done the same", border=True,
                 help="What the policy decided (loopscope.guard.decision, or the collector's "
                      "flags), where it is more than what happened: a would-be action.")
-facts[2].metric("Tool calls", len(calls), border=True)
+facts[2].metric("Tool calls", f"{len(calls)} of {len(calls) + lost}" if lost else len(calls),
+                border=True, help="The calls the store holds, of the calls the agent numbered "
+                "(the rest never arrived: see Steps)." if lost else None)
 facts[3].metric("Cost", "—" if episode.get("cost_usd") is None
                 else f"${episode['cost_usd']:.4f}", border=True)
 if episode.get("status", "ended") == "ended":
@@ -75,7 +80,8 @@ else:  # no final span yet: no outcome or stop reason to tell
 st.subheader("Timeline")
 limit = (diagnostic or {}).get("limit") if (diagnostic or {}).get("terminated_by") == "budget" \
     else None
-st.plotly_chart(charts.tool_timeline(calls, detections, budget_limit=limit), key="timeline")
+st.plotly_chart(charts.tool_timeline(calls, detections, budget_limit=limit, missing=missing),
+                key="timeline")
 st.caption("One marker per call, coloured by signature (grey: called once); hollow markers "
            "made no progress. Red bands are loop segments, purple ones oscillation cycles. "
            "Below: calls used; filled red marks are what the guard did (◆ warned, ✕ blocked, "
@@ -130,6 +136,12 @@ with right:
         downloads.offer(decisions, f"{episode_id}-guard-decisions", key="guard")
 
 st.subheader("Steps")
+if missing:
+    st.warning(f"{truth.gap_text(missing).capitalize()}: the agent made {len(calls) + lost} "
+               f"tool calls and {lost} of their spans never reached the store (its exporter "
+               "dropped them, or they were lost or sampled out on the way). Calls keep the "
+               "numbers the agent gave them, as its log and its stop diagnostic do; the "
+               "collector's own verdicts judge only the calls that arrived.")
 if calls.empty:
     st.info("This run has no tool calls yet.")
 else:
@@ -159,7 +171,9 @@ else:
                       "output_hash"],
         column_config={
             "call": st.column_config.NumberColumn("call", help="Tool-call ordinal: call 1 is "
-                                                  "the run's first tool call."),
+                                                  "the run's first tool call, numbered by the "
+                                                  "agent where its SDK did (a gap is a call "
+                                                  "that never arrived)."),
             "shown_progress": st.column_config.TextColumn(
                 "progress", help="The guard's verdict where it reported one (what its "
                 "decisions used), else the collector's."),

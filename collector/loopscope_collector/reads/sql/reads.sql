@@ -215,12 +215,16 @@ limit coalesce($limit, 100);
 
 -- name: episode
 -- requires: episode_id
--- One episode's row, with the task its root span reported (loopscope.task).
+-- One episode's row, with the task its root span reported (loopscope.task) and the tool
+-- calls the agent counted (loopscope.tool_calls: with the calls' own numbers, what tells the
+-- calls lost at the end of a run).
 -- `status`: ended, running or ended without a summary (fragment run_status), and
 -- `silent_s`, the silence that ends a run without a summary.
 select e.*,
        (select s.attributes ->> 'loopscope.task' from spans s
             where s.trace_id = e.trace_id and s.span_id = e.root_span_id) as task,
+       (select try_cast(s.attributes ->> 'loopscope.tool_calls' as integer) from spans s
+            where s.trace_id = e.trace_id and s.span_id = e.root_span_id) as agent_tool_calls,
        /*fragment run_status*/ as status,
        coalesce($stale_s, 300) as silent_s
 from episodes e
@@ -228,9 +232,11 @@ where e.episode_id = $episode_id;
 
 -- name: episode_tool_calls
 -- requires: episode_id
--- Every tool call of one episode, in the order they ran.
-select trace_id, span_id, tool, call_id, kind, step, start_ns, end_ns, convention, signature,
-       args_text, output_hash, output_text, output_size, content_captured, status,
+-- Every tool call of one episode, in the order they ran (as the collector's detection orders
+-- them); call_ordinal is the agent's own number of the call, when its instrumentation sets one.
+select trace_id, span_id, tool, call_id, kind, step, call_ordinal, start_ns, end_ns,
+       convention, signature, args_text, output_hash, output_text, output_size,
+       content_captured, status,
        error_message, guard_mode, guard_action, guard_decision, guard_reason, guard_flags,
        progress, streak, collector_progress, collector_streak, idempotency_key, write_status,
        tokens_in, tokens_out, cost_usd
@@ -967,7 +973,8 @@ order by runs desc, newest_ns desc;
 -- name: replay_calls
 -- The tool calls and messages of the episodes replay_episodes returns for the same
 -- parameters, as the collector's detection is fed them (the columns of ToolCallRow that
--- detection reads; a message has a role and its content), in episode and step order.
+-- detection reads, and the agent's number of each call, which names the calls a replay
+-- flags; a message has a role and its content), in episode and step order.
 with chosen as (
     select e.episode_id
     from episodes e
@@ -977,8 +984,8 @@ with chosen as (
 )
 select * from (
     select t.trace_id, t.span_id, t.episode_id, t.service, t.tool, t.start_ns, t.end_ns,
-           t.convention, t.call_id, t.kind, t.step, t.signature, t.args_text, t.output_hash,
-           t.output_text, t.status, t.idempotency_key, t.intent, t.deadline_s,
+           t.convention, t.call_id, t.kind, t.step, t.call_ordinal, t.signature, t.args_text,
+           t.output_hash, t.output_text, t.status, t.idempotency_key, t.intent, t.deadline_s,
            t.deadline_stated, t.turn, t.reconciles, t.found, t.tokens_in,
            t.tokens_out, t.cost_usd, null::varchar as role, null::varchar as content
     from tool_calls t
@@ -986,7 +993,8 @@ select * from (
     union all
     select m.trace_id, m.span_id, m.episode_id, m.service, '' as tool, m.start_ns,
            m.start_ns as end_ns, 'loopscope' as convention, null as call_id, null as kind,
-           m.step, '' as signature, null as args_text, m.content_hash as output_hash,
+           m.step, null as call_ordinal, '' as signature, null as args_text,
+           m.content_hash as output_hash,
            null as output_text, 'ok' as status, null as idempotency_key, null as intent,
            null as deadline_s, null as deadline_stated, null as turn, null as reconciles,
            null as found,

@@ -35,7 +35,7 @@ TOOL_CALLS: Final = schema([
     ("tokens_in", pa.int64()),
     ("tokens_out", pa.int64()), ("cost_usd", pa.float64()), ("dedup_key", pa.string()),
     ("collector_progress", pa.string()), ("collector_streak", pa.int32()),
-    ("collector", pa.string()),
+    ("collector", pa.string()), ("call_ordinal", pa.int32()),
 ])
 _COLLECTOR_COLUMNS: Final = ("dedup_key", "collector_progress", "collector_streak", "collector")
 """The columns the collector fills (the rest are a ``ToolCallRow``'s fields of those names)."""
