@@ -117,6 +117,24 @@ def restated(lines: tuple[frozenset[str], int], earlier: frozenset[str]) -> bool
     return again >= BLOCK_LINES and 2 * again >= count
 
 
+class _Said:
+    """An earlier assistant message as the echo check reads it: its words, the user turn it
+    answered, how many user messages came before it, and its long lines, read only when a
+    restatement has to be checked (most messages never need them)."""
+
+    __slots__ = ("_lines", "nudges", "text", "turn", "words")
+
+    def __init__(self, text: str, turn: int, nudges: int) -> None:
+        self.text, self.turn, self.nudges = text, turn, nudges
+        self.words = _sketch(text)
+        self._lines: tuple[frozenset[str], int] | None = None
+
+    def lines(self, min_words: int) -> tuple[frozenset[str], int]:
+        if self._lines is None:
+            self._lines = _lines(self.text, min_words)
+        return self._lines
+
+
 class Monologue:
     """Watches assistant messages. A message cannot be skipped: the first sign is a warning,
     and a monologue the warnings do not end is stopped (at the next model turn or tool
@@ -133,9 +151,7 @@ class Monologue:
         # Assistant messages since the last tool call (the last MAX_ECHOES + 1): kept as text
         # until there are enough of them for an echo to count, then as word sets.
         self._texts: list[tuple[str, int, int]] = []
-        self._sketches: list[tuple[frozenset[str], tuple[frozenset[str], int], int, int]] = []
-        """Each message's words, its long lines (``_lines``), the user turn it answered and
-        how many user messages came before it (``_nudges``)."""
+        self._sketches: list[_Said] = []
         self._nudges = 0
 
     def after(self, history: History, step: StepView) -> None:
@@ -160,20 +176,21 @@ class Monologue:
             del texts[: -MAX_ECHOES - 1]
             return 0
         if texts:  # enough messages now: read the ones kept as text
-            sketches += ((_sketch(t), _lines(t, self.min_words), n, u) for t, n, u in texts)
+            sketches += (_Said(t, n, u) for t, n, u in texts)
             texts.clear()
-        words, lines = _sketch(content), _lines(content, self.min_words)
-        sketches.append((words, lines, turn, self._nudges))
+        said = _Said(content, turn, self._nudges)
+        sketches.append(said)
         del sketches[: -MAX_ECHOES - 1]  # the current message and the MAX_ECHOES before it
-        if len(words) < self.min_words:
+        words, min_words = said.words, self.min_words
+        if len(words) < min_words:
             return 0
         return sum(
             1
-            for s, theirs, their_turn, nudges in sketches[:-1]
-            if len(s) >= self.min_words
-            and (similar(words, s, self.similarity)
-                 or (their_turn == turn and nudges != self._nudges
-                     and restated(lines, theirs[0])))
+            for other in sketches[:-1]
+            if len(other.words) >= min_words
+            and (similar(words, other.words, self.similarity)
+                 or (other.turn == turn and other.nudges != self._nudges
+                     and restated(said.lines(min_words), other.lines(min_words)[0])))
         )
 
     def message(self, history: History, role: str, content: str) -> Finding | None:
