@@ -276,6 +276,11 @@ def checkpoint_shortfall(path: str) -> str | None:
 
 DUCKDB_MAGIC: Final = b"DUCK"
 """A DuckDB database file has these bytes at offset 8."""
+STORAGE_VERSION: Final = "v1.0.0"
+"""The storage format of every file a read-write store writes, whichever DuckDB runs: the one
+DuckDB 1.4.4 writes itself, the oldest the collector extra takes and the lake's. DuckDB 2.x
+would otherwise write its own format, which 1.4.4 cannot open ("version number 999"), and a
+store moves between the two (``lake import --db`` runs on the lake's DuckDB)."""
 
 
 def _connect(path: str, *, read_only: bool,
@@ -301,6 +306,8 @@ def _connect(path: str, *, read_only: bool,
                                   "give the store a new name, such as loopscope.duckdb")
     config: dict[str, str | bool | int | float | list[str]] = (
         {"memory_limit": memory_limit} if memory_limit else {})
+    if not read_only:  # the files it writes, itself and ``export``'s, in STORAGE_VERSION
+        config["storage_compatibility_version"] = STORAGE_VERSION
     if not read_only and path != ":memory:":  # checkpoints are the pipeline's: see above
         config["checkpoint_threshold"] = "1TB"
     con = duckdb.connect(path, read_only=read_only, config=config)
