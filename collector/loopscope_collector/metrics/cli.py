@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from loopscope.detect.events import OUTCOMES
 
 from .. import environment_variables as env
-from ..lake_options import add_lake_options, lake_of
+from ..lake_options import add_lake_options, install_hint, lake_of
 
 if TYPE_CHECKING:
     from .compute import Reader
@@ -143,8 +143,8 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     try:
         from .compute import collect, format_table
     except ImportError as exc:
-        return _error(f"{exc.name or 'a dependency'} is missing. Install the collector with:  "
-                      "pip install 'loopscope[collector]'")
+        return _error(f"{exc.name or 'a dependency'} is missing. Install it with:  "
+                      f"{install_hint(args)}")
     if args.collector:
         try:
             report = collect(_http_reader(args.collector, args.auth_token), filters)
