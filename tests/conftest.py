@@ -39,3 +39,16 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip("../shared/data is not present beside the project")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def lake_extensions() -> None:
+    """Skips, with the message that says what to install, where the lake's DuckDB extensions
+    are missing or built for another DuckDB than this one (an environment on the current
+    DuckDB rather than the lake's: ``storage.lake.extension_directory``)."""
+    from loopscope_collector.storage.lake import LakeError, extension_directory
+
+    try:
+        extension_directory()
+    except LakeError as exc:
+        pytest.skip(str(exc))

@@ -64,8 +64,8 @@ def _fresh_venv(tmp_path: Path, spec: str) -> Path:
 
 @pytest.mark.timeout(600)
 def test_the_base_install_is_what_an_agent_needs(tmp_path: Path) -> None:
-    """``pip install loopscope`` (no extras) pulls no collector or dashboard dependency, and
-    the agent-side commands work in it."""
+    """``pip install loopscope`` (no extras) pulls no collector or dashboard dependency, the
+    agent-side commands work in it, and a command on a lake says to install the lake extra."""
     venv = _fresh_venv(tmp_path, str(ROOT))
     installed = subprocess.run(
         [str(venv / "bin" / "python"), "-m", "pip", "list", "--format=freeze"],
@@ -79,6 +79,14 @@ def test_the_base_install_is_what_an_agent_needs(tmp_path: Path) -> None:
     )
     assert demo.returncode == 0, demo.stderr
     assert "enforce" in demo.stdout and "loop detection rate" in demo.stdout
+    for command in ("metrics", "collector"):  # a lake's command names the lake extra
+        lake = subprocess.run(
+            [str(venv / "bin" / "loopscope"), command, "--lake", "ducklake:catalog.ducklake",
+             "--lake-data", str(tmp_path / "lake-data")],
+            capture_output=True, text=True, timeout=120,
+        )
+        assert lake.returncode != 0 and "pip install 'loopscope[lake]'" in lake.stderr, (
+            command, lake.stderr)
 
 
 @pytest.mark.timeout(900)

@@ -22,7 +22,15 @@ from loopscope.exit_codes import EXIT_OK, EXIT_USAGE
 
 from . import environment_variables as env
 from .alerts.options import add_alert_options, alert_settings
-from .lake_options import MIN_KEEP, add_lake_options, check_keep, every, interval, lake_of
+from .lake_options import (
+    MIN_KEEP,
+    add_lake_options,
+    check_keep,
+    every,
+    install_hint,
+    interval,
+    lake_of,
+)
 from .receive import limits as lim
 
 MIB: Final = 1024 * 1024
@@ -290,7 +298,7 @@ def cmd_collector(args: argparse.Namespace) -> int:
         from .app import Collector
     except ImportError as exc:
         print(f"loopscope collector: error: {exc.name or 'a dependency'} is missing. Install "
-              "the collector with:  pip install 'loopscope[collector]'", file=sys.stderr)
+              f"it with:  {install_hint(args)}", file=sys.stderr)
         return 2
     from loopscope.policy_file import load_policy
 

@@ -24,6 +24,14 @@ def add_lake_options(p: argparse._ActionsContainer, what: str) -> None:
                         f"${env.LAKE_DATA_ENV})")
 
 
+def install_hint(args: argparse.Namespace) -> str:
+    """What to install for a command that ``args`` give, when its dependencies are missing:
+    the lake extra when it names a lake (the lake's DuckDB with its extensions:
+    docs/deploy.md), the collector extra otherwise."""
+    extra = "lake" if getattr(args, "lake", None) else "collector"
+    return f"pip install 'loopscope[{extra}]'"
+
+
 def lake_of(args: argparse.Namespace, command: str) -> Any:
     """The ``storage.lake.Lake`` that ``--lake``/``--lake-data`` name, or None; exits with
     status 2 and a message naming what is wrong."""

@@ -77,7 +77,7 @@ def _call(n: int, *, mcp: bool = False) -> Span:
     if mcp:
         span.kind = Span.SPAN_KIND_CLIENT
         # 16 KiB of padding: more than the page of the write-ahead log a full disk can still
-        # hold (DuckDB 1.4 writes a small commit into it, and that commit is durable)
+        # hold (DuckDB 1.4.4 writes a small commit into it, and that commit is durable)
         for key, value in (("mcp.method.name", "tools/call"), ("jsonrpc.request.id", str(n)),
                            ("test.padding", "x" * 16384)):
             span.attributes.append(KeyValue(key=key, value=AnyValue(string_value=value)))
@@ -343,7 +343,7 @@ def test_a_checkpoint_without_room_fails_health_and_the_collector_recovers_once_
 ) -> None:
     """The collector checkpoints the write-ahead log past 16 MB; if the disk has no room
     for it then, it turns failing (one log line naming the checkpoint) rather than start a
-    checkpoint that DuckDB 1.4 would leave half-written and corrupt, and once space is freed
+    checkpoint that DuckDB 1.4.4 would not come back from, and once space is freed
     reopens the store and checkpoints by itself: every acknowledged span is there after a
     restart."""
     with _tmpfs(tmp_path / "disk", "64m") as disk:

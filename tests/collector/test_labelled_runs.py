@@ -84,6 +84,7 @@ def test_without_a_store_the_files_alone_are_calibrated(
                           "--lake)" in err, err
 
 
+@pytest.mark.usefixtures("lake_extensions")
 def test_a_lakes_labelled_runs_calibrate_as_the_store_they_came_from(
     store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -25,7 +25,7 @@ from loopscope.detect.events import OUTCOMES
 from loopscope.exit_codes import EXIT_BAD_INPUT, EXIT_OK
 
 from .. import environment_variables as env
-from ..lake_options import add_lake_options, lake_of
+from ..lake_options import add_lake_options, install_hint, lake_of
 from ..reads.filters import Filters
 
 if TYPE_CHECKING:
@@ -141,8 +141,8 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     try:
         from .compute import collect, format_table
     except ImportError as exc:
-        return _error(f"{exc.name or 'a dependency'} is missing. Install the collector with:  "
-                      "pip install 'loopscope[collector]'")
+        return _error(f"{exc.name or 'a dependency'} is missing. Install it with:  "
+                      f"{install_hint(args)}")
     if args.collector:
         try:
             report = collect(_http_reader(args.collector, args.auth_token), filters)

@@ -9,7 +9,7 @@ declaration, never by its look (``007`` stays text for a text parameter), so a v
 cannot take is refused, naming the parameter, before the read runs. A read lists the
 parameters it cannot do without (``-- requires: NAME``); any other parameter left out is bound
 as NULL (each read treats NULL as "no filter"). Results are fetched in full before returning:
-no half-read DuckDB result leaves this module (DuckDB 2.x
+no half-read DuckDB result leaves this module (DuckDB 2.0.1
 refuses a second query on a connection with a pending result).
 """
 

@@ -101,7 +101,8 @@ class Database:
             cur = self.con.cursor()
         try:
             name = cur.execute("select current_database()").fetchall()[0][0].replace('"', '""')
-            quoted = "'" + path.replace("'", "''") + "'"  # DuckDB 1.4 binds no ATTACH path
+            # DuckDB 1.4.4 binds no ATTACH path (a parse error; 2.0.1 binds one): quoted
+            quoted = "'" + path.replace("'", "''") + "'"
             cur.execute(f"attach {quoted} as loopscope_export")
             try:
                 cur.execute(f'copy from database "{name}" to loopscope_export')
@@ -255,9 +256,9 @@ MIGRATING: Final = ".migrating"
 def _migrate_file(con: duckdb.DuckDBPyConnection, path: str) -> None:
     """Migrate the store at ``path`` so that a crash at any instant leaves a file that opens.
 
-    DuckDB 1.4 cannot replay DDL whose defaults bind a function (``default
+    DuckDB 1.4.4 cannot replay DDL whose defaults bind a function (``default
     current_timestamp``) from its write-ahead log after a crash ("GetDefaultDatabase with no
-    default database set", duckdb#19712, fixed after 1.4.4). So the log is checkpointed
+    default database set", duckdb#19712; 2.0.1 replays it). So the log is checkpointed
     first (it then holds no acknowledged row), a marker is written beside the file, the
     migrations run, the log is checkpointed again and the marker removed. A marker found at
     the next open says the log holds schema changes only: ``_set_aside_interrupted_migration``.
@@ -300,11 +301,15 @@ def checkpoint_shortfall(path: str) -> str | None:
     """Why the disk of the store at ``path`` has no room to checkpoint its write-ahead log
     now, or None when it has.
 
-    DuckDB 1.4 leaves the file corrupt when a checkpoint fails half-way for a full disk
-    ("Corrupt database file: computed checksum ..." at the next read), so DuckDB's own
-    checkpoint at a commit is off (``_connect``) and a checkpoint starts only with the log's
-    size free on the disk, and a margin (the blocks it writes hold at most the log's data).
-    A log that cannot be checkpointed keeps every commit: it is replayed at the next open.
+    DuckDB 1.4.4 does not come back from its own checkpoint at a commit failing half-way for
+    a full disk: once space is freed the store still refuses writes (first seen as "Corrupt
+    database file: computed checksum ..."; 2.0.1 comes back, as
+    test_a_checkpoint_without_room_fails_health_and_the_collector_recovers_once_freed shows
+    on both with DuckDB's checkpoint left on). So DuckDB's own checkpoint at a commit is off
+    (``_connect``) and the pipeline's starts only with the log's size free on the disk, and
+    a margin (the blocks it writes hold at most the log's data), which also names the
+    shortfall for whoever frees the space. A log that cannot be checkpointed keeps every
+    commit: it is replayed at the next open.
     """
     try:
         wal = os.stat(f"{path}.wal").st_size
@@ -321,6 +326,11 @@ def checkpoint_shortfall(path: str) -> str | None:
 
 DUCKDB_MAGIC: Final = b"DUCK"
 """A DuckDB database file has these bytes at offset 8."""
+STORAGE_VERSION: Final = "v1.0.0"
+"""The storage format of every file a read-write store writes, whichever DuckDB runs: the one
+DuckDB 1.4.4 writes itself, the oldest the collector extra takes and the lake's. DuckDB 2.x
+would otherwise write its own format, which 1.4.4 cannot open ("version number 999"), and a
+store moves between the two (``lake import --db`` runs on the lake's DuckDB)."""
 
 
 def _connect(path: str, *, read_only: bool,
@@ -349,7 +359,9 @@ def _connect(path: str, *, read_only: bool,
                                   "give the store a new name, such as loopscope.duckdb")
     config: dict[str, str | bool | int | float | list[str]] = (
         {"memory_limit": memory_limit} if memory_limit else {})
-    if not read_only and path != ":memory:":  # checkpoints are the pipeline's: see above
+    if not read_only:  # the files it writes, itself and ``export``'s, in STORAGE_VERSION
+        config["storage_compatibility_version"] = STORAGE_VERSION
+    if not read_only and path != ":memory:":  # for DuckDB 1.4.4: ``checkpoint_shortfall``
         config["checkpoint_threshold"] = "1TB"
     con = duckdb.connect(path, read_only=read_only, config=config)
     if path != ":memory:":

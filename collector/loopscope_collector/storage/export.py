@@ -122,7 +122,8 @@ def _table(db: Database, table: str) -> pa.Table:
     """The whole table as Arrow, read on its own cursor and finished before returning."""
     cur = db.cursor()
     try:
-        data: pa.Table = cur.sql(f"select * from {table}").to_arrow_table()  # DuckDB 2.x name
+        # to_arrow_table: a relation has it on 1.4.4 and 2.0.1; 2.0.1 has no fetch_arrow_table
+        data: pa.Table = cur.sql(f"select * from {table}").to_arrow_table()
         return data
     finally:
         cur.close()

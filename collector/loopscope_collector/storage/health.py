@@ -92,8 +92,8 @@ HEADER_BYTES: Final = 3 * 4096
 """DuckDB's main header (the format's magic bytes) and its two database headers, which only a
 checkpoint writes. Every checkpoint of the store is the collector's own (``after_commit``,
 ``Database.checkpoint``: DuckDB's automatic one is off), so headers that change without one
-mean another database was written over the store. (DuckDB 1.4's main header holds no
-database id: two new files' main headers are the same bytes.)"""
+mean another database was written over the store. (The main header holds no database id,
+on DuckDB 1.4.4 and 2.0.1 alike: two new files' main headers are the same bytes.)"""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,10 @@ collectors commit to one lake concurrently: each commit is a DuckLake transactio
 DuckLake on conflict; a 200 means it committed.
 
 The extensions (ducklake, postgres_scanner, httpfs) come from the PyPI packages
-``duckdb-ext-*`` built for this DuckDB (pyproject pins both): DuckDB is told to load them from
-there and never to install or download one.
+``duckdb-ext-*``, built for DuckDB ``LAKE_DUCKDB`` only: the ``lake`` extra installs them with
+that DuckDB, and DuckDB is told to load them from there and never to install or download one.
+Without them, or on another DuckDB, opening a lake raises ``LakeError`` saying what to
+install; an embedded store needs none of this and runs on any DuckDB the collector extra takes.
 
 S3: ``--lake-data s3://bucket/prefix/`` takes its credentials and endpoint from the standard
 variables ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION`` and
@@ -32,6 +34,10 @@ import duckdb
 
 EXTENSIONS: Final = ("ducklake", "postgres_scanner", "httpfs")
 """Loaded into every lake connection, from the ``duckdb-ext-*`` packages."""
+LAKE_DUCKDB: Final = "1.4.4"
+"""The one DuckDB the ``duckdb-ext-*`` packages are built for, so the one a lake runs on
+(pyproject's ``lake`` extra pins it; docs/deploy.md says why)."""
+INSTALL: Final = "pip install 'loopscope[lake]'"
 ALIAS: Final = "loopscope_lake"
 """The name the lake is attached under (and made the default database)."""
 PREFIX: Final = "ducklake:"
@@ -82,20 +88,30 @@ def _without_password(catalog: str) -> str:
 
 
 def extension_directory() -> str:
-    """The folder DuckDB loads the packaged extensions from (``duckdb_ext/extensions``).
+    """The folder DuckDB loads the packaged extensions from (``duckdb_ext/extensions``),
+    checked to hold them for the DuckDB that runs (``v{version}/{platform}/*.duckdb_extension``).
 
     Raises:
-        LakeError: the ``duckdb-ext-*`` packages are not installed.
+        LakeError: the ``duckdb-ext-*`` packages are not installed, or are built for another
+            DuckDB than this one; the message says what to install.
     """
     spec = importlib.util.find_spec("duckdb_ext")
     locations = list(spec.submodule_search_locations or ()) if spec else []
+    built_for: set[str] = set()
     for location in locations:
         folder = Path(location) / "extensions"
-        if folder.is_dir():
+        if any((folder / f"v{duckdb.__version__}").glob("*/*.duckdb_extension")):
             return str(folder)
-    raise LakeError("the DuckLake extensions are not installed (the duckdb-ext-ducklake, "
-                    "duckdb-ext-postgres and duckdb-ext-httpfs packages): pip install "
-                    "'loopscope[collector]'")
+        built_for |= {found.parent.parent.name.removeprefix("v")
+                      for found in folder.glob("v*/*/*.duckdb_extension")}
+    if built_for:
+        raise LakeError(f"the lake's extensions installed here (the duckdb-ext-* packages) are "
+                        f"built for DuckDB {', '.join(sorted(built_for))}, and this is DuckDB "
+                        f"{duckdb.__version__}: a lake needs DuckDB {LAKE_DUCKDB}, which "
+                        f"{INSTALL} installs with them (docs/deploy.md)")
+    raise LakeError(f"a lake needs DuckDB's ducklake, postgres and httpfs extensions, which are "
+                    f"not installed: {INSTALL} installs them with the DuckDB they are built for "
+                    f"({LAKE_DUCKDB}; docs/deploy.md)")
 
 
 def connect(lake: Lake, *, memory_limit: str | None = None,
@@ -121,7 +137,8 @@ def connect(lake: Lake, *, memory_limit: str | None = None,
                 con.execute(f"load {name}")
             except duckdb.Error as exc:
                 raise LakeError(f"cannot load DuckDB's {name} extension from "
-                                f"{config['extension_directory']}: {exc}") from exc
+                                f"{config['extension_directory']}: {exc}; {INSTALL} installs "
+                                f"it with DuckDB {LAKE_DUCKDB}") from exc
         if lake.data_path.startswith("s3://"):
             _s3_secret(con)
         else:

@@ -129,7 +129,7 @@ def maintain(db: Any, keep: str, *, merge_below: int | None = None) -> dict[str,
     cur = db.cursor()
     try:
         # (as Arrow: the rows hold time stamps with a zone, which fetchall turns into Python
-        # datetimes only with pytz)
+        # datetimes only with pytz; fetch_arrow_table: a lake runs on DuckDB 1.4.4 only)
         return {step: cur.execute(sql).fetch_arrow_table().num_rows
                 for step, sql in steps.items()}
     finally:

@@ -37,7 +37,7 @@ def current_version(con: duckdb.DuckDBPyConnection) -> int:
     """The schema version of the open database (0 for an empty one)."""
     exists = con.execute(
         "select count(*) from information_schema.tables where table_name = 'schema_version'"
-    ).fetchall()  # fetchall: DuckDB 2 refuses new work while a result is unfinished
+    ).fetchall()  # fetchall: DuckDB 2.0.1 refuses new work while a result is unfinished
     if not exists[0][0]:
         return 0
     version = con.execute("select max(version) from schema_version").fetchall()[0][0]

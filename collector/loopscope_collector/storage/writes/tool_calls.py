@@ -174,7 +174,7 @@ _REBIND: Final = ("rebind_tool_calls", "rebind_detections", "rebind_guard_decisi
 def rebind_trace(cur: duckdb.DuckDBPyConnection, trace_id: str, episode_id: str) -> bool:
     """Move calls stored under the bare trace id to ``episode_id``; True if any moved."""
     moved = cur.execute(_SQL["count_bare_trace"], {"t": trace_id}).fetchall()
-    # fetchall: DuckDB 2 refuses new work while a result is unfinished
+    # fetchall: DuckDB 2.0.1 refuses new work while a result is unfinished
     if not moved[0][0]:
         return False
     params = {"t": trace_id, "e": episode_id}
