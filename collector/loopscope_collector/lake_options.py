@@ -62,13 +62,12 @@ def required_lake(args: argparse.Namespace, command: str) -> Any:
 def open_named_lake(lake: Any, command: str) -> Any:
     """``storage.open_lake(lake)``, exiting with status 1 and a message naming the lake and
     why when it cannot be opened."""
-    import duckdb
-
     from .storage import LakeError, SchemaError, open_lake
+    from .storage.errors import StoreError
 
     try:
         return open_lake(lake)
-    except (LakeError, SchemaError, duckdb.Error) as exc:
+    except (LakeError, SchemaError, StoreError) as exc:
         print(f"loopscope {command}: error: cannot open the lake {lake}: {exc}",
               file=sys.stderr)
         raise SystemExit(1) from None

@@ -47,7 +47,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, TypeVar
 from urllib.parse import parse_qsl
 
-import duckdb
 from google.rpc import status_pb2
 
 from ..normalize.spans import Decoded
@@ -56,6 +55,7 @@ from ..pipeline.thread import Pipeline
 from ..reads import READS, UnknownRead
 from ..reads import read as run_named_read
 from ..storage import Database
+from ..storage.errors import UNREADABLE_NOW
 from ..storage.health import StoreUnavailable
 from .connections import CONNECTION_KEY, WatchedH11Protocol, head_refused
 from .decode import (
@@ -337,7 +337,7 @@ class CollectorApp:
             return
         try:
             rows = await self._on(self.reading, run_named_read, self.db, name, params)
-        except (duckdb.IOException, duckdb.FatalException, StoreUnavailable) as exc:
+        except (*UNREADABLE_NOW, StoreUnavailable) as exc:
             await ex.json(503, {"error": f"read {name!r}: the store cannot be read now: "
                                          f"{exc}"}, {"Retry-After": RETRY_AFTER_S})
             return

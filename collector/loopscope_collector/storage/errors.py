@@ -17,12 +17,15 @@ from typing import Final, TypeAlias
 import duckdb
 import pyarrow as pa
 
-__all__ = ["Cursor", "StoreError", "StoreLocked", "is_conflict", "is_data_error",
-           "is_out_of_memory", "is_store_error"]
+__all__ = ["UNREADABLE_NOW", "Cursor", "StoreError", "StoreLocked", "is_conflict",
+           "is_data_error", "is_out_of_memory", "is_store_error"]
 
 Cursor: TypeAlias = duckdb.DuckDBPyConnection
 StoreError: Final = duckdb.Error
 StoreLocked: Final = duckdb.IOException
+UNREADABLE_NOW: Final = (duckdb.IOException, duckdb.FatalException)
+"""What a store that cannot be read now raises (its file gone or locked, the database
+invalidated): a read answers 503 and may be retried."""
 
 
 def is_data_error(exc: BaseException) -> bool:
