@@ -65,7 +65,8 @@ def _fresh_venv(tmp_path: Path, spec: str) -> Path:
 @pytest.mark.timeout(600)
 def test_the_base_install_is_what_an_agent_needs(tmp_path: Path) -> None:
     """``pip install loopscope`` (no extras) pulls no collector or dashboard dependency, the
-    agent-side commands work in it, and a command on a lake says to install the lake extra."""
+    agent-side commands work in it (and load without a word about the others), and a command
+    that needs an extra says which one, the lake's on a lake."""
     venv = _fresh_venv(tmp_path, str(ROOT))
     installed = subprocess.run(
         [str(venv / "bin" / "python"), "-m", "pip", "list", "--format=freeze"],
@@ -79,6 +80,15 @@ def test_the_base_install_is_what_an_agent_needs(tmp_path: Path) -> None:
     )
     assert demo.returncode == 0, demo.stderr
     assert "enforce" in demo.stdout and "loop detection rate" in demo.stdout
+    assert "unavailable" not in demo.stderr, demo.stderr  # every command's parser loads
+    for command, extra in ((["export", "--db", "x.duckdb"], "collector"),
+                           (["lake", "import", "--db", "x.duckdb", "--lake", "ducklake:c",
+                             "--lake-data", "d"], "lake")):
+        needs = subprocess.run([str(venv / "bin" / "loopscope"), *command],
+                               capture_output=True, text=True, timeout=120)
+        assert needs.returncode == 1, needs.stderr
+        assert f"pip install 'loopscope[{extra}]'" in needs.stderr, needs.stderr
+        assert "Traceback" not in needs.stderr, needs.stderr
     for command in ("metrics", "collector"):  # a lake's command names the lake extra
         lake = subprocess.run(
             [str(venv / "bin" / "loopscope"), command, "--lake", "ducklake:catalog.ducklake",

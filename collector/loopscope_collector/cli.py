@@ -21,6 +21,7 @@ from loopscope.environment_variables import DEFAULT_GRPC_PORT, DEFAULT_HTTP_PORT
 from loopscope.exit_codes import EXIT_OK, EXIT_USAGE
 
 from . import environment_variables as env
+from . import export_command
 from .alerts.options import add_alert_options, alert_settings
 from .lake_options import (
     MIN_KEEP,
@@ -139,11 +140,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def register_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``loopscope export``: a store's tables (``storage.export``) and, with
+    """``loopscope export``: a store's tables (``export_command``) and, with
     ``--prometheus-rules``, the spike alert as Prometheus rules (``alerts.prometheus_rules``)."""
-    from .storage import export
-
-    p = export.register(sub)
+    p = export_command.register(sub)
     rules = p.add_argument_group("Prometheus alerting rules")
     rules.add_argument("--prometheus-rules", metavar="FILE",
                        help="write the no-progress spike alert as Prometheus alerting rules "
@@ -157,8 +156,6 @@ def register_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def cmd_export(args: argparse.Namespace) -> int:
     """``loopscope export``: tables (``--db``), rules (``--prometheus-rules``), or both."""
-    from .storage import export
-
     if not args.db and not args.lake and not args.prometheus_rules:
         print("loopscope export: error: give --db FILE or --lake CATALOG (a store's tables) or "
               "--prometheus-rules FILE (the spike alert for Prometheus)", file=sys.stderr)
@@ -177,7 +174,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             Path(args.prometheus_rules).write_text(text, encoding="utf-8")
             print(f"prometheus rules  {args.prometheus_rules}  (check: promtool check rules "
                   f"{args.prometheus_rules})")
-    return export.cmd_export(args) if args.db or args.lake else EXIT_OK
+    return export_command.cmd_export(args) if args.db or args.lake else EXIT_OK
 
 
 def _instance(args: argparse.Namespace) -> str:

@@ -26,7 +26,6 @@ from loopscope.exit_codes import EXIT_BAD_INPUT, EXIT_OK
 
 from .. import environment_variables as env
 from ..lake_options import add_lake_options, install_hint, lake_of
-from ..reads.filters import Filters
 
 if TYPE_CHECKING:
     from .compute import Reader
@@ -135,6 +134,8 @@ def _http_reader(base: str, token: str | None) -> Reader:
 def cmd_metrics(args: argparse.Namespace) -> int:
     """Compute and print the metrics."""
     since_ns, until_ns = _window(args)  # a bad time is a ValueError: usage error upstream
+    from ..reads.filters import Filters  # (the reads need the collector extra)
+
     filters = Filters(service=args.service, agent=args.agent, model=args.model,
                       tool=args.tool, outcome=args.outcome, since_ns=since_ns,
                       until_ns=until_ns).params()

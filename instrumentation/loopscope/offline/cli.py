@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from ..detect.events import MODES
 from ..exit_codes import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE
@@ -445,6 +445,13 @@ def _version() -> str:
     return f"loopscope {__version__}"
 
 
+EXTRA_OF: Final = {
+    "duckdb": "collector", "pyarrow": "collector", "grpc": "collector", "uvicorn": "collector",
+    "h11": "collector", "streamlit": "dashboard", "plotly": "dashboard", "pandas": "dashboard",
+}
+"""Which extra brings a module a command may miss (``main``'s message names it)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``loopscope`` command."""
     parser = build_parser()
@@ -457,6 +464,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:  # bad settings: a clear message, not a traceback
         print(f"loopscope {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except ModuleNotFoundError as exc:  # a command whose extra is not installed
+        extra = EXTRA_OF.get((exc.name or "").split(".")[0], "all")
+        if extra == "collector" and (args.command == "lake" or getattr(args, "lake", None)):
+            extra = "lake"  # (a lake needs the DuckDB its extensions are built for)
+        print(f"loopscope {args.command}: error: {exc.name or 'a dependency'} is missing; "
+              f"this command needs the {extra} extra: pip install 'loopscope[{extra}]'",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
