@@ -178,7 +178,7 @@ def _grid_column(page: Any, column: int) -> list[str]:
     """The visible cells of one column of the first table (its accessible grid)."""
     cells = page.locator(f'[data-testid="stDataFrame"] [role="gridcell"]'
                          f'[aria-colindex="{column}"]')
-    return [cells.nth(i).inner_text() for i in range(cells.count())]
+    return cells.all_inner_texts()  # (one snapshot: a rerun may replace the grid's cells)
 
 
 def _grid_settles(page: Any, column: int, check: Any, timeout_s: float = 60.0) -> list[str]:
@@ -268,6 +268,11 @@ def test_a_healthy_run_is_found_by_a_search_and_opened_on_its_trace_view(
     steps.scroll_into_view_if_needed()
     episode.wait_for_timeout(1000)
     headers = steps.locator('[role="columnheader"]').all_inner_texts()
+    steps.hover()  # the grid draws only the columns in view: scroll right for the rest
+    for _ in range(4):
+        episode.mouse.wheel(1500, 0)
+        episode.wait_for_timeout(300)
+        headers += steps.locator('[role="columnheader"]').all_inner_texts()
     assert any("latency" in h for h in headers), headers
     context.close()
 

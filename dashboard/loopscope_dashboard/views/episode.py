@@ -193,8 +193,10 @@ else:
                 "minus its start."),
             "guard_action": st.column_config.TextColumn("guard did"),
             "would_be": st.column_config.TextColumn("enforce would"),
-            "args_text": st.column_config.TextColumn("arguments", max_chars=200),
-            "output_text": st.column_config.TextColumn("output", max_chars=200),
+            # (medium: a captured argument or output is long, and an auto-sized column would
+            # push the latency, progress and guard columns out of view)
+            "args_text": st.column_config.TextColumn("arguments", max_chars=200, width="medium"),
+            "output_text": st.column_config.TextColumn("output", max_chars=200, width="medium"),
         },
     )
     downloads.offer(steps, f"{episode_id}-steps", key="steps")
