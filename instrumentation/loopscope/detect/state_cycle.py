@@ -28,8 +28,8 @@ class StateCycle:
     """Fires after the call that completes ``cycles`` full cycles of (tool, information).
 
     A cycle whose calls are all byte-equal repeats is ``oscillation``'s; a step that made
-    progress, a poll waiting in time, a timeout, or an edit that changes something else each
-    round breaks a cycle; rounds that each name
+    progress, a poll waiting in time, a timeout, or an edit or write that changes something
+    else each round breaks a cycle; rounds that each name
     another thing (another store, checked for stock then for backorder) are a sweep, unless
     the arguments only change in words (a reworded commit message)."""
 
