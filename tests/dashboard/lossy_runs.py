@@ -48,6 +48,8 @@ def lossy_spans() -> tuple[list[ReadableSpan], dict[str, int]]:
     log = logging.getLogger("loopscope")
     lines = _Lines()
     log.addHandler(lines)
+    level = log.level
+    log.setLevel(logging.WARNING)  # (another test may have quietened it: `loopscope demo` does)
     stops: dict[str, int] = {}
     spans: list[ReadableSpan] = []
     try:
@@ -69,6 +71,7 @@ def lossy_spans() -> tuple[list[ReadableSpan], dict[str, int]]:
             spans += [s for s in captured.spans() if id(s) not in lost]
     finally:
         log.removeHandler(lines)
+        log.setLevel(level)
     [said] = [line for line in lines.lines if "enforce would stop run lossy-observe" in line]
     found = re.search(r" at call (\d+) \(", said)
     assert found is not None, said

@@ -161,7 +161,7 @@ def test_a_refused_connection_is_unreachable_and_never_retried(
     """Nobody listens: "collector unreachable" (once), every span counted as dropped for that,
     and no retry waited out (the exporter would retry a refused connection for its whole
     timeout, holding the export thread and the flush at exit)."""
-    caplog.set_level(logging.WARNING)
+    caplog.set_level(logging.WARNING, logger="loopscope")
     _run_agent(f"http://127.0.0.1:{closed_port}")
     stats = _flush()
     assert not _told(caplog, OTEL_RETRYING) and not _told(caplog, "busy")
@@ -177,7 +177,7 @@ def test_a_silent_collector_is_slow_not_unreachable(
     """A collector that accepts and never answers costs the agent nothing either; it is told
     as slow (within the timeout the user set), not as unreachable."""
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "1")
-    caplog.set_level(logging.WARNING)
+    caplog.set_level(logging.WARNING, logger="loopscope")
     _run_agent(f"http://127.0.0.1:{silent_port}")
     stats = _flush()
     assert not _told(caplog, "unreachable")
@@ -195,7 +195,7 @@ def test_a_busy_collector_is_retried_until_it_stores_every_span(
     test does not depend on how fast the store recovers); once the collector recovers, every
     span is exported and stored, none dropped."""
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "60")
-    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.INFO, logger="loopscope")
     collector = start_collector(tmp_path / "store.duckdb", grpc=False)
     try:
         blocker = _block_store(collector)
@@ -221,7 +221,7 @@ def test_busy_past_the_export_timeout_is_dropped_as_throttled(
     dropped and counted as throttled, not as unreachable; its Retry-After (2 s) was what
     the exporter waited between attempts."""
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "3")
-    caplog.set_level(logging.WARNING)
+    caplog.set_level(logging.WARNING, logger="loopscope")
     _run_agent(busy_collector.url)
     stats = _flush()
     assert not _told(caplog, "unreachable")
@@ -285,7 +285,7 @@ def test_a_burst_past_the_queue_is_counted_not_lost_silently(
     counts the rest as dropped at exit. Every span is in one counter."""
     monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "600")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "30")
-    caplog.set_level(logging.WARNING)
+    caplog.set_level(logging.WARNING, logger="loopscope")
     _run_agent(f"http://127.0.0.1:{silent_port}", calls=1999)
     processor = _config._STATE.processor
     assert processor is not None
@@ -328,7 +328,7 @@ def test_otel_traces_exporter_none_adds_no_exporter_and_the_guard_still_works(
     guard, which runs in the process, still stops a loop."""
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{closed_port}")
-    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.INFO, logger="loopscope")
     loopscope.instrument(mode="enforce", frameworks=[])
     assert _config._STATE.processor is None
     assert _told(caplog, "adding no exporter of its own: $OTEL_TRACES_EXPORTER is none")

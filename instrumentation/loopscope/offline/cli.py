@@ -232,14 +232,24 @@ def _labelled_runs() -> Any:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """``loopscope demo``."""
+    """``loopscope demo``: the scripted agents loop on purpose, so no "enforce would stop"
+    line per observe / warn run (the logger's level is put back after, for a caller that
+    runs the command in its own process)."""
+    log = logging.getLogger("loopscope")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        return _demo(args)
+    finally:
+        log.setLevel(level)
+
+
+def _demo(args: argparse.Namespace) -> int:
     from .. import _config, _instrument
     from .demo import drive_all
     from .scenarios import generate
 
     modes = MODES if args.mode == "all" else (args.mode,)
-    # the scripted agents loop on purpose: no "enforce would stop" line per observe/warn run
-    logging.getLogger("loopscope").setLevel(logging.ERROR)
     if args.forever and not args.endpoint:
         raise ValueError("--forever sends live traffic to a collector: give --endpoint URL")
     scripts = generate(seed=args.seed, per_shape=args.per_shape)
