@@ -11,24 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from app_pages import episode_page
 from lossy_runs import AGENT, LOST
 from streamlit.testing.v1 import AppTest
 
-import loopscope_dashboard
-
-APP = str(Path(loopscope_dashboard.__file__).parent / "app.py")
-
 pytestmark = pytest.mark.timeout(180)
-
-
-def _episode_page(store: Path, episode_id: str, monkeypatch: pytest.MonkeyPatch) -> AppTest:
-    monkeypatch.setenv("LOOPSCOPE_DB_SNAPSHOT", str(store))
-    at = AppTest.from_file(APP, default_timeout=60).run()
-    at.switch_page("views/episode.py")
-    at.query_params["episode"] = episode_id
-    at.run()
-    assert not at.exception, at.exception
-    return at
 
 
 def _texts(at: AppTest, kind: str) -> str:
@@ -52,7 +39,7 @@ def test_an_observe_run_with_lost_calls_keeps_the_agents_numbers_and_names_the_g
     the page says "Calls 2–4 not received", and the would-be stop is at the call the agent's
     log line named (call 8, which the collector holds as its 5th)."""
     store, stops = lossy_store
-    at = _episode_page(store, "lossy-observe", monkeypatch)
+    at = episode_page(store, "lossy-observe", monkeypatch)
     assert at.title[0].value == AGENT
     steps = _table(at, "shown_streak")
     assert list(steps["call"]) == [1, 5, 6, 7, 8, 9, 10, 11]
@@ -84,7 +71,7 @@ def test_an_enforce_run_whose_stopped_call_was_lost_says_where_its_guard_stopped
     the run's final span says the agent made 8 calls, so the page names both gaps, and the
     stop is at call 8, as the agent's ``LoopDetected`` said, not at a call the store holds."""
     store, stops = lossy_store
-    at = _episode_page(store, "lossy-enforce", monkeypatch)
+    at = episode_page(store, "lossy-enforce", monkeypatch)
     steps = _table(at, "shown_streak")
     assert list(steps["call"]) == [1, 5, 6, 7]
     assert "Calls 2–4 and 8 not received: the agent made 8 tool calls" in _texts(at, "warning")

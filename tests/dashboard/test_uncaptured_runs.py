@@ -10,27 +10,16 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from app_pages import APP, episode_page
 from streamlit.testing.v1 import AppTest
 
-import loopscope_dashboard
 from loopscope_collector.reads import read
 from loopscope_collector.storage import open_database
 from loopscope_dashboard import truth
 
-APP = str(Path(loopscope_dashboard.__file__).parent / "app.py")
 FUZZY = "scn-fuzzy_repeat-0-s0-enforce"
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def _episode_page(store: Path, episode_id: str, monkeypatch: pytest.MonkeyPatch) -> AppTest:
-    monkeypatch.setenv("LOOPSCOPE_DB_SNAPSHOT", str(store))
-    at = AppTest.from_file(APP, default_timeout=60).run()
-    at.switch_page("views/episode.py")
-    at.query_params["episode"] = episode_id
-    at.run()
-    assert not at.exception, at.exception
-    return at
 
 
 def _story_streak(story: str) -> tuple[int, int]:
@@ -46,7 +35,7 @@ def test_the_steps_table_shows_the_guards_progress_where_content_was_not_capture
     """The demo's fuzzy repeat, stopped by its guard at call 5 after 2 calls without progress:
     the Steps table says so (the guard saw new actions at calls 2 and 4), and shows the
     collector's own verdicts (none, a streak of 4) beside it, labelled, not instead."""
-    at = _episode_page(uncaptured_store_path, FUZZY, monkeypatch)
+    at = episode_page(uncaptured_store_path, FUZZY, monkeypatch)
     story = "\n".join(str(w.value) for w in at.warning)
     assert ("Stopped at call 5 by fuzzy_repeat (2 call(s) without progress up to call 5, that "
             "call included") in story
