@@ -262,3 +262,18 @@ def test_the_calls_of_one_model_turn_are_one_ignored_decision() -> None:
                         and f.severity == "kill"]
     assert ignored and ignored_timeless and ignored[0] > ignored_timeless[0], (
         describe(run(steps)), describe(run(timeless)))
+
+
+def test_a_write_whose_answer_could_not_be_decoded_is_unknown_and_its_retry_is_blocked() -> None:
+    """An answer the client could not decode (a JSON parse error) means the request reached
+    the other side and what it did is unreadable: UNKNOWN, not failed. The same declared
+    write sent again without a look-up is blocked; a look-up first lets it through."""
+    send = {"to": ["ops@example.org"], "subject": "Q3 invoice", "body": "Attached."}
+    unreadable = "JSONDecodeError: Expecting value: line 1 column 1 (char 0)"
+    steps = [tool("send_email", send, unreadable, status="error", kind="write"),
+             tool("send_email", send, unreadable, status="error", kind="write")]
+    assert _kills(run(steps)) == [(1, "write_duplicate")], describe(run(steps))
+    checked = [steps[0],
+               tool("search_sent", {"subject": "Q3 invoice"}, '{"messages": []}', kind="read"),
+               tool("send_email", send, '{"id": "m_1", "sent": true}', kind="write")]
+    assert _kills(run(checked)) == [], describe(run(checked))

@@ -86,7 +86,9 @@ _UNKNOWN_OUTCOME = re.compile(
     r"\btim(?:ed|e)[ _-]?out\b|\btimeout\b|\bconnection (?:reset|aborted|closed|lost)\b"
     r"|\breset by peer\b|econnreset|\bsocket hang up\b|\bempty reply\b|\bbroken pipe\b"
     r"|\bremote end closed\b|\bhttp/\d(?:\.\d)? 5\d\d\b|\bhttp 5\d\d\b"
-    r"|\b(?:status|code)\W{0,3}5\d\d\b|\b5\d\d (?:internal|bad|service|gateway|server)\b",
+    r"|\b(?:status|code)\W{0,3}5\d\d\b|\b5\d\d (?:internal|bad|service|gateway|server)\b"
+    r"|\bjsondecodeerror\b|\bexpecting value: line \d|\bunexpected end of json\b"
+    r"|\bunexpected token .{1,3} in json\b|\blooking for beginning of value\b",
     re.IGNORECASE,
 )
 _CLEAR_ANSWER = re.compile(
@@ -98,7 +100,8 @@ _CLEAR_ANSWER = re.compile(
 """A clear answer that the write did not happen (a 4xx, "declined", git's ``fatal:``): the
 outcome is known, whatever else the text says ("declined by the payment gateway")."""
 """A failure after which a write may or may not have happened: a timeout, a dropped
-connection, a 5xx (UNKNOWN, not failed). A 4xx or a refused connection is a clear
+connection, a 5xx, an answer that could not be decoded (the request reached the other side;
+what it did is unreadable): UNKNOWN, not failed. A 4xx or a refused connection is a clear
 answer that it did not."""
 
 
