@@ -58,3 +58,24 @@ def test_a_harness_prompt_sent_again_that_asks_for_the_next_steps_is_no_new_inte
     for n in range(4):
         asked += [msg("user", f"What are the next steps for region {n}?"), msg("assistant", answer)]
     assert not [f for f in run(asked).flags if f.severity == "kill"], describe(run(asked))
+
+
+def test_a_warning_answered_in_words_and_then_ignored_is_not_given_twice() -> None:
+    """The same error for every reworded query: a condition seen only after the call warns
+    twice before it stops when the calls come back to back (the second call may have been
+    issued before the first warning was read), but once the agent has written a message
+    after the warning, it was read: the next repeat is stopped, not warned again."""
+    error = "ERROR 1146: table 'sales.q3_orders' does not exist"
+    queries = [f"SELECT sum(total) FROM sales.q3_orders WHERE region = '{r}'"
+               for r in ("north", "south", "east", "west", "centre", "islands")]
+    calls = [tool("run_sql", {"sql": q}, error, status="error", kind="read") for q in queries]
+    back_to_back = [(f.step, f.action) for f in run(calls).flags
+                    if f.detector == "repeat_same_error"]
+    first = back_to_back[0][0]
+    assert back_to_back[:3] == [(first, "warn"), (first + 1, "warn"), (first + 2, "stop")], (
+        describe(run(calls)))
+    talked: list[dict[str, object]] = []
+    for call in calls:
+        talked += [call, msg("assistant", "That failed; trying the query another way.")]
+    said = [(f.step, f.action) for f in run(talked).flags if f.detector == "repeat_same_error"]
+    assert said[:2] == [(said[0][0], "warn"), (said[0][0] + 2, "stop")], describe(run(talked))

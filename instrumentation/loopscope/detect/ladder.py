@@ -29,6 +29,12 @@ def same_turn(earlier: float | None, later: float | None) -> bool:
             and SAME_TIME_S < later - earlier <= PARALLEL_S)
 
 
+def repeated_rungs(rungs: tuple[str, ...]) -> frozenset[int]:
+    """The rungs of a ladder that only say again what the rung below said (the second
+    ``warn`` of ``warn, warn, stop``)."""
+    return frozenset(i for i in range(1, len(rungs)) if rungs[i] == rungs[i - 1])
+
+
 @dataclass(slots=True)
 class _Climb:
     rung: int
@@ -52,7 +58,8 @@ class Ladder:
 
     def climb(
         self, condition: tuple[str, str], step: int, rungs: int, progress_after: int,
-        calls: int, *, issued: int | None = None, start: int = 0,
+        calls: int, *, issued: int | None = None, start: int = 0, read_after: int = -1,
+        again: frozenset[int] = frozenset(),
     ) -> tuple[int, bool]:
         """Sight ``condition`` at ``step``; returns (its rung, whether to report a new flag).
 
@@ -66,6 +73,10 @@ class Ladder:
         replay feeds the calls of one model turn as the guard saw them: ``steps.feed_run``).
         ``start``: the rung a condition seen for the first time (or again after progress)
         starts at (one up when a nudge already went unheeded in this stretch), never its top.
+        ``read_after``: the step of the agent's last message; ``again``: the rungs that only
+        repeat the rung below them (a second warning). A rung delivered before that message
+        was read (the model wrote after it), so a sighting after it skips a repeated rung:
+        the warning changed nothing, and saying it twice would not either.
         """
         climb = self._climbs.get(condition)
         if climb is None or progress_after > climb.step:
@@ -76,6 +87,8 @@ class Ladder:
             top = rungs - 1
             if climb.rung < top:
                 climb.rung += 1
+                if climb.rung in again and climb.rung < top and read_after > climb.step:
+                    climb.rung += 1
                 climb.step, climb.flagged, climb.delivered = step, calls, calls
                 return climb.rung, True
             climb.step = step

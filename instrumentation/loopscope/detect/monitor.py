@@ -59,7 +59,7 @@ from .fuzzy_repeat import FuzzyRepeat
 from .history import History, SignatureStats
 from .information import READINGS_KEPT, facts, forget_echoes
 from .kinds import confirms_change, infer_kind, is_wait
-from .ladder import Ladder, same_turn
+from .ladder import Ladder, repeated_rungs, same_turn
 from .monologue import IDLE_MESSAGES, Monologue, idle
 from .oscillation import Oscillation
 from .output_stagnation import OutputStagnation, same_info_indexes
@@ -265,6 +265,9 @@ class EpisodeMonitor:
         first compared): the same words again ("Please continue.") are an automatic nudge,
         not a new intent."""
         self._caps = policy.evidence_caps
+        self._answered = -1
+        """The step of the agent's last message: a warning delivered before it was read (the
+        model took a turn after it and wrote), so a repeat after it is a warning ignored."""
         self._unseen: int | None = None
         """The last call without progress that returned no output (``_progress_evidence``)."""
         self._inferred: dict[str, tuple[Any, KindSource | None]] = {}
@@ -727,6 +730,8 @@ class EpisodeMonitor:
             self._new_turn(self.history.turn + 1, content)
         index = self.steps
         self.steps += 1
+        if role == "assistant":
+            self._answered = index
         findings: list[tuple[str, Finding]] = []
         if role == "user" and self.expectations.rules:
             self.expectations.on_user_message(content, self._messages)
@@ -884,6 +889,7 @@ class EpisodeMonitor:
                 -1 if finding.sticky else progress_after, self.tool_calls,
                 issued=step.call if step is not None else None,
                 start=1 if unheeded and name != "budget" else 0,
+                read_after=self._answered, again=repeated_rungs(rungs),
             )
             rung = min(rung, len(rungs) - 1)  # a condition can move to a shorter ladder
             act = self.policy.action_for(name, rungs[rung])
