@@ -308,13 +308,15 @@ def _child(n: int, description: str, title: str = TITLE) -> dict[str, Any]:
 
 def test_a_child_issue_made_again_with_its_description_reworded_is_a_duplicate() -> None:
     """The title, parent and assignee are the same; only the description is put in other
-    words, and each answer shows the same issue but for its new id."""
+    words, and each answer shows the same issue but for its new id. The second copy is
+    warned; a third, made after that warning, is stopped: the warning changed nothing and
+    the answer shows one more copy of the same record."""
     steps = [_child(0, "Verify the three fixes: timeout now 45s, data-testid selectors, retry."),
              _child(1, "Verify the fixes of SHOP-212: timeout, selectors, retry on network only."),
              _child(2, "Verify SHOP-212 fixes (timeout, selectors, retry).")]
     report = run(steps)
     assert [(f.step, f.detector, f.action) for f in report.flags] == [
-        (1, "write_duplicate", "warn"), (2, "write_duplicate", "warn")], describe(report)
+        (1, "write_duplicate", "warn"), (2, "write_duplicate", "stop")], describe(report)
 
 
 def test_issues_with_other_titles_or_posts_to_one_channel_are_new_records() -> None:
@@ -330,3 +332,25 @@ def test_issues_with_other_titles_or_posts_to_one_channel_are_new_records() -> N
                                        "Deploy of billing v2.14 is at 50% of the pods.",
                                        "Deploy of billing v2.14 finished."])]
     assert run(posts).flags == (), describe(run(posts))
+
+
+def test_a_query_rewritten_around_the_same_missing_column_is_the_same_error() -> None:
+    """A database that quotes the line of the query it stopped at (``LINE 1: …`` and a caret
+    under the place) gives the same error for every rewording of the query: the quoted line
+    is the query's own text, masked like any other echo. Errors that name other columns are
+    other errors."""
+    def failing(sql: str, column: str = "signup_date") -> dict[str, object]:
+        first = sql.split("\n")[0]
+        error = (f"ERROR:  column {column} does not exist\nLINE 1: {first[:60]}\n"
+                 f"{' ' * (8 + first.find(column))}^")
+        return tool("run_sql", {"sql": sql}, error, status="error", kind="read")
+
+    queries = [f"SELECT {form} AS week, channel, count(*)\nFROM users GROUP BY 1, 2;"
+               for form in ("date_trunc('week', signup_date)", "signup_date::date",
+                            "to_char(signup_date, 'IYYY-IW')", "DATE_TRUNC('week', signup_date)")]
+    report = run([failing(q) for q in queries])
+    assert [(f.step, f.detector) for f in report.flags][:1] == [(2, "repeat_same_error")], (
+        describe(report))
+    columns = ("signup_date", "signup_day", "created_on", "joined_at")
+    others = run([failing(q.replace("signup_date", c), c) for q, c in zip(queries, columns)])
+    assert not [f for f in others.flags if f.detector == "repeat_same_error"], describe(others)

@@ -16,7 +16,7 @@ import math
 import re
 import string
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
 HASH_CHARS: Final = 16
@@ -316,18 +316,41 @@ def _position(match: re.Match[str]) -> str:
 def unechoed(text: str, args: Any) -> str:
     """``text`` with the call's own string arguments of 8 characters or more masked, longest
     first: a failure that quotes back what it was given ("no such file: a/b.py") reads the
-    same for every argument."""
+    same for every argument. A line that quotes a piece of a longer argument (a database or
+    a compiler showing the line of the query or the code it stopped at, ``LINE 1: SELECT
+    …``, with a caret under the place) is masked whole, with its caret line."""
     if not isinstance(args, Mapping):
         return text
-    for value in sorted((v.strip() for v in args.values() if isinstance(v, str)),
-                        key=len, reverse=True):
+    values = sorted((v.strip() for v in args.values() if isinstance(v, str)),
+                    key=len, reverse=True)
+    for value in values:
         if len(value) >= ECHO_CHARS and value in text:
             text = text.replace(value, "\u2400")
+    if "\n" in text and values and len(values[0]) >= ECHO_LINE_CHARS:
+        text = "\n".join(_unquoted_lines(text.split("\n"), values))
     return text
+
+
+def _unquoted_lines(lines: list[str], values: list[str]) -> Iterator[str]:
+    long = [v for v in values if len(v) >= ECHO_LINE_CHARS]
+    for line in lines:
+        if _CARET.fullmatch(line):
+            yield "\u2400"
+            continue
+        label, sep, rest = line.partition(": ")
+        quoted = (rest if sep and len(label) <= ECHO_LABEL_CHARS else line).strip()
+        yield ("\u2400" if len(quoted) >= ECHO_LINE_CHARS and any(quoted in v for v in long)
+               else line)
 
 
 ECHO_CHARS: Final = 8
 """Shorter arguments ("main", "prod") are words an error may say for its own reasons."""
+ECHO_LINE_CHARS: Final = 16
+"""A line of a failure this long, found in an argument, quotes it (``LINE 1: SELECT …``)."""
+ECHO_LABEL_CHARS: Final = 12
+"""The label before a quoted line (``LINE 12``, ``line 3``) is at most this long."""
+_CARET: Final = re.compile(r"\s*[\^~]+\s*")
+"""A line that only points at a place in the line above it."""
 
 
 _LOOSE_BYTES = bytes.maketrans(  # lower-casing and punctuation in one pass, for ASCII text

@@ -488,7 +488,7 @@ def _remade(history: History, step: StepView) -> Finding | None:
         ),
         key=f"remade:{step.tool}",
         details={"tool": step.tool, "done_at_step": last.index},
-        rungs=AFTER_RUNGS,
+        rungs=("warn", "stop"),
         sticky=True,
         evidence=("calls:different", "effect:shown"),
     )
