@@ -272,10 +272,13 @@ def similar(a: frozenset[str], b: frozenset[str], threshold: float) -> bool:
 
 
 _VOLATILE = re.compile(
+    r"(?=[\da-fA-F])(?:"  # (every form starts with a digit or a hex letter: other places are
+    # passed over at once, where each alternative would be tried; the matches are the same)
     r"\d{4}-\d\d-\d\d(?:[tT ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:[zZ]|[+-]\d\d:?\d\d)?)?"  # times
     r"|\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"  # uuid
     r"|\b0x[0-9a-fA-F]+\b|\b(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{8,}\b"  # hex ids
     r"|\d+(?:[.,]\d+)*"  # numbers, durations, line numbers
+    r")"
 )
 
 
