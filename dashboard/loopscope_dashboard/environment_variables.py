@@ -18,3 +18,6 @@ LAKE_DATA_ENV: Final = collector_env.LAKE_DATA_ENV
 TOKEN_ENV: Final = collector_env.TOKEN_ENV
 """The collector's bearer token, when it was started with one."""
 DEFAULT_COLLECTOR_URL: Final = agent_env.DEFAULT_ENDPOINT
+UP_STATUS_ENV: Final = "LOOPSCOPE_UP_STATUS"
+"""Set by ``loopscope up`` for its dashboard: the JSON file naming the parts ``up`` restarted
+(``restarts.py``), which the banner shows. Unset: the banner shows no restarts."""

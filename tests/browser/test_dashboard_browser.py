@@ -87,6 +87,18 @@ def children(pid: int) -> list[int]:
     return found
 
 
+def _child(pid: int, part: str) -> int | None:
+    """The child of ``loopscope up`` (``pid``) that runs ``loopscope PART``."""
+    for kid in children(pid):
+        try:
+            argv = (Path("/proc") / str(kid) / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if part.encode() in argv[:4]:
+            return kid
+    return None
+
+
 def alive(pid: int) -> bool:
     try:
         state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -144,7 +156,8 @@ def _open(page, url: str, ready: str, name: str, timeout: int = 90_000) -> str:
 def test_up_demo_renders_every_page(system: dict, chromium: str) -> None:
     """Every page renders without an exception box (screenshots in artifacts/browser/); an
     observe-mode run with a would-be stop is not shown as stopped; an enforce-mode stop is;
-    the Policy page replays the demo's runs and draws its sweep; Ctrl-C on ``up`` leaves no
+    the Policy page replays the demo's runs and draws its sweep; a collector killed with
+    SIGKILL is started again by ``up`` and the banner says so; Ctrl-C on ``up`` then leaves no
     child process behind."""
     from playwright.sync_api import sync_playwright
 
@@ -188,6 +201,19 @@ def test_up_demo_renders_every_page(system: dict, chromium: str) -> None:
             page.wait_for_timeout(2500)
             page.screenshot(path=str(ARTIFACTS / "policy-sweep.png"), full_page=True)
             assert page.locator('[data-testid="stException"]').count() == 0
+
+            collector = _child(system["proc"].pid, "collector")
+            os.kill(collector, signal.SIGKILL)
+            wait_for(lambda: _child(system["proc"].pid, "collector") not in (None, collector)
+                     and urllib.request.urlopen(system["collector"] + "/healthz",
+                                                timeout=5).read())
+            # the page left open (Policy) shows it by itself: the banner's watcher reads it
+            banner = page.wait_for_selector("text=The collector was restarted",
+                                            timeout=60_000)
+            banner.scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / "collector-restarted.png"), full_page=True)
+            text = page.locator('[data-testid="stMain"]').inner_text()
+            assert "restarted once by loopscope up" in text and "killed by SIGKILL" in text
         finally:
             browser.close()
 
