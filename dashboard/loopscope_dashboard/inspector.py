@@ -121,7 +121,8 @@ def show(span_id: str, trace_id: str | None = None) -> None:
         st.json({"trace_id": row["trace_id"], "span_id": row["span_id"],
                  "parent_span_id": row["parent_span_id"], "name": row["name"],
                  "kind": row["kind"], "start_ns": row["start_ns"], "end_ns": row["end_ns"],
-                 "status": {"code": row["status"], "message": row.get("status_message")},
+                 "status": {"code": row["status"], **({"message": row["status_message"]}
+                                                      if row.get("status_message") else {})},
                  "attributes": attributes, "events": events, "scope": row.get("scope"),
                  "resource": resource}, expanded=2)
     with listed:

@@ -386,7 +386,7 @@ def test_a_span_is_inspected_from_the_trace_and_found_by_the_spans_filter(
         live: dict[str, Any]) -> None:
     """On a demo run's Episode page a click on a call's bar in the trace opens that span in
     the inspector (its ids, its arguments and result, its attributes), and the URL names it;
-    on the Spans page a filter on the call's signature lists exactly the spans the collector's
+    so does a row of its Steps table; on the Spans page a filter on the call's signature lists exactly the spans the collector's
     read counts, a bad filter is named, and a row picked opens in the inspector."""
     from loopscope_collector.reads.span_filter import compile_filter
 
@@ -398,10 +398,11 @@ def test_a_span_is_inspected_from_the_trace_and_found_by_the_spans_filter(
     _open(page, f"{live['dashboard']}/episode?episode={run}", ".st-key-waterfall .barlayer",
           "episode-before-click")
     bars = page.locator(".st-key-waterfall .barlayer .point")
-    boxes = sorted((bars.nth(i).bounding_box() for i in range(bars.count())),
-                   key=lambda b: b["y"])
-    assert len(boxes) == len(spans)  # one bar per span, top to bottom in start order
-    box = boxes[at]
+    assert bars.count() == len(spans)  # one bar per span, top to bottom in start order
+    bar = bars.nth(sorted(range(len(spans)), key=lambda i: bars.nth(i).bounding_box()["y"])[at])
+    bar.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)
+    box = bar.bounding_box()  # (Plotly's drag layer takes the click and finds the bar)
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     text = _inspected(page, clicked["span_id"])
     page.screenshot(path=str(ARTIFACTS / "runs-span-inspector.png"), full_page=True)
@@ -415,6 +416,15 @@ def test_a_span_is_inspected_from_the_trace_and_found_by_the_spans_filter(
         assert json.dumps(json.loads(attributes[key]), indent=2) in text  # pretty JSON
     assert f"Attributes ({len(attributes)})" in text
     assert page.locator('[data-testid="stException"]').count() == 0
+    # a row of the Steps table (call 2) opens its span in the same inspector
+    second = _rows(live, "episode_tool_calls", episode_id=run)[1]
+    steps = page.locator('[data-testid="stDataFrame"]').last
+    steps.scroll_into_view_if_needed()
+    steps.hover()
+    frame = steps.bounding_box()
+    page.mouse.click(frame["x"] + 14, frame["y"] + 35 + 35 + 17)  # the second row's selector
+    _inspected(page, second["span_id"])
+    assert f"span={second['span_id']}" in page.url
 
     signature = attributes["loopscope.tool.signature"]
     expected = _rows(live, "span_list", where=compile_filter(
@@ -434,6 +444,7 @@ def test_a_span_is_inspected_from_the_trace_and_found_by_the_spans_filter(
     cards = page.locator('[data-testid="stMetricValue"]').all_inner_texts()
     assert cards[0] == str(len(expected)) and all(c.endswith(" ms") for c in cards[1:])
     grid = page.locator('[data-testid="stDataFrame"]').first
+    grid.scroll_into_view_if_needed()
     grid.hover()
     frame = grid.bounding_box()
     page.mouse.click(frame["x"] + 14, frame["y"] + 35 + 17)  # the first row's selector

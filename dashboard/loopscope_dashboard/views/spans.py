@@ -15,11 +15,12 @@ import streamlit as st
 from loopscope_dashboard import downloads, hints, inspector, queries, state, tables
 
 SHOWN = 200
+# the span's own columns the chooser offers, with their headers; attribute keys follow (a
+# comment, not a docstring: Streamlit's magic would draw a bare string on the page)
 BUILT_IN = {"started": "started (UTC)", "name": "name", "service": "service",
             "duration_ms": "duration", "status": "status", "kind": "kind", "tool": "tool",
             "run": "run", "call_ordinal": "call", "events": "events", "trace_id": "trace id",
             "span_id": "span id", "parent_span_id": "parent span id"}
-"""The span's own columns the chooser offers, with their headers; attribute keys follow."""
 DEFAULT_COLUMNS = ["started", "name", "tool", "duration_ms", "status", "run"]
 EXAMPLE = 'gen_ai.tool.name == "search_orders" and duration > 200ms'
 
