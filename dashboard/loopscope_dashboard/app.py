@@ -18,6 +18,7 @@ page = st.navigation({
     "Investigate": [
         st.Page("views/runs.py", title="Runs", icon=":material/list:", url_path="runs"),
         st.Page("views/episode.py", title="Episode", icon=":material/timeline:", url_path="episode"),
+        st.Page("views/spans.py", title="Spans", icon=":material/view_list:", url_path="spans"),
         st.Page("views/loops.py", title="Loops", icon=":material/repeat:"),
         st.Page("views/labels.py", title="Labels", icon=":material/label:"),
         st.Page("views/importer.py", title="Import", icon=":material/upload_file:"),

@@ -38,6 +38,8 @@ import streamlit as st
 
 from loopscope_collector.reads.filters import DIMENSIONS
 from loopscope_collector.reads.filters import Filters as Filters  # the sidebar's (state)
+from loopscope_collector.reads.span_filter import FIELDS, compile_filter
+from loopscope_collector.reads.span_filter import SpanFilterError as SpanFilterError
 
 from . import truth
 from .environment_variables import (
@@ -444,6 +446,52 @@ def runs(*, search: str | None = None, verdict: str | None = None, status: str |
 def episode_spans(episode_id: str) -> pd.DataFrame:
     """The spans of one run for its trace view (``episode_spans``), in start order."""
     return _read("episode_spans", episode_id=episode_id)
+
+
+SPAN_FILTER_FIELDS: Final = FIELDS
+"""The fields a Spans filter knows besides attribute keys, each with what it is."""
+
+
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+def spans(*, where: str = "", limit: int = 200, offset: int = 0, service: str | None = None,
+          tool: str | None = None, since_ns: int | None = None,
+          until_ns: int | None = None) -> tuple[pd.DataFrame, int]:
+    """The newest spans that match the filter text ``where`` (``span_list``; the grammar is
+    ``loopscope_collector.reads.span_filter``'s) in the service, tool and time window, at most
+    ``limit`` from ``offset``, and how many match. Rows carry ``started`` (a time) beside the
+    read's columns; ``attributes`` is JSON text.
+
+    Raises:
+        SpanFilterError: ``where`` is not a filter; the message says what and where.
+    """
+    frame = _read("span_list", where=compile_filter(where), limit=limit, offset=offset,
+                  service=service, tool=tool, since_ns=since_ns, until_ns=until_ns)
+    if frame.empty:
+        return frame, 0
+    total = int(frame["total"].iloc[0])
+    frame["started"] = pd.to_datetime(frame["start_ns"].astype("float64"), unit="ns")
+    return frame.drop(columns=["total"]), total
+
+
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+def span_latency(*, where: str = "", service: str | None = None, tool: str | None = None,
+                 since_ns: int | None = None, until_ns: int | None = None) -> pd.DataFrame:
+    """Latency percentiles of the spans ``spans`` matches with the same arguments
+    (``span_latency``): per tool, then one row of every matching span (``every_span``).
+
+    Raises:
+        SpanFilterError: ``where`` is not a filter.
+    """
+    return _read("span_latency", where=compile_filter(where), service=service, tool=tool,
+                 since_ns=since_ns, until_ns=until_ns)
+
+
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+def span(span_id: str, trace_id: str | None = None) -> dict[str, Any] | None:
+    """One span as stored (``span_detail``), or None when the store has no such span; with
+    ``trace_id`` None, the first span with that id."""
+    rows = _rows("span_detail", {"span_id": span_id, "trace_id": trace_id or None})
+    return rows[0] if rows else None
 
 
 @st.cache_data(ttl=LIVE_TTL, show_spinner=False)

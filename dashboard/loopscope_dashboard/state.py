@@ -33,6 +33,13 @@ SOURCE_DOWN: Final = "source_down_since"
 page once when that changes."""
 EPISODE: Final = "episode_id"
 """The episode the Episode page shows (also its ``?episode=`` query parameter)."""
+SPAN: Final = "span"
+TRACE: Final = "trace"
+"""The span the inspector shows, on the Episode and Spans pages: its ``?span=`` (span id) and
+``?trace=`` (trace id) query parameters, set by a click on the trace or a table's row."""
+SPAN_FILTER: Final = "where"
+SPAN_COLUMNS: Final = "cols"
+"""The Spans page's filter and chosen columns (URL query parameters too)."""
 IMPORT_RESULT: Final = "import_result"
 """The Import page's last analysis: an ``uploads.Analysis``."""
 POLICY_RECORDED: Final = "policy_recorded"
@@ -64,6 +71,8 @@ TIME_RANGES: Final[dict[str, int | None]] = {
     "Last 24 hours": 24 * 3600,
     "Last 7 days": 7 * 24 * 3600,
 }
+SPANS_PAGE: Final = "spans"
+"""URL path of the Spans page: ``/spans?where=FILTER&span=ID``."""
 EPISODE_PAGE: Final = "episode"
 """URL path of the Episode page (``st.Page(url_path=...)``): deep links are
 ``/episode?episode=ID``."""
@@ -108,3 +117,15 @@ def episode_link(episode_id: str) -> str:
     from urllib.parse import quote
 
     return f"{EPISODE_PAGE}?episode={quote(str(episode_id), safe='')}"
+
+
+def inspect_span(trace_id: str, span_id: str) -> None:
+    """Show the span ``span_id`` of ``trace_id`` in the page's inspector (URL included)."""
+    st.query_params[SPAN] = span_id
+    st.query_params[TRACE] = trace_id
+
+
+def inspected_span() -> tuple[str | None, str] | None:
+    """(trace id or None, span id) of the span the URL names, or None."""
+    span_id = st.query_params.get(SPAN)
+    return (st.query_params.get(TRACE) or None, span_id) if span_id else None

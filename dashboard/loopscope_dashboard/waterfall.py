@@ -7,12 +7,14 @@ run's first span: the agent's root span, model turns, the conversation's message
 duration, tokens and cost. A tool call the collector flagged, or at which a guard acted, gets a
 marker at its end: filled and red for what the guard really did (◆ warned, ✕ blocked,
 ■ stopped), hollow and grey for what enforce mode would have done where the call ran, an
-orange ● for a flag with no guard action.
+orange ● for a flag with no guard action. Every bar and marker carries its span's trace and
+span ids last in its ``customdata``, so a click on it names the span (``picked_span``).
 """
 
 from __future__ import annotations
 
-from typing import Final, SupportsInt
+from collections.abc import Mapping
+from typing import Any, Final, SupportsInt
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -80,7 +82,7 @@ def trace_waterfall(spans: pd.DataFrame, calls: pd.DataFrame,
             customdata=list(zip(part["duration_ms"], part["tokens_in"].fillna(0),
                                 part["tokens_out"].fillna(0),
                                 part["cost_usd"].map(_money), part["flags"].replace("", "—"),
-                                strict=True)),
+                                part["trace_id"], part["span_id"], strict=True)),
             hovertemplate="%{y}<br>%{customdata[0]:,.1f} ms<br>tokens in %{customdata[1]:,}"
                           " / out %{customdata[2]:,}<br>cost %{customdata[3]}<br>flags "
                           "%{customdata[4]}<extra></extra>",
@@ -97,6 +99,20 @@ def trace_waterfall(spans: pd.DataFrame, calls: pd.DataFrame,
     return fig
 
 
+def picked_span(point: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(trace id, span id) of a clicked bar or marker (a point of Streamlit's selection
+    state), or None for a point that carries no span."""
+    data = point.get("customdata")
+    if not isinstance(data, list | tuple) or len(data) < 2:
+        return None
+    trace_id, span_id = data[-2], data[-1]
+    return (trace_id, span_id) if isinstance(span_id, str) and span_id else None
+
+
+def _ids(rows: pd.DataFrame, part: pd.DataFrame) -> list[list[str]]:
+    return [[str(rows.at[i, "trace_id"]), str(rows.at[i, "span_id"])] for i in part.index]
+
+
 def _mark(fig: go.Figure, rows: pd.DataFrame, labels: list[str]) -> None:
     ends = rows["start_ms"] + rows["duration_ms"]
     for action, symbol in _SYMBOLS.items():
@@ -105,6 +121,7 @@ def _mark(fig: go.Figure, rows: pd.DataFrame, labels: list[str]) -> None:
             fig.add_trace(go.Scatter(
                 name=f"guard {truth.DONE[action]}", mode="markers",
                 x=ends[acted.index], y=[labels[i] for i in acted.index],
+                customdata=_ids(rows, acted),
                 marker={"symbol": symbol, "size": 11, "color": _ACTED},
                 hovertemplate=f"%{{y}}: the guard {truth.DONE[action]} this call"
                               "<extra></extra>"))
@@ -114,6 +131,7 @@ def _mark(fig: go.Figure, rows: pd.DataFrame, labels: list[str]) -> None:
             fig.add_trace(go.Scatter(
                 name=f"enforce {truth.WOULD[action]}", mode="markers",
                 x=ends[would.index], y=[labels[i] for i in would.index],
+                customdata=_ids(rows, would),
                 marker={"symbol": f"{symbol}-open", "size": 11, "color": _WOULD},
                 hovertemplate=f"%{{y}}: enforce mode {truth.WOULD[action]} here (the call "
                               "ran)<extra></extra>"))
@@ -122,7 +140,7 @@ def _mark(fig: go.Figure, rows: pd.DataFrame, labels: list[str]) -> None:
     if not flagged.empty:
         fig.add_trace(go.Scatter(
             name="flagged", mode="markers", x=ends[flagged.index],
-            y=[labels[i] for i in flagged.index],
+            y=[labels[i] for i in flagged.index], customdata=_ids(rows, flagged),
             marker={"symbol": "circle", "size": 9, "color": _FLAGGED},
             hovertemplate="%{y}: flagged<extra></extra>"))
 

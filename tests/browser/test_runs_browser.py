@@ -210,6 +210,7 @@ def test_every_page_loads_and_says_how_long_it_took(
     pages = {"overview": ("/", '[data-testid="stMetric"]'),
              "runs": ("/runs", '[data-testid="stDataFrame"]'),
              "episode": (f"/episode?episode={healthy['episode_id']}", ".st-key-waterfall"),
+             "spans": ("/spans", '[data-testid="stDataFrame"]'),
              "alerts": ("/alerts", "h1"), "loops": ("/loops", "h1"), "labels": ("/labels", "h1"),
              "import": ("/importer", "h1"),
              "policy": ("/policy", '[data-testid="stMetric"]')}
@@ -370,6 +371,88 @@ def test_a_run_whose_calls_were_partly_lost_keeps_the_agents_numbers(
     cells = steps.locator('[role="gridcell"][aria-colindex="1"]')
     assert [cells.nth(i).inner_text() for i in range(cells.count())] == [
         "1", "5", "6", "7", "8", "9", "10", "11"]
+    page.close()
+
+
+def _inspected(page: Any, span_id: str) -> str:
+    """The inspector's text once it shows ``span_id`` (its copyable id boxes)."""
+    page.wait_for_function(
+        "id => [...document.querySelectorAll('[data-testid=\"stCode\"]')]"
+        ".some(e => e.innerText.trim() === id)", arg=span_id, timeout=60_000)
+    return _main_text(page)
+
+
+def test_a_span_is_inspected_from_the_trace_and_found_by_the_spans_filter(
+        live: dict[str, Any]) -> None:
+    """On a demo run's Episode page a click on a call's bar in the trace opens that span in
+    the inspector (its ids, its arguments and result, its attributes), and the URL names it;
+    so does a row of its Steps table; on the Spans page a filter on the call's signature lists exactly the spans the collector's
+    read counts, a bad filter is named, and a row picked opens in the inspector."""
+    from loopscope_collector.reads.span_filter import compile_filter
+
+    run = _rows(live, "run_list", search="read_spin", verdict="flagged")[0]["episode_id"]
+    spans = _rows(live, "episode_spans", episode_id=run)
+    at = next(i for i, s in enumerate(spans) if s["is_call"])
+    clicked = spans[at]
+    page = live["browser"].new_page(viewport=VIEWPORT)
+    _open(page, f"{live['dashboard']}/episode?episode={run}", ".st-key-waterfall .barlayer",
+          "episode-before-click")
+    bars = page.locator(".st-key-waterfall .barlayer .point")
+    assert bars.count() == len(spans)  # one bar per span, top to bottom in start order
+    bar = bars.nth(sorted(range(len(spans)), key=lambda i: bars.nth(i).bounding_box()["y"])[at])
+    bar.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)
+    box = bar.bounding_box()  # (Plotly's drag layer takes the click and finds the bar)
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    text = _inspected(page, clicked["span_id"])
+    page.screenshot(path=str(ARTIFACTS / "runs-span-inspector.png"), full_page=True)
+    assert f"Span: {clicked['name']}" in text
+    assert f"span={clicked['span_id']}" in page.url
+    [detail] = _rows(live, "span_detail", span_id=clicked["span_id"],
+                     trace_id=clicked["trace_id"])
+    attributes = json.loads(detail["attributes"])
+    assert "Input" in text and "Output" in text
+    for key in ("gen_ai.tool.call.arguments", "gen_ai.tool.call.result"):
+        assert json.dumps(json.loads(attributes[key]), indent=2) in text  # pretty JSON
+    assert f"Attributes ({len(attributes)})" in text
+    assert page.locator('[data-testid="stException"]').count() == 0
+    # a row of the Steps table (call 2) opens its span in the same inspector
+    second = _rows(live, "episode_tool_calls", episode_id=run)[1]
+    steps = page.locator('[data-testid="stDataFrame"]').last
+    steps.scroll_into_view_if_needed()
+    steps.hover()
+    frame = steps.bounding_box()
+    page.mouse.click(frame["x"] + 14, frame["y"] + 35 + 35 + 17)  # the second row's selector
+    _inspected(page, second["span_id"])
+    assert f"span={second['span_id']}" in page.url
+
+    signature = attributes["loopscope.tool.signature"]
+    expected = _rows(live, "span_list", where=compile_filter(
+        f'loopscope.tool.signature == "{signature}"'), limit=500)
+    assert expected and all(r["total"] == len(expected) for r in expected)
+    _open(page, live["dashboard"] + "/spans", '[data-testid="stDataFrame"]', "spans-all")
+    box = page.get_by_role("textbox", name="Filter")
+    box.fill(f"loopscope.tool.signature == {signature}")  # no quotes: named
+    page.keyboard.press("Enter")
+    page.wait_for_selector("text=This filter does not parse", timeout=60_000)
+    assert "(text goes in quotes:" in _main_text(page)
+    box.fill(f'loopscope.tool.signature == "{signature}"')
+    page.keyboard.press("Enter")
+    _caption_with(page, f"The newest {len(expected)} of {len(expected)} matching spans")
+    assert "where=" in page.url
+    page.screenshot(path=str(ARTIFACTS / "runs-spans-filtered.png"), full_page=True)
+    cards = page.locator('[data-testid="stMetricValue"]').all_inner_texts()
+    assert cards[0] == str(len(expected)) and all(c.endswith(" ms") for c in cards[1:])
+    grid = page.locator('[data-testid="stDataFrame"]').first
+    grid.scroll_into_view_if_needed()
+    grid.hover()
+    frame = grid.bounding_box()
+    page.mouse.click(frame["x"] + 14, frame["y"] + 35 + 17)  # the first row's selector
+    text = _inspected(page, expected[0]["span_id"])
+    page.screenshot(path=str(ARTIFACTS / "runs-spans-inspector.png"), full_page=True)
+    assert f"span={expected[0]['span_id']}" in page.url
+    assert f"Span: {expected[0]['name']}" in text
+    assert page.locator('[data-testid="stException"]').count() == 0
     page.close()
 
 

@@ -458,7 +458,9 @@ _BAD_VALUES: dict[str, tuple[str, ...]] = {
     "flagged": ("maybe",), "ascending": ("yes please",),
     "sort": ("bogus",), "verdict": ("bogus",), "status": ("bogus",),
     "service": (), "agent": (), "model": (), "tool": (), "outcome": (), "episode_id": (),
-    "search": (),
+    "search": (), "trace_id": (), "span_id": (),
+    "where": ("gen_ai.tool.name == 'x'", '[{"field": "a\\"]", "op": "exists"}]',
+              '[{"field": "a", "op": "like", "text": "x"}]', '{"field": "a"}'),
 }
 _GOOD_VALUES: dict[str, str] = {
     "limit": "5", "offset": "0", "since_ns": "0", "until_ns": "9223372036854775807",
@@ -466,7 +468,9 @@ _GOOD_VALUES: dict[str, str] = {
     "prices": '{"gpt-4o": {"input": 2.5, "output": 10}}', "sort": "cost",
     "verdict": "not flagged", "status": "ended", "service": "load", "agent": "a",
     "model": "gpt-4o", "tool": "search", "outcome": "success", "episode_id": "e-1",
-    "search": "e-",
+    "search": "e-", "trace_id": "0af7651916cd43dd8448eb211c80319c",
+    "span_id": "b7ad6b7169203331",
+    "where": '[{"field":"gen_ai.tool.name","op":"==","text":"search","number":null}]',
 }
 
 

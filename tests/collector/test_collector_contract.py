@@ -3,11 +3,13 @@ labels that cannot be read, and a span id sent again with other content."""
 
 from __future__ import annotations
 
+import json
 import os
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from collector_process import CollectorProcess, start_collector
@@ -54,6 +56,16 @@ def test_read_parameters_take_their_declared_type(collector: CollectorProcess) -
     assert status == 400
     assert "parameter limit of read 'episodes' must be an integer, not 'abc'" in answer
     assert len(collector.read("episodes", limit=1)) == 1
+    # a Spans filter goes as the conditions it compiles to, checked before the read runs
+    where = '[{"field":"loopscope.episode.id","op":"==","text":"007","number":null}]'
+    assert [r["episode_id"] for r in collector.read("span_list", where=quote(where))] == ["007"]
+    unsafe = json.dumps([{"field": "a') or 1=1 --", "op": "exists"}])  # never reaches SQL
+    status, _, answer = _call(collector, "GET", "/v1/reads/span_list?where=" + quote(unsafe))
+    assert status == 400
+    error = json.loads(answer)["error"]
+    assert error.startswith("parameter where of read 'span_list' must be a span filter's "
+                            "conditions")
+    assert error.endswith("condition 1: \"a') or 1=1 --\" is not a field")
 
 
 def test_a_missing_required_parameter_is_a_400(collector: CollectorProcess) -> None:

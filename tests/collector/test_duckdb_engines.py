@@ -36,10 +36,12 @@ EMBEDDED_STORE_TESTS: Final = (
     "tests/collector/test_collector_ingest.py",
     "tests/collector/test_typed_attributes.py",
     "tests/collector/test_metrics.py",
+    "tests/collector/test_span_filter.py",
 )
-"""The embedded store's storage and chaos tests, and the named reads and metrics over a store,
-run again on ``CURRENT_DUCKDB``. (``test_chaos_poison`` is left out: it tests the decoder in
-front of the store, which no engine touches, and its minutes are the suite's budget.)"""
+"""The embedded store's storage and chaos tests, and the named reads and metrics over a store
+(the Spans filter's reads among them), run again on ``CURRENT_DUCKDB``. (``test_chaos_poison``
+is left out: it tests the decoder in front of the store, which no engine touches, and its
+minutes are the suite's budget.)"""
 
 TEST_TOOLS: Final = ("pytest", "pytest-timeout", "hypothesis")
 """What those tests need beyond the collector extra (taken at the dev extra's versions)."""

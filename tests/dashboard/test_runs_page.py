@@ -119,7 +119,7 @@ def test_the_trace_view_marks_calls_guard_actions_and_flags() -> None:
            "start_ns": i * 2_000_000, "end_ns": i * 2_000_000 + 500_000, "status_code": 0,
            "operation": "execute_tool", "tool": "search", "tokens_in": 0, "tokens_out": 0,
            "cost_usd": None, "is_call": True} for i in (1, 2, 3)),
-    ])
+    ]).assign(trace_id="t1")
     calls = pd.DataFrame({"span_id": ["c1", "c2", "c3"], "call": [1, 2, 3],
                           "guard_action": ["allow", "warn", "allow"],
                           "guard_decision": ["allow", "warn", "stop"]})
@@ -136,6 +136,12 @@ def test_the_trace_view_marks_calls_guard_actions_and_flags() -> None:
                      "enforce would stop"]
     would = next(t for t in figure.data if t.name == "enforce would stop")
     assert list(would.y) == ["  6. call 3 · search"]
+    # a click on a bar or a marker names its span (the point as Streamlit's selection has it)
+    bars = next(t for t in figure.data if t.name == "tool call")
+    assert [waterfall.picked_span({"customdata": list(d)}) for d in bars.customdata] == [
+        ("t1", "c1"), ("t1", "c2"), ("t1", "c3")]
+    assert waterfall.picked_span({"customdata": list(would.customdata[0])}) == ("t1", "c3")
+    assert waterfall.picked_span({"x": 1.0}) is None
     # rows in start order on the axis, whichever trace draws them
     assert list(figure.layout.yaxis.categoryarray) == [
         "  1. invoke_agent bot", "  2. message user", "  3. chat gpt", "  4. call 1 · search",

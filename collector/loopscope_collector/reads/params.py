@@ -11,7 +11,8 @@ A rule is one of:
 - ``one of A, B, C``: text that is one of those values (a value the read does not know
   would match nothing, silently);
 - ``price table``: a JSON price table, ``{model prefix: {"input": USD, "output": USD}}`` (per
-  million tokens), each price a finite number of at least 0.
+  million tokens), each price a finite number of at least 0;
+- ``span filter``: the conditions a Spans filter compiles to (``span_filter.checked``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from .span_filter import SpanFilterError, checked
+
 BIGINT_MIN: Final = -(2**63)
 BIGINT_MAX: Final = 2**63 - 1
 
@@ -29,6 +32,7 @@ _INTEGER: Final = re.compile(r"[+-]?[0-9]+")
 _RANGE: Final = re.compile(r"from\s+([+-]?[0-9]+)(?:\s+to\s+([+-]?[0-9]+))?")
 _CHOICES: Final = re.compile(r"one of\s+(.+)")
 _PRICE_TABLE: Final = "price table"
+_SPAN_FILTER: Final = "span filter"
 _PRICE_KEYS: Final = ("input", "output")
 
 
@@ -76,6 +80,7 @@ class Param:
     high: int = BIGINT_MAX
     choices: tuple[str, ...] = ()
     price_table: bool = False
+    span_filter: bool = False
 
     @classmethod
     def declared(cls, name: str, type_: str, rule: str) -> Param:
@@ -99,6 +104,8 @@ class Param:
             return cls(name, type_, choices=tuple(c.strip() for c in found.group(1).split(",")))
         if rule == _PRICE_TABLE and type_ == "varchar":
             return cls(name, type_, price_table=True)
+        if rule == _SPAN_FILTER and type_ == "varchar":
+            return cls(name, type_, span_filter=True)
         raise ValueError(f"parameter {name}: unknown rule {rule!r} for a {type_}")
 
     def takes(self) -> str:
@@ -110,6 +117,9 @@ class Param:
         if self.price_table:
             return ('a JSON price table {"model prefix": {"input": USD, "output": USD}} '
                     "(USD per million tokens)")
+        if self.span_filter:
+            return ('a span filter\'s conditions, JSON [{"field", "op", "text", "number"}] '
+                    "(loopscope_collector.reads.span_filter.compile_filter)")
         return _TYPE_NAMES[self.type]
 
     def convert(self, text: str) -> object:
@@ -128,6 +138,11 @@ class Param:
             raise BadValue(self.takes())
         if self.price_table:
             return _price_table(text)
+        if self.span_filter:
+            try:
+                return checked(text)
+            except SpanFilterError as exc:
+                raise BadValue(self.takes(), str(exc)) from None
         return text
 
     def _integer(self, text: str) -> int:

@@ -1,14 +1,27 @@
 """Episode: one run — its task, what happened apart from what enforce would have done, its
 calls on a timeline, its flags and guard decisions, and how it ended. Every table counts calls
 the same way (call 1 is the first tool call), by the agent's own numbers where its SDK set
-them, so calls whose spans never arrived are gaps, named. Deep link: ``/episode?episode=ID``."""
+them, so calls whose spans never arrived are gaps, named. A click on a span of the trace, or
+on a row of the Steps table, opens it in the span inspector under the trace. Deep link:
+``/episode?episode=ID``, with ``&span=ID&trace=ID`` for the span inspected."""
 
 import json
+from functools import partial
 
 import pandas as pd
 import streamlit as st
 
-from loopscope_dashboard import charts, downloads, hints, queries, state, tables, truth, waterfall
+from loopscope_dashboard import (
+    charts,
+    downloads,
+    hints,
+    inspector,
+    queries,
+    state,
+    tables,
+    truth,
+    waterfall,
+)
 
 filters = state.filters().params()
 flagged = queries.episodes(flagged=True, limit=200, **filters)
@@ -29,6 +42,24 @@ if wanted:
 
 def _follow() -> None:
     st.query_params["episode"] = st.session_state[state.EPISODE]  # keep the URL a deep link
+    for key in (state.SPAN, state.TRACE):  # the span inspected was the other run's
+        st.query_params.pop(key, None)
+
+
+def _clicked_trace() -> None:
+    """A click on the waterfall opens the clicked span in the inspector."""
+    points = st.session_state["waterfall"]["selection"]["points"]
+    picked = next((p for p in map(waterfall.picked_span, points) if p), None)
+    if picked is not None:
+        state.inspect_span(*picked)
+
+
+def _picked_step(ids: list[tuple[str, str]]) -> None:
+    """A row picked in the Steps table opens its call's span in the inspector."""
+    rows = st.session_state["steps_table"]["selection"]["rows"]
+    if rows:
+        state.inspect_span(*ids[rows[0]])
+        st.toast("The call's span is open in the inspector, under the trace.")
 
 
 episode_id = st.sidebar.selectbox("Episode", options, key=state.EPISODE, on_change=_follow)
@@ -92,11 +123,16 @@ spans = queries.episode_spans(episode_id)
 if spans.empty:
     st.info("The store holds no spans of this run (it was imported as rows, not spans).")
 else:
-    st.plotly_chart(waterfall.trace_waterfall(spans, calls, detections), key="waterfall")
+    st.plotly_chart(waterfall.trace_waterfall(spans, calls, detections), key="waterfall",
+                    on_select=_clicked_trace, selection_mode="points")
     st.caption("Every span of the run from its start to its end: the agent's run, model turns, "
                "messages and tool calls, with duration, tokens and cost on hover. Markers at a call's "
                "end: red ◆ ✕ ■ the guard warned, blocked or stopped it; hollow grey what "
-               "enforce mode would have done where the call ran; orange ● a flag only.")
+               "enforce mode would have done where the call ran; orange ● a flag only. "
+               "Click a span (or a row of Steps) to inspect it here.")
+    picked = state.inspected_span()
+    if picked is not None:
+        inspector.show(picked[1], picked[0])
 
 left, right = st.columns(2)
 with left:
@@ -163,6 +199,9 @@ else:
                        "captured, the model's messages not stored)." if differs else ""))
     st.dataframe(
         steps, height=tables.height(steps), hide_index=True, key="steps_table",
+        on_select=partial(_picked_step, list(zip(steps["trace_id"], steps["span_id"],
+                                                 strict=True))),
+        selection_mode="single-row",
         column_order=["call", "tool", "args_text", "output_text", "status", "latency_ms",
                       "shown_progress", "shown_streak",
                       *(["collector_progress", "collector_streak"] if differs else []),

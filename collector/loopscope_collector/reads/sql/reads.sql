@@ -7,7 +7,8 @@
 -- After the type, the rule its values follow (reads/params.py), checked before a read runs so
 -- that a value the read cannot take is a 400 naming the parameter, not a failed read: "from
 -- LOW [to HIGH]" (a bigint is always within BIGINT), "one of A, B, ..." (text the read knows),
--- "price table" (the JSON run_cost reads). The ranges: a limit or an offset of at least 0;
+-- "price table" (the JSON run_cost reads), "span filter" (the conditions a Spans filter
+-- compiles to: reads/span_filter.py). The ranges: a limit or an offset of at least 0;
 -- seconds that the reads multiply into nanoseconds at most 9223372036 (the BIGINT of ns).
 -- param service: varchar
 -- param agent: varchar
@@ -28,6 +29,9 @@
 -- param sort: varchar one of newest, started, calls, flags, cost, duration, agent, service
 -- param ascending: boolean
 -- param stale_s: bigint from 0 to 9223372036
+-- param where: varchar span filter
+-- param trace_id: varchar
+-- param span_id: varchar
 
 -- fragment: episode_filter
 -- The filters of an episode list on episodes e (the sidebar's): used after WHERE.
@@ -39,6 +43,62 @@
   and ($until_ns is null or e.start_ns < $until_ns)
   and ($tool is null or e.episode_id in (
         select t.episode_id from tool_calls t where t.tool = $tool))
+-- end fragment
+
+-- fragment: span_scope
+-- The spans a Spans view covers, as the CTE span_scope (used as "with /*fragment
+-- span_scope*/"): every stored span in the sidebar's service, tool and time window (by its
+-- start) that meets each condition of $where (reads/span_filter.py: a JSON list of {field,
+-- op, text, number}, checked before it gets here, so a field is safe in a JSON path). Each
+-- row carries the words its filter compares: `status` (ok, error, unset), `kind` (internal,
+-- server, ...), `duration_ms`, and `tool`, the tool a tool call ran as every page names it.
+span_rows as (
+    select s.trace_id, s.span_id, s.parent_span_id, s.name, s.service, s.start_ns, s.end_ns,
+           s.attributes, s.events, t.tool, t.episode_id, t.call_ordinal,
+           (s.end_ns - s.start_ns) / 1e6 as duration_ms,
+           case s.status_code when 1 then 'ok' when 2 then 'error' else 'unset' end as status,
+           case s.kind when 1 then 'internal' when 2 then 'server' when 3 then 'client'
+                when 4 then 'producer' when 5 then 'consumer' else 'unspecified' end as kind
+    from spans s
+    left join tool_calls t using (trace_id, span_id)
+    where ($service is null or s.service = $service)
+      and ($since_ns is null or s.start_ns >= $since_ns)
+      and ($until_ns is null or s.start_ns < $until_ns)
+      and ($tool is null or t.tool = $tool)
+),
+span_conditions as (
+    select c.field, c.op, c.text, c.number, '$."' || c.field || '"' as path
+    from (select unnest(from_json(coalesce($where, '[]'),
+            '[{"field": "VARCHAR", "op": "VARCHAR", "text": "VARCHAR", "number": "DOUBLE"}]'),
+            recursive := true)) c
+),
+span_scope as (
+    select r.* from span_rows r
+    where $where is null or not exists (
+        -- a condition this span fails (one that does not hold, or cannot be judged)
+        select 1 from span_conditions c, lateral (
+            select case c.field when 'name' then r.name when 'service' then r.service
+                        when 'status' then r.status when 'kind' then r.kind
+                        when 'tool' then r.tool when 'trace_id' then r.trace_id
+                        when 'span_id' then r.span_id
+                        when 'parent_span_id' then r.parent_span_id
+                        when 'duration' then r.duration_ms::varchar
+                        else json_extract_string(r.attributes, c.path) end as v) x
+        where not coalesce(case c.op
+            when 'exists' then x.v is not null
+            when '==' then case when c.number is not null
+                                then try_cast(x.v as double) = c.number
+                                else x.v = c.text end
+            when '!=' then case when c.number is not null
+                                then try_cast(x.v as double) is distinct from c.number
+                                else x.v is distinct from c.text end
+            when '>' then try_cast(x.v as double) > c.number
+            when '>=' then try_cast(x.v as double) >= c.number
+            when '<' then try_cast(x.v as double) < c.number
+            when '<=' then try_cast(x.v as double) <= c.number
+            when 'contains' then contains(x.v, c.text)
+            end, false))
+)
 -- end fragment
 
 -- fragment: run_truth
@@ -258,7 +318,7 @@ traces as (
     union
     select trace_id from episodes where episode_id = $episode_id and trace_id is not null
 )
-select s.span_id, s.parent_span_id, s.name, s.start_ns, s.end_ns, s.status_code,
+select s.trace_id, s.span_id, s.parent_span_id, s.name, s.start_ns, s.end_ns, s.status_code,
        s.attributes ->> 'gen_ai.operation.name' as operation,
        coalesce(t.tool, s.attributes ->> 'gen_ai.tool.name') as tool,
        coalesce(t.tokens_in, try_cast(s.attributes ->> 'gen_ai.usage.input_tokens' as bigint))
@@ -277,6 +337,53 @@ where s.end_ns >= coalesce(r.start_ns, s.end_ns) - 1000000000
   and (t.episode_id is null or t.episode_id = $episode_id)
 order by s.start_ns, s.span_id
 limit coalesce($limit, 2000);
+
+-- name: span_list
+-- The spans a Spans view covers (fragment span_scope: the sidebar's service, tool and time
+-- window, and the filter $where), newest first, $limit (default 200) from $offset, with their
+-- attributes (JSON text), how many events each has, and `total`, how many spans match.
+with /*fragment span_scope*/
+select trace_id, span_id, parent_span_id, name, service, start_ns, end_ns, duration_ms, status,
+       kind, tool, episode_id, call_ordinal, attributes,
+       coalesce(json_array_length(events), 0) as events, count(*) over () as total
+from span_scope
+order by start_ns desc, span_id
+limit coalesce($limit, 200) offset coalesce($offset, 0);
+
+-- name: span_latency
+-- Latency of the spans a Spans view covers (fragment span_scope): per tool, the tool calls'
+-- count and p50 / p90 / p99 / max duration in ms (continuous quantiles), and one row with
+-- every matching span, tool calls or not (`tool` null, `every_span` true).
+with /*fragment span_scope*/
+select tool, false as every_span, count(*) as spans,
+       quantile_cont(duration_ms, 0.5) as p50_ms, quantile_cont(duration_ms, 0.9) as p90_ms,
+       quantile_cont(duration_ms, 0.99) as p99_ms, max(duration_ms) as max_ms
+from span_scope where tool is not null group by tool
+union all
+select null, true, count(*), quantile_cont(duration_ms, 0.5), quantile_cont(duration_ms, 0.9),
+       quantile_cont(duration_ms, 0.99), max(duration_ms)
+from span_scope
+order by every_span desc, spans desc, tool;
+
+-- name: span_detail
+-- requires: span_id
+-- One span as stored, for the span inspector: every column (attributes, resource and events
+-- as JSON text), and the run and call number it is a tool call of, when it is one. Matched by
+-- $span_id, in $trace_id when given (a span id is unique only within its trace).
+select s.trace_id, s.span_id, s.parent_span_id, s.name, s.service, s.start_ns, s.end_ns,
+       (s.end_ns - s.start_ns) / 1e6 as duration_ms,
+       case s.status_code when 1 then 'ok' when 2 then 'error' else 'unset' end as status,
+       s.status_message,
+       case s.kind when 1 then 'internal' when 2 then 'server' when 3 then 'client'
+            when 4 then 'producer' when 5 then 'consumer' else 'unspecified' end as kind,
+       s.scope, s.attributes, s.resource, s.events,
+       coalesce(t.episode_id, s.attributes ->> 'loopscope.episode.id') as episode_id,
+       t.tool, t.call_ordinal
+from spans s
+left join tool_calls t using (trace_id, span_id)
+where s.span_id = $span_id and ($trace_id is null or s.trace_id = $trace_id)
+order by s.start_ns, s.trace_id
+limit 10;
 
 -- name: episode_detections
 -- requires: episode_id
