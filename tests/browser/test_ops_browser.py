@@ -160,7 +160,7 @@ def _every_page_speaks_the_glossary_and_agrees(page: Any, live: dict[str, str],
                                                problems: list[str]) -> None:
     """Issue 30, in the browser, after the test opened Policy, Labels, Alerts and Loops
     (``texts``, ``problems``): every page of the demo's runs shows no word outside
-    docs/glossary.md in its headings, metric labels and buttons, no retired word anywhere, no
+    docs/glossary.md in its headings, metric labels, buttons and table headers, no retired word anywhere, no
     ``None``, no button too narrow for its text; and the headline numbers agree: the labelled
     loops of the Overview's loop-detection rate and of the Policy page, the labels the Labels
     page and the Policy page count (scenario labels in both), and the runs the Runs, Loops
@@ -170,6 +170,8 @@ def _every_page_speaks_the_glossary_and_agrees(page: Any, live: dict[str, str],
               "import": ("/importer", "h1")}  # (the test opened the other pages)
     for name, (path, ready) in opened.items():
         texts[name] = _check_page(page, base + path, ready, f"ops-words-{name}", problems)
+        if name == "runs":  # the headers the check reads are there
+            assert "stop reason" in page.locator('[role="columnheader"]').all_inner_texts()
     flagged = json.loads(_get(live["collector"] + "/v1/reads/episode_list?flagged=true"))
     episode = flagged["rows"][0]["episode_id"]
     texts["episode"] = _check_page(page, f"{base}/episode?episode={episode}",
@@ -206,14 +208,15 @@ def _check_page(page: Any, url: str, ready: str, name: str, problems: list[str],
 
 
 def words_in_page(main: Any, name: str, *, title_is_data: bool = False) -> list[str]:
-    """Headings, metric labels and button texts held to the glossary word by word; all the
-    page's text held to its retired words."""
+    """Headings, metric labels, button texts and the tables' headers in view held to the
+    glossary word by word; all the page's text held to its retired words."""
     words = glossary()
     heads = main.locator("h2, h3" if title_is_data else "h1, h2, h3").all_inner_texts()
     buttons = main.locator("button").evaluate_all(  # a Material icon's name is not a word
         "els => els.map(b => { const c = b.cloneNode(true); c.querySelectorAll("
         "'[data-testid=\"stIconMaterial\"]').forEach(e => e.remove()); return c.innerText; })")
+    columns = main.locator('[role="columnheader"]').all_inner_texts()  # tables' headers
     strict = [t for t in (*heads, *main.locator('[data-testid="stMetricLabel"]')
-                          .all_inner_texts(), *buttons) if t.strip()]
+                          .all_inner_texts(), *buttons, *columns) if t.strip()]
     return (words.problems(name, strict)
             + words.problems(name, [main.inner_text()], retired_only=True))
