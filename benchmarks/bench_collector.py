@@ -173,7 +173,7 @@ def bench_loopscope(bodies: list[bytes], total: int, connections: int, tmp: Path
         done = time.perf_counter()
         metrics = urllib.request.urlopen(base + "/metrics").read().decode()
         active = next(float(line.split()[-1]) for line in metrics.splitlines()
-                      if line.startswith("loopscope_detection_active_episodes"))
+                      if line.startswith("loopscope_detection_active_runs"))
         rss_after = rss_mb(proc.pid)
         return {"seconds": done - start, "ack_seconds": acked - start,
                 "spans_per_s": total / (done - start), "retried_requests": retries,

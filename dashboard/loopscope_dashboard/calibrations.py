@@ -48,7 +48,7 @@ def run(runs: Sequence[StoredRun], base: Policy, *,
 
 
 def bound_text(result: Calibration) -> str:
-    """The false kills and their bound in words: "0 of 113: at most 3.2% at 95%"."""
+    """The false stops and their bound in words: "0 of 113: at most 3.2% at 95%"."""
     return (f"{len(result.false_kills)} of {result.healthy}: at most {result.bound:.1%} "
             "at 95%")
 
@@ -75,9 +75,9 @@ def sources_frame(result: Calibration) -> pd.DataFrame:
     """Each evidence source's blocks and stops before any cap (on loops, false kills) and
     the highest action the calibrated policy lets it take alone."""
     return pd.DataFrame(
-        [{"evidence source": name, "kills on loops": row.on_loops,
-          "false kills": len(row.false_kills), "highest action": result.caps.get(name, "stop"),
-          "false kills on": ", ".join(row.false_kills[:5])}
+        [{"evidence source": name, "stops on loops": row.on_loops,
+          "false stops": len(row.false_kills), "highest action": result.caps.get(name, "stop"),
+          "false stops on": ", ".join(row.false_kills[:5])}
          for name, row in sorted(result.sources.items())],
-        columns=["evidence source", "kills on loops", "false kills", "highest action",
-                 "false kills on"])
+        columns=["evidence source", "stops on loops", "false stops", "highest action",
+                 "false stops on"])

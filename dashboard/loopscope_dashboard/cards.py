@@ -21,7 +21,7 @@ class Card:
     caption: str
     help: str
     delta_color: Literal["normal", "inverse"] = "normal"
-    """``inverse`` when a rise is bad (false kills, latency, cost)."""
+    """``inverse`` when a rise is bad (false stops, latency, cost)."""
 
 
 def _pct(value: float | None) -> str:
@@ -34,13 +34,14 @@ def _delta(now: float | None, before: float | None, fmt: str) -> str | None:
     return format(now - before, fmt)
 
 
-def _rate_caption(r: Mapping[str, Any], sources: str | None = None,
+def _rate_caption(r: Mapping[str, Any], of: str, sources: str | None = None,
                   empty: str = "n = 0") -> str:
+    """``3 of 4 labelled loops · 95% CI 10%–90%``: the count, its n and what n counts."""
     if not r["n"]:
         return empty
     lo, hi = r["interval"]
     labels = f" · labels: {sources}" if sources else ""
-    return f"{r['count']} of n = {r['n']} · 95% CI {lo:.0%}–{hi:.0%}{labels}"
+    return f"{r['count']} of {r['n']} {of} · 95% CI {lo:.0%}–{hi:.0%}{labels}"
 
 
 def metric_cards(report: Mapping[str, Any],
@@ -61,18 +62,22 @@ def metric_cards(report: Mapping[str, Any],
     return [
         Card("Loop-detection rate", _pct(det["value"]),
              _delta(det["value"], was("loop_detection_rate", "value"), "+.1%"),
-             _rate_caption(det, det.get("label_source"), empty="n = 0 · no labelled loops yet"),
-             "Flagged loops / true loops. A true loop is an episode labelled true_loop on the "
-             "Labels page, else one whose agent reported it as a loop "
-             "(`loopscope.episode(label=...)`, as the demo's scripted runs do)."),
-        Card("False-kill rate", _pct(fk["value"]),
+             _rate_caption(det, "labelled loops", det.get("label_source"),
+                           empty="n = 0 · no labelled loops yet"),
+             "Flagged runs of labelled loops (not of every flagged run). A labelled loop is a "
+             "run labelled true loop on the Labels page, else one whose agent labelled it a "
+             "loop (a scenario label, `loopscope.episode(label=...)`, as the demo's scripted "
+             "runs do; docs/glossary.md)."),
+        Card("False-stop rate", _pct(fk["value"]),
              _delta(fk["value"], was("false_kill_rate", "value"), "+.1%"),
-             _rate_caption(fk) + f" · {fk.get('budget_stops', 0)} budget stop(s) beside it",
-             "Detector kills (block/stop, or would-be kills in observe and warn mode) that hit "
-             "a legitimate run / all detector kills. A human label outranks the agent's own "
-             "scenario label, which outranks the rule: unlabelled, a kill is false when the "
-             "run made progress after it and succeeded. Budget stops are a user's cap, not a "
-             "detector's verdict: counted beside the rate, never in it.", "inverse"),
+             _rate_caption(fk, "judged stops")
+             + f" · {fk.get('budget_stops', 0)} budget stop(s) beside it",
+             "Runs a detector stopped (a block or a stop, or a would-stop in observe and warn "
+             "mode) that were not looping / the stopped runs a label or the rule could judge. "
+             "A human label outranks the agent's own scenario label, which outranks the rule: "
+             "unlabelled, a stop is false when the run made progress after it and succeeded. "
+             "Budget stops are a user's cap, not a detector's verdict: counted beside the "
+             "rate, never in it.", "inverse"),
         Card("UNKNOWN reconcile latency",
              "n/a" if lat["p50_s"] is None else f"{lat['p50_s']:.1f} s p50",
              _delta(lat["p50_s"], was("unknown_reconcile_latency", "p50_s"), "+.1f"),
@@ -84,7 +89,7 @@ def metric_cards(report: Mapping[str, Any],
              _delta(cost["value"], was("cost_per_successful_task", "value"), "+,.4f"),
              f"${cost['total_usd']:,.4f} over {cost['successful_episodes']} successes · "
              f"${cost['cost_after_first_flag_usd']:,.4f} after the first flag",
-             "All cost in the window / successful episodes.", "inverse"),
+             "All cost in the window / successful runs.", "inverse"),
     ]
 
 

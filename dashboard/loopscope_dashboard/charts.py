@@ -317,10 +317,10 @@ def _empty(fig: go.Figure, message: str) -> go.Figure:
 
 
 def sweep_chart(sweep: pd.DataFrame, setting: str) -> go.Figure:
-    """Loops caught and false kills for each value of one policy setting (the Policy page's
-    sweep): a good value catches many loops for few false kills.
+    """Loops caught and false stops for each value of one policy setting (the Policy page's
+    sweep): a good value catches many loops for few false stops.
 
-    ``sweep`` has the ``setting`` column and ``caught``, ``labelled_loops``, ``false_kills``;
+    ``sweep`` has the ``setting`` column and ``caught``, ``labelled_loops``, ``false_stops``;
     values named in its ``policy`` column (current, candidate) get a dotted line and a note.
     """
     fig = go.Figure()
@@ -332,9 +332,9 @@ def sweep_chart(sweep: pd.DataFrame, setting: str) -> go.Figure:
                              customdata=sweep[["labelled_loops"]].values,
                              hovertemplate=f"{setting} %{{x}}: %{{y}} of %{{customdata[0]}} "
                                            "labelled loops caught<extra></extra>"))
-    fig.add_trace(go.Scatter(x=x, y=sweep["false_kills"], mode="lines+markers",
-                             name="false kills", line={"color": ALERT_COLOR},
-                             hovertemplate=f"{setting} %{{x}}: %{{y}} false kills"
+    fig.add_trace(go.Scatter(x=x, y=sweep["false_stops"], mode="lines+markers",
+                             name="false stops", line={"color": ALERT_COLOR},
+                             hovertemplate=f"{setting} %{{x}}: %{{y}} false stops"
                                            "<extra></extra>"))
     if "policy" in sweep.columns:  # the current and candidate values, marked
         for value, mark in zip(x, sweep["policy"], strict=True):

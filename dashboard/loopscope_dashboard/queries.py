@@ -394,14 +394,20 @@ def loops_by(dimension: str, **filters: Any) -> pd.DataFrame:
     ])
 
 
+GLOSSARY_NAMES: Final = {"kills": "stops", "would_be_kills": "would_stops", "episodes": "runs",
+                          "flagged_episodes": "flagged_runs"}
+"""Columns of the run reads renamed to docs/glossary.md's words where a page shows them and
+a download writes them (the reads keep the stored names)."""
+
+
 @st.cache_data(ttl=LIVE_TTL, show_spinner=False)
 def episodes(*, flagged: bool | None = None, limit: int = 200, episode_id: str | None = None,
              **filters: Any) -> pd.DataFrame:
-    """Episodes newest first (``episode_list``), with what happened (``happened``, ``kills``)
-    apart from what enforce would have done (``enforce_would``, ``would_be_kills``) and
+    """Runs newest first (``episode_list``), with what happened (``happened``, ``stops``)
+    apart from what enforce would have done (``enforce_would``, ``would_stops``) and
     ``would_be`` ("would stop") where that is more; ``filters`` as ``state.Filters.params()``."""
     frame = _read("episode_list", flagged=flagged, limit=limit, episode_id=episode_id,
-                  **filters)
+                  **filters).rename(columns=GLOSSARY_NAMES)
     if not frame.empty:
         frame["would_be"] = [truth.would_be(h, w) for h, w in
                              zip(frame["happened"], frame["enforce_would"], strict=True)]
@@ -431,7 +437,7 @@ def runs(*, search: str | None = None, verdict: str | None = None, status: str |
     ``started`` (a time), ``duration_s`` and ``would_be`` beside the read's columns."""
     frame = _read("run_list", search=search or None, verdict=verdict, status=status,
                   sort=sort, ascending=ascending, limit=limit, offset=offset,
-                  stale_s=RUN_SILENT_S, **filters)
+                  stale_s=RUN_SILENT_S, **filters).rename(columns=GLOSSARY_NAMES)
     if frame.empty:
         return frame, 0
     total = int(frame["total"].iloc[0])
@@ -645,8 +651,8 @@ def unknown_writes(*, service: str | None = None, limit: int = 200) -> pd.DataFr
 
 @st.cache_data(ttl=LIVE_TTL, show_spinner=False)
 def loops_by_tool(**filters: Any) -> pd.DataFrame:
-    """Per tool: calls, no-progress calls, flags and flagged episodes."""
-    return _read("loops_by_tool", **filters)
+    """Per tool: calls, runs, no-progress calls, flags and flagged runs."""
+    return _read("loops_by_tool", **filters).rename(columns=GLOSSARY_NAMES)
 
 
 @st.cache_data(ttl=LIVE_TTL, show_spinner=False)

@@ -285,9 +285,10 @@ class Scorecard:
     runs: int
     labelled_loops: int
     caught: int
-    judged_kills: int
-    """Runs with a detector kill the false-kill rule could judge: the false-kill rate's n."""
-    false_kills: int
+    judged_stops: int
+    """Runs with a detector's stop (a block or a stop) the false-kill rule could judge: the
+    false-stop rate's n (docs/glossary.md)."""
+    false_stops: int
     warned: int
     blocked: int
     stopped: int
@@ -301,13 +302,13 @@ class Scorecard:
 
 
 def score(verdicts: Sequence[PolicyVerdict]) -> Scorecard:
-    """Count caught loops, false kills, runs per strongest action and what stopping saved."""
+    """Count caught loops, false stops, runs per strongest action and what stopping saved."""
     return Scorecard(
         runs=len(verdicts),
         labelled_loops=sum(v.label is True for v in verdicts),
         caught=sum(v.caught for v in verdicts),
-        judged_kills=sum(v.kill_judged for v in verdicts),
-        false_kills=sum(v.false_kill for v in verdicts),
+        judged_stops=sum(v.kill_judged for v in verdicts),
+        false_stops=sum(v.false_kill for v in verdicts),
         warned=sum(v.action == "warn" for v in verdicts),
         blocked=sum(v.action == "block" for v in verdicts),
         stopped=sum(v.action == "stop" for v in verdicts),
@@ -326,9 +327,9 @@ def changed(current: Sequence[PolicyVerdict], candidate: Sequence[PolicyVerdict]
             rows.append({"episode_id": now.episode_id,
                          "label": _label_name(now.label),
                          "current": _describe(was), "candidate": _describe(now),
-                         "false_kill_now": now.false_kill, "caught_now": now.caught})
+                         "false_stop_now": now.false_kill, "caught_now": now.caught})
     return pd.DataFrame(rows, columns=["episode_id", "label", "current", "candidate",
-                                       "false_kill_now", "caught_now"])
+                                       "false_stop_now", "caught_now"])
 
 
 def _label_name(label: bool | None) -> str:
@@ -339,12 +340,12 @@ def verdicts_frame(verdicts: Sequence[PolicyVerdict]) -> pd.DataFrame:
     """One row per run: its verdict under a policy, as the page lists it."""
     return pd.DataFrame([{
         "episode_id": v.episode_id, "verdict": _describe(v), "action": v.action,
-        "first_kill_call": v.first_kill_call, "stop_call": v.stop_call,
+        "first_stop_call": v.first_kill_call, "stop_call": v.stop_call,
         "label": _label_name(v.label), "caught": v.caught,
-        "false_kill": v.false_kill, "calls_saved": v.calls_saved,
+        "false_stop": v.false_kill, "calls_saved": v.calls_saved,
         "cost_saved_usd": v.cost_saved} for v in verdicts],
-        columns=["episode_id", "verdict", "action", "first_kill_call", "stop_call", "label",
-                 "caught", "false_kill", "calls_saved", "cost_saved_usd"])
+        columns=["episode_id", "verdict", "action", "first_stop_call", "stop_call", "label",
+                 "caught", "false_stop", "calls_saved", "cost_saved_usd"])
 
 
 def episode_record(run: StoredRun) -> dict[str, Any]:

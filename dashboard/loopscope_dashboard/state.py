@@ -94,7 +94,8 @@ def filters() -> Filters:
 
 
 EPISODE_COLUMNS: Final[dict[str, Any]] = {
-    "open": st.column_config.LinkColumn("episode", display_text=r"episode=(.*)$"),
+    "open": st.column_config.LinkColumn("run", display_text=r"episode=(.*)$",
+                                        help="The run's episode id: opens its Episode page."),
     "guard_mode": st.column_config.TextColumn("mode"),
     "happened": st.column_config.TextColumn(
         "happened", help="What the guard really did to the run: stopped, blocked, warned or "
@@ -102,10 +103,11 @@ EPISODE_COLUMNS: Final[dict[str, Any]] = {
     "would_be": st.column_config.TextColumn(
         "enforce would", help="What enforce mode would have done, where it is more than what "
         "happened (observe and warn mode record it; the calls ran)."),
-    "kills": st.column_config.NumberColumn(
-        "kills", help="Calls the guard really blocked or stopped."),
-    "would_be_kills": st.column_config.NumberColumn(
-        "would-be kills", help="Calls enforce mode would have blocked or stopped, which ran."),
+    "stops": st.column_config.NumberColumn(
+        "stops", help="Calls the guard really blocked or stopped (docs/glossary.md)."),
+    "would_stops": st.column_config.NumberColumn(
+        "would-stops", help="Calls enforce mode would have blocked or stopped, which ran "
+        "(observe and warn mode)."),
     "cost_usd": st.column_config.NumberColumn("cost", format="$%.4f"),
     "last_flag_at": st.column_config.DatetimeColumn("last flag (UTC)"),
 }

@@ -233,9 +233,9 @@ def test_eval_without_files_scores_the_scenario_library(
     """The built-in evaluation would be empty or unlabelled."""
     assert cli.main(["eval", "--per-shape", "1"]) == 0
     out = capsys.readouterr().out
-    assert "Labelled episodes" in out
+    assert "Labelled runs" in out
     assert "loop detection rate" in out
-    assert "false-kill rate" in out
+    assert "false-stop rate" in out
     for system in ("loopscope", "naive_3_of_6", "max_steps_10"):
         assert system in out
 

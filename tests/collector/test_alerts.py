@@ -361,8 +361,8 @@ def test_a_spinning_service_alerts_to_the_webhook_metrics_and_history(
     assert row["resolved_because"] is None
     assert _metric(collector, 'loopscope_service_tool_calls_total{service="load"}') == (
         'loopscope_service_tool_calls_total{service="load"} 30')
-    assert _metric(collector, 'loopscope_service_no_progress_steps_total{service="load"}') == (
-        'loopscope_service_no_progress_steps_total{service="load"} 29')
+    assert _metric(collector, 'loopscope_service_no_progress_calls_total{service="load"}') == (
+        'loopscope_service_no_progress_calls_total{service="load"} 29')
 
     for offset in (60, 70):
         healthy = healthy_request(base + offset * 1_000_000_000)

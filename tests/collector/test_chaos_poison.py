@@ -369,8 +369,8 @@ def _every_read_answers(collector: CollectorProcess) -> None:
             assert response.status == 200, name
             _strict_json(response.read().decode())
     metrics = collector.get("/metrics")
-    for gauge in ("loopscope_killed_episodes", "loopscope_false_killed_episodes",
-                  "loopscope_false_kill_rate", "loopscope_budget_stopped_episodes"):
+    for gauge in ("loopscope_stopped_runs", "loopscope_false_stopped_runs",
+                  "loopscope_false_stop_rate", "loopscope_budget_stopped_runs"):
         assert f"\n{gauge} " in metrics, gauge
 
 

@@ -378,7 +378,7 @@ def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_cli_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["metrics", "--db", str(_filled(tmp_path))]) == 0
     out = capsys.readouterr().out
-    assert "false-kill rate" in out and "by service:" in out and "cost per successful" in out
+    assert "false-stop rate" in out and "by service:" in out and "cost per successful" in out
 
 
 def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,5 +1,6 @@
-"""``GET /metrics`` on a real collector: the store's kills, false kills and false-kill rate,
-and budget stops beside them (never in them), as ``loopscope metrics`` counts them."""
+"""``GET /metrics`` on a real collector: the store's stopped runs, false stops and false-stop
+rate, and budget stops beside them (never in them), as ``loopscope metrics`` counts them; the
+names docs/glossary.md renamed, still served under their old names, marked deprecated."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from loopscope_collector.storage import open_database
 pytestmark = pytest.mark.timeout(120)
 
 START = 1_700_000_000_000_000_000
+GLOSSARY = Path(__file__).resolve().parents[2] / "docs" / "glossary.md"
 
 
 def _kv(key: str, value: str | int) -> KeyValue:
@@ -79,10 +81,10 @@ def test_budget_stops_are_exported_beside_the_false_kill_rate(
     spans += [_call(loop, "loop-run", n, "same") for n in range(1, 7)]
     assert collector.post(request(spans).SerializeToString())[0] == 200
     metrics = eventually(lambda: (m := collector.get("/metrics"))
-                         and "loopscope_killed_episodes 1" in m and m)
-    assert _gauge(metrics, "loopscope_false_killed_episodes") == "0"
-    assert _gauge(metrics, "loopscope_false_kill_rate") == "0.0"
-    assert _gauge(metrics, "loopscope_budget_stopped_episodes") == "1"
+                         and "loopscope_stopped_runs 1" in m and m)
+    assert _gauge(metrics, "loopscope_false_stopped_runs") == "0"
+    assert _gauge(metrics, "loopscope_false_stop_rate") == "0.0"
+    assert _gauge(metrics, "loopscope_budget_stopped_runs") == "1"
     collector.stop()
     db = open_database(collector.db, read_only=True)
     try:
@@ -94,6 +96,25 @@ def test_budget_stops_are_exported_beside_the_false_kill_rate(
 
 def test_an_empty_store_exports_no_rate_yet(collector: CollectorProcess) -> None:
     metrics = collector.get("/metrics")
-    assert _gauge(metrics, "loopscope_killed_episodes") == "0"
-    assert _gauge(metrics, "loopscope_false_kill_rate") == "NaN"
-    assert _gauge(metrics, "loopscope_budget_stopped_episodes") == "0"
+    assert _gauge(metrics, "loopscope_stopped_runs") == "0"
+    assert _gauge(metrics, "loopscope_false_stop_rate") == "NaN"
+    assert _gauge(metrics, "loopscope_budget_stopped_runs") == "0"
+
+
+def test_renamed_metrics_keep_their_old_name_for_one_release_marked_deprecated(
+    collector: CollectorProcess,
+) -> None:
+    """docs/glossary.md's renamed /metrics names: each old name is still served, with the new
+    one's value and a HELP that says it is deprecated and names its successor."""
+    metrics = collector.get("/metrics")
+    renamed = re.findall(r"^\| `(loopscope_\w+)` \| `(loopscope_\w+)` \|$",
+                         GLOSSARY.read_text("utf-8"), re.MULTILINE)
+    assert len(renamed) >= 6
+    for old, new in renamed:
+        assert f"\n# TYPE {new} " in metrics, new
+        assert f"# HELP {old} DEPRECATED: renamed {new}," in metrics, old
+        assert f"# HELP {new} DEPRECATED" not in metrics, new
+        samples = [line.removeprefix(new) for line in metrics.splitlines()
+                   if line.startswith((new + " ", new + "{"))]
+        assert samples == [line.removeprefix(old) for line in metrics.splitlines()
+                           if line.startswith((old + " ", old + "{"))], old

@@ -147,7 +147,7 @@ def test_a_prometheus_scraping_a_live_collector_fires_under_a_spike(
         # increase only between two scrapes of a series), and a healthy rate never fires
         _agent(collector.url, "healthy", 1, tmp_path)
         eventually(lambda: scraped("loopscope_service_tool_calls_total") == 10, timeout=60)
-        assert scraped("loopscope_service_no_progress_steps_total") == 0
+        assert scraped("loopscope_service_no_progress_calls_total") == 0
         time.sleep(3)  # a few evaluations of the healthy series (none may fire)
         assert _firing(api) == []
 

@@ -126,7 +126,8 @@ def test_metric_cards_give_value_n_interval_and_trend() -> None:
                                              "cost_after_first_flag_usd": 0.25}}
     detection, false_kill, latency, cost = cards.metric_cards(report(3, 4), report(1, 4))
     assert (detection.value, detection.delta) == ("75.0%", "+50.0%")
-    assert detection.caption == "3 of n = 4 · 95% CI 10%–90%"
+    assert detection.caption == "3 of 4 labelled loops · 95% CI 10%–90%"
+    assert false_kill.caption.startswith("3 of 4 judged stops · 95% CI")
     assert false_kill.delta_color == "inverse"
     assert false_kill.caption.endswith("· 0 budget stop(s) beside it")
     assert latency.value == "2.0 s p50" and "1 still unresolved" in latency.caption

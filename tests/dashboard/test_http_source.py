@@ -70,7 +70,7 @@ def test_errors_say_what_went_wrong(collector) -> None:
 def test_the_labels_page_saves_through_a_live_collector(collector, monkeypatch) -> None:
     """The labelling queue: unlabelled runs first, each shown by its task, agent and verdict;
     no verdict is chosen for the labeller (saving without one says so and saves nothing);
-    false kill is offered on a run enforce would stop; a saved label marks its run and moves the picker to the next unlabelled one; undo puts
+    false stop is offered on a run enforce would stop; a saved label marks its run and moves the picker to the next unlabelled one; undo puts
     the run back as it was, in the collector too."""
     source = HttpSource(collector.url, "s3cret")
     shapes = ("read_spin", "oscillation", "healthy_lookup")
@@ -101,14 +101,14 @@ def test_the_labels_page_saves_through_a_live_collector(collector, monkeypatch) 
                                                       {"episode_id": first})]
     flag.set_value(span_ids[0])
     assert at.radio[0].value is None  # nothing chosen for the labeller
-    assert "false_kill" in at.radio[0].options or "False kill" in str(at.radio[0].options)
+    assert "False stop — " in str(at.radio[0].options)
     at.button[0].click().run()
     assert "Pick a verdict first" in at.error[0].value
     assert source.rows("label_list", {}) == []
     at.radio[0].set_value("false_kill")
     at.button[0].click().run()
     assert not at.exception, at.exception
-    assert f"of {first} as false kill" in at.success[0].value
+    assert f"of {first} as false stop" in at.success[0].value
     [label] = source.rows("label_list", {})
     assert (label["label"], label["span_id"]) == ("false_kill", span_ids[0])
     # the labelled run is marked and goes after the unlabelled one, which the picker shows
@@ -117,10 +117,10 @@ def test_the_labels_page_saves_through_a_live_collector(collector, monkeypatch) 
     assert run.value == second
     assert run.format_func(run.value).startswith("○ unlabelled")
     assert [run.format_func(e)[:2] for e in (second, first)] == ["○ ", "✓ "]
-    assert run.format_func(first).startswith("✓ false kill · ")
+    assert run.format_func(first).startswith("✓ false stop · ")
     queue = next(d.value for d in at.dataframe if "label" in d.value.columns
                  and "task" in d.value.columns)
-    assert list(queue["label"].fillna("")) == ["", "false kill"]
+    assert list(queue["label"].fillna("")) == ["", "false stop"]
     # undo: the call's label is gone from the collector, the run unlabelled again
     at.button(key="label_undo_button").click().run()
     assert not at.exception, at.exception

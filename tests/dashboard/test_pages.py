@@ -63,7 +63,7 @@ def test_overview_shows_the_metric_cards_the_rate_chart_and_the_flagged_list() -
     at = _app().run()
     assert not at.exception
     cards = {m.label: m.value for m in at.metric}
-    assert list(cards) == ["Loop-detection rate", "False-kill rate",
+    assert list(cards) == ["Loop-detection rate", "False-stop rate",
                            "UNKNOWN reconcile latency", "Cost per successful task"]
     assert cards["Cost per successful task"].startswith("$")
     assert cards["UNKNOWN reconcile latency"].endswith("s p50")
@@ -135,8 +135,8 @@ def test_an_observe_run_with_would_be_kills_is_not_shown_as_stopped(store_path: 
     for page in ("views/overview.py", "views/labels.py"):
         listed = next(d.value for d in _page(page).dataframe if "happened" in d.value.columns)
         row = listed[listed["open"].str.endswith(episode_id)].iloc[0]
-        assert (row["happened"], row["would_be"], row["kills"]) == ("allowed", "would stop", 0)
-        assert row["would_be_kills"] > 0
+        assert (row["happened"], row["would_be"], row["stops"]) == ("allowed", "would stop", 0)
+        assert row["would_stops"] > 0
 
 
 def test_step_numbers_agree_between_steps_flags_and_the_diagnostic(store_path: Path) -> None:
@@ -187,19 +187,19 @@ def _steps(at: AppTest):
 
 def test_episode_page_says_when_an_episode_is_missing() -> None:
     at = _page("views/episode.py", episode="no-such-run")
-    assert "has no episode 'no-such-run'" in _texts(at, "warning")
+    assert "has no run 'no-such-run'" in _texts(at, "warning")
 
 
 def test_loops_page_ranks_looping_calls_and_its_costs_add_up() -> None:
     at = _page("views/loops.py")
-    assert at.metric[0].value == "10 of 16"
+    assert at.metric[0].value == "10 of 16 runs"
     card = float(at.metric[1].value.lstrip("$").replace(",", ""))
     signatures = next(d.value for d in at.dataframe if "args_preview" in d.value.columns)
     assert signatures["args_preview"].notna().all()  # content was captured
     assert "capture_content=True" not in _texts(at, "caption")  # nothing to turn on
     assert (signatures["calls"].diff().dropna() <= 0).all()  # most calls first
     assert signatures["strip"].map(lambda s: set(s) <= {0, 1} and 1 in s).all()
-    tools = next(d.value for d in at.dataframe if "flagged_episodes" in d.value.columns
+    tools = next(d.value for d in at.dataframe if "flagged_runs" in d.value.columns
                  and "flags" in d.value.columns)
     assert tools["cost_in_loops_usd"].sum() == pytest.approx(card, abs=1e-4)
     assert (tools["cost_in_loops_usd"] > 0).any()
@@ -369,5 +369,5 @@ def test_a_snapshot_file_is_not_called_live() -> None:
     at = _app().run()
     assert not at.exception
     headers = [h.value for h in at.subheader]
-    assert "Flagged episodes" in headers
+    assert "Flagged runs" in headers
     assert not [h for h in headers if "live" in h.lower()]

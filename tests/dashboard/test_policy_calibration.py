@@ -45,11 +45,11 @@ def test_calibration_shows_the_bound_the_policy_changes_and_the_export(
 ) -> None:
     at = _calibrated(labelled_store_path, monkeypatch)
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["False kills on healthy runs"] == "0 of 21"
-    assert metrics["False-kill rate, at most"] == "16.1%"
+    assert metrics["False stops on healthy runs"] == "0 of 21"
+    assert metrics["False-stop rate, at most"] == "16.1%"
     assert metrics["Calls ignored after a warning"] == "2"
     assert metrics["Labelled loops caught"].endswith(" of 27")
-    assert any("False kills 0 of 21: at most 16.1% at 95%." in c.value for c in at.caption)
+    assert any("False stops 0 of 21: at most 16.1% at 95%." in c.value for c in at.caption)
     # the human said this run was no loop: the evidence that killed it may only warn now
     changes = _table(at, "change")
     row = changes[changes["setting"]

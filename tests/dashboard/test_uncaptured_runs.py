@@ -113,7 +113,7 @@ def test_the_policy_page_lists_the_runs_its_replay_decides_otherwise_than_the_gu
     assert f"On {len(listed)} of the " in warning
     compare = next(d.value for d in at.dataframe if "current" in d.value.columns
                    and "candidate" in d.value.columns)
-    assert compare.loc["differs_from_guards", "current"] == len(listed)
+    assert compare.loc["differs from guards", "current"] == len(listed)
     assert 10 <= len(listed) < 40  # most runs agree: the replay is the guard's core
 
 

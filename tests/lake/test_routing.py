@@ -71,13 +71,13 @@ def test_a_collector_sent_an_episode_another_stored_counts_and_logs_it(
         assert first.post(_calls(split, 0, 2))[0] == 200
         assert first.post(_calls(own, 0, 2))[0] == 200
         assert second.post(_calls(split, 2, 4))[0] == 200
-        assert metric_value(second.get("/metrics"), "loopscope_episodes_misrouted_total") == 1
+        assert metric_value(second.get("/metrics"), "loopscope_runs_misrouted_total") == 1
         port = first.http_port
         first.stop()
         first = start_collector(tmp_path / "a.duckdb", grpc=False, http_port=port,
                                 extra=[*lake.args, "--instance", "a"])
         assert first.post(_calls(own, 2, 4))[0] == 200
-        assert metric_value(first.get("/metrics"), "loopscope_episodes_misrouted_total") == 0
+        assert metric_value(first.get("/metrics"), "loopscope_runs_misrouted_total") == 0
     finally:
         log_b = second.stop()
         first.stop()

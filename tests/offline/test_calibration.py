@@ -53,7 +53,7 @@ def test_too_few_labels_are_refused_with_what_they_would_bound(tmp_path, capsys)
     assert main(["calibrate", str(few), "--quiet"]) == 1
     err = capsys.readouterr().err
     assert "too few labels to calibrate" in err and "healthy runs" in err
-    assert re.search(r"0 false kills in \d+ would bound the rate only at \d+%", err), err
+    assert re.search(r"0 false stops in \d+ would bound the rate only at \d+%", err), err
 
 
 def test_no_runs_at_all_is_a_clear_usage_error(tmp_path, capsys):
@@ -68,7 +68,7 @@ def test_a_policy_calibrated_from_files_kills_no_healthy_run_of_them(tmp_path, c
     out = tmp_path / "policy.json"
     assert main(["calibrate", *map(str, files), "--out", str(out), "--quiet"]) == 0
     text = capsys.readouterr().out
-    assert re.search(r"false kills: 0 of \d+: the false-kill rate is at most \d+\.\d% at 95%",
+    assert re.search(r"false stops: 0 of \d+: the false-stop rate is at most \d+\.\d% at 95%",
                      text), text
     assert "evidence sources" in text and f"policy written to {out}" in text
     settings = json.loads(out.read_text(encoding="utf-8"))

@@ -2,7 +2,7 @@
 
 ``loopscope export --prometheus-rules FILE`` writes them, for teams whose alerts live in
 Prometheus and Alertmanager. They judge the counters the spike rule itself counts,
-``loopscope_service_tool_calls_total`` and ``loopscope_service_no_progress_steps_total``
+``loopscope_service_tool_calls_total`` and ``loopscope_service_no_progress_calls_total``
 (by service; each tool call once, with its first verdict), with the same settings:
 
 - the rate over the window is the no-progress calls over the calls of the last ``window_s``;
@@ -30,7 +30,7 @@ from .settings import AlertSettings
 ALERT_NAME: Final = "LoopscopeNoProgressSpike"
 GROUP_NAME: Final = "loopscope-no-progress"
 CALLS: Final = "loopscope_service_tool_calls_total"
-NO_PROGRESS: Final = "loopscope_service_no_progress_steps_total"
+NO_PROGRESS: Final = "loopscope_service_no_progress_calls_total"
 RATE: Final = "loopscope:service_no_progress_rate:window"
 VOLUME: Final = "loopscope:service_tool_calls:window"
 BASELINE_RATE: Final = "loopscope:service_no_progress_rate:baseline"

@@ -31,14 +31,14 @@ if TYPE_CHECKING:
     from .compute import Reader
 
 METRICS_HELP = """\
-Loop-detection rate, false-kill rate, UNKNOWN reconcile latency and cost per successful task.
+Loop-detection rate, false-stop rate, UNKNOWN reconcile latency and cost per successful task.
 
 Reads a loopscope DuckDB store read-only (a copy, or the file of a stopped collector), a
 DuckLake that collectors write (--lake, --lake-data: the same SQL over the union of every
 collector's rows), or a running collector through its read API (--collector), and prints the metrics with their n and
 Wilson 95% intervals, then the breakdown by service, agent, model, tool and flag kind.
-Definitions and worked examples: docs/metrics.md. Filters combine; an episode is in the time
-window when it started in it (--since/--last, --until; ISO times without a zone are UTC).
+Definitions and worked examples: docs/metrics.md; the words: docs/glossary.md. Filters
+combine; a run is in the time window when it started in it (--since/--last, --until; ISO times without a zone are UTC).
 
 Example:
   loopscope metrics --db loopscope.duckdb
@@ -53,7 +53,7 @@ _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``metrics`` to the ``loopscope`` command's subparsers."""
-    p = sub.add_parser("metrics", help="detection, false-kill, reconcile and cost metrics",
+    p = sub.add_parser("metrics", help="detection, false-stop, reconcile and cost metrics",
                        description=METRICS_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     source = p.add_mutually_exclusive_group()

@@ -244,26 +244,26 @@ def format_table(report: Mapping[str, Any]) -> str:
         cost_text = (f"${cost['value']:,.4f} (${cost['total_usd']:,.4f} / "
                      f"{cost['successful_episodes']} successes)")
     elif cost["successful_episodes"]:  # successes, but nothing priced (see _cost)
-        cost_text = f"n/a (no cost recorded for the {report['episodes']:,} episodes)"
+        cost_text = f"n/a (no cost recorded for the {report['episodes']:,} runs)"
     else:
-        cost_text = "n/a (no successful episode)"
+        cost_text = "n/a (no successful run)"
     fk = report["false_kill_rate"]
     kinds = ", ".join(f"{k} {n}" for k, n in report["loops_detected_by_kind"].items()) or "none"
     filters = ", ".join(f"{k}={v}" for k, v in report["filters"].items()) or "none"
     lines = [
         f"filters: {filters}",
         f"tool calls                 {report['tool_calls']:,}",
-        f"episodes                   {report['episodes']:,}",
-        f"loops detected             {report['loops_detected']:,} episodes (by kind: {kinds})",
+        f"runs                       {report['episodes']:,}",
+        f"loops detected             {report['loops_detected']:,} runs (by kind: {kinds})",
         f"loop-detection rate        {_pct(report['loop_detection_rate'])}"
         f"  [labels: {report['loop_detection_rate']['label_source'] or 'none'}]",
-        f"false-kill rate            {_pct(fk)}",
-        f"  human-labelled kills     {_pct(fk['by_label_source']['human'])}",
-        f"  scenario-labelled kills  {_pct(fk['by_label_source']['scenario'])}",
+        f"false-stop rate            {_pct(fk)}",
+        f"  human-labelled stops     {_pct(fk['by_label_source']['human'])}",
+        f"  scenario-labelled stops  {_pct(fk['by_label_source']['scenario'])}",
         f"  unlabelled rule          {_pct(fk['by_label_source']['rule'])}"
         f"; {fk['rule_kills_with_unknown_outcome']} not judged (no outcome)",
-        f"budget stops               {report['budget_stops']:,} episodes (a user's cap: not "
-        "in the false-kill rate)",
+        f"budget stops               {report['budget_stops']:,} runs (a user's cap: not "
+        "in the false-stop rate)",
         f"UNKNOWN reconcile latency  p50 {_num(lat['p50_s'], ' s')}, p95 "
         f"{_num(lat['p95_s'], ' s')}, max {_num(lat['max_s'], ' s')}; "
         f"{lat['unresolved']} unresolved of {lat['unknown_writes']}",
@@ -275,8 +275,9 @@ def format_table(report: Mapping[str, Any]) -> str:
         if not rows:
             continue
         lines += ["", f"by {dim}:",
-                  f"  {'key':<24} {'calls':>9} {'episodes':>8} {'loops':>6} {'kills':>6} "
-                  f"{'false':>6} {'budget':>6} {'detect':>7} {'$/success':>10} {'unk p50':>8} {'unres':>6}"]
+                  f"  {'key':<24} {'calls':>9} {'runs':>8} {'loops':>6} {'stops':>6} "
+                  f"{'false stops':>11} {'budget stops':>12} {'detected':>8} {'$/success':>10} "
+                  f"{'UNKNOWN p50':>11} {'unresolved':>10}"]
         for row in rows:
             det = row["loop_detection_rate"]["value"]
             lat_row = row["unknown_reconcile_latency"]
@@ -287,7 +288,8 @@ def format_table(report: Mapping[str, Any]) -> str:
             p50_s = "-" if lat_row["p50_s"] is None else f"{lat_row['p50_s']:.1f}"
             lines.append(
                 f"  {key[:24]:<24} {row['tool_calls']:>9,} {row['episodes']:>8,} "
-                f"{row['loops_detected']:>6,} {row['kills']:>6,} {row['false_kills']:>6,} "
-                f"{row['budget_stops']:>6,} {det_s:>7} {per_s:>10} {p50_s:>8} {lat_row['unresolved']:>6}"
+                f"{row['loops_detected']:>6,} {row['kills']:>6,} {row['false_kills']:>11,} "
+                f"{row['budget_stops']:>12,} {det_s:>8} {per_s:>10} {p50_s:>11} "
+                f"{lat_row['unresolved']:>10}"
             )
     return "\n".join(lines)

@@ -14,9 +14,9 @@ logger = logging.getLogger(__name__)
 
 
 def _quality(report: Callable[[], Mapping[str, Any]]) -> list[str]:
-    """The store's kills, false kills and their rate, and budget stops beside them (never in
-    them: a budget is the user's cap, not a detector's verdict), as ``loopscope metrics``
-    counts them over the whole store."""
+    """The store's stopped runs, false stops and their rate, and budget stops beside them
+    (never in them: a budget is the user's cap, not a detector's verdict), as ``loopscope
+    metrics`` counts them over the whole store."""
     try:
         m = report()
     except Exception as exc:  # a failing store: /healthz says why; the counters still render
@@ -24,20 +24,21 @@ def _quality(report: Callable[[], Mapping[str, Any]]) -> list[str]:
         return []
     fk = m["false_kill_rate"]
     value = fk["value"]
-    lines = _lines("loopscope_killed_episodes", "gauge",
-                   "Episodes enforce mode stopped or would stop for a loop (stored; those "
-                   "the false-kill rule can judge are the rate's denominator; budget stops "
-                   "are not in it).",
-                   [({}, m["kills"])])
-    lines += _lines("loopscope_false_killed_episodes", "gauge",
-                    "Killed episodes that a label, the scenario or the rule says were not "
-                    "looping (stored).", [({}, m["false_kills"])])
-    lines += _lines("loopscope_false_kill_rate", "gauge",
-                    "False kills / judged kills over the store (NaN before any; "
-                    "docs/metrics.md); budget stops are not in it.", [({}, "NaN" if value is None else value)])
-    lines += _lines("loopscope_budget_stopped_episodes", "gauge",
-                    "Episodes stopped by a user's budget (stored): beside the false-kill "
-                    "rate, never in it.", [({}, m["budget_stops"])])
+    lines = _renamed("loopscope_stopped_runs", "loopscope_killed_episodes", "gauge",
+                     "Runs a detector stopped (blocked a call or stopped the run) or would "
+                     "have in observe or warn mode (stored; those a label or the rule can "
+                     "judge are the false-stop rate's n; budget stops are not in it).",
+                     [({}, m["kills"])])
+    lines += _renamed("loopscope_false_stopped_runs", "loopscope_false_killed_episodes",
+                      "gauge", "Stopped runs that a label, the scenario or the rule says were "
+                      "not looping: false stops (stored).", [({}, m["false_kills"])])
+    lines += _renamed("loopscope_false_stop_rate", "loopscope_false_kill_rate", "gauge",
+                      "False stops / judged stops over the store (NaN before any; "
+                      "docs/metrics.md); budget stops are not in it.",
+                      [({}, "NaN" if value is None else value)])
+    lines += _renamed("loopscope_budget_stopped_runs", "loopscope_budget_stopped_episodes",
+                      "gauge", "Runs stopped by a user's budget (stored): beside the "
+                      "false-stop rate, never in it.", [({}, m["budget_stops"])])
     return lines
 
 
@@ -52,6 +53,16 @@ def _lines(name: str, kind: str, help_text: str,
         text = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
         out.append(f"{name}{{{text}}} {value}" if text else f"{name} {value}")
     return out
+
+
+def _renamed(name: str, old: str, kind: str, help_text: str,
+             samples: Iterable[tuple[dict[str, str], float | str]]) -> list[str]:
+    """``name``, then the same samples under ``old``, the name it had before docs/glossary.md
+    (served for one release, its HELP marked deprecated)."""
+    kept = list(samples)
+    return _lines(name, kind, help_text, kept) + _lines(
+        old, kind, f"DEPRECATED: renamed {name}, which has the same value; this name goes in "
+        "the next release (docs/glossary.md).", kept)
 
 
 def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = (),
@@ -81,9 +92,10 @@ def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = (),
     lines += _lines("loopscope_spans_conflicting_total", "counter",
                     "Spans sent again under a stored span id with other content (first kept).",
                     [({}, s.spans_conflicting)])
-    lines += _lines("loopscope_episodes_misrouted_total", "counter",
-                    "Episodes sent here whose calls another collector instance stored (one "
-                    "episode routed to two collectors: route by trace id or episode id).",
+    lines += _renamed("loopscope_runs_misrouted_total", "loopscope_episodes_misrouted_total",
+                      "counter", "Runs sent here whose calls another collector instance "
+                      "stored (one run routed to two collectors: route by trace id or "
+                      "episode id).",
                     [({}, s.episodes_misrouted)])
     lines += _lines("loopscope_requests_rejected_total", "counter",
                     "Export requests refused for their content (malformed 400, too large 413, "
@@ -94,8 +106,8 @@ def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = (),
                     [({}, s.requests_overloaded)])
     lines += _lines("loopscope_tool_calls_total", "counter", "Tool calls stored.",
                     [({}, s.tool_calls)])
-    lines += _lines("loopscope_no_progress_steps_total", "counter",
-                    "Tool calls that made no progress (collector verdict).",
+    lines += _renamed("loopscope_no_progress_calls_total", "loopscope_no_progress_steps_total",
+                      "counter", "Tool calls that made no progress (collector verdict).",
                     [({}, s.no_progress_steps)])
     lines += _lines("loopscope_detection_failures_total", "counter",
                     "Episodes of a batch whose detection failed (a fault of the detection "
@@ -117,17 +129,18 @@ def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = (),
                     "Tool calls by service, as the no-progress spike alerts count them (each "
                     "call once, with its first verdict).",
                     [({"service": svc}, n) for svc, n, _ in steps])
-    lines += _lines("loopscope_service_no_progress_steps_total", "counter",
-                    "Tool calls that made no progress, by service, as the no-progress spike "
-                    "alerts count them.",
+    lines += _renamed("loopscope_service_no_progress_calls_total",
+                      "loopscope_service_no_progress_steps_total", "counter",
+                      "Tool calls that made no progress, by service, as the no-progress "
+                      "spike alerts count them.",
                     [({"service": svc}, n) for svc, _, n in steps])
     lines += _lines("loopscope_alert_sink_failures_total", "counter",
                     "Alerts a sink failed to deliver (webhook errors, or dropped when behind).",
                     [({}, alert_failures)])
     lines += _lines("loopscope_queue_spans", "gauge", "Spans waiting for the pipeline.",
                     [({}, s.queue_spans)])
-    lines += _lines("loopscope_detection_active_episodes", "gauge",
-                    "Episodes with detection state in memory.",
+    lines += _renamed("loopscope_detection_active_runs", "loopscope_detection_active_episodes",
+                      "gauge", "Runs with detection state in memory.",
                     [({}, pipeline.detector.active)])
     lines += _lines("loopscope_store_healthy", "gauge",
                     "1 while the store can be written, 0 while spans are refused (see /healthz).",

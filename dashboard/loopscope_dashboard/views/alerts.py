@@ -26,7 +26,8 @@ counts[1].metric("Alerts in history", len(history), border=True)
 st.dataframe(history, height=tables.height(history), hide_index=True, key="alerts_table",
              column_order=["fired_at", "service", "state", "rate", "baseline", "volume",
                            "resolved_at", "resolved_because", "sent_to", "message"],
-             column_config={"rate": st.column_config.NumberColumn(format="percent"),
+             column_config=tables.headers(history) | {
+                            "rate": st.column_config.NumberColumn(format="percent"),
                             "resolved_because": st.column_config.TextColumn(
                                 "why it resolved", width="large"),
                             "sent_to": st.column_config.TextColumn(

@@ -33,7 +33,7 @@ if wanted and wanted not in options:
     options.insert(0, wanted)
 if not options:
     st.title("Episode")
-    st.info(f"No episodes to show — point an agent at {hints.endpoint()}, run "
+    st.info(f"No runs to show — point an agent at {hints.endpoint()}, run "
             f"{hints.demo_command()}, or widen the filters.")
     st.stop()
 if wanted:
@@ -66,14 +66,14 @@ episode_id = st.sidebar.selectbox("Episode", options, key=state.EPISODE, on_chan
 episode = queries.episode(episode_id)
 if episode is None:
     st.title("Episode")
-    st.warning(f"This store has no episode {episode_id!r}. Pick one in the sidebar, or check "
+    st.warning(f"This store has no run {episode_id!r}. Pick one in the sidebar, or check "
                "the link.")
     st.stop()
 
 listed = queries.episodes(episode_id=episode_id, limit=1)
 row = listed.iloc[0].to_dict() if not listed.empty else {}
 episode = {**episode, **{k: row.get(k) for k in ("happened", "enforce_would", "would_be",
-                                                  "kills", "would_be_kills")}}
+                                                  "stops", "would_stops")}}
 calls = queries.episode_tool_calls(episode_id)
 detections = truth.flag_calls(queries.episode_detections(episode_id), calls)
 diagnostic = json.loads(episode["stop_diagnostic"]) if episode.get("stop_diagnostic") else None
@@ -145,10 +145,17 @@ with left:
                      hide_index=True, key="flags_table",
                      column_order=["call", "kind", "detector", "action", "climbed_to",
                                    "message"],
-                     column_config={
+                     column_config=tables.headers(shown_flags) | {
+                         "kind": st.column_config.TextColumn(
+                             "loop kind", help="The shape of loop the flag names; several "
+                             "detectors name one kind (state_cycle and edit_revert flag "
+                             "oscillation; docs/glossary.md)."),
+                         "detector": st.column_config.TextColumn(
+                             "detector", help="The rule that raised the flag."),
                          "action": st.column_config.TextColumn(
                              "enforce would", help="What enforce mode does at the flag's "
-                             "own call: warn, block or stop (block and stop are kills)."),
+                             "own call: warn, block or stop (a block or a stop counts as a stop; "
+                             "docs/glossary.md)."),
                          "climbed_to": st.column_config.TextColumn(
                              "then", help="Where the guard's ladder for this detector went "
                              "from there (as in Guard decisions): what it did, or what "
@@ -167,7 +174,8 @@ with right:
         st.success("The guard allowed every call.")
     else:
         st.dataframe(decisions, height=tables.height(decisions), hide_index=True, key="guard_table",
-                     column_config={"enforce_would": st.column_config.TextColumn(
+                     column_config=tables.headers(decisions) | {
+                         "enforce_would": st.column_config.TextColumn(
                          "enforce would", help="Empty when it is what happened.")})
         downloads.offer(decisions, f"{episode_id}-guard-decisions", key="guard")
 
@@ -187,7 +195,8 @@ else:
     steps = truth.step_progress(calls).assign(would_be=pd.Series([
         truth.would_be(a, d) for a, d in zip(calls["guard_action"], calls["guard_decision"],
                                              strict=True)], index=calls.index),
-        latency_ms=(calls["end_ns"] - calls["start_ns"]) / 1e6)
+        latency_ms=(calls["end_ns"] - calls["start_ns"]) / 1e6,
+        happened=calls["guard_action"].map(truth.DONE))
     by_guard = bool((steps["progress_by"] == "guard").any())
     differs = truth.collector_differs(steps)
     if by_guard:
@@ -205,10 +214,10 @@ else:
         column_order=["call", "tool", "args_text", "output_text", "status", "latency_ms",
                       "shown_progress", "shown_streak",
                       *(["collector_progress", "collector_streak"] if differs else []),
-                      "guard_action", "would_be",
+                      "happened", "would_be",
                       "kind", "write_status", "idempotency_key", "error_message", "signature",
                       "output_hash"],
-        column_config={
+        column_config=tables.headers(steps) | {
             "call": st.column_config.NumberColumn("call", help="Tool-call ordinal: call 1 is "
                                                   "the run's first tool call, numbered by the "
                                                   "agent where its SDK did (a gap is a call "
@@ -230,7 +239,9 @@ else:
             "latency_ms": st.column_config.NumberColumn(
                 "latency", format="%.1f ms", help="How long the call ran: its span's end "
                 "minus its start."),
-            "guard_action": st.column_config.TextColumn("guard did"),
+            "happened": st.column_config.TextColumn(
+                "happened", help="What the guard did to the call: allowed, warned, blocked or "
+                "stopped (empty: no in-process guard reported)."),
             "would_be": st.column_config.TextColumn("enforce would"),
             # (medium: a captured argument or output is long, and an auto-sized column would
             # push the latency, progress and guard columns out of view)

@@ -46,7 +46,8 @@ summary = analysis.summary
 numbers = st.columns(4)
 numbers[0].metric("Runs", summary["episodes"], border=True)
 numbers[1].metric("Flagged", summary["flagged"], border=True)
-numbers[2].metric("Would be stopped or blocked", summary["killed"], border=True)
+numbers[2].metric("Would-stop runs", summary["killed"], border=True,
+                  help="Runs enforce mode would block a call of or stop (docs/glossary.md).")
 numbers[3].metric("Unreadable lines", summary["malformed_lines"], border=True)
 if analysis.problems:
     with st.expander(f"{len(analysis.problems)} line(s) skipped"):
@@ -58,12 +59,13 @@ if flags.empty:
     st.success("No run in this file is flagged.")
 else:
     st.dataframe(flags, height=tables.height(flags), hide_index=True, key="import_flags",
-                 column_config={"call": st.column_config.NumberColumn(
+                 column_config=tables.headers(flags) | {"call": st.column_config.NumberColumn(
                      "call", help="Tool-call ordinal: call 1 is the run's first tool call.")})
     downloads.offer(flags, f"{upload.name}-flags", key="import_flags")
 st.subheader("Runs")
 runs = uploads.episodes_frame(analysis)
-st.dataframe(runs, height=tables.height(runs), hide_index=True, key="import_runs")
+st.dataframe(runs, height=tables.height(runs), hide_index=True, key="import_runs",
+             column_config=tables.headers(runs))
 downloads.offer(runs, f"{upload.name}-runs", key="import_runs")
 
 st.subheader("Browse them with the rest")

@@ -1,4 +1,4 @@
-"""Labels: a person's verdict on a flag (true loop, false kill, no loop); it feeds the metrics.
+"""Labels: a person's verdict on a flag (true loop, false stop, no loop); it feeds the metrics.
 
 A queue: the flagged runs, unlabelled ones first and labelled ones marked, picked by their
 task, agent and verdict; a saved label moves the picker to the next unlabelled run, and the
@@ -12,18 +12,19 @@ from loopscope_dashboard import downloads, hints, queries, state, tables, truth
 
 VERDICTS = {
     "true_loop": "True loop — the agent was stuck",
-    "false_kill": "False kill — the guard blocked or stopped (or would have, in observe or "
+    "false_kill": "False stop — the guard blocked or stopped (or would have, in observe or "
                   "warn mode) a run that was making progress",
     "no_loop": "No loop — a legitimate run",
 }
-SHORT = {"true_loop": "true loop", "false_kill": "false kill", "no_loop": "no loop"}
+# the stored labels (true_loop, false_kill, no_loop) in docs/glossary.md's words
+SHORT = {"true_loop": "true loop", "false_kill": "false stop", "no_loop": "no loop"}
 NOT_CAPTURED = "task not captured"
 KILLED = {done: action for action, done in truth.DONE.items()}
-"""A run's ``happened`` (stopped, blocked, ...) as the action it was (stop, block, ...)."""
+# (a run's ``happened``: stopped, blocked, ... as the action it was: stop, block, ...)
 
 st.title("Labels")
-st.caption("Labels outrank the rules: the loop-detection rate counts episodes labelled true "
-           "loop, and a false-kill label makes a kill count as false.")
+st.caption("Labels outrank the rules: the loop-detection rate counts runs labelled true "
+           "loop, and a false-stop label makes a stop count as false.")
 live = queries.source_is_live()
 if not live:
     st.warning("Labels need a live collector: this dashboard reads a snapshot file, which is "
@@ -73,7 +74,7 @@ def _remove(episode_id: str, span_id: str) -> None:
 
 
 if flagged.empty:
-    st.info("No flagged episodes to label in this range. Flags appear here as the collector "
+    st.info("No flagged runs to label in this range. Flags appear here as the collector "
             "raises them.")
 else:
     tasks = queries.episode_tasks(flagged=True, **params)
@@ -83,12 +84,17 @@ else:
     queue = flagged.assign(
         task=flagged["episode_id"].map(lambda e: tasks.get(e) or f"({NOT_CAPTURED})"),
         label=flagged["episode_id"].map(labelled).where(
-            flagged["episode_id"].isin(labelled.index), None))
+            flagged["episode_id"].isin(labelled.index), None),
+        scenario_label=flagged["scenario_label"].map(  # the agent's own: a label too
+            lambda v: SHORT.get(v) if isinstance(v, str) else None))
     queue = queue.assign(_done=queue["label"].notna()).sort_values(
         "_done", kind="stable").drop(columns=["_done"])  # unlabelled first, newest first
     waiting = int(queue["label"].isna().sum())
-    st.caption(f"{waiting} of {len(queue)} flagged runs still unlabelled; they come first. "
-               "A saved label moves on to the next one.")
+    scenario = int(queue["scenario_label"].notna().sum())
+    st.caption(f"{waiting} of {len(queue)} flagged runs have no label saved here yet; they come "
+               "first. A saved label moves on to the next one." + (
+                   f" {scenario} of them carry their agent's scenario label, which counts "
+                   "as a label until you save one here." if scenario else ""))
     if queue["task"].eq(f"({NOT_CAPTURED})").any():
         st.caption("A run shows “task not captured” when its agent ran without "
                    "`loopscope.instrument(capture_content=True)` (tasks, arguments and "
@@ -138,10 +144,10 @@ else:
         note = st.text_input("Note (optional)")
         sent = st.form_submit_button("Save label", disabled=not live)
     if not killed:
-        st.caption("False kill is not offered: the guard neither blocked nor stopped this run, "
+        st.caption("False stop is not offered: the guard neither blocked nor stopped this run, "
                    "and enforce mode would not have either.")
     if sent and verdict is None:
-        st.error("Pick a verdict first: true loop, no loop" + (", or false kill." if killed
+        st.error("Pick a verdict first: true loop, no loop" + (", or false stop." if killed
                                                                  else "."))
     elif sent and verdict is not None:
         before, before_note = _label_of(episode_id, span_id)
@@ -171,18 +177,30 @@ else:
                   on_click=lambda: _remove(episode_id, span_id))
     queue["open"] = queue["episode_id"].map(state.episode_link)
     st.dataframe(queue, height=tables.height(queue), hide_index=True, key="flagged_to_label",
-                 column_order=["label", "open", "task", "service", "agent", "guard_mode",
-                               "happened", "would_be", "kinds", "flags", "kills",
-                               "would_be_kills", "outcome"],
-                 column_config=state.EPISODE_COLUMNS | {
+                 column_order=["label", "scenario_label", "open", "task", "service", "agent",
+                               "guard_mode",
+                               "happened", "would_be", "kinds", "flags", "stops",
+                               "would_stops", "outcome"],
+                 column_config=tables.headers(queue) | state.EPISODE_COLUMNS | {
                      "label": st.column_config.TextColumn(
-                         "label", help="Empty: not labelled yet (these come first).")})
+                         "label", help="Empty: not labelled here yet (these come first)."),
+                     "scenario_label": st.column_config.TextColumn(
+                         "scenario label", help="The label the agent gave its own run "
+                         "(loopscope.episode(label=...)): it counts as a label, and a label "
+                         "saved here outranks it.")})
     downloads.offer(queue.drop(columns=["open"]), "flagged-to-label", key="flagged_to_label")
 
 
 st.subheader("Labels so far")
+by_source = queries.metrics(**params)["labels"]["by_source"]
+st.caption(f"{by_source['human']:,} runs labelled here and {by_source['scenario']:,} by their "
+           "own agent (a scenario label, `loopscope.episode(label=...)`, as the demo's runs "
+           "do); both count as labels everywhere: the loop-detection and false-stop rates, "
+           "the Policy page, this queue. A label saved here outranks the scenario's.")
 if existing.empty:
-    st.info("No labels yet.")
+    st.info("No label saved here yet.")
 else:
-    st.dataframe(existing, height=tables.height(existing), hide_index=True, key="labels_table")
-    downloads.offer(existing, "labels", key="labels")
+    shown = existing.assign(label=existing["label"].map(lambda v: SHORT.get(v, v)))
+    st.dataframe(shown, height=tables.height(shown), hide_index=True, key="labels_table",
+                 column_config=tables.headers(shown))
+    downloads.offer(shown, "labels", key="labels")

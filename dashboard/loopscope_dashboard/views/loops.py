@@ -8,16 +8,18 @@ filters = state.filters()
 st.title("Where agents loop")
 report = queries.metrics(**filters.params())
 if not report["episodes"]:
-    st.info("No episodes match these filters — widen the time range, clear a filter, or send "
+    st.info("No runs match these filters — widen the time range, clear a filter, or send "
             f"runs with {hints.demo_command()}.")
     st.stop()
 
 cost = report["cost_per_successful_task"]
 top = st.columns(3)
-top[0].metric("Looping episodes", f"{report['loops_detected']} of {report['episodes']}",
+top[0].metric("Flagged runs", f"{report['loops_detected']} of {report['episodes']} runs",
+              help="Runs with a flag, of every run in these filters. The Overview's "
+              "loop-detection rate is another number: flagged runs of labelled loops.",
               border=True)
 top[1].metric("Cost spent in loops", f"${report['cost_after_first_flag_usd']:,.4f}",
-              help="Cost from each episode's first flag on; the tools below add up to it.",
+              help="Cost from each run's first flag on; the tools below add up to it.",
               border=True)
 top[2].metric("Total cost", f"${cost['total_usd']:,.4f}", border=True)
 
@@ -42,7 +44,7 @@ else:
         signatures, height=tables.height(signatures), hide_index=True, key="signatures_table",
         column_order=["tool", "args_preview", "runs", "calls", "no_progress_calls",
                       "cost_in_loops_usd", "first_seen", "strip", "open"],
-        column_config={
+        column_config=tables.headers(signatures) | {
             "args_preview": st.column_config.TextColumn(
                 "arguments", help="Empty when content was not captured "
                 "(instrument(capture_content=True)).", max_chars=80),
@@ -64,17 +66,20 @@ columns = st.columns(3)
 columns[0].plotly_chart(charts.ranking(tools, key="tool", value="flags", axis="flags",
                                        title="Flags raised at each tool"), key="by_tool")
 columns[1].plotly_chart(charts.ranking(agents, key="key", value="loops_detected",
-                                       axis="looping episodes",
-                                       title="Looping episodes by agent"), key="by_agent")
+                                       axis="flagged runs",
+                                       title="Flagged runs by agent"), key="by_agent")
 columns[2].plotly_chart(charts.ranking(models, key="key", value="loops_detected",
-                                       axis="looping episodes",
-                                       title="Looping episodes by model"), key="by_model")
+                                       axis="flagged runs",
+                                       title="Flagged runs by model"), key="by_model")
 
 st.subheader("Cost spent in loops, by tool")
 st.plotly_chart(charts.ranking(tools, key="tool", value="cost_in_loops_usd", axis="USD",
                                title="Cost of each tool's calls after the first flag",
                                color="#9467bd"), key="cost_by_tool")
 st.dataframe(tools, height=tables.height(tools), hide_index=True, key="tools_table",
-             column_config={"cost_in_loops_usd": st.column_config.NumberColumn(
-                 "cost in loops", format="$%.4f")})
+             column_config=tables.headers(tools) | {
+                 "no_progress_calls": st.column_config.NumberColumn("no progress"),
+                 "flagged_runs": st.column_config.NumberColumn("flagged runs"),
+                 "cost_in_loops_usd": st.column_config.NumberColumn("cost in loops",
+                                                                    format="$%.4f")})
 downloads.offer(tools, "loops-by-tool", key="tools")

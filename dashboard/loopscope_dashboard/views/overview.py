@@ -4,7 +4,7 @@ import streamlit as st
 
 from loopscope_dashboard import cards, charts, downloads, hints, queries, state, tables
 
-NO_MATCH = "No episodes match these filters — widen the time range or clear a filter."
+NO_MATCH = "No runs match these filters — widen the time range or clear a filter."
 
 filters = state.filters()
 st.title("Which agents are stuck")
@@ -33,26 +33,26 @@ LIVE = queries.source_is_live()
 
 @st.fragment(run_every="2s" if LIVE else None)
 def flagged_list() -> None:
-    """The newest flagged episodes; reruns alone every two seconds from a live collector (a
+    """The newest flagged runs; reruns alone every two seconds from a live collector (a
     snapshot file does not change: it is neither refreshed nor called live)."""
-    st.subheader("Flagged episodes (live)" if LIVE else "Flagged episodes")
+    st.subheader("Flagged runs (live)" if LIVE else "Flagged runs")
     try:
         flagged = queries.episodes(flagged=True, limit=50, **state.filters().params())
     except queries.SourceError as exc:  # a fragment's rerun is not under the entrypoint's
         st.warning(str(exc))
         return
     if flagged.empty:
-        st.success("No flagged episodes in this range. Stuck agents appear here as they loop.")
+        st.success("No flagged runs in this range. Stuck agents appear here as they loop.")
         return
     flagged["open"] = flagged["episode_id"].map(state.episode_link)
     st.dataframe(
         flagged, height=tables.height(flagged), hide_index=True, key="flagged_table",
         column_order=["open", "service", "agent", "guard_mode", "happened", "would_be",
-                      "kinds", "flags", "kills", "would_be_kills", "tool_calls", "outcome",
+                      "kinds", "flags", "stops", "would_stops", "tool_calls", "outcome",
                       "stop_reason", "cost_usd", "last_flag_at"],
-        column_config=state.EPISODE_COLUMNS,
+        column_config=tables.headers(flagged) | state.EPISODE_COLUMNS,
     )
-    downloads.offer(flagged.drop(columns=["open"]), "flagged-episodes", key="flagged")
+    downloads.offer(flagged.drop(columns=["open"]), "flagged-runs", key="flagged")
 
 
 flagged_list()

@@ -1,11 +1,11 @@
 """Policy: try a policy on the stored runs before turning enforce mode on.
 
 Choose settings, replay the stored runs (all, or the sidebar's filter) through the detection
-core in enforce mode, and compare with the current policy: loops caught and false kills on
+core in enforce mode, and compare with the current policy: loops caught and false stops on
 labelled runs, runs warned, blocked and stopped, what stopping would have saved, and the runs
 whose verdict changes. A sweep shows one setting's trade-off; calibration from labels
 searches the evidence caps and ignored_calls that catch the most labelled loops with no false
-kill (``loopscope calibrate``). A policy is exported as the JSON file the guard, the collector
+stop (``loopscope calibrate``). A policy is exported as the JSON file the guard, the collector
 and ``loopscope analyze`` read.
 """
 
@@ -31,7 +31,7 @@ st.caption("Replays stored runs through the same detection core the guard and th
            "run, in enforce mode. Runs recorded in observe mode replay best: an enforce-mode "
            "run already stopped where its policy said. The replay sees what the store holds, "
            "which is less than a guard saw when content was not captured; the page says on "
-           "which runs that changes the verdict. Loops caught and false kills count "
+           "which runs that changes the verdict. Loops caught and false stops count "
            "labelled runs only (a human label, else the run's scenario label).")
 
 left, right = st.columns([2, 1])
@@ -170,22 +170,24 @@ st.subheader("Current vs candidate")
 before, after = replays.score(was), replays.score(now)
 cards = st.columns(6)
 for column, (label, field, inverse) in zip(cards, [
-        ("Loops caught", "caught", False), ("False kills", "false_kills", True),
+        ("Loops caught", "caught", False), ("False stops", "false_stops", True),
         ("Runs warned", "warned", False), ("Runs blocked", "blocked", False),
         ("Runs stopped", "stopped", False), ("Tool calls saved", "calls_saved", False)],
         strict=True):
     value, prior = getattr(after, field), getattr(before, field)
-    column.metric(label, f"{value:,}", f"{value - prior:+,}" if value != prior else None,
+    of = {"caught": f" of {after.labelled_loops:,}",  # the n each count is out of
+          "false_stops": f" of {after.judged_stops:,}"}.get(field, "")
+    column.metric(label, f"{value:,}{of}", f"{value - prior:+,}" if value != prior else None,
                   delta_color="inverse" if inverse else "normal", border=True)
 table = pd.DataFrame([before.as_row(), after.as_row()], index=["current", "candidate"])
 table["differs_from_guards"] = [len(disagree), None]
-st.dataframe(table.T.rename_axis("measure"), key="policy_compare",
+st.dataframe(table.T.rename(index=tables.header).rename_axis("measure"), key="policy_compare",
              column_config={"current": st.column_config.NumberColumn(format="%g"),
                             "candidate": st.column_config.NumberColumn(format="%g")})
 downloads.offer(table.T.rename_axis("measure").reset_index(), "policy-comparison",
                 key="policy_compare")
-st.caption(f"Loops caught of {after.labelled_loops} labelled loops; false kills of "
-           f"{after.judged_kills} runs with a detector kill judged by a label or an outcome "
+st.caption(f"Loops caught of {after.labelled_loops} labelled loops; false stops of "
+           f"{after.judged_stops} runs with a detector's stop judged by a label or an outcome "
            f"(docs/metrics.md); {after.budget_stops} "
            f"budget stop(s) beside them. Cost saved: ${before.cost_saved:,.4f} → "
            f"${after.cost_saved:,.4f} (the recorded cost after each stop).")
@@ -211,7 +213,8 @@ else:
     listed = disagree.copy()
     listed.insert(0, "open", listed["episode_id"].map(state.episode_link))
     st.dataframe(listed.drop(columns=["episode_id"]), hide_index=True, key="policy_guards",
-                 column_config={"open": state.EPISODE_COLUMNS["open"],
+                 column_config=tables.headers(listed) | {
+                                "open": state.EPISODE_COLUMNS["open"],
                                 "guard": st.column_config.TextColumn(
                                     "guard recorded", help="Its strongest decision (enforce "
                                     "would, in observe mode) and the call it came first."),
@@ -226,12 +229,14 @@ if changes.empty:
 else:
     changes.insert(0, "open", changes["episode_id"].map(state.episode_link))
     st.dataframe(changes.drop(columns=["episode_id"]), hide_index=True, key="policy_changes",
-                 column_config={"open": state.EPISODE_COLUMNS["open"]})
+                 column_config=tables.headers(changes) | {
+                     "open": state.EPISODE_COLUMNS["open"]})
     downloads.offer(changes.drop(columns=["open"]), "policy-changes", key="policy_changes")
 
 with st.expander(f"Every run under the candidate policy ({len(now)})"):
     every = replays.verdicts_frame(now)
-    st.dataframe(every, height=tables.height(every), hide_index=True, key="policy_verdicts")
+    st.dataframe(every, height=tables.height(every), hide_index=True, key="policy_verdicts",
+                 column_config=tables.headers(every))
     downloads.offer(every, "policy-verdicts", key="policy_verdicts")
 
 st.download_button("Export the candidate policy (JSON)", replays.to_json(candidate),
@@ -280,15 +285,16 @@ if st.button("Run the sweep", key="policy_sweep_run"):
     st.session_state[state.POLICY_SWEEP] = swept
 if swept is not None and swept[0] == sweep_key:
     st.plotly_chart(charts.sweep_chart(swept[1], name), key="policy_sweep_chart")
-    st.dataframe(swept[1], hide_index=True, key="policy_sweep_table")
+    st.dataframe(swept[1], hide_index=True, key="policy_sweep_table",
+                 column_config=tables.headers(swept[1].columns))
     downloads.offer(swept[1], f"policy-sweep-{name}", key="policy_sweep")
 
 # -- calibrate from labels ---------------------------------------------------------------------
 st.subheader("Calibrate from labels")
 st.caption("Searches the policy that, on these runs, catches the most labelled loops with no "
-           "false kill: each evidence source a finding rests on (its detector, and a kind "
+           "false stop: each evidence source a finding rests on (its detector, and a kind "
            "declared or guessed, outputs equal or only similar, a deadline stated or the "
-           "default, ...) may block or stop only if it never killed a healthy run (a run "
+           "default, ...) may block or stop only if it never stopped a healthy run (a run "
            "labelled no loop, a loop before it began, a successful run that went on making "
            "progress); else it may only warn. Then the calls without progress after a warning "
            "that stop the run (ignored_calls). The current policy's other settings stay. The "
@@ -323,39 +329,41 @@ elif shown is not None:
     found = st.columns(4)
     found[0].metric("Labelled loops caught", f"{result.score.caught} of {result.loops}",
                     border=True)
-    found[1].metric("False kills on healthy runs", f"{len(result.false_kills)} of "
+    found[1].metric("False stops on healthy runs", f"{len(result.false_kills)} of "
                     f"{result.healthy}", border=True)
-    found[2].metric("False-kill rate, at most", f"{result.bound:.1%}", border=True,
-                    help="The exact (Clopper-Pearson) 95% upper bound: no false kill in a "
+    found[2].metric("False-stop rate, at most", f"{result.bound:.1%}", border=True,
+                    help="The exact (Clopper-Pearson) 95% upper bound: no false stop in a "
                     "few runs still allows a rate above zero.")
     found[3].metric("Calls ignored after a warning", result.ignored_calls, border=True,
                     help="ignored_calls: calls without progress after a warning that stop "
                     "the run.")
-    st.caption(f"False kills {calibrations.bound_text(result)}. {result.score.ended} of "
+    st.caption(f"False stops {calibrations.bound_text(result)}. {result.score.ended} of "
                f"{result.score.goes_on} caught loops that go on are ended by the third "
                f"step. ignored_calls = {result.ignored_calls} (tried: "
                + ", ".join(f"{t['ignored_calls']}: caught {t['caught']}, "
-                           f"{t['false_kills']} false kills" for t in result.tried) + ").")
+                           f"{t['false_kills']} false stops" for t in result.tried) + ").")
     for still in result.false_kills[:10]:
-        st.warning(f"Still a false kill (no evidence source left to cap): {still}")
+        st.warning(f"Still a false stop (no evidence source left to cap): {still}")
     st.markdown("**The calibrated policy vs the current one**")
     differs = calibrations.policy_changes(current, result.policy)
     if differs.empty:
         st.success("Calibration keeps the current policy's evidence caps and ignored_calls.")
     else:
         st.dataframe(differs, height=tables.height(differs),
-                     hide_index=True, key="policy_calibration_changes")
+                     hide_index=True, key="policy_calibration_changes",
+                     column_config=tables.headers(differs))
     st.markdown("**Runs whose verdict changes under the calibrated policy**")
     if moved.empty:
         st.success("No run's verdict changes under the calibrated policy.")
     else:
         listed = moved.rename(columns={"candidate": "calibrated",
-                                       "false_kill_now": "false_kill_calibrated",
+                                       "false_stop_now": "false_stop_calibrated",
                                        "caught_now": "caught_calibrated"})
         listed.insert(0, "open", listed["episode_id"].map(state.episode_link))
         st.dataframe(listed.drop(columns=["episode_id"]), hide_index=True,
                      key="policy_calibration_runs",
-                     column_config={"open": state.EPISODE_COLUMNS["open"]})
+                     column_config=tables.headers(listed) | {
+                         "open": state.EPISODE_COLUMNS["open"]})
         downloads.offer(listed.drop(columns=["open"]), "policy-calibration-changes",
                         key="policy_calibration_runs")
     with st.expander("What each evidence source did (blocks and stops before any cap)"):

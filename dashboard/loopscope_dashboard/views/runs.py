@@ -68,8 +68,9 @@ st.dataframe(
     frame, height=tables.height(frame), hide_index=True, key="runs_table",
     column_order=["open", "status", "started", "service", "agent", "task", "outcome",
                   "stop_reason", "guard_mode", "happened", "would_be", "tool_calls", "flags",
-                  "kinds", "kills", "would_be_kills", "duration_s", "cost_usd"],
+                  "kinds", "stops", "would_stops", "duration_s", "cost_usd"],
     column_config={
+        **tables.headers(frame),
         **state.EPISODE_COLUMNS,
         "status": st.column_config.TextColumn(
             "status", help=f"ended; running (no final span yet, active in the last "

@@ -161,7 +161,7 @@ def check_labels(episodes: Sequence[EpisodeRecord]) -> tuple[int, int, int]:
         raise TooFewLabels(
             f"too few labels to calibrate: {loops} labelled loops (need {MIN_LOOPS}) and "
             f"{judged} healthy runs (labelled look-alikes or successful runs; need "
-            f"{MIN_HEALTHY}: 0 false kills in {judged or 0} would bound the rate only at "
+            f"{MIN_HEALTHY}: 0 false stops in {judged or 0} would bound the rate only at "
             f"{upper_bound(0, judged):.0%}). Label more runs (the dashboard's Labels page, or "
             "label.loop in Episode JSONL) and calibrate again.")
     return loops, healthy, successes
@@ -274,15 +274,15 @@ def as_text(result: Calibration) -> str:
         f"(labelled look-alikes and successful runs).",
         f"  caught {score.caught}/{score.loops} loops, {score.ended}/{score.goes_on} caught "
         f"loops that go on ended by the third step, {len(score.false_warnings)} false warnings",
-        f"  false kills: {len(result.false_kills)} of {result.healthy}: the false-kill rate is "
+        f"  false stops: {len(result.false_kills)} of {result.healthy}: the false-stop rate is "
         f"at most {result.bound:.1%} at 95%",
     ]
     for run in result.false_kills[:20]:
-        out.append(f"    still a false kill (no source left to cap): {run}")
+        out.append(f"    still a false stop (no source left to cap): {run}")
     out.append(f"  ignored_calls = {result.ignored_calls} (tried: " + ", ".join(
         f"{t['ignored_calls']}: caught {t['caught']}, ended {t['ended']}, "
-        f"{t['false_kills']} false kills" for t in result.tried) + ")")
-    out.append("  evidence sources (blocks and stops before any cap: on loops / false kills)"
+        f"{t['false_kills']} false stops" for t in result.tried) + ")")
+    out.append("  evidence sources (blocks and stops before any cap: on loops / false stops)"
                " and the highest action each may take alone:")
     for name, row in sorted(result.sources.items()):
         cap = result.caps.get(name, "stop")

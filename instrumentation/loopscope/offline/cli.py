@@ -45,15 +45,15 @@ Example:
 EVAL_HELP = """\
 Score the detector against two baselines on the same runs, in one pass.
 
-Labelled runs (label.loop true/false) give the loop-detection rate and the false-kill
+Labelled runs (label.loop true/false) give the loop-detection rate and the false-stop
 rate with n and Wilson 95% intervals, detection delay and a per-kind table. Unlabelled
-runs with an outcome give kills on successful runs, flags on failed runs, cost per
+runs with an outcome give stops on successful runs, flags on failed runs, cost per
 successful task and the cost spent after the first flag. Baselines: naive (same tool +
 arguments 3 of the last 6 calls) and max-steps (a global cap of --max-steps calls).
 With no FILE, the built-in scenario library is evaluated.
 
 Given labelled files (each one a set, as ../shared/eval/dev-*.jsonl), it also scores each
-set and all together as the sets' README says: loops caught, false kills (a block or stop
+set and all together as the sets' README says: loops caught, false stops (a block or stop
 on a look-alike, or before the loop began; with the runs named), false warnings, caught
 loops ended by the third step after their first flag, and each detector's precision (its
 blocks and stops that landed on a loop).
@@ -65,16 +65,16 @@ Example:
 """
 
 CALIBRATE_HELP = """\
-Search the policy that catches the most labelled loops with zero false kills.
+Search the policy that catches the most labelled loops with zero false stops.
 
 Every finding carries the evidence it rests on (docs/detection.md, "Evidence"): a kind
 declared or guessed, outputs equal or only similar, a deadline stated or the default, ...
 Calibration replays the runs in enforce mode and lets each evidence source block or stop
-only if it never killed a healthy run (a labelled look-alike, a loop before it began, or a
-successful run that went on making progress); a source with a false kill on record may
+only if it never stopped a healthy run (a labelled look-alike, a loop before it began, or a
+successful run that went on making progress); a source with a false stop on record may
 only warn, and a warning that changes nothing still stops the run after ignored_calls
-calls without progress (searched too). It prints what each source did, the false-kill
-bound that zero kills in n healthy runs gives (0 of 113: at most 3.2% at 95%), and the
+calls without progress (searched too). It prints what each source did, the false-stop
+bound that zero stops in n healthy runs gives (0 of 113: at most 3.2% at 95%), and the
 policy; fewer than 5 labelled loops or 20 healthy runs are refused as too few.
 
 The default policy is this command's result over every labelled run we have:
@@ -369,7 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "eval",
-        help="detection and false-kill rates vs. baselines",
+        help="detection and false-stop rates vs. baselines",
         description=EVAL_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -393,7 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "calibrate",
-        help="the policy that catches the most labelled loops with no false kill",
+        help="the policy that catches the most labelled loops with no false stop",
         description=CALIBRATE_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -242,19 +242,19 @@ def _pct(r: dict[str, Any]) -> str:
 def as_text(result: dict[str, Any]) -> str:
     """The evaluation as a readable report."""
     out = [
-        f"{result['episodes']} episodes: {result['labelled']} labelled, "
+        f"{result['episodes']} runs: {result['labelled']} labelled, "
         f"{result['unlabelled_with_outcome']} unlabelled with a known outcome",
         "",
     ]
     if result["labelled"]:
-        out.append("Labelled episodes")
+        out.append("Labelled runs")
         for s in result["systems"]:
             lab = s["labelled"]
             delay = lab["detection_delay_steps"]
             out.append(f"  {s['system']}")
             out.append(f"    loop detection rate  {_pct(lab['loop_detection_rate'])}")
-            out.append(f"    false-kill rate      {_pct(lab['false_kill_rate'])}")
-            out.append(f"    legit runs killed    {_pct(lab['legit_runs_killed'])}")
+            out.append(f"    false-stop rate      {_pct(lab['false_kill_rate'])}")
+            out.append(f"    legit runs stopped   {_pct(lab['legit_runs_killed'])}")
             out.append(f"    legit runs warned    {_pct(lab['legit_runs_warned'])}")
             for episode_id in lab["warned_legit_runs"][:10]:
                 out.append(f"      warned: {episode_id}")
@@ -263,7 +263,7 @@ def as_text(result: dict[str, Any]) -> str:
                 f" max {delay['max']} steps"
             )
         out.append("")
-        out.append("  per kind (episodes: loopscope detected / naive / max-steps; kills on legit)")
+        out.append("  per kind (runs: loopscope detected / naive / max-steps; stops on legit)")
         kinds = sorted({k for s in result["systems"] for k in s["labelled"]["by_kind"]})
         for kind in kinds:
             rows = [s["labelled"]["by_kind"].get(kind, {}) for s in result["systems"]]
@@ -272,19 +272,19 @@ def as_text(result: dict[str, Any]) -> str:
                 continue
             cells = " / ".join(str(r.get("detected", 0)) for r in rows)
             fk = " / ".join(str(r.get("false_kills", 0)) for r in rows)
-            out.append(f"    {kind:<20} n={n:<4} detected {cells:<12} false kills {fk}")
+            out.append(f"    {kind:<20} n={n:<4} detected {cells:<12} false stops {fk}")
         out.append("")
     if result["unlabelled_with_outcome"]:
-        out.append("Unlabelled episodes (real runs)")
+        out.append("Unlabelled runs (real runs)")
         for s in result["systems"]:
             u = s["unlabelled"]
             out.append(f"  {s['system']}")
-            out.append(f"    successful runs killed  {_pct(u['successful_runs_killed'])}")
+            out.append(f"    successful runs stopped {_pct(u['successful_runs_killed'])}")
             out.append(f"    failed runs flagged     {_pct(u['failed_runs_flagged'])}")
-            out.append(f"    failed runs killed      {_pct(u['failed_runs_killed'])}")
+            out.append(f"    failed runs stopped     {_pct(u['failed_runs_killed'])}")
             out.append(
                 f"    cost after first flag   ${u['cost_after_first_flag_usd']:.2f}"
-                f" (after first kill ${u['cost_after_first_kill_usd']:.2f})"
+                f" (after first stop ${u['cost_after_first_kill_usd']:.2f})"
             )
         cost = result["cost"]
         if cost["cost_per_successful_task_usd"] is not None:

@@ -190,7 +190,7 @@ def as_text(sets: Sequence[SetScore]) -> str:
     false kill and false warning and every detector's precision."""
     rows = [*sets, overall(sets)] if len(sets) > 1 else list(sets)
     out = ["Labelled sets (enforce, scored as ../shared/eval/README.md says)",
-           f"  {'set':<14} {'caught':>9} {'false kills':>12} {'false warnings':>15} "
+           f"  {'set':<14} {'caught':>9} {'false stops':>12} {'false warnings':>15} "
            f"{'ends by 3rd step':>17}"]
     for score in rows:
         out.append(
@@ -199,7 +199,7 @@ def as_text(sets: Sequence[SetScore]) -> str:
             f"{f'{score.ended}/{score.goes_on}':>17}")
     total = rows[-1]
     for run in total.false_kills:
-        out.append(f"    false kill: {run}")
+        out.append(f"    false stop: {run}")
     for run in total.false_warnings:
         out.append(f"    false warning: {run}")
     if total.kills:

@@ -749,9 +749,13 @@ order by dimension, value;
 -- stopped) and `kills` the calls it really blocked or stopped; `enforce_would` is the strongest
 -- action enforce mode would have taken (the guard's decision, or a collector detection) and
 -- `would_be_kills` the calls it would have blocked or stopped where nothing was.
+-- `scenario_label` is the label the agent gave its own run (`loopscope.episode(label=...)`):
+-- a label like a human one, which outranks it (docs/glossary.md).
 with /*fragment run_truth*/
 select e.episode_id, e.service, e.agent, e.model, e.task_type, e.outcome, e.stop_reason,
        e.guard_mode, e.start_ns, e.end_ns, e.cost_usd, e.first_flag_ns,
+       case when e.scenario_loop then 'true_loop'
+            when not e.scenario_loop then 'no_loop' end as scenario_label,
        /*fragment run_happened*/,
        coalesce(r.kills, 0) as kills,
        coalesce(r.would_be_kills, 0) as would_be_kills,
