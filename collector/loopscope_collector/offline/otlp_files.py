@@ -30,7 +30,8 @@ from ..normalize import assembly
 from ..normalize.assembly import Reading
 from ..normalize.rows import EpisodeRow, MessageRow, ToolCallRow
 from ..normalize.spans import SpanRecord
-from ..pipeline.detection import StreamingDetector, detected_report, output_digest
+from ..normalize.steps import output_digest
+from ..pipeline.detection import StreamingDetector, detected_report
 
 if TYPE_CHECKING:
     from .store import Store
