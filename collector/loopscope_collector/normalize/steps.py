@@ -15,7 +15,7 @@ alone, else a call like no other (named by its span id).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from loopscope.detect import ToolCall, ToolResult
 from loopscope.detect.events import STATUSES, TOOL_KINDS
@@ -23,7 +23,7 @@ from loopscope.detect.steps import MessageStep, Step, ToolStep, recorded_call
 
 from .rows import MessageRow, ToolCallRow
 
-__all__ = ["Row", "core_steps", "output_digest", "tool_call", "tool_result"]
+__all__ = ["Row", "call_numbers", "core_steps", "output_digest", "tool_call", "tool_result"]
 
 Row = ToolCallRow | MessageRow
 """A step of an episode as stored: a tool call or a message."""
@@ -83,3 +83,29 @@ def tool_result(row: ToolCallRow, t: float) -> ToolResult:
         tokens_out=row.tokens_out,
         cost=row.cost_usd or 0.0,
     )
+
+
+def call_numbers(rows: Sequence[Row]) -> list[int]:
+    """Per row of a run (in the order they ran), the number of its call: the one numbering
+    every door names a call by. The agent's own number (``call_ordinal``, set by its SDK from
+    ``loopscope.call.ordinal``) when every call of the run carries a distinct one, so a run
+    whose calls were partly lost names them as the agent's log does; else the collector's
+    order (1 for the first call). A message is numbered as the call that would follow it (a
+    stop decided at a message takes effect there); past the last call, counted on from it.
+    """
+    own = [row.call_ordinal for row in rows if isinstance(row, ToolCallRow)]
+    if any(not isinstance(n, int) or n < 1 for n in own) or len(set(own)) < len(own):
+        own = []
+    agents: list[int] = [n for n in own if n is not None]
+    numbers: list[int] = []
+    calls = 0
+    for row in rows:
+        calls += isinstance(row, ToolCallRow)
+        position = calls if isinstance(row, ToolCallRow) else calls + 1
+        if not agents:
+            numbers.append(position)
+        elif position <= len(agents):
+            numbers.append(agents[position - 1])
+        else:
+            numbers.append(agents[-1] + position - len(agents))
+    return numbers
