@@ -13,8 +13,9 @@ package owns the command and never imports the collector:
   and the exit status is 1, as for Episode JSONL.
 - ``--db FILE`` stores everything through the collector's real ``Pipeline`` (so the store
   holds what a running collector would have stored: spans, tool calls, episodes,
-  detections), and the report printed is what the store holds: detection runs once, in the
-  pipeline. OTLP spans are stored as they are; an Episode JSONL run becomes synthetic spans
+  detections, messages), and the report printed is what the store's detection found: it
+  runs once, in the pipeline (a run the store already held keeps its stored flags; the
+  report re-judges it under ``--policy``). OTLP spans are stored as they are; an Episode JSONL run becomes synthetic spans
   shaped like loopscope's own ``invoke_agent`` / ``execute_tool`` spans, with trace and span
   ids derived from the episode id and step index, so re-running stores nothing twice. A
   store locked by a running collector is refused with a clear message.
@@ -77,9 +78,10 @@ arguments left out), as live.
 --db FILE also stores the runs in a loopscope DuckDB store (created if missing) through the
 collector's pipeline, for the dashboard: OTLP spans as they are, Episode JSONL runs as
 synthetic loopscope spans with ids derived from the episode id, so re-running stores nothing
-twice. Detection then runs once, in the store's pipeline, and the report is what the store
-holds: messages included, the same flags as without --db. A store locked by a running
-collector is refused.
+twice. Detection then runs once, in the store's pipeline, and the report is what it finds:
+messages included, the same flags as without --db. A run the store already held is not
+stored again: it keeps the flags stored the first time, and the report re-judges it under
+--policy. A store locked by a running collector is refused.
 
 """
 EXAMPLE_OTLP = "  loopscope analyze otel-traces.jsonl --db runs.duckdb\n"
@@ -92,8 +94,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``--db``: the option the collector adds to ``loopscope analyze``."""
     parser.add_argument(
         "--db", metavar="FILE",
-        help="also store the runs in this loopscope DuckDB file (for the dashboard); the "
-             "report is then what the store holds",
+        help="also store the runs in this loopscope DuckDB file (created if missing; for "
+             "loopscope dashboard --db); the report is what the store's detection finds in "
+             "them under --policy",
     )
 
 
@@ -158,7 +161,7 @@ def analyze_inputs(
     Episode JSONL runs are replayed through the core (messages included) and OTLP runs go
     through the collector's streaming detection, as a live collector judges them. With
     ``store``, everything read is stored through the collector's pipeline, detection runs
-    there once, and the reports are what the store holds. ``on_report(done, total)`` is
+    there once, and the reports are what its detection found. ``on_report(done, total)`` is
     called after each run reported.
     """
     grouper = EpisodeGrouper()
