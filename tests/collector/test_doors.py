@@ -52,7 +52,7 @@ from loopscope.offline import cli
 from loopscope.offline.analysis import flag_calls
 from loopscope.offline.scenarios import generate
 from loopscope_collector.normalize.spans import SpanRecord
-from loopscope_collector.offline.synthetic_spans import episode_spans
+from loopscope_collector.runs.synthetic_spans import episode_spans
 from loopscope_dashboard import uploads
 
 pytestmark = pytest.mark.timeout(300)

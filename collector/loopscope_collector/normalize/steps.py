@@ -6,7 +6,7 @@ becomes, and what the store returns) become the core's typed steps (``ToolStep``
 detection, ``loopscope analyze`` over OTLP JSON and through a store, the dashboard's Import
 and the Policy page's replay all feed the core through ``core_steps``, so one run gives the
 same verdicts by every door. No Episode JSONL record is built on the way (Episode JSONL is an
-export format: ``offline.otlp_files`` writes one for reports and downloads).
+export format: ``runs.episodes`` writes one for reports and downloads).
 
 A recorded call is identified by the core's own rule (``steps.recorded_call``): its decoded
 arguments, else the argument text the span cut short and its signature, else the signature

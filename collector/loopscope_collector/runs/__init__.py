@@ -1,5 +1,10 @@
-"""Runs: stored and read rows grouped into an agent's runs, and the views of a run the rest
-of the collector and the dashboard take: the core's typed steps (through the one adapter,
-``normalize.steps``), the agent's numbering of its calls, and the Episode JSONL export.
-A library stage (no command, no store): ``offline`` and the dashboard build on it.
+"""Runs: the runs an agent left in files and stores, and the views of a run the collector's
+commands and the dashboard take.
+
+A library stage (no command line here; ``offline`` holds the commands): rows grouped into
+runs (``episodes``, ``otlp_files``), fed to the core as typed steps through the one adapter
+(``normalize.steps``) with the agent's numbering of its calls (``stored``: a store's runs to
+replay), files read and judged as live (``inputs``), written into a store through the
+collector's pipeline (``store``), and Episode records written as spans (``synthetic_spans``).
+Episode JSONL records are built only to report and export a run.
 """
