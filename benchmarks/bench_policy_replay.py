@@ -3,10 +3,11 @@
 Builds a store the way the collector does (rows in ``tool_calls`` and ``episodes``: a mix of
 read spins, oscillations and healthy lookups, each 20 calls), then times what the Policy page
 does when you press "Replay": the two named reads, grouping the rows by run
-(``replays.stored_runs``), and turning them into ``Episode`` records and replaying each
-through the core (``replays.replay_all``: from 2,000 runs both happen in worker processes).
-In the same run it times the floor: ``loopscope.detect.replay.replay`` alone over the same
-episodes, built beforehand, in one process.
+(``replays.stored_runs``), and turning them into the core's steps (the collector's one
+adapter, ``normalize.steps``) and replaying each through the core (``replays.replay_all``:
+from 2,000 runs both happen in worker processes). In the same run it times the floor:
+``loopscope.detect.replay.replay`` alone over the same runs as ``Episode`` records, built
+beforehand, in one process.
 The target is under 10 s for the whole replay; the ratio to the floor says how much the page
 adds to the core and stays comparable when the machine's speed drifts.
 
@@ -103,7 +104,7 @@ def main() -> None:
           f"caught {card.caught:,} of {card.labelled_loops:,} labelled loops")
     print(f"  reads          {t1 - t0:6.2f} s")
     print(f"  rows→runs      {t2 - t1:6.2f} s   (rows grouped by run, labels read)")
-    print(f"  replay+score   {t3 - t2:6.2f} s   (episodes built in the workers, replayed, "
+    print(f"  replay+score   {t3 - t2:6.2f} s   (steps built in the workers, replayed, "
           "scored)")
     print(f"  total          {total:6.2f} s   (target: under 10 s)")
     floor = t4 - t3c

@@ -1,7 +1,7 @@
 """The Policy page's "Calibrate from labels": ``loopscope calibrate`` over the stored runs the
 page replays, with the current policy as the base.
 
-The runs become labelled episodes by the collector's conversion (``offline.stored_runs``, the
+The runs become labelled episodes by the collector's conversion (``runs.stored``, the
 one ``loopscope calibrate --db`` reads stores with), so the page and the command calibrate a
 store alike; calibration itself is ``loopscope.offline.calibration``, never re-implemented
 here. What the page shows beside the result is plain data built here: the bound in words,
@@ -17,7 +17,7 @@ import pandas as pd
 
 from loopscope.detect import Policy
 from loopscope.offline.calibration import Calibration, TooFewLabels, calibrate
-from loopscope_collector.offline.stored_runs import StoredRun, build_episodes, labelled_episode
+from loopscope_collector.runs.stored import StoredRun, build_episodes, labelled_episode
 
 __all__ = ["CHANGE_COLUMNS", "Calibration", "TooFewLabels", "bound_text", "judged",
            "policy_changes", "run", "sources_frame"]

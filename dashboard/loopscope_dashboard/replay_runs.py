@@ -1,7 +1,8 @@
 """The half of the Policy page's replay that runs in worker processes: a stored run's verdict
-under a policy. The stored run itself (its raw tool-call rows and labels) and its ``Episode``,
-built by the collector's own rule, are the collector's ``offline.stored_runs``, which
-``loopscope calibrate --db`` reads stores with too.
+under a policy. The stored run itself (its raw tool-call rows and labels), its steps as the
+core takes them and its calls' numbers are the collector's ``runs.stored`` (built by the
+adapter its live detection is fed by), which ``loopscope calibrate --db`` reads stores with
+too; the run goes through the core's ``replay_steps``, never through an Episode record.
 
 Kept apart from ``replays`` so a spawned worker imports only this, the core and the
 collector's row assembly (no pandas, no Streamlit): a replay over thousands of runs starts
@@ -17,9 +18,9 @@ from typing import Final
 from loopscope.detect import Policy
 from loopscope.detect.events import ACTIONS
 from loopscope.detect.false_kill import first_kill, kill_was_false
-from loopscope.detect.replay import replay
-from loopscope.offline.analysis import flag_calls
-from loopscope_collector.offline.stored_runs import StoredRun, build_episodes
+from loopscope.detect.replay import cost_share, progress_after, replay_steps
+from loopscope.detect.steps import MessageStep, ToolStep
+from loopscope_collector.runs.stored import StoredRun, build_episodes
 
 __all__ = ["PolicyVerdict", "StoredRun", "build_episodes", "replay_chunk", "verdict"]
 
@@ -50,18 +51,20 @@ class PolicyVerdict:
 
 def verdict(run: StoredRun, policy: Policy) -> PolicyVerdict:
     """Replay ``run`` in enforce mode under ``policy`` and judge it against its label."""
-    report = replay(run.episode, policy, mode="enforce")
-    stop = report.stop
-    stop_step = stop.step if stop is not None and stop.step < len(run.episode.steps) else None
+    steps = run.steps
+    monitor, decided = replay_steps(steps, policy, episode_id=run.episode_id,
+                                    task_type=run.task_type)
+    stop = monitor.stopped
+    stop_step = stop.step if stop is not None and stop.step < len(steps) else None
     # the recorded run went on past a stop; under enforce it would have ended there
-    flags = [f for f in report.flags if stop_step is None or f.step <= stop_step]
+    flags = [f for f in monitor.flags if stop_step is None or f.step <= stop_step]
     action = max((f.action if f.severity == "kill" else "warn" for f in flags),
                  key=_RANK.__getitem__, default="allow")
     budget_stop = stop is not None and stop.stop_reason == "budget"
     if stop is not None:
         action = "stop"
     first = flags[0] if flags else None
-    kill = first_kill(report.flags, stop_step)
+    kill = first_kill(monitor.flags, stop_step)
     loop_from = run.first_loop_step
     caught = run.label is True and any(
         loop_from is None or _at_or_after(run, f.step, loop_from)
@@ -72,14 +75,16 @@ def verdict(run: StoredRun, policy: Policy) -> PolicyVerdict:
         first_loop_step=loop_from,
         human_false_kill=run.human_false_kill,
         outcome=run.outcome,
-        progress_after_kill=report.progress_after(kill.step),
+        progress_after_kill=progress_after(decided, kill.step),
     )
-    calls = [run.call_number(n) for n in flag_calls(run.episode)]  # (the agent's numbers)
+    calls = run.numbers  # (the agent's numbers)
     saved = 0 if stop_step is None else sum(
-        1 for step in run.episode.steps[stop_step + 1:] if step.get("type") == "tool")
-    cost = report.cost_after(stop_step + 1) if stop_step is not None else None
+        1 for step in steps[stop_step + 1:] if isinstance(step, ToolStep))
+    cost = None if stop_step is None or run.cost_usd is None else cost_share(
+        float(run.cost_usd), [_tokens(step) for step in steps],
+        [i for i, step in enumerate(steps) if isinstance(step, ToolStep)], stop_step + 1)
     return PolicyVerdict(
-        episode_id=run.episode.episode_id, action=action,
+        episode_id=run.episode_id, action=action,
         first_flag_call=None if first is None else calls[first.step],
         first_kill_call=None if kill is None else calls[kill.step],
         stop_call=None if stop_step is None else calls[stop_step],
@@ -89,11 +94,17 @@ def verdict(run: StoredRun, policy: Policy) -> PolicyVerdict:
         cost_saved=float(cost or 0.0))
 
 
+def _tokens(step: ToolStep | MessageStep) -> int:
+    """The tokens a step spent (what a run's cost is shared by)."""
+    if isinstance(step, MessageStep):
+        return step.tokens
+    return step.result.tokens_in + step.result.tokens_out
+
+
 def _at_or_after(run: StoredRun, step: int, loop_from: int) -> bool:
     return run.agent_step(step) >= loop_from
 
 
 def replay_chunk(runs: Sequence[StoredRun], policy: Policy) -> list[PolicyVerdict]:
-    """In a worker: the chunk's episodes built from its raw rows, then each run replayed."""
-    build_episodes(runs)
+    """In a worker: each run of the chunk built from its raw rows and replayed."""
     return [verdict(run, policy) for run in runs]

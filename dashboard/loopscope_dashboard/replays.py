@@ -1,10 +1,11 @@
 """The Policy page's engine: stored runs replayed through the detection core under a policy.
 
 Runs come from the store as the collector's detection sees them (the ``replay_episodes`` and
-``replay_calls`` reads), become ``Episode`` records by the collector's own rule
-(``otlp_files.episodes_from_rows``; in the worker processes, for a replay spread over them),
-and go through ``loopscope.detect.replay.replay`` in enforce mode: the same core the guard and
-the collector run, never a re-implementation.
+``replay_calls`` reads), become the core's steps through the adapter the collector's own
+detection is fed by (``loopscope_collector.runs.stored``, ``normalize.steps``; in the worker
+processes, for a replay spread over them), and go through ``loopscope.detect.replay``'s
+``replay_steps`` in enforce mode: the same core the guard and the collector run, never a
+re-implementation.
 
 A policy is edited generically, field by field over ``dataclasses.fields(Policy)``, and built
 with ``Policy.from_mapping``, so a field the core adds appears here without a change. Numbers
@@ -29,7 +30,7 @@ import pandas as pd
 
 from loopscope.detect import Policy
 from loopscope.policy_file import changes_of, plain, to_json
-from loopscope_collector.offline.stored_runs import stored_runs as runs_from_rows
+from loopscope_collector.runs.stored import stored_runs as runs_from_rows
 
 from .replay_runs import PolicyVerdict, StoredRun, build_episodes, replay_chunk, verdict
 from .truth import RANK, gap_text, gaps_in
@@ -207,7 +208,7 @@ def stored_runs(episodes: pd.DataFrame,
                 calls: Sequence[Mapping[str, Any]] | pd.DataFrame) -> list[StoredRun]:
     """The ``replay_episodes`` frame and the ``replay_calls`` rows (as the read returns them:
     plain dicts, which skips a costly DataFrame round trip) as runs to replay, newest first:
-    the collector's ``offline.stored_runs``, which ``loopscope calibrate --db`` reads with."""
+    the collector's ``runs.stored``, which ``loopscope calibrate --db`` reads with."""
     if episodes.empty:
         return []
     if isinstance(calls, pd.DataFrame):
@@ -246,7 +247,6 @@ def replay_all(runs: Sequence[StoredRun], policy: Policy, *,
     workers = workers if workers is not None else (os.cpu_count() or 1)
     if workers > 1 and len(runs) >= PARALLEL_FROM:
         return _replay_parallel(runs, policy, progress, workers)
-    build_episodes(runs)
     found = []
     for index, run in enumerate(runs, start=1):
         found.append(verdict(run, policy))

@@ -1,7 +1,7 @@
 """Analyse an uploaded file in place, and turn its runs into OTLP JSON for a collector.
 
 The Import page's one door to the collector's offline code: an Episode JSONL or OTLP JSON
-file is read and judged by ``loopscope_collector.offline.analyze.analyze_inputs``, exactly as
+file is read and judged by ``loopscope_collector.runs.inputs.analyze_inputs``, exactly as
 ``loopscope analyze`` does it (problems reported the same ``FILE:LINE`` way; OTLP spans
 assembled and detected as a live collector would), off the store: nothing is written
 anywhere until the user asks to send the runs to a live collector. Then an OTLP file's own export requests are posted as they are,
@@ -27,8 +27,8 @@ from loopscope.detect.events import MODES as GUARD_MODES
 from loopscope.detect.replay import EpisodeReport
 from loopscope.offline.analysis import Problem, flag_calls, summarize
 from loopscope_collector.normalize.spans import SpanRecord
-from loopscope_collector.offline.analyze import analyze_inputs
-from loopscope_collector.offline.synthetic_spans import episode_spans
+from loopscope_collector.runs.inputs import analyze_inputs
+from loopscope_collector.runs.synthetic_spans import episode_spans
 
 MODES: Final = ("enforce", *(mode for mode in GUARD_MODES if mode != "enforce"))
 """The guard modes the Import page offers, enforce first (its default)."""

@@ -177,7 +177,7 @@ def tool_span_attributes(
 ) -> dict[str, Any]:
     """The attributes a tool call's span starts with, as loopscope writes them: the SDK for a
     live call (``loopscope._call``), the collector for a recorded one
-    (``loopscope_collector.offline.synthetic_spans``). ``arguments`` is the text recorded as
+    (``loopscope_collector.runs.synthetic_spans``). ``arguments`` is the text recorded as
     the call's arguments, ``None`` when content is not captured; ``args_text`` is what the
     size counts; ``call`` the call's 1-based ordinal among the run's tool calls. Empty optional
     values are left out."""

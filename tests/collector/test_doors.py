@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from collector_process import CollectorProcess, eventually, start_collector
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
@@ -42,7 +43,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
-from test_offline import otlp_json_line
+from test_analyze_command import otlp_json_line
 
 from loopscope import conventions as c
 from loopscope.detect import Policy
@@ -52,8 +53,10 @@ from loopscope.offline import cli
 from loopscope.offline.analysis import flag_calls
 from loopscope.offline.scenarios import generate
 from loopscope_collector.normalize.spans import SpanRecord
-from loopscope_collector.offline.synthetic_spans import episode_spans
-from loopscope_dashboard import uploads
+from loopscope_collector.reads import snapshot
+from loopscope_collector.runs.synthetic_spans import episode_spans
+from loopscope_collector.storage import open_database
+from loopscope_dashboard import replays, uploads
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -226,8 +229,12 @@ def _live(collector: CollectorProcess, exporter: Any, spans: list[ReadableSpan]
 
 
 @pytest.fixture(scope="module")
-def doors(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[str, Flags]]]:
-    folder = tmp_path_factory.mktemp("doors")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("doors")
+
+
+@pytest.fixture(scope="module")
+def doors(folder: Path) -> Iterator[dict[str, dict[str, Flags]]]:
     policy = folder / "policy.json"
     policy.write_text(json.dumps(POLICY), encoding="utf-8")
     spans = [_readable(s) for _, run in RUNS for s in run]
@@ -261,6 +268,21 @@ def doors(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[s
     yield found
 
 
+@pytest.fixture(scope="module")
+def policy_replay(doors: dict[str, dict[str, Flags]], folder: Path) -> dict[str, Any]:
+    """The Policy page's replay (``replays.replay_all``, the function the page calls) of the
+    runs ``analyze --db`` stored, under the doors' policy: one verdict per run."""
+    db = open_database(folder / "offline.duckdb", read_only=True)
+    try:
+        with snapshot(db) as read:
+            episodes, calls = read("replay_episodes", {}), read("replay_calls", {})
+    finally:
+        db.close()
+    runs = replays.stored_runs(pd.DataFrame(episodes), calls)
+    return {v.episode_id: v for v in replays.replay_all(runs, Policy.from_mapping(POLICY),
+                                                        workers=1)}
+
+
 def test_every_door_reads_every_run(doors: dict[str, dict[str, Flags]]) -> None:
     for door, flags in doors.items():
         assert set(flags) >= set(EPISODE_IDS), door
@@ -273,6 +295,21 @@ def test_the_same_spans_give_the_same_flags_by_every_door(
     expected = sorted(doors["episode-jsonl"][episode_id])
     for door, flags in doors.items():  # the store keeps no order among one call's flags
         assert sorted(flags[episode_id]) == expected, door
+
+
+def test_the_policy_replay_flags_where_every_door_does(
+    doors: dict[str, dict[str, Flags]], policy_replay: dict[str, Any],
+) -> None:
+    """The Policy page replays the stored rows through the same adapter as the collector's
+    detection: its first flag and first block or stop are at the calls every door flags."""
+    assert set(policy_replay) >= set(EPISODE_IDS)
+    for episode_id in EPISODE_IDS:
+        flags = sorted(doors["episode-jsonl"][episode_id])
+        verdict = policy_replay[episode_id]
+        first = min((call for call, _, _ in flags), default=None)
+        kill = min((call for call, _, action in flags if action != "warn"), default=None)
+        assert (verdict.first_flag_call, verdict.first_kill_call) == (first, kill), (
+            episode_id, flags, verdict)
 
 
 def test_volatile_arguments_are_left_out_by_every_door(

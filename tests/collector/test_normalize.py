@@ -17,10 +17,10 @@ from loopscope import conventions as c
 from loopscope.detect import EpisodeMonitor, Policy
 from loopscope.detect.fingerprint import call_signature, canonical_json, output_hash
 from loopscope.testing import capture_spans
+from loopscope_collector.normalize import steps as adapter
 from loopscope_collector.normalize.dispatch import normalize_span
 from loopscope_collector.normalize.rows import ToolCallRow
 from loopscope_collector.normalize.spans import SpanEvent, SpanRecord
-from loopscope_collector.pipeline import detection
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 ARGS = {"query": "late orders", "limit": 20}
@@ -31,7 +31,7 @@ SIGNATURE = call_signature("search_orders", ARGS_TEXT)
 
 def signed(row: ToolCallRow) -> str:
     """The signature the detection core computes from what normalisation passes it."""
-    return EpisodeMonitor(Policy()).before_call(detection.tool_call(row, 0.0)).signature
+    return EpisodeMonitor(Policy()).before_call(adapter.tool_call(row, 0.0)).signature
 
 
 def span(

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from loopscope.offline.scenarios import generate
-from loopscope_collector.offline.otlp_files import episodes_from_spans
 from loopscope_collector.receive.decode import decode_request
+from loopscope_collector.runs.otlp_files import episodes_from_spans
 from loopscope_dashboard import uploads
 
 

@@ -1,4 +1,4 @@
-"""Offline: after the fact, ``loopscope analyze`` over OTLP JSON files and stores
-(``analyze``), the files read and grouped into runs (``otlp_files``), judged through the
-collector's own pipeline into a store (``store``), and Episode records written as spans
-(``synthetic_spans``)."""
+"""Offline: the commands that read after the fact, as plug-ins of the SDK's ``loopscope``:
+``loopscope analyze`` over OTLP JSON files and into a store (``analyze``), and ``loopscope
+calibrate --db/--lake`` over a store's labelled runs (``labelled``). What they run is the
+library stage ``runs``."""

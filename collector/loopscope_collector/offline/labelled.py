@@ -4,7 +4,7 @@ calibrate on.
 The SDK's ``calibrate`` command never imports the collector; the collector offers this
 ``LabelledRuns`` through the ``loopscope.labelled_runs`` entry point. The runs are read the way
 the dashboard's Policy page reads them (the ``replay_episodes`` and ``replay_calls`` reads, one
-snapshot of the store) and become episodes by the same conversion (``stored_runs``), carrying
+snapshot of the store) and become episodes by the same conversion (``runs.stored``), carrying
 the labels the metrics count: a human label from the Labels page, else the run's scenario
 label. Only runs calibration can judge are returned: labelled ones and successful ones.
 
@@ -56,7 +56,7 @@ def episodes(args: argparse.Namespace) -> list[EpisodeRecord] | None:
     lake = None if path else lake_of(args, "calibrate")  # (--db wins, as for metrics, export)
     if not path and lake is None:
         return None
-    from .stored_runs import build_episodes, labelled_episode, stored_runs
+    from ..runs.stored import build_episodes, labelled_episode, stored_runs
 
     db = _open(path, lake)
     where = path or str(lake)

@@ -16,57 +16,17 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from loopscope.detect import Decision, EpisodeMonitor, Flag, Policy, ToolCall, ToolResult
-from loopscope.detect.events import STATUSES, TOOL_KINDS
+from loopscope.detect import Decision, EpisodeMonitor, Flag, Policy
 from loopscope.detect.replay import EpisodeRecord, EpisodeReport, episode_report
-from loopscope.detect.steps import MessageStep, Step, ToolStep, feed_run, recorded_call
+from loopscope.detect.steps import feed_run
 
 from ..normalize.assembly import sort_key
 from ..normalize.rows import MessageRow, ToolCallRow
+from ..normalize.steps import Row, core_steps
 
 logger = logging.getLogger(__name__)
 
 MAX_ACTIVE_EPISODES = 20_000
-
-
-def output_digest(row: ToolCallRow) -> str:
-    """The row's output hash; a unique one when it has neither output nor hash."""
-    return row.output_hash or ("" if row.output_text is not None else f"nohash:{row.span_id}")
-
-
-def tool_call(row: ToolCallRow, t: float) -> ToolCall:
-    """A row as the core's ``ToolCall``, ``t`` seconds after its episode started: identified
-    as every door identifies a recorded call (``steps.recorded_call``)."""
-    return recorded_call(
-        row.tool,
-        args_text=row.args_text,
-        signature=row.signature,
-        unique=row.span_id,
-        call_id=row.call_id or row.span_id,
-        kind=row.kind if row.kind in TOOL_KINDS else None,
-        t=t,
-        intent=row.intent,
-        idempotency_key=row.idempotency_key,
-        deadline_s=row.deadline_s,
-        deadline_stated=row.deadline_stated,
-        turn=row.turn,
-        reconciles=row.reconciles,
-        found=row.found,
-    )
-
-
-def tool_result(row: ToolCallRow, t: float) -> ToolResult:
-    """What a row's call returned, as the core's ``ToolResult``."""
-    return ToolResult(
-        output=row.output_text,
-        output_hash=output_digest(row),
-        status=row.status if row.status in STATUSES else "ok",
-        call_id=row.call_id or row.span_id,
-        t=t,
-        tokens_in=row.tokens_in,
-        tokens_out=row.tokens_out,
-        cost=row.cost_usd or 0.0,
-    )
 
 
 @dataclass(slots=True)
@@ -133,8 +93,6 @@ class _Episode:
         self.task_type = task_type
 
 
-Row = ToolCallRow | MessageRow
-"""A step of an episode as stored: a tool call or a message."""
 Loader = Callable[[Sequence[str]], dict[str, list[Row]]]
 
 
@@ -221,15 +179,7 @@ class StreamingDetector:
         result = EpisodeResult(episode_id, [], reevaluated)
         if rows and state.last_key is None:
             state.first_ns = rows[0].start_ns
-        steps: list[Step] = []
-        for row in rows:
-            t = max(row.start_ns - state.first_ns, 0) / 1e9
-            # (an assistant message stands for its model call, as in a recorded run)
-            steps.append(MessageStep(row.role, row.content or "", t, tokens=row.tokens,
-                                     model_turn=True) if isinstance(row, MessageRow)
-                         else ToolStep(tool_call(row, t), tool_result(row, t),
-                                       (row.end_ns - state.first_ns) / 1e9
-                                       if row.end_ns > row.start_ns else None))
+        steps = core_steps(rows, state.first_ns)
         for row, fed in zip(rows, feed_run(state.monitor, steps), strict=True):
             if isinstance(row, MessageRow):
                 if isinstance(fed, Decision) and fed.new_flags:

@@ -31,6 +31,7 @@ from loopscope.detect import Policy
 from ..normalize import assembly
 from ..normalize.rows import EpisodeRow, ReconcileRow, ToolCallRow
 from ..normalize.spans import SpanRecord
+from ..normalize.steps import Row
 from ..storage import Database
 from ..storage import writes as tables
 from ..storage.errors import (
@@ -46,7 +47,7 @@ from ..storage.lake_housekeeping import LakeHousekeeping
 from ..storage.queries import insert_rows
 from ..storage.writes.labels import Label
 from .batch_undo import BatchUndo
-from .detection import EpisodeResult, Row, StreamingDetector
+from .detection import EpisodeResult, StreamingDetector
 from .jobs import (
     CONFLICT_RETRIES,
     Job,

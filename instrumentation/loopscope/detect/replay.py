@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -175,34 +175,24 @@ class EpisodeReport:
     def tokens_after(self) -> dict[int, int]:
         """Tokens spent at or after each step index (for cost after the first flag; counted
         when asked for, since most reports never are)."""
-        remaining = 0
-        after: dict[int, int] = {}
-        steps = self.episode.steps
-        for index in range(len(steps) - 1, -1, -1):
-            remaining += _int(steps[index].get("tokens_in")) + _int(steps[index].get("tokens_out"))
-            after[index] = remaining
-        return after
+        return tokens_after(self._tokens())
+
+    def _tokens(self) -> list[int]:
+        return [_int(step.get("tokens_in")) + _int(step.get("tokens_out"))
+                for step in self.episode.steps]
 
     def cost_after(self, step: int) -> float | None:
         """The share of the episode's cost spent at or after ``step`` (by tokens, else calls)."""
         cost = self.episode.cost_usd
         if cost is None:
             return None
-        tokens_after = self.tokens_after
-        total = tokens_after.get(0, 0)
-        if total > 0:
-            after = max((v for k, v in tokens_after.items() if k >= step), default=0)
-            return cost * after / total
-        calls = [i for i, s in enumerate(self.episode.steps) if s.get("type") == "tool"]
-        if not calls:
-            return 0.0
-        return cost * sum(1 for i in calls if i >= step) / len(calls)
+        tools = [i for i, s in enumerate(self.episode.steps) if s.get("type") == "tool"]
+        return cost_share(cost, self._tokens(), tools, step)
 
     def progress_after(self, step: int) -> bool:
         """Whether a tool call after ``step`` made progress (``false_kill.made_progress``):
         what the false-kill rule asks of an unlabelled run after its kill."""
-        return any(made_progress(after.progress)
-                   for index, (_, after) in self.calls.items() if index > step)
+        return progress_after(self.calls, step)
 
     def as_dict(self) -> dict[str, Any]:
         """The report in ``loopscope analyze --json`` shape."""
@@ -227,18 +217,65 @@ def replay(
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
-    monitor = EpisodeMonitor(
-        policy, episode_id=episode.episode_id, task_type=episode.task_type, task=episode.task
-    )
     first_t = next(
         (float(s["t"]) for s in episode.steps if isinstance(s.get("t"), _NUMBERS)), 0.0
     )
+    monitor, calls = replay_steps(
+        episode_steps(episode, first_t), policy, episode_id=episode.episode_id,
+        task_type=episode.task_type, task=episode.task, first_t=first_t)
+    return episode_report(episode, monitor, mode=mode, calls=calls)
+
+
+def replay_steps(
+    steps: Iterable[Step],
+    policy: Policy | None = None,
+    *,
+    episode_id: str = "",
+    task_type: str | None = None,
+    task: str = "",
+    first_t: float = 0.0,
+) -> tuple[EpisodeMonitor, dict[int, tuple[Decision, Decision]]]:
+    """Feed a recorded run's typed steps (``feed_run``) to a fresh monitor: the monitor (its
+    flags, its stop, its totals) and each tool step's decisions (before the call, after it)
+    by step index. ``first_t`` is when the run began (its budget's clock)."""
+    monitor = EpisodeMonitor(policy, episode_id=episode_id, task_type=task_type, task=task)
     monitor.budget.start_t = first_t
     calls: dict[int, tuple[Decision, Decision]] = {}
-    for index, fed in enumerate(feed_run(monitor, episode_steps(episode, first_t))):
+    for index, fed in enumerate(feed_run(monitor, steps)):
         if isinstance(fed, tuple):
             calls[index] = fed
-    return episode_report(episode, monitor, mode=mode, calls=calls)
+    return monitor, calls
+
+
+def tokens_after(tokens: Sequence[int]) -> dict[int, int]:
+    """Per step index, the tokens spent at or after it (``tokens``: each step's)."""
+    remaining = 0
+    after: dict[int, int] = {}
+    for index in range(len(tokens) - 1, -1, -1):
+        remaining += tokens[index]
+        after[index] = remaining
+    return after
+
+
+def cost_share(cost: float, tokens: Sequence[int], tools: Sequence[int], step: int) -> float:
+    """The share of a run's ``cost`` spent at or after ``step``: by the tokens of each step
+    (``tokens``), else, when none were counted, by its tool calls (``tools``: their step
+    indexes)."""
+    after_step = tokens_after(tokens)
+    total = after_step.get(0, 0)
+    if total > 0:
+        after = max((v for k, v in after_step.items() if k >= step), default=0)
+        return cost * after / total
+    if not tools:
+        return 0.0
+    return cost * sum(1 for i in tools if i >= step) / len(tools)
+
+
+def progress_after(calls: Mapping[int, tuple[Decision, Decision]], step: int) -> bool:
+    """Whether a tool call after ``step`` made progress (``false_kill.made_progress``), from
+    each tool step's decisions by step index."""
+    return any(made_progress(after.progress)
+               for index, (_, after) in calls.items() if index > step)
 
 
 def episode_report(

@@ -1,10 +1,13 @@
-"""Stored runs as episodes: the rows the ``replay_episodes`` and ``replay_calls`` reads return,
-grouped per run with its labels (``StoredRun``), and each run's ``Episode`` built by the
-collector's own rule (``otlp_files.episodes_from_rows``), the one the live detection is fed by.
+"""Stored runs to replay: the rows the ``replay_episodes`` and ``replay_calls`` reads return,
+grouped per run with its labels (``StoredRun``). A run goes to the core as typed steps
+through the one adapter the live detection is fed by (``normalize.steps.core_steps``), its
+calls numbered by the agent's own numbers (``normalize.steps.call_numbers``); its ``Episode``
+record (``episodes.episodes_from_rows``) is built only for an export (the Policy page's
+download) and for calibration, which reads labelled Episode records.
 
 One conversion for everything that replays what a store holds: the dashboard's Policy page
 (its worker processes too: nothing here imports pandas or Streamlit) and ``loopscope
-calibrate --db/--lake`` (``labelled``). The labels are the metrics' label sources
+calibrate --db/--lake`` (``offline.labelled``). The labels are the metrics' label sources
 (docs/metrics.md): a human label (``true_loop`` / ``no_loop`` on the run, ``false_kill``
 anywhere in it), else the run's scenario label.
 """
@@ -13,13 +16,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from loopscope.detect.replay import EpisodeRecord
+from loopscope.detect.steps import Step
 
 from ..normalize.assembly import sort_key
 from ..normalize.rows import MessageRow, ToolCallRow
-from .otlp_files import episodes_from_rows
+from ..normalize.steps import Row, call_numbers, core_steps
+from .episodes import episodes_from_rows
 
 __all__ = ["StoredRun", "build_episodes", "labelled_episode", "stored_runs"]
 
@@ -28,15 +33,15 @@ _FIELDS: Final = dataclasses.fields(ToolCallRow)
 
 class StoredRun:
     """A stored run ready to replay: its tool-call rows as the store returned them, its labels,
-    and (built on first use, by the collector's rule) its ``Episode`` and each call's agent
-    step.
+    and (built on first use) its steps as the core takes them, each step's call number and
+    agent step, and (for an export) its ``Episode`` record.
 
-    The rows stay raw until a replay needs the episode, so the page's process only groups
+    The rows stay raw until a replay needs the steps, so the page's process only groups
     rows; a replay spread over worker processes ships the raw rows and each worker builds its
-    chunk's episodes (the Policy page's ``replay_all``). Pickling drops a built episode.
+    chunk's steps (the Policy page's ``replay_all``). Pickling drops what was built.
     """
 
-    __slots__ = ("_built", "_numbers", "columns", "cost_usd", "episode_id", "first_loop_step",
+    __slots__ = ("_built", "_steps", "columns", "cost_usd", "episode_id", "first_loop_step",
                  "human_false_kill", "label", "label_source", "outcome", "rows", "task_type")
 
     def __init__(self, episode_id: str, columns: tuple[str, ...],
@@ -58,8 +63,8 @@ class StoredRun:
         self.label_source = label_source
         self.first_loop_step = first_loop_step
         self.human_false_kill = human_false_kill
-        self._built: tuple[EpisodeRecord, tuple[int | None, ...]] | None = None
-        self._numbers: tuple[int, ...] | None = None
+        self._built: EpisodeRecord | None = None
+        self._steps: _Steps | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_unpickle, (self.episode_id, self.columns, self.rows, self.task_type,
@@ -79,46 +84,40 @@ class StoredRun:
 
     @property
     def episode(self) -> EpisodeRecord:
-        """The run as the collector's detection sees it (built once, on first use)."""
+        """The run as an Episode JSONL record, for an export and for calibration (built once,
+        on first use); a replay takes ``steps``."""
         if self._built is None:
             build_episodes([self])
         assert self._built is not None
-        return self._built[0]
+        return self._built
+
+    @property
+    def steps(self) -> list[Step]:
+        """The run's calls and messages as the core takes them, in the order they ran
+        (``normalize.steps.core_steps``, as the collector's detection is fed)."""
+        return self._built_steps().steps
+
+    @property
+    def numbers(self) -> tuple[int, ...]:
+        """Per step: the number of its call (``normalize.steps.call_numbers``: the agent's
+        own where its SDK set them; for a message, the call that would follow it)."""
+        return self._built_steps().numbers
 
     @property
     def agent_steps(self) -> tuple[int | None, ...]:
-        """Per call (replayed step index): the agent's own step, as scenario labels count."""
-        if self._built is None:
-            build_episodes([self])
-        assert self._built is not None
-        return self._built[1]
+        """Per step: the agent's own step, as scenario labels count."""
+        return self._built_steps().agent_steps
 
     def call_number(self, call: int) -> int:
-        """The agent's own number of the run's ``call``-th stored tool call (1-based, as a
-        replay counts the calls it was given): its ``call_ordinal`` when every stored call
-        of the run carries a distinct one, so a run whose calls were partly lost names them
-        as the agent's log and the Episode page do; else ``call``. Past the last stored call
-        (a flag at a message after it), counted on from the agent's last number."""
-        if self._numbers is None:
-            self._numbers = self._agent_numbers()
-        numbers = self._numbers
-        if not numbers or call < 1:
+        """The number of the run's ``call``-th stored tool call (1-based, as a replay counts
+        the calls it was given): the agent's own where its SDK set them
+        (``normalize.steps.call_numbers``). Past the last stored call, counted on from it."""
+        tools = self._built_steps().tools
+        if call < 1 or not tools:
             return call
-        return numbers[call - 1] if call <= len(numbers) else numbers[-1] + call - len(numbers)
-
-    def _agent_numbers(self) -> tuple[int, ...]:
-        """The stored calls' ``call_ordinal`` in the order they ran, or () when one lacks it
-        or two share it (then calls are numbered as stored)."""
-        if "call_ordinal" not in self.columns:
-            return ()
-        own = self.columns.index("call_ordinal")
-        role = self.columns.index("role") if "role" in self.columns else None
-        numbers = [values[own] for values in self.rows
-                   if role is None or values[role] is None]
-        if any(not isinstance(n, int) or n < 1 for n in numbers) or len(set(numbers)) < len(
-                numbers):
-            return ()
-        return tuple(numbers)
+        if call <= len(tools):
+            return self.numbers[tools[call - 1]]
+        return self.numbers[tools[-1]] + call - len(tools)
 
     def agent_step(self, step: int) -> int:
         """The agent's own step of replayed step ``step`` (as scenario labels count it), else
@@ -126,6 +125,23 @@ class StoredRun:
         steps = self.agent_steps
         found = steps[step] if step < len(steps) else None
         return found if found is not None else step
+
+    def _built_steps(self) -> _Steps:
+        if self._steps is None:
+            rows = sorted(_rows(self), key=sort_key)
+            self._steps = _Steps(
+                core_steps(rows, rows[0].start_ns if rows else 0),
+                tuple(call_numbers(rows)), tuple(row.step for row in rows),
+                tuple(i for i, row in enumerate(rows) if isinstance(row, ToolCallRow)))
+        return self._steps
+
+
+class _Steps(NamedTuple):
+    steps: list[Step]
+    numbers: tuple[int, ...]
+    agent_steps: tuple[int | None, ...]
+    tools: tuple[int, ...]
+    """The indexes of the tool steps."""
 
 
 def _unpickle(*fields: Any) -> StoredRun:
@@ -175,37 +191,37 @@ def _message(columns: tuple[str, ...], values: tuple[Any, ...]) -> MessageRow:
                       step=got.get("step"), tokens=int(got.get("tokens_out") or 0))
 
 
+def _rows(run: StoredRun) -> list[Row]:
+    """The run's stored values as rows (a ``replay_calls`` row with a ``role`` is a message)."""
+    make = _row_maker(run.columns)
+    role = run.columns.index("role") if "role" in run.columns else None
+    return [_message(run.columns, values) if role is not None and values[role] is not None
+            else make(values) for values in run.rows]
+
+
 def build_episodes(runs: Sequence[StoredRun]) -> None:
-    """Build the ``Episode`` of every run not built yet, by the collector's own rule
-    (``episodes_from_rows``), all in one call."""
+    """Build the ``Episode`` record of every run not built yet, by the collector's own rule
+    (``episodes_from_rows``), all in one call: for an export and for calibration."""
     todo = list({run.episode_id: run for run in runs if run._built is None}.values())
     if not todo:
         return
     rows: list[ToolCallRow] = []
     messages: list[MessageRow] = []
     for run in todo:
-        make = _row_maker(run.columns)
-        role = run.columns.index("role") if "role" in run.columns else None
-        for values in run.rows:
-            if role is not None and values[role] is not None:
-                messages.append(_message(run.columns, values))
+        for row in _rows(run):
+            if isinstance(row, MessageRow):
+                messages.append(row)
             else:
-                rows.append(make(values))
+                rows.append(row)
     built = {e.episode_id: e for e in episodes_from_rows(rows, [], messages)}
-    steps_of: dict[str, list[int | None]] = {}
-    steps: list[ToolCallRow | MessageRow] = [*rows, *messages]
-    for row in sorted(steps, key=sort_key):
-        steps_of.setdefault(row.episode_id, []).append(row.step)
     for run in runs:
         if run._built is not None:
             continue
         base = built.get(run.episode_id) or EpisodeRecord(episode_id=run.episode_id, steps=())
         meta = {**base.meta,
                 **({"cost_usd": float(run.cost_usd)} if run.cost_usd is not None else {})}
-        episode = dataclasses.replace(base, task_type=run.task_type, outcome=run.outcome,
-                                      meta=meta)
-        run._built = (episode, tuple(steps_of.get(run.episode_id, ())))
-
+        run._built = dataclasses.replace(base, task_type=run.task_type, outcome=run.outcome,
+                                         meta=meta)
 
 
 def stored_runs(episodes: Sequence[Mapping[str, Any]],

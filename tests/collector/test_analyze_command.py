@@ -20,8 +20,8 @@ from loopscope.detect.replay import parse_episode, parse_episode_line, replay
 from loopscope.offline import cli
 from loopscope.offline.analysis import analyze
 from loopscope.testing import capture_spans
-from loopscope_collector.offline.synthetic_spans import episode_spans
 from loopscope_collector.reads import read
+from loopscope_collector.runs.synthetic_spans import episode_spans
 from loopscope_collector.storage import open_database
 
 pytestmark = pytest.mark.timeout(120)

@@ -17,26 +17,24 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, TextIO
+from typing import TYPE_CHECKING, Final, TextIO
 
-from loopscope.detect.events import STATUSES, TOOL_KINDS
 from loopscope.detect.policy import Policy
 from loopscope.detect.replay import EpisodeRecord, EpisodeReport
 from loopscope.offline.analysis import Problem, decoded_lines
 
 from ..normalize import assembly
 from ..normalize.assembly import Reading
-from ..normalize.rows import EpisodeRow, MessageRow, ToolCallRow
 from ..normalize.spans import SpanRecord
-from ..pipeline.detection import StreamingDetector, detected_report, output_digest
+from ..pipeline.detection import StreamingDetector, detected_report
+from ..runs.episodes import Run, runs_of
 
 if TYPE_CHECKING:
     from .store import Store
 
-__all__ = ["OTLP_KEYS", "EpisodeGrouper", "Run", "detect_runs", "episodes_from_rows", "episodes_from_spans",
-           "read_otlp_file", "runs_of"]
+__all__ = ["OTLP_KEYS", "EpisodeGrouper", "detect_runs", "episodes_from_spans", "read_otlp_file"]
 
 OTLP_KEYS: Final = ('"resourceSpans"', '"resource_spans"')
 _OTHER_SIGNALS: Final = tuple(
@@ -155,29 +153,6 @@ def _json_problem(line: str) -> str:
 
 
 @dataclass(slots=True)
-class Run:
-    """One episode read after the fact: its calls in order, its messages, and its root, if
-    one was read."""
-
-    episode_id: str
-    calls: list[ToolCallRow]
-    root: EpisodeRow | None = None
-    task: str = ""
-    messages: list[MessageRow] = field(default_factory=list)
-
-    @property
-    def steps(self) -> list[ToolCallRow | MessageRow]:
-        """Calls and messages in the order detection takes them (``assembly.sort_key``)."""
-        return sorted([*self.calls, *self.messages], key=assembly.sort_key)
-
-    @property
-    def episode(self) -> EpisodeRecord:
-        """The run as an ``Episode``: its tool calls and messages as steps (what reports
-        name and count)."""
-        return _episode(self)
-
-
-@dataclass(slots=True)
 class EpisodeGrouper:
     """Everything read, assembled into episodes by the live pipeline's rules (``assembly``):
     a span read twice counts once, an MCP call once, a shadow of a loopscope call not at all.
@@ -234,106 +209,3 @@ def episodes_from_spans(spans: Iterable[SpanRecord]) -> list[EpisodeRecord]:
     return grouper.episodes()
 
 
-def episodes_from_rows(rows: Sequence[ToolCallRow], roots: Sequence[EpisodeRow] = (),
-                       messages: Sequence[MessageRow] = ()) -> list[EpisodeRecord]:
-    """Stored tool calls (and roots, and messages) as ``Episode`` objects, grouped by the
-    pipeline's rules."""
-    return [run.episode for run in runs_of(list(rows), list(roots), {}, messages)]
-
-
-def runs_of(calls: list[ToolCallRow], roots: list[EpisodeRow],
-            tasks: Mapping[str, str], messages: Sequence[MessageRow] = ()) -> list[Run]:
-    """Calls, messages and roots grouped into runs (``assembly``: episode ids, call order)."""
-    assembly.resolve_episodes(calls, roots)
-    groups = assembly.by_episode(calls)
-    said: dict[str, list[MessageRow]] = {}
-    for message in messages:
-        said.setdefault(message.episode_id, []).append(message)
-    heads: dict[str, EpisodeRow] = {}
-    for root in roots:
-        heads.setdefault(root.episode_id, root)
-    runs = []
-    for episode_id in groups.keys() | heads.keys() | said.keys():
-        head = heads.get(episode_id)
-        runs.append(Run(episode_id, groups.get(episode_id, []), head,
-                        tasks.get(head.span_id, "") if head is not None else "",
-                        said.get(episode_id, [])))
-
-    def first_ns(run: Run) -> int:
-        if run.calls or run.messages:
-            return run.steps[0].start_ns
-        return run.root.start_ns if run.root is not None else 0
-
-    runs.sort(key=lambda run: (first_ns(run), run.episode_id))
-    return runs
-
-
-def _episode(run: Run) -> EpisodeRecord:
-    rows, root, steps = run.calls, run.root, run.steps
-    first_ns = steps[0].start_ns if steps else (root.start_ns if root is not None else 0)
-    meta: dict[str, Any] = {"source": "otlp"}
-    traces = sorted({r.trace_id for r in rows} | ({root.trace_id} if root else set()))
-    meta["trace_ids"] = traces
-    first = root if root is not None else (rows[0] if rows else None)
-    if first is not None:
-        meta["service"] = first.service
-    if root is not None:
-        for name in ("agent", "model", "stop_reason", "guard_mode", "cost_usd"):
-            value = getattr(root, name)
-            if value is not None:
-                meta[name] = value
-    return EpisodeRecord(
-        episode_id=run.episode_id,
-        steps=tuple(_step(row, first_ns) if isinstance(row, ToolCallRow)
-                    else _message_step(row, first_ns) for row in steps),
-        task_type=root.task_type if root is not None else None,
-        outcome=root.outcome if root is not None else None,
-        meta=meta,
-        task=run.task,
-    )
-
-
-def _message_step(row: MessageRow, first_ns: int) -> dict[str, Any]:
-    """One message row as an Episode message step."""
-    step: dict[str, Any] = {"type": "message", "role": row.role, "content": row.content or "",
-                            "t": max(row.start_ns - first_ns, 0) / 1e9, "span_id": row.span_id}
-    if row.tokens:
-        step["tokens_out"] = row.tokens
-    return step
-
-
-def _step(row: ToolCallRow, first_ns: int) -> dict[str, Any]:
-    """One tool-call row as an Episode tool step, for reports and replays under another
-    policy: what the span recorded of the call, which the core identifies as the collector
-    does (``steps.recorded_call``): decoded arguments, else the argument text the span cut
-    short and its signature, else the signature alone (or a call like no other).
-    """
-    step: dict[str, Any] = {
-        "type": "tool",
-        "tool": row.tool,
-        "tool_call_id": row.call_id,
-        "kind": row.kind if row.kind in TOOL_KINDS else None,
-        "output": row.output_text,
-        "status": row.status if row.status in STATUSES else "ok",
-        "t": max(row.start_ns - first_ns, 0) / 1e9,
-        "output_hash": output_digest(row),
-        **({"duration_s": (row.end_ns - row.start_ns) / 1e9} if row.end_ns > row.start_ns
-           else {}),
-        "span_id": row.span_id,
-    }
-    if row.args_text is None:
-        step["signature"] = row.signature or f"nosig:{row.span_id}"
-    else:
-        try:
-            step["args"] = json.loads(row.args_text)
-        except ValueError:
-            step["args_text"] = row.args_text
-        if row.signature:
-            step["signature"] = row.signature
-    for name in ("idempotency_key", "intent", "deadline_s", "deadline_stated", "turn",
-                 "reconciles", "found"):
-        if getattr(row, name) is not None and getattr(row, name) != "":
-            step[name] = getattr(row, name)
-    if row.tokens_in or row.tokens_out:
-        step["tokens_in"], step["tokens_out"] = row.tokens_in, row.tokens_out
-    return step
