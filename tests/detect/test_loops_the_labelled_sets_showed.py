@@ -352,5 +352,5 @@ def test_a_query_rewritten_around_the_same_missing_column_is_the_same_error() ->
     assert [(f.step, f.detector) for f in report.flags][:1] == [(2, "repeat_same_error")], (
         describe(report))
     columns = ("signup_date", "signup_day", "created_on", "joined_at")
-    others = run([failing(q.replace("signup_date", c), c) for q, c in zip(queries, columns)])
+    others = run([failing(q.replace("signup_date", c), c) for q, c in zip(queries, columns, strict=True)])
     assert not [f for f in others.flags if f.detector == "repeat_same_error"], describe(others)
