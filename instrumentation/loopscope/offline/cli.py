@@ -8,6 +8,7 @@ uses argparse from the standard library. Other packages add their subcommands th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
@@ -323,6 +324,15 @@ def _demo_forever(args: argparse.Namespace, scripts: Any, modes: Any, where: str
         drive_forever(scripts, modes, pace=args.pace, stop=stop, on_run=report)
     except KeyboardInterrupt:
         stop.set()
+    from opentelemetry import trace
+
+    flush = getattr(trace.get_tracer_provider(), "force_flush", None)
+    if flush is not None:  # what is still queued goes out now (bounded), then the final count
+        with contextlib.suppress(Exception):
+            flush(5000)
+    stats = _config.export_stats()
+    print(f"demo: stopped after {count[0]} runs, {stats['exported']} spans exported, "
+          f"{stats['dropped']} dropped", file=sys.stderr, flush=True)
     return EXIT_OK
 
 
