@@ -416,8 +416,9 @@ calls as (
     -- one pass over the calls of the episodes in scope
     select t.episode_id,
            count(*) filter (where $tool is null or t.tool = $tool) as n_calls,
-           -- the agent numbered more calls than arrived: some were lost on the way
-           coalesce(max(t.call_ordinal) > count(distinct t.call_ordinal), false)
+           -- the agent numbered more calls than arrived: some were lost on the way (a
+           -- call is stored once, by its span id, so its number is counted once)
+           coalesce(max(t.call_ordinal) > count(t.call_ordinal), false)
                as ordinal_gap
     from calls_of t
     semi join sel s on s.episode_id = t.episode_id
