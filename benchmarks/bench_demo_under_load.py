@@ -78,27 +78,37 @@ def main() -> int:
                 for _ in range(args.hogs)]
         demo = subprocess.Popen([*PYTHON, "demo", "--endpoint", url, "--forever", "--pace",
                                  "0.05"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                text=True)
+                                text=True, env={**os.environ, "PYTHONFAULTHANDLER": "1"})
         time.sleep(args.minutes * 60)
         demo.send_signal(signal.SIGINT)
-        _, log = demo.communicate(timeout=120)
-    finally:
+        try:
+            _, log = demo.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # say where it hangs (faulthandler), then go on
+            demo.send_signal(signal.SIGABRT)
+            _, log = demo.communicate(timeout=30)
+            print("the demo did not stop within 60 s of Ctrl-C; where it was:\n"
+                  + log[-3000:], file=sys.stderr)
         for hog in hogs:
             hog.kill()
             hog.wait()
+        time.sleep(2)  # (the last batch's commit)
+        loss = json.loads(_get(url + "/v1/reads/span_loss"))["rows"]
+        report = json.loads(_get(url + "/v1/reads/metrics_breakdown"))["rows"]
+        metrics = _get(url + "/metrics").decode()
+    finally:
+        for hog in hogs:
+            hog.kill()
         if demo is not None and demo.poll() is None:
             demo.kill()
-    time.sleep(2)  # (the last batch's commit)
-    loss = json.loads(_get(url + "/v1/reads/span_loss"))["rows"]
-    report = json.loads(_get(url + "/v1/reads/metrics_breakdown"))["rows"]
-    metrics = _get(url + "/metrics").decode()
-    collector.send_signal(signal.SIGINT)
-    collector.wait(60)
+        collector.send_signal(signal.SIGINT)
+        collector.wait(60)
     final = re.findall(r"demo: stopped after (\d+) runs, (\d+) spans exported, (\d+) dropped",
                        log)
     at_exit = sum(int(n) for n in re.findall(r"(\d+) spans were not sent within", log))
+    if not final:  # (it hung: its last progress line, every 25 runs)
+        final = re.findall(r"demo: (\d+) runs, (\d+) spans exported, (\d+) dropped", log)
     if not final:
-        raise SystemExit("the demo printed no final count; its log ends:\n" + log[-2000:])
+        raise SystemExit("the demo printed no count; its log ends:\n" + log[-2000:])
     runs, exported, dropped = (int(x) for x in final[-1])
     dropped += at_exit
     total = next(r for r in loss if r["dimension"] == "all")

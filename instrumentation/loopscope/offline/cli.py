@@ -8,7 +8,6 @@ uses argparse from the standard library. Other packages add their subcommands th
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import sys
@@ -327,9 +326,12 @@ def _demo_forever(args: argparse.Namespace, scripts: Any, modes: Any, where: str
     from opentelemetry import trace
 
     flush = getattr(trace.get_tracer_provider(), "force_flush", None)
-    if flush is not None:  # what is still queued goes out now (bounded), then the final count
-        with contextlib.suppress(Exception):
-            flush(5000)
+    if flush is not None:  # what is still queued goes out now, then the final count; within
+        # 5 s (OpenTelemetry's batch processor does not bound its flush): the rest is counted
+        # by the flush at exit
+        flusher = threading.Thread(target=flush, name="loopscope-demo-flush", daemon=True)
+        flusher.start()
+        flusher.join(5.0)
     stats = _config.export_stats()
     print(f"demo: stopped after {count[0]} runs, {stats['exported']} spans exported, "
           f"{stats['dropped']} dropped", file=sys.stderr, flush=True)
