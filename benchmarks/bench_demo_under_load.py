@@ -56,6 +56,13 @@ def _wait_healthy(url: str, proc: subprocess.Popen[str]) -> None:
     raise SystemExit("the collector did not start within 60 s")
 
 
+def _ctrl_c_stops() -> None:
+    """In the demo's process: Ctrl-C (SIGINT) is KeyboardInterrupt, also when this benchmark
+    runs in the background of a shell, whose children inherit SIGINT ignored (and Python then
+    leaves it ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def main() -> int:
     """Run the demo under load and print the comparison."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -78,7 +85,8 @@ def main() -> int:
                 for _ in range(args.hogs)]
         demo = subprocess.Popen([*PYTHON, "demo", "--endpoint", url, "--forever", "--pace",
                                  "0.05"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                text=True, env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+                                text=True, env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+                                preexec_fn=_ctrl_c_stops)
         time.sleep(args.minutes * 60)
         demo.send_signal(signal.SIGINT)
         try:
