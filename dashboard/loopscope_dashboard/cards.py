@@ -41,7 +41,35 @@ def _rate_caption(r: Mapping[str, Any], of: str, sources: str | None = None,
         return empty
     lo, hi = r["interval"]
     labels = f" · labels: {sources}" if sources else ""
-    return f"{r['count']} of {r['n']} {of} · 95% CI {lo:.0%}–{hi:.0%}{labels}"
+    incomplete = f" ({_runs(r['incomplete'])} incomplete)" if r.get("incomplete") else ""
+    return f"{r['count']} of {r['n']} {of}{incomplete} · 95% CI {lo:.0%}–{hi:.0%}{labels}"
+
+
+def _runs(n: int) -> str:
+    return f"{n:,} run" + ("" if n == 1 else "s")
+
+
+def loss_notice(report: Mapping[str, Any]) -> str | None:
+    """What the Overview says about spans lost before the store, or ``None`` when nothing
+    was lost: the spans the agents' SDKs dropped (by reason and service) and the runs in the
+    window that are incomplete (the rates above count them, and say how many)."""
+    lost = report["spans_lost"]
+    incomplete = report["incomplete_episodes"]
+    if not lost["dropped"] and not incomplete:
+        return None
+    parts = []
+    if lost["dropped"]:
+        reasons = ", ".join(f"{reason.replace('_', ' ')} {n:,}"
+                            for reason, n in lost["by_reason"].items() if n)
+        services = ", ".join(f"{r['service']} {r['dropped']:,}" for r in lost["by_service"]
+                             if r["dropped"])
+        parts.append(f"**{lost['dropped']:,} spans lost before the store**: dropped by the "
+                     f"agents' SDKs ({reasons}; by service: {services})")
+    if incomplete:
+        parts.append(f"**{_runs(incomplete)} incomplete** in this window (calls missing from "
+                     "the agent's numbering, or named by its SDK as having lost spans): "
+                     "rates over them say so")
+    return ". ".join(parts) + "."
 
 
 def metric_cards(report: Mapping[str, Any],

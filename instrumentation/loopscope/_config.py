@@ -26,7 +26,8 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 
 from . import environment_variables as env
 from ._export import ExportProcessor, ExportStats, ResilientExporter
-from .conventions import gen_ai_latest_experimental
+from ._export_report import INSTANCE_ID
+from .conventions import SERVICE_INSTANCE_ID, gen_ai_latest_experimental
 from .detect import Policy
 from .detect.events import MODES
 from .policy_file import load_policy
@@ -196,7 +197,8 @@ def _has_processors_of_others(provider: TracerProvider) -> bool:
 def _install(processor: SpanProcessor, resolved: Settings) -> None:
     provider = trace.get_tracer_provider()
     if not isinstance(provider, TracerProvider):
-        provider = TracerProvider(resource=Resource.create({"service.name": resolved.service_name}))
+        provider = TracerProvider(resource=Resource.create({
+            "service.name": resolved.service_name, SERVICE_INSTANCE_ID: INSTANCE_ID}))
         trace.set_tracer_provider(provider)
         provider = trace.get_tracer_provider()
     if not isinstance(provider, TracerProvider):  # someone else's non-SDK provider

@@ -13,7 +13,9 @@ out ``Retry-After``) until its export timeout runs out. Around it, loopscope:
 - logs each of these once as it begins, and once when spans go out again;
 - keeps the batch processor's burst queue, but counts the spans it cannot hold instead of
   letting its deque drop them silently;
-- bounds the flush at exit (``EXIT_FLUSH_S``): what is not sent by then is dropped and counted.
+- bounds the flush at exit (``EXIT_FLUSH_S``): what is not sent by then is dropped and counted;
+- after spans were dropped, sends the counts (and the runs that lost spans) to the collector
+  with the next batch that gets through (``_export_report``).
 
 Every span handed to loopscope's exporter ends in exactly one counter of ``ExportStats``.
 """
@@ -32,6 +34,8 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
+from ._export_report import LossReport
+
 logger = logging.getLogger("loopscope")
 
 DOWN_BACKOFF_S: Final = 5.0
@@ -46,8 +50,11 @@ THROTTLING_STATUSES: Final = frozenset({429, 502, 503, 504})
 
 @dataclass
 class ExportStats:
-    """What became of the spans loopscope's exporter was given: each is counted once."""
+    """What became of the spans loopscope's exporter was given: each is counted once (and
+    ``started`` counts the spans begun, sampled, while loopscope's exporter was installed)."""
 
+    started: int = 0
+    """Spans started (OpenTelemetry's ``otel.sdk.span.started``, sampled ones)."""
     exported: int = 0
     """Acknowledged by the collector."""
     dropped_unreachable: int = 0
@@ -75,6 +82,11 @@ class ExportStats:
         """The counters as a plain dict, ``dropped`` (their sum) included."""
         counts = {f.name: getattr(self, f.name) for f in fields(self)}
         return {"exported": self.exported, "dropped": self.dropped, **counts}
+
+    def started_one(self) -> None:
+        """Count a span started (on the agent's thread; ``+=`` under the GIL may miss one
+        of two racing threads, which a count of started spans can afford)."""
+        self.started += 1
 
     def summary(self) -> str:
         """One line for the log: ``exported 10, dropped 5 (throttled 3, at exit 2)``."""
@@ -123,6 +135,7 @@ class ResilientExporter(SpanExporter):
         self.timeout_s = timeout_s
         self.handed = 0
         """Spans the batch processor has handed over (every ``export`` call's)."""
+        self.report = LossReport(stats)
         self._lock = threading.Lock()
         self._attempt: Attempt | None = None
         self._state = "ok"
@@ -158,9 +171,11 @@ class ResilientExporter(SpanExporter):
             now = time.monotonic()
             if now >= self._exit_deadline:
                 self.stats.dropped_at_exit += count
+                self.report.dropped(spans)
                 return SpanExportResult.FAILURE
             if now < self._down_until:
                 self.stats.dropped_unreachable += count
+                self.report.dropped(spans)
                 return SpanExportResult.FAILURE
             self._in_flight = count
         wait = self._not_before - time.monotonic()
@@ -168,7 +183,7 @@ class ResilientExporter(SpanExporter):
             self._exiting.wait(wait)
         self._attempt = None
         try:
-            result = self.inner.export(spans)
+            result = self.inner.export(self.report.attach(spans))
         except Exception:
             logger.debug("loopscope: span export raised", exc_info=True)
             result = SpanExportResult.FAILURE
@@ -176,6 +191,9 @@ class ResilientExporter(SpanExporter):
             self._in_flight = 0
             if not self._abandoned:
                 self._count(result, count)
+                if result is not SpanExportResult.SUCCESS:
+                    self.report.dropped(spans)
+        self.report.settle(result is SpanExportResult.SUCCESS)
         return result
 
     def _count(self, result: SpanExportResult, count: int) -> None:
@@ -297,7 +315,9 @@ class ExportProcessor(SpanProcessor):
         self._closed = False
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        """Nothing to do when a span starts."""
+        """Count a sampled span started."""
+        if span.context and span.context.trace_flags.sampled:
+            self.stats.started_one()
 
     def on_end(self, span: ReadableSpan) -> None:
         """Queue a sampled span for export, or count it dropped when the queue is full."""
@@ -306,10 +326,12 @@ class ExportProcessor(SpanProcessor):
         with self._lock:
             if self._closed:  # (a span ending while the processor is replaced or shut down)
                 self.exporter.drop_at_exit(1)
+                self.exporter.report.dropped((span,))
                 return
             queued = self._accepted - self.exporter.handed
             if queued >= self.max_queue:
                 self.stats.dropped_queue_full += 1
+                self.exporter.report.dropped((span,))
                 if not self._told_full:
                     self._told_full = True
                     logger.warning("loopscope: the span queue is full (%d spans wait for the "

@@ -233,6 +233,31 @@ def tool_result_attributes(
     return attributes
 
 
+# -- loopscope: the SDK's export report ------------------------------------------------------
+EXPORT_REPORT: Final = "loopscope.export_report"
+"""The name of the span loopscope's exporter adds to the next batch it sends after spans were
+dropped: the process's own counts (docs/agent-export.md, "What reaches the collector")."""
+SERVICE_INSTANCE_ID: Final = "service.instance.id"
+"""OpenTelemetry's resource attribute naming one process of a service (a UUID)."""
+SDK_SPANS_STARTED: Final = "loopscope.sdk.span.started"
+"""Spans started in the process (OpenTelemetry's ``otel.sdk.span.started``), cumulative."""
+SDK_SPANS_EXPORTED: Final = "loopscope.sdk.span.exported"
+"""Spans the collector acknowledged (``otel.sdk.exporter.span.exported`` without
+``error.type``), cumulative, up to the batch before the report's."""
+SDK_SPANS_DROPPED: Final = "loopscope.sdk.span.dropped."
+"""Prefix of the cumulative counts of spans dropped, one per reason in ``DROP_REASONS``."""
+DROP_REASONS: Final = ("unreachable", "throttled", "timed_out", "rejected", "queue_full",
+                       "at_exit")
+"""Why a span was dropped (``export_stats()``'s ``dropped_*`` without the prefix). They are
+OpenTelemetry's ``error.type`` values of ``otel.sdk.exporter.span.exported`` (the first four),
+and of ``otel.sdk.processor.span.processed`` (``queue_full``; ``at_exit`` is its
+``already_shutdown``)."""
+SDK_INCOMPLETE_RUNS: Final = "loopscope.sdk.incomplete_runs"
+"""The runs (``loopscope.episode.id``) that lost spans since the last report got through."""
+SDK_INCOMPLETE_RUNS_DROPPED: Final = "loopscope.sdk.incomplete_runs.dropped"
+"""How many spans each of those runs lost, in the same order."""
+
+
 # -- which version of the GenAI conventions -------------------------------------------------
 OTEL_SEMCONV_STABILITY_OPT_IN: Final = "OTEL_SEMCONV_STABILITY_OPT_IN"
 """The OpenTelemetry variable that picks a convention version: a comma-separated list in

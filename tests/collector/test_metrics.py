@@ -112,10 +112,16 @@ def test_loop_detection_rate_over_human_labels(store: Store) -> None:
     store.detect("L2", 3, severity="kill")
     store.guard("L3", 1, decision="warn", action="warn")
     store.detect("U1", 2)  # flagged, but unlabelled: no ground truth
+    # incomplete runs: L1's calls numbered 1, 2, 4, 5 by its agent (call 3 lost on the way),
+    # L4 named by its SDK's export report as having lost a span; both are in the rate's n
+    store.con.execute("update tool_calls set call_ordinal = step + 1 + (step >= 2)::int "
+                      "where episode_id = 'L1'")
+    store.con.execute("insert into incomplete_runs values ('r', 'r', 'L4', 'svc', 'i', 1)")
     m = metrics(store)
+    assert m["incomplete_episodes"] == 2
     human = {"value": 0.75, "count": 3, "n": 4, "interval": [0.3006, 0.9544]}
     assert m["loop_detection_rate"] == {
-        **human, "label_source": "human",
+        **human, "label_source": "human", "incomplete": 2,
         "by_label_source": {"human": human, "scenario": {
             "value": None, "count": 0, "n": 0, "interval": None}},
     }

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any, Final
 
+from loopscope.conventions import DROP_REASONS
 from loopscope.offline.evaluation import rate
 
 from ..reads import snapshot
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 
 BREAKDOWN_READ: Final = "metrics_breakdown"
 LATENCY_READ: Final = "metrics_unknown_latency"
+LOSS_READ: Final = "span_loss"
+
 DIMENSIONS: Final = ("service", "agent", "model", "tool", "kind")
 """Breakdown dimensions; ``kind`` is the flag kind (episodes flagged with it)."""
 
@@ -74,7 +77,7 @@ def collect(
     read: Reader, params: dict[str, Any], *,
     prices: Mapping[str, Mapping[str, float]] | None = None,
 ) -> dict[str, Any]:
-    """Run the two metric reads through ``read(name, params)`` and assemble the report.
+    """Run the metric reads through ``read(name, params)`` and assemble the report.
 
     ``read`` is ``reads.read`` over a store (a file or a lake), or an HTTP client of ``GET /v1/reads/NAME``.
     """
@@ -83,14 +86,16 @@ def collect(
         breakdown_params["prices"] = json.dumps(prices)
     breakdown = read(BREAKDOWN_READ, breakdown_params)
     latency = read(LATENCY_READ, dict(params))
-    return assemble(breakdown, latency, filters=params)
+    loss = read(LOSS_READ, {"service": params.get("service")})
+    return assemble(breakdown, latency, filters=params, loss=loss)
 
 
 _ZERO: Final = {
     "episodes": 0, "tool_calls": 0, "loops_detected": 0, "true_loops": 0,
     "true_loops_flagged": 0, "true_loops_human": 0, "true_loops_human_flagged": 0,
     "true_loops_scenario": 0, "true_loops_scenario_flagged": 0, "labelled_human": 0,
-    "labelled_scenario": 0, "no_loop_episodes": 0, "unlabelled_episodes": 0, "kills": 0,
+    "labelled_scenario": 0, "true_loops_incomplete": 0, "incomplete_episodes": 0,
+    "judged_kills_incomplete": 0, "no_loop_episodes": 0, "unlabelled_episodes": 0, "kills": 0,
     "judged_kills": 0,
     "false_kills": 0, "budget_stops": 0, "kills_human": 0, "false_kills_human": 0, "kills_scenario": 0,
     "false_kills_scenario": 0, "kills_rule": 0,
@@ -145,6 +150,7 @@ def _rates(row: Mapping[str, Any]) -> dict[str, Any]:
         "scenario": rate(int(row["true_loops_scenario_flagged"]),
                          int(row["true_loops_scenario"])),
     }
+    detection["incomplete"] = int(row["true_loops_incomplete"])
     detection["label_source"] = "+".join(
         name for name, r in detection["by_label_source"].items() if r["n"]) or None
     # n: the kills the rule could judge (detect.false_kill); the rest are reported beside it
@@ -154,6 +160,7 @@ def _rates(row: Mapping[str, Any]) -> dict[str, Any]:
         "scenario": rate(int(row["false_kills_scenario"]), int(row["kills_scenario"])),
         "rule": rate(int(row["false_kills_rule"]), int(row["kills_rule"])),
     }
+    false_kill["incomplete"] = int(row["judged_kills_incomplete"])
     false_kill["rule_kills_with_unknown_outcome"] = int(row["kills_rule_unknown_outcome"])
     # beside the rate, never in it: a budget is the user's cap, not a detector's verdict
     false_kill["budget_stops"] = int(row["budget_stops"])
@@ -167,6 +174,7 @@ def _breakdown_row(row: Mapping[str, Any], latency: Mapping[str, Any] | None) ->
         "key": row["key"],
         "tool_calls": int(row["tool_calls"]),
         "episodes": int(row["episodes"]),
+        "incomplete_episodes": int(row["incomplete_episodes"]),
         "loops_detected": int(row["loops_detected"]),
         "kills": int(row["kills"]),
         "false_kills": int(row["false_kills"]),
@@ -186,8 +194,10 @@ def assemble(
     latency: Sequence[Mapping[str, Any]],
     *,
     filters: Mapping[str, Any] | None = None,
+    loss: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    """The report from the rows of ``metrics_breakdown`` and ``metrics_unknown_latency``."""
+    """The report from the rows of ``metrics_breakdown``, ``metrics_unknown_latency`` and
+    ``span_loss``."""
     total = next((r for r in breakdown if r["dimension"] == "all"), _ZERO)
     latencies = {(r["dimension"], r["key"]): r for r in latency}
     rates = _rates(total)
@@ -198,6 +208,8 @@ def assemble(
         "filters": {k: v for k, v in (filters or {}).items() if v is not None},
         "tool_calls": int(total["tool_calls"]),
         "episodes": int(total["episodes"]),
+        "incomplete_episodes": int(total["incomplete_episodes"]),
+        "spans_lost": _loss(loss),
         "loops_detected": int(total["loops_detected"]),
         "loops_detected_by_kind": by_kind,
         "kills": int(total["kills"]),
@@ -225,15 +237,46 @@ def assemble(
     return report
 
 
+def _loss_counts(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {"dropped": int(row["dropped"]),
+            "by_reason": {reason: int(row[reason]) for reason in DROP_REASONS},
+            "started": int(row["started"]), "exported": int(row["exported"]),
+            "instances": int(row["instances"]), "incomplete_runs": int(row["incomplete_runs"])}
+
+
+def _loss(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Spans lost before the store, as the agents' SDKs reported them (``span_loss``)."""
+    total = next((r for r in rows if r["dimension"] == "all"), None)
+    report = _loss_counts(total) if total is not None else {
+        "dropped": 0, "by_reason": dict.fromkeys(DROP_REASONS, 0), "started": 0,
+        "exported": 0, "instances": 0, "incomplete_runs": 0}
+    report["by_service"] = [{"service": r["service"], **_loss_counts(r)}
+                            for r in rows if r["dimension"] == "service"]
+    return report
+
+
 def _pct(r: Mapping[str, Any]) -> str:
     if r["value"] is None:
         return "n/a (n=0)"
     lo, hi = r["interval"]
-    return f"{r['value']:.1%} ({r['count']}/{r['n']}, 95% CI {lo:.1%}–{hi:.1%})"
+    incomplete = f"; {r['incomplete']:,} runs incomplete" if r.get("incomplete") else ""
+    return (f"{r['value']:.1%} ({r['count']}/{r['n']}{incomplete}, "
+            f"95% CI {lo:.1%}–{hi:.1%})")
 
 
 def _num(value: float | None, unit: str = "") -> str:
     return "n/a" if value is None else f"{value:,.3f}{unit}"
+
+
+def _lost(loss: Mapping[str, Any]) -> str:
+    if not loss["dropped"]:
+        return "0 (as the agents' SDKs report)" if loss["instances"] else "0"
+    reasons = ", ".join(f"{reason.replace('_', ' ')} {n:,}"
+                        for reason, n in loss["by_reason"].items() if n)
+    services = ", ".join(f"{r['service']} {r['dropped']:,}" for r in loss["by_service"]
+                         if r["dropped"])
+    return (f"{loss['dropped']:,} dropped by the agents' SDKs ({reasons}; by service: "
+            f"{services}); {loss['incomplete_runs']:,} runs named as incomplete")
 
 
 def format_table(report: Mapping[str, Any]) -> str:
@@ -253,7 +296,10 @@ def format_table(report: Mapping[str, Any]) -> str:
     lines = [
         f"filters: {filters}",
         f"tool calls                 {report['tool_calls']:,}",
-        f"runs                       {report['episodes']:,}",
+        f"runs                       {report['episodes']:,}"
+        + (f" ({report['incomplete_episodes']:,} incomplete: spans lost on the way)"
+           if report["incomplete_episodes"] else ""),
+        f"spans lost before the store {_lost(report['spans_lost'])}",
         f"loops detected             {report['loops_detected']:,} runs (by kind: {kinds})",
         f"loop-detection rate        {_pct(report['loop_detection_rate'])}"
         f"  [labels: {report['loop_detection_rate']['label_source'] or 'none'}]",

@@ -39,6 +39,16 @@ def _quality(report: Callable[[], Mapping[str, Any]]) -> list[str]:
     lines += _renamed("loopscope_budget_stopped_runs", "loopscope_budget_stopped_episodes",
                       "gauge", "Runs stopped by a user's budget (stored): beside the "
                       "false-stop rate, never in it.", [({}, m["budget_stops"])])
+    loss = m["spans_lost"]["by_service"]
+    lines += _lines("loopscope_agent_spans_dropped_total", "counter",
+                    "Spans the agents' SDKs dropped before they reached a collector, by "
+                    "service and reason, as the SDKs report them (docs/agent-export.md).",
+                    [({"service": str(r["service"]), "reason": reason}, n) for r in loss
+                     for reason, n in r["by_reason"].items()])
+    lines += _lines("loopscope_incomplete_runs", "gauge",
+                    "Stored runs with spans lost on the way (a gap in the agent's call "
+                    "numbers, or named by its SDK's export report).",
+                    [({}, m["incomplete_episodes"])])
     return lines
 
 

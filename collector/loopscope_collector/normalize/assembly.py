@@ -39,7 +39,7 @@ from typing import Final
 from loopscope import conventions as c
 
 from .dispatch import normalize_span
-from .rows import EpisodeRow, MessageRow, ReconcileRow, ToolCallRow
+from .rows import EpisodeRow, ExportReportRow, MessageRow, ReconcileRow, ToolCallRow
 from .spans import SpanRecord
 
 __all__ = ["LOOPSCOPE", "Reading", "Window", "by_episode", "read_spans", "resolve_episodes",
@@ -78,6 +78,8 @@ class Reading:
     """Messages of the conversation; one without an episode id belongs to its trace."""
     roots: list[EpisodeRow] = field(default_factory=list)
     reconciles: list[ReconcileRow] = field(default_factory=list)
+    reports: list[ExportReportRow] = field(default_factory=list)
+    """Agent processes' export reports (their own counts of spans dropped)."""
     dedup_keys: dict[str, str] = field(default_factory=dict)
     """Span id -> MCP key of the calls kept that have one (the store keeps the key)."""
     tasks: dict[str, str] = field(default_factory=dict)
@@ -118,6 +120,8 @@ def read_spans(
                 reading.tasks[span.span_id] = task
         if result.reconcile is not None:
             reading.reconciles.append(result.reconcile)
+        if result.export_report is not None:
+            reading.reports.append(result.export_report)
         if result.message is not None:
             result.message.episode_id = result.message.episode_id or span.trace_id
             reading.messages.append(result.message)

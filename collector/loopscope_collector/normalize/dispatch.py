@@ -1,4 +1,5 @@
-"""One span in, at most one row out: a tool call, an episode, a reconcile, or nothing.
+"""One span in, at most one row out: a tool call, an episode, a reconcile, a message, an agent
+process's export report (``export_reports``), or nothing.
 
 ``normalize_span`` recognises the tool spans of every instrumentation loopscope reads and
 turns them into the same ``ToolCallRow``, so detection works on traces a team
@@ -49,6 +50,7 @@ from __future__ import annotations
 from loopscope import conventions as c
 
 from . import loopscope_spans
+from .export_reports import is_export_report, read_export_report
 from .frameworks import (
     OI_KIND,
     TRACELOOP_KIND,
@@ -76,6 +78,8 @@ def normalize_span(span: SpanRecord) -> Normalized:
         unexpected attribute values: they are read leniently or ignored.
     """
     attrs = span.attributes
+    if is_export_report(span):
+        return Normalized(export_report=read_export_report(span))
     if loopscope_spans.is_loopscope(attrs):
         return loopscope_spans.read(span)
     if is_mcp(span):

@@ -1,4 +1,5 @@
-"""What a span means to loopscope: a tool call, an episode, a reconcile, a message, or nothing.
+"""What a span means to loopscope: a tool call, an episode, a reconcile, a message, an agent
+process's export report, or nothing.
 
 ``normalize.normalize_span`` turns one ``SpanRecord`` into at most one of these rows,
 whatever instrumentation produced it (loopscope, OTel GenAI, OpenInference, OpenLLMetry,
@@ -133,6 +134,24 @@ class MessageRow:
 
 
 @dataclass(slots=True)
+class ExportReportRow:
+    """An agent process's own counts (a ``loopscope.export_report`` span): spans started,
+    exported and dropped by reason since it started, and the runs that lost spans since its
+    last report got through (run id -> spans lost)."""
+
+    trace_id: str
+    span_id: str
+    service: str
+    instance: str
+    time_ns: int
+    started: int
+    exported: int
+    dropped: dict[str, int]
+    """Reason (``loopscope.conventions.DROP_REASONS``) -> spans, cumulative."""
+    runs: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class Normalized:
     """What one span became; ``None`` fields mean "not that kind of span"."""
 
@@ -140,4 +159,5 @@ class Normalized:
     episode: EpisodeRow | None = None
     reconcile: ReconcileRow | None = None
     message: MessageRow | None = None
+    export_report: ExportReportRow | None = None
     extra: dict[str, Any] = field(default_factory=dict)

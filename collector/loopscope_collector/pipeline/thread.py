@@ -403,6 +403,7 @@ class Pipeline:
         tables.insert_tool_calls(cur, tool_rows, verdicts, reading.dedup_keys,
                                  self.instance or None)
         tables.insert_messages(cur, reading.messages)
+        tables.insert_export_reports(cur, reading.reports)
         new_ids = {t.span_id for t in tool_rows}
         tables.update_verdicts(cur, [v for r in results if r.reevaluated for v in r.verdicts
                                      if v.row.span_id not in new_ids])

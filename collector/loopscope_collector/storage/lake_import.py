@@ -17,7 +17,8 @@ from typing import Any, Final
 
 SOURCE: Final = "loopscope_import"
 ORDER: Final = ("spans", "episodes", "tool_calls", "messages", "detections", "guard_decisions",
-                "unknown_writes", "reconciles", "alerts", "labels")
+                "unknown_writes", "reconciles", "alerts", "labels", "export_reports",
+                "incomplete_runs")
 """Every table of the store (``queries.TABLES``), spans first: what the others derive from."""
 
 def maintain(db: Any, keep: str, *, merge_below: int | None = None) -> dict[str, int]:

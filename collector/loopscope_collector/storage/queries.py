@@ -115,6 +115,8 @@ TABLES: Final[dict[str, tuple[str, ...]]] = {
     "guard_decisions": ("trace_id", "span_id"), "unknown_writes": ("idempotency_key", "span_id"),
     "reconciles": ("trace_id", "span_id"), "alerts": ("alert_id",),
     "labels": ("episode_id", "span_id"), "messages": ("trace_id", "span_id"),
+    "export_reports": ("trace_id", "span_id"),
+    "incomplete_runs": ("trace_id", "span_id", "episode_id"),
 }
 """The store's own tables (never a name from input) and their keys (the primary keys of the
 DDL, which a lake does not hold)."""

@@ -19,6 +19,8 @@ for column, card in zip(st.columns(4), cards.metric_cards(report, before), stric
     column.metric(card.label, card.value, card.delta, delta_color=card.delta_color,
                   help=card.help, border=True)
     column.caption(card.caption)
+if notice := cards.loss_notice(report):
+    st.warning(notice, icon=":material/link_off:")
 if not report["episodes"]:
     st.info(NO_MATCH)
 

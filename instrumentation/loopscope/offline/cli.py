@@ -323,6 +323,18 @@ def _demo_forever(args: argparse.Namespace, scripts: Any, modes: Any, where: str
         drive_forever(scripts, modes, pace=args.pace, stop=stop, on_run=report)
     except KeyboardInterrupt:
         stop.set()
+    from opentelemetry import trace
+
+    flush = getattr(trace.get_tracer_provider(), "force_flush", None)
+    if flush is not None:  # what is still queued goes out now, then the final count; within
+        # 5 s (OpenTelemetry's batch processor does not bound its flush): the rest is counted
+        # by the flush at exit
+        flusher = threading.Thread(target=flush, name="loopscope-demo-flush", daemon=True)
+        flusher.start()
+        flusher.join(5.0)
+    stats = _config.export_stats()
+    print(f"demo: stopped after {count[0]} runs, {stats['exported']} spans exported, "
+          f"{stats['dropped']} dropped", file=sys.stderr, flush=True)
     return EXIT_OK
 
 

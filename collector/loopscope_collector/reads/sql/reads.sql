@@ -445,7 +445,7 @@ with calls_of as materialized (
     -- (over a lake each scan decodes the Parquet files again: six scans made this read twice
     -- as slow as over a DuckDB file)
     select episode_id, trace_id, span_id, tool, start_ns, step, cost_usd, tokens_in,
-           tokens_out, collector_progress
+           tokens_out, collector_progress, call_ordinal
     from tool_calls
 ),
 sel as materialized (
@@ -522,7 +522,11 @@ run_scope_calls as (select * from calls_of),
 calls as (
     -- one pass over the calls of the episodes in scope
     select t.episode_id,
-           count(*) filter (where $tool is null or t.tool = $tool) as n_calls
+           count(*) filter (where $tool is null or t.tool = $tool) as n_calls,
+           -- the agent numbered more calls than arrived: some were lost on the way (a
+           -- call is stored once, by its span id, so its number is counted once)
+           coalesce(max(t.call_ordinal) > count(t.call_ordinal), false)
+               as ordinal_gap
     from calls_of t
     semi join sel s on s.episode_id = t.episode_id
     group by t.episode_id
@@ -579,7 +583,10 @@ facts as (
            coalesce(af.progress_after_kill, false) as progress_after_kill,
            rc.cost_source, coalesce(rc.cost_usd, 0.0) as cost,
            m.first_flag_ns, rc.priced_calls, af.call_cost_after_flag, af.calls_after_flag,
-           rc.n_calls as all_calls
+           rc.n_calls as all_calls,
+           -- incomplete: calls missing from the agent's numbering, or spans its SDK says it
+           -- dropped (docs/metrics.md, "Spans lost before the store")
+           coalesce(c.ordinal_gap, false) or ir.episode_id is not null as incomplete
     from sel s
     join marks m using (episode_id)
     left join calls c using (episode_id)
@@ -587,6 +594,7 @@ facts as (
     left join run_cost rc using (episode_id)
     left join episode_labels el using (episode_id)
     left join false_kill_labels fk using (episode_id)
+    left join (select distinct episode_id from incomplete_runs) ir using (episode_id)
 ),
 ef as materialized (
     -- one row per episode in scope: its facts as 0/1 counters, its cost and service/agent/model
@@ -600,12 +608,16 @@ ef as materialized (
            (label = 'true_loop' and label_source = 'scenario')::int as true_loop_scenario,
            (label = 'true_loop' and label_source = 'scenario' and detected)::int
                as true_loop_scenario_flagged,
+           (label = 'true_loop' and incomplete)::int as true_loop_incomplete,
+           incomplete::int as incomplete,
            (label = 'no_loop')::int as no_loop,
            (label is null)::int as unlabelled,
            (label_source = 'human')::int as labelled_human,
            (label_source = 'scenario')::int as labelled_scenario,
            killed::int as killed,
            (killed and wrong_if_killed is not null)::int as judged_kill,
+           (killed and wrong_if_killed is not null and incomplete)::int
+               as judged_kill_incomplete,
            budget_stopped::int as budget_stopped,
            (killed and wrong_if_killed)::int as false_kill,
            (killed and verdict_source = 'human')::int as kill_human,
@@ -670,10 +682,13 @@ select dimension, key,
        coalesce(sum(true_loop_scenario_flagged), 0)::bigint as true_loops_scenario_flagged,
        coalesce(sum(labelled_human), 0)::bigint as labelled_human,
        coalesce(sum(labelled_scenario), 0)::bigint as labelled_scenario,
+       coalesce(sum(true_loop_incomplete), 0)::bigint as true_loops_incomplete,
+       coalesce(sum(incomplete), 0)::bigint as incomplete_episodes,
        coalesce(sum(no_loop), 0)::bigint as no_loop_episodes,
        coalesce(sum(unlabelled), 0)::bigint as unlabelled_episodes,
        coalesce(sum(killed), 0)::bigint as kills,
        coalesce(sum(judged_kill), 0)::bigint as judged_kills,
+       coalesce(sum(judged_kill_incomplete), 0)::bigint as judged_kills_incomplete,
        coalesce(sum(false_kill), 0)::bigint as false_kills,
        coalesce(sum(budget_stopped), 0)::bigint as budget_stops,
        coalesce(sum(kill_human), 0)::bigint as kills_human,
@@ -694,6 +709,54 @@ select dimension, key,
 from dims
 group by dimension, key
 order by dimension, episodes desc, key nulls last;
+
+-- name: span_loss
+-- Spans lost before the store, as the agents' SDKs report them (docs/agent-export.md): per
+-- service, the latest report of each instance (its counts are cumulative since the process
+-- started), summed; `all` (service null) over every service. `incomplete_runs` counts the runs
+-- the reports name as having lost spans.
+with latest as (
+    select * from export_reports
+    where $service is null or service = $service
+    qualify row_number() over (partition by service, instance
+                               order by time_ns desc, exported desc, span_id) = 1
+),
+per_service as (
+    select service, count(*) as instances, sum(started) as started,
+           sum(exported) as exported, sum(dropped_unreachable) as dropped_unreachable,
+           sum(dropped_throttled) as dropped_throttled,
+           sum(dropped_timed_out) as dropped_timed_out,
+           sum(dropped_rejected) as dropped_rejected,
+           sum(dropped_queue_full) as dropped_queue_full,
+           sum(dropped_at_exit) as dropped_at_exit
+    from latest group by service
+),
+runs as (
+    select service, count(distinct episode_id) as incomplete_runs
+    from incomplete_runs where $service is null or service = $service
+    group by grouping sets ((service), ())
+),
+rows as (
+    select 'service' as dimension, * from per_service
+    union all
+    select 'all', null, coalesce(sum(instances), 0), coalesce(sum(started), 0),
+           coalesce(sum(exported), 0), coalesce(sum(dropped_unreachable), 0),
+           coalesce(sum(dropped_throttled), 0), coalesce(sum(dropped_timed_out), 0),
+           coalesce(sum(dropped_rejected), 0), coalesce(sum(dropped_queue_full), 0),
+           coalesce(sum(dropped_at_exit), 0)
+    from per_service
+)
+select r.dimension, r.service, r.instances::bigint as instances, r.started::bigint as started,
+       r.exported::bigint as exported,
+       (r.dropped_unreachable + r.dropped_throttled + r.dropped_timed_out + r.dropped_rejected
+        + r.dropped_queue_full + r.dropped_at_exit)::bigint as dropped,
+       r.dropped_unreachable::bigint as unreachable, r.dropped_throttled::bigint as throttled,
+       r.dropped_timed_out::bigint as timed_out, r.dropped_rejected::bigint as rejected,
+       r.dropped_queue_full::bigint as queue_full, r.dropped_at_exit::bigint as at_exit,
+       coalesce(n.incomplete_runs, 0)::bigint as incomplete_runs
+from rows r
+left join runs n on n.service is not distinct from r.service
+order by r.dimension, dropped desc, r.service;
 
 -- name: metrics_unknown_latency
 -- UNKNOWN reconcile latency (seconds from a write's UNKNOWN result to its resolution: p50 /
