@@ -77,7 +77,7 @@ def test_spans_the_sdk_dropped_are_counted_and_shown(
         assert (f"spans lost before the store {BEFORE} dropped by the agents' SDKs "
                 f"(unreachable {BEFORE}; by service: {service} {BEFORE}); 1 runs named "
                 "as incomplete") in out
-        assert "episodes                   1 (1 incomplete: spans lost on the way)" in out
+        assert "runs                       1 (1 incomplete: spans lost on the way)" in out
         assert re.search(r"loop-detection rate +0\.0% \(0/1; 1 runs incomplete,", out), out
         assert main(["metrics", "--collector", collector.url, "--json"]) == 0
         report = json.loads(capsys.readouterr().out)
@@ -95,4 +95,4 @@ def test_spans_the_sdk_dropped_are_counted_and_shown(
             f"(unreachable {BEFORE}; by service: {service} {BEFORE})") in warning
     assert "**1 run incomplete** in this window" in warning
     captions = "\n".join(str(c.value) for c in at.caption)
-    assert "0 of n = 1 (1 run incomplete)" in captions
+    assert "0 of 1 labelled loops (1 run incomplete)" in captions
