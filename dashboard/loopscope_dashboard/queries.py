@@ -20,7 +20,6 @@ collector is back (the stale answers are then dropped from Streamlit's cache).
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import threading
@@ -550,7 +549,8 @@ def alert_series(alert: pd.Series | Mapping[str, Any], *, windows_before: int = 
                  windows_after: int = 2) -> pd.DataFrame:
     """The series the spike rule evaluates around ``alert``: the no-progress rate of its
     service over the rule's rolling window, ending at each ``bucket`` (a twelfth of the
-    window), with ``calls`` and ``no_progress`` in the window."""
+    window), with ``calls`` and ``no_progress`` in the window; at the firing itself, the
+    counts the rule judged (stored with the alert)."""
     window_s = alert_rule(alert)["window_s"]
     bucket_s = max(1, round(window_s / 12))
     at_ns = int(pd.Timestamp(alert["fired_at"]).value)
@@ -568,8 +568,8 @@ def alert_series(alert: pd.Series | Mapping[str, Any], *, windows_before: int = 
     rolled = counts.rolling(buckets, min_periods=1).sum()
     rolled = rolled[rolled.index >= at_ns - windows_before * span]
     rolled.index = rolled.index + step  # each value belongs to its bucket's end
-    firing = _window_at(alert, at_ns, window_s)
-    if firing is not None:  # the rule judged at the firing itself, often inside a bucket
+    firing = _fired_counts(alert)
+    if firing is not None:  # what the rule judged at the firing itself, often inside a bucket
         rolled.loc[at_ns] = firing
         rolled = rolled.sort_index()
     return pd.DataFrame({
@@ -580,22 +580,16 @@ def alert_series(alert: pd.Series | Mapping[str, Any], *, windows_before: int = 
     })
 
 
-def _window_at(alert: pd.Series | Mapping[str, Any], at_ns: int,
-               window_s: float) -> tuple[int, int] | None:
-    """(calls, no-progress calls) in the rule's window at the moment ``at_ns``, as the
-    collector counts it: its whole buckets (``AlertSettings.bucket_s``, not configurable)
-    back from the one ``at_ns`` falls in, and only the calls up to ``at_ns``. None when the
-    window holds no call."""
-    from loopscope_collector.alerts.settings import AlertSettings
-
-    bucket_ns = int(AlertSettings().bucket_s * 1e9)
-    buckets = max(1, math.ceil(window_s * 1e9 / bucket_ns - 1e-9))
-    since = (at_ns // bucket_ns - buckets + 1) * bucket_ns
-    rates = no_progress_rate(bucket_s=max(1, round(window_s)), service=alert.get("service"),
-                             since_ns=since, until_ns=at_ns + 1)
-    if rates.empty or not int(rates["calls"].sum()):
+def _fired_counts(alert: pd.Series | Mapping[str, Any]) -> tuple[int, int] | None:
+    """(calls, no-progress calls) the rule judged at the firing: the ``volume`` and ``rate``
+    the collector stored with the alert. The store cannot count them again: the rule counts a
+    call by its end, once it has arrived, in its first verdict, and the alert's time is kept
+    to the microsecond (a call that ended in that microsecond may fall after it). None when
+    the alert has no volume."""
+    volume, rate = alert.get("volume"), alert.get("rate")
+    if volume is None or rate is None or pd.isna(volume) or pd.isna(rate) or not int(volume):
         return None
-    return int(rates["calls"].sum()), int(rates["no_progress"].sum())
+    return int(volume), round(float(rate) * int(volume))
 
 
 def alert_destinations(sent_to: Any) -> str:
