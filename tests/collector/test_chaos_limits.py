@@ -24,8 +24,8 @@ from collector_process import CollectorProcess, eventually, free_port, start_col
 from otlp_requests import episode_request
 
 from loopscope_collector.pipeline.thread import Pipeline
-from loopscope_collector.receive.http_server import CollectorHTTPServer
 from loopscope_collector.receive.limits import InFlight
+from loopscope_collector.serve.http_server import CollectorHTTPServer
 from loopscope_collector.storage import open_database
 
 pytestmark = pytest.mark.timeout(180)
@@ -281,10 +281,9 @@ def test_a_request_not_stored_in_time_holds_its_memory_until_it_is(
     keeps its bytes in flight until they are stored (before: released with the answer, so
     the retry was admitted beside spans still held: a 29 MiB request of minimal spans, which
     the memory limit admits alone, takes longer than the 30 s wait to store)."""
-    from loopscope_collector.receive import grpc_server, http_app
+    from loopscope_collector.receive import export, grpc_server
 
-    monkeypatch.setattr(http_app, "ACK_TIMEOUT_S", 0.5)
-    monkeypatch.setattr(grpc_server, "ACK_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(export, "ACK_TIMEOUT_S", 0.5)
     db = open_database(tmp_path / "x.duckdb")
     pipeline = Pipeline(db)  # not started: the requests' spans wait in its queue
     inflight = InFlight(10_000_000)
