@@ -20,7 +20,13 @@ from pathlib import Path
 
 import grpc
 import pytest
-from collector_process import CollectorProcess, eventually, free_port, start_collector
+from collector_process import (
+    CollectorProcess,
+    eventually,
+    free_port,
+    metric_value,
+    start_collector,
+)
 from otlp_requests import episode_request
 
 from loopscope_collector.pipeline.thread import Pipeline
@@ -411,7 +417,13 @@ def test_large_concurrent_requests_are_admitted_a_few_at_a_time(tmp_path: Path) 
             thread.join(120)
         assert refused
         metrics = collector.get("/metrics")
-        assert f"loopscope_requests_not_admitted_total {len(refused)}" in metrics
+        # Every 503 is one of these: not admitted (the memory cap), evicted (a slow body;
+        # one whose last bytes had arrived as it was evicted is still stored: 200), or
+        # overloaded (its batch would take too long: issue 29).
+        capped, overloaded, evicted = (metric_value(metrics, name) for name in (
+            "loopscope_requests_not_admitted_total", "loopscope_requests_overloaded_total",
+            "loopscope_inflight_bodies_evicted_total"))
+        assert capped + overloaded <= len(refused) <= capped + overloaded + evicted
         assert "loopscope_inflight_bytes 0" in metrics
         assert collector.read("summary")[0]["tool_calls"] == 16_000
     finally:

@@ -72,13 +72,15 @@ async def on_thread(pool: Executor, work: Callable[[], T]) -> T:
 class Exchange:
     """One request and its answer."""
 
-    __slots__ = ("headers", "receive", "scope", "send", "started")
+    __slots__ = ("headers", "receive", "scope", "send", "started", "status")
 
     def __init__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         self.scope = scope
         self.receive = receive
         self.send = send
         self.started = False
+        self.status = 0
+        """The answer's status, once it is sent."""
         self.headers: dict[bytes, bytes] = {}
         for name, value in scope["headers"]:
             self.headers.setdefault(name, value)
@@ -114,7 +116,7 @@ class Exchange:
         raw += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
         if close:
             raw.append((b"Connection", b"close"))
-        self.started = True
+        self.started, self.status = True, status
         await self.send({"type": "http.response.start", "status": status, "headers": raw})
         await self.send({"type": "http.response.body", "body": body, "more_body": False})
 

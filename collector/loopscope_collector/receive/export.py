@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import math
 from typing import Final
 
 import grpc
@@ -45,6 +46,9 @@ ACK_TIMEOUT_S: Final = 30.0
 503 / UNAVAILABLE (its bytes stay held until the pipeline is done with them)."""
 PROTOBUF: Final = "application/x-protobuf"
 
+MAX_RETRY_AFTER_S: Final = 30
+"""The longest ``Retry-After`` a refusal asks for (a queue that takes longer to drain is
+asked about again then)."""
 RETRYABLE: Final = frozenset({429, 503})
 """The statuses a client should send the same request again for (OTLP's retryable
 codes); every other refusal is permanent."""
@@ -62,10 +66,14 @@ GRPC_CODES: Final = {
 class Refused(Exception):
     """An export not taken: its HTTP ``status`` (``grpc_code`` for gRPC) and why."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *, retry_after_s: float | None = None
+                 ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.retry_after_s = retry_after_s
+        """When a retry may succeed, if the collector can tell (the time its queue takes
+        to drain); else ``limits.RETRY_AFTER_S``."""
 
     @property
     def retryable(self) -> bool:
@@ -74,7 +82,11 @@ class Refused(Exception):
     @property
     def retry_after(self) -> str | None:
         """The ``Retry-After`` of a retryable refusal (seconds); None for a permanent one."""
-        return RETRY_AFTER_S if self.retryable else None
+        if not self.retryable:
+            return None
+        if self.retry_after_s is None:
+            return RETRY_AFTER_S
+        return str(min(MAX_RETRY_AFTER_S, max(1, math.ceil(self.retry_after_s))))
 
     @property
     def grpc_code(self) -> grpc.StatusCode:
@@ -107,6 +119,13 @@ class OtlpExport:
             raise spans
         job = self.submit(spans)
         return self.settle(job, spans, hold, stored=job.done.wait(ACK_TIMEOUT_S))
+
+    def answered(self, status: int, seconds: float) -> None:
+        """An export was answered ``status`` ``seconds`` after it began (the answer-time
+        histogram on ``/metrics``)."""
+        outcome = ("stored" if status == 200 else "throttled" if status in RETRYABLE
+                   else "refused")
+        self.pipeline.answer_times.record(outcome, seconds)
 
     def refuse(self, status: int, message: str, *, source: str, spans: int = 0) -> Refused:
         """A request refused for its content: counted and logged (rate-limited) by the
@@ -148,7 +167,10 @@ class OtlpExport:
         them now."""
         try:
             return self.pipeline.submit(spans)
-        except (Overloaded, PipelineStopped, StoreUnavailable) as exc:
+        except Overloaded as exc:
+            raise Refused(503, f"not stored, retry later: {exc}",
+                          retry_after_s=exc.retry_after_s) from None
+        except (PipelineStopped, StoreUnavailable) as exc:
             raise Refused(503, f"not stored, retry later: {exc}") from None
 
     def settle(self, job: Job, spans: Decoded, hold: Hold, *, stored: bool

@@ -14,11 +14,14 @@ service reports the store's health.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from concurrent import futures
 from typing import Any, Final
 
 import grpc
+from google.protobuf.duration_pb2 import Duration
+from google.rpc.error_details_pb2 import RetryInfo
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
@@ -30,6 +33,9 @@ from .limits import MAX_BODY_BYTES, Busy, InFlight
 
 MAX_WORKERS: Final = 8
 TRACE_SERVICE: Final = "opentelemetry.proto.collector.trace.v1.TraceService"
+RETRY_INFO_KEY: Final = "google.rpc.retryinfo-bin"
+"""The trailing metadata a retryable refusal carries its ``RetryInfo`` in (OTLP/gRPC's
+throttling, which OpenTelemetry's exporters honour)."""
 
 
 class TraceService:
@@ -42,14 +48,22 @@ class TraceService:
     def Export(self, body: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
         """Admit, decode and store the request's spans, then acknowledge (the bearer token
         is checked before: ``_TokenInterceptor``)."""
+        started = time.monotonic()
         try:
             with self.inflight.hold(len(body)) as held:
-                return self.exporting.export(
+                answer = self.exporting.export(
                     body, held, source=f"an OTLP/gRPC request from {_peer(context)}")
+            self.exporting.answered(200, time.monotonic() - started)
+            return answer
         except Busy as exc:
             refused = not_admitted(exc)
         except Refused as exc:
             refused = exc
+        self.exporting.answered(refused.status, time.monotonic() - started)
+        if refused.retry_after is not None:
+            delay = Duration(seconds=int(refused.retry_after))
+            context.set_trailing_metadata(
+                ((RETRY_INFO_KEY, RetryInfo(retry_delay=delay).SerializeToString()),))
         context.abort(refused.grpc_code, refused.message)
         raise refused  # abort raises; this line is for the type checker
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
@@ -50,6 +51,15 @@ class OtlpHttp:
         self.decoding.shutdown(wait=False, cancel_futures=True)
 
     async def export(self, ex: Exchange) -> None:
+        """Answer the export; time the answer (``OtlpExport.answered``)."""
+        started = time.monotonic()
+        try:
+            await self._export(ex)
+        finally:
+            if ex.status:
+                self.exporting.answered(ex.status, time.monotonic() - started)
+
+    async def _export(self, ex: Exchange) -> None:
         """Read the body (charged as it arrives), then the one export path (``export``):
         decode, submit, settle."""
         content_type = ex.header(b"content-type")

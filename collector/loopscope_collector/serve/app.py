@@ -5,7 +5,10 @@ health out.
 - ``GET /v1/reads``, ``GET /v1/reads/{name}``: the named reads (``reads``).
 - ``POST /v1/labels``: a human verdict (``labels``).
 - ``GET /metrics``: Prometheus text format. ``GET /healthz``: 200 ``ok`` while the store can
-  be written, else 503 ``failing: <why>`` (see ``storage.health``); spans then get 503 too.
+  be written and answers come in time; 200 ``slow: <the wait>`` while the store can be
+  written but exports waited over a second for their answers lately (``Pipeline.slow``);
+  503 ``failing: <why>`` while the store cannot be written (see ``storage.health``), and
+  spans then get 503 too.
 - ``HEAD`` on a route read with ``GET`` answers as ``GET`` would, without the body. Any other
   method on these paths: 405 with ``Allow``; any other path: 404.
 
@@ -121,10 +124,13 @@ class CollectorApp:
             await named_read(ex, path.removeprefix("/v1/reads/"), self.db, self.reading)
 
     async def _health(self, ex: Exchange) -> None:
-        """200 ``ok`` while the store can be written; else 503 ``failing: <why>``."""
+        """200 ``ok`` while the store can be written (``slow: <the wait>`` while answers
+        wait); else 503 ``failing: <why>``."""
         health = self.pipeline.health
         if health.ok:
-            await ex.answer(200, b"ok\n", _TEXT)
+            slow = self.pipeline.slow()
+            await ex.answer(200, b"ok\n" if slow is None else f"slow: {slow}\n".encode(),
+                            _TEXT)
         else:
             await ex.answer(503, f"failing: {health.reason}\n".encode(), _TEXT,
                             {"Retry-After": RETRY_AFTER_S})
