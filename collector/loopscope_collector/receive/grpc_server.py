@@ -1,9 +1,11 @@
 """OTLP/gRPC: the ``TraceService/Export`` endpoint on port 4317, for any OTel SDK or Collector.
 
-Same contract as the HTTP route: the response is sent once the spans are committed;
-INVALID_ARGUMENT for a malformed request or a value the store cannot hold, UNAVAILABLE (which
-OTLP clients retry) when too many bytes are in flight, the pipeline is overloaded or the store
-cannot be written, UNAUTHENTICATED without the bearer token. A message over
+The export path is the HTTP route's (``export``), and so is the contract: the response is
+sent once the spans are committed; INVALID_ARGUMENT for a malformed request or a value the
+store cannot hold, UNAVAILABLE (which OTLP clients retry; with ``google.rpc.RetryInfo`` in the
+trailing metadata, the HTTP answer's ``Retry-After``) when too many bytes are in flight, the
+pipeline would keep the request waiting too long or the store cannot be written,
+UNAUTHENTICATED without the bearer token (``export.authorized``, in an interceptor). A message over
 ``--max-request-bytes`` is refused by gRPC itself (RESOURCE_EXHAUSTED).
 
 The method is registered on raw bytes, not on the parsed message, so that a message that
