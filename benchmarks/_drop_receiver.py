@@ -12,7 +12,7 @@ import threading
 from typing import Any
 
 from loopscope_collector.pipeline.jobs import Job, Stats
-from loopscope_collector.receive.http_server import CollectorHTTPServer
+from loopscope_collector.serve.http_server import CollectorHTTPServer
 from loopscope_collector.storage import open_database
 from loopscope_collector.storage.health import StoreHealth
 

@@ -17,8 +17,8 @@ from .metrics.compute import compute_metrics
 from .pipeline.thread import Pipeline
 from .receive.connections import ConnectionWatch
 from .receive.grpc_server import serve_grpc
-from .receive.http_server import MAX_BODY_BYTES, CollectorHTTPServer
-from .receive.limits import MAX_INFLIGHT_BYTES, InFlight
+from .receive.limits import MAX_BODY_BYTES, MAX_INFLIGHT_BYTES, InFlight
+from .serve.http_server import CollectorHTTPServer
 from .storage import Lake, open_database, open_lake
 from .storage.lake_housekeeping import DEFAULT_EVERY_S, DEFAULT_KEEP, LakeHousekeeping
 

@@ -29,7 +29,7 @@ from otlp_requests import episode_request
 
 from loopscope_collector.pipeline.thread import Pipeline
 from loopscope_collector.receive.connections import ConnectionWatch
-from loopscope_collector.receive.http_server import CollectorHTTPServer
+from loopscope_collector.serve.http_server import CollectorHTTPServer
 from loopscope_collector.storage import open_database
 
 pytestmark = pytest.mark.timeout(240)

@@ -1,18 +1,27 @@
-"""An overloaded collector answers 503 with Retry-After, and recovers once it drains."""
+"""An overloaded collector answers 503 with Retry-After, and recovers once it drains; what
+it keeps clients waiting shows on /healthz and /metrics."""
 
 from __future__ import annotations
 
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
+import grpc
+from collector_process import free_port
+from google.rpc.error_details_pb2 import RetryInfo
 from otlp_requests import episode_request
 
+from loopscope_collector.metrics import prometheus
 from loopscope_collector.pipeline.thread import Pipeline
 from loopscope_collector.reads import read
-from loopscope_collector.receive.http_server import CollectorHTTPServer
+from loopscope_collector.receive.grpc_server import serve_grpc
+from loopscope_collector.serve.http_server import CollectorHTTPServer
 from loopscope_collector.storage import open_database
+
+EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 
 def _post(url: str, body: bytes) -> tuple[int, dict[str, str]]:
@@ -25,13 +34,20 @@ def _post(url: str, body: bytes) -> tuple[int, dict[str, str]]:
         return exc.code, dict(exc.headers)
 
 
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        text: str = response.read().decode()
+        return text
+
+
 def test_full_queue_gives_503_with_retry_after_then_recovers(tmp_path: Path) -> None:
     """With the pipeline not yet draining and its queue holding spans, a new request is refused
     with 503 and a Retry-After of 1-5 s (clients retry 503); once the pipeline runs, the
     queued request is acknowledged and a retry succeeds."""
     db = open_database(tmp_path / "x.duckdb")
     pipeline = Pipeline(db, max_queue_spans=10)  # not started yet: nothing drains
-    server = CollectorHTTPServer(("127.0.0.1", 0), pipeline=pipeline, db=db)
+    server = CollectorHTTPServer(("127.0.0.1", 0), pipeline=pipeline, db=db,
+                                 prometheus=lambda: prometheus.render(pipeline))
     server.serve_in_thread()
     url = f"http://127.0.0.1:{server.server_address[1]}"
     try:
@@ -47,13 +63,85 @@ def test_full_queue_gives_503_with_retry_after_then_recovers(tmp_path: Path) -> 
         assert status == 503
         assert 1 <= int(headers["Retry-After"]) <= 5
         assert pipeline.stats.requests_overloaded == 1
+        assert _get(url + "/healthz") == "ok\n"
+        waiting.join(1.2)  # the first request waits over a second for its answer
 
         pipeline.start()
         waiting.join(30)
         assert answers == [200]
         assert _post(url, second.SerializeToString())[0] == 200
         assert read(db, "summary")[0]["tool_calls"] == 13
+        health = _get(url + "/healthz")  # (200: the store is fine, the answers were slow)
+        assert health.startswith("slow: answers waited up to ") and "0 spans queued" in health
+        metrics = _get(url + "/metrics")
+        assert 'loopscope_export_answer_seconds_count{outcome="stored"} 2' in metrics
+        assert 'loopscope_export_answer_seconds_count{outcome="throttled"} 1' in metrics
+        assert 'loopscope_export_answer_seconds_bucket{le="1",outcome="stored"} 1' in metrics
+        assert "loopscope_pipeline_queue_wait_seconds 0" in metrics
     finally:
+        server.shutdown()
+        server.server_close()
+        pipeline.stop()
+        db.close()
+
+
+def test_a_request_that_would_wait_too_long_is_throttled_with_the_queue_s_drain_time(
+    tmp_path: Path,
+) -> None:
+    """Issue 29: admission is decided by how long a request would wait behind what is queued,
+    at the throughput the pipeline measured on its batches, not only by the spans queued.
+    With no wait allowed, a request that finds others queued is answered at once, 503 with a
+    Retry-After of the time the queue takes to drain (at least 1 s), as a gRPC client is
+    answered UNAVAILABLE with RetryInfo; clients that honour it get everything stored, once."""
+    db = open_database(tmp_path / "x.duckdb")
+    pipeline = Pipeline(db, max_queue_wait_s=0.0).start()
+    server = CollectorHTTPServer(("127.0.0.1", 0), pipeline=pipeline, db=db,
+                                 prometheus=lambda: prometheus.render(pipeline))
+    server.serve_in_thread()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    grpc_port = free_port()
+    rpc = serve_grpc(pipeline, "127.0.0.1", grpc_port)
+    try:
+        assert _post(url, episode_request(20)[0].SerializeToString())[0] == 200  # measured
+        assert pipeline.throughput.spans_per_s
+        throttled: list[dict[str, str]] = []
+
+        def send(seed: int) -> None:
+            for _ in range(5):
+                body = episode_request(200)[0].SerializeToString()
+                while (answer := _post(url, body))[0] == 503:
+                    throttled.append(answer[1])
+                    time.sleep(0.05)  # (sooner than asked: more refusals to look at)
+                assert answer[0] == 200
+
+        threads = [threading.Thread(target=send, args=(i,)) for i in range(6)]
+        for thread in threads:
+            thread.start()
+        with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+            export = channel.unary_unary(EXPORT)
+            refused_rpc = None
+            while refused_rpc is None and any(t.is_alive() for t in threads):
+                try:
+                    export(episode_request(200)[0].SerializeToString(), timeout=30)
+                except grpc.RpcError as exc:
+                    refused_rpc = exc
+        for thread in threads:
+            thread.join(120)
+        assert throttled and all(int(h["Retry-After"]) >= 1 for h in throttled)
+        assert pipeline.stats.requests_overloaded >= len(throttled)
+        assert refused_rpc is not None
+        assert refused_rpc.code() == grpc.StatusCode.UNAVAILABLE
+        assert "would keep this request waiting" in (refused_rpc.details() or "")
+        info = RetryInfo.FromString(dict(refused_rpc.trailing_metadata() or ())[
+            "google.rpc.retryinfo-bin"])
+        assert info.retry_delay.seconds >= 1
+        stored = read(db, "summary")[0]["tool_calls"]
+        assert stored == pipeline.stats.spans_stored  # every 200 stored, none twice
+        metrics = _get(url + "/metrics")
+        count = 'loopscope_export_answer_seconds_count{outcome="throttled"} '
+        assert f"{count}{len(throttled) + 1}" in metrics
+    finally:
+        rpc.stop(0)
         server.shutdown()
         server.server_close()
         pipeline.stop()

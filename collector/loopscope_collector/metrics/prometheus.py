@@ -75,6 +75,28 @@ def _renamed(name: str, old: str, kind: str, help_text: str,
         "the next release (docs/glossary.md).", kept)
 
 
+def _answer_lines(pipeline: Pipeline) -> list[str]:
+    """How long exports wait for their answers: the histogram the receivers record, the wait
+    the queue makes now, and the throughput that wait is estimated from."""
+    rate = pipeline.throughput.spans_per_s
+    lines = _lines("loopscope_pipeline_queue_wait_seconds", "gauge",
+                   "How long the spans queued now take to store, as the pipeline measures "
+                   "its batches (a request that would join a batch taking over 0.4 s is told "
+                   "to retry later).", [({}, round(pipeline.queue_wait_s(), 3))])
+    lines += _lines("loopscope_pipeline_spans_per_second", "gauge",
+                    "Spans the pipeline stores per second of its work, over its recent "
+                    "batches (NaN before any).", [({}, "NaN" if rate is None else round(rate))])
+    name = "loopscope_export_answer_seconds"
+    out = [f"# HELP {name} Time from an export request (its head read, over HTTP) to its "
+           "answer, by outcome: stored (200), throttled (retry later), refused.",
+           f"# TYPE {name} histogram"]
+    for outcome, (buckets, total, count) in pipeline.answer_times.snapshot().items():
+        out += [f'{name}_bucket{{le="{le}",outcome="{outcome}"}} {n}' for le, n in buckets]
+        out += [f'{name}_sum{{outcome="{outcome}"}} {round(total, 6)}',
+                f'{name}_count{{outcome="{outcome}"}} {count}']
+    return lines + out
+
+
 def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = (),
            firing: Iterable[tuple[str, int]] = (), alert_failures: int = 0, alert_steps: Iterable[tuple[str, int, int]] = (),
            inflight: InFlight | None = None,
@@ -172,6 +194,7 @@ def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = (),
         lines += _lines("loopscope_lake_housekeeping_last_seconds", "gauge",
                         "How long the last finished housekeeping run took (the pipeline "
                         "stores no batch meanwhile).", [({}, round(housekeeping.last_s or 0.0, 3))])
+    lines += _answer_lines(pipeline)
     if inflight is not None:
         lines += _lines("loopscope_inflight_bytes", "gauge",
                         "Memory requests hold: bodies as they arrive, then decoded spans "

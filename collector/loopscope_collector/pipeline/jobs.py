@@ -12,8 +12,11 @@ pipeline is full or stopping (``Overloaded``, ``PipelineStopped``: a 503).
 
 from __future__ import annotations
 
+import bisect
+import math
 import threading
-from collections import Counter
+import time
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
@@ -23,7 +26,13 @@ from ..storage.writes.labels import Label
 
 
 class Overloaded(RuntimeError):
-    """The pipeline's queue is full; the client should retry later (503 + Retry-After)."""
+    """The pipeline cannot take the request now: what is queued would keep it waiting too
+    long, or the queue is full; the client should retry later (503 + Retry-After, after
+    ``retry_after_s`` when the pipeline can tell)."""
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class PipelineStopped(RuntimeError):
@@ -57,6 +66,7 @@ class Job:
     duplicates: int = 0
 
     callbacks: list[Callable[[], None]] = field(default_factory=list)
+    queued_at: float = field(default_factory=time.monotonic)
 
     def finish(self) -> None:
         """The pipeline is done with the job (stored, or failed: ``error``): wake its
@@ -119,6 +129,115 @@ class Stats:
     loops_by_kind: Counter[str] = field(default_factory=Counter)
     guard_actions: Counter[str] = field(default_factory=Counter)
     queue_spans: int = 0
+
+
+class Throughput:
+    """How long the pipeline takes to store a batch, measured over its last ``WINDOW``
+    batches: a cost per batch and a cost per span (a least-squares line through the batches'
+    spans and seconds: a batch of a few spans costs about as much as a batch of none), and so
+    how long a batch of N spans would keep its requests waiting. Thread-safe."""
+
+    WINDOW: Final = 32
+
+    def __init__(self) -> None:
+        self._batches: deque[tuple[int, float]] = deque(maxlen=self.WINDOW)
+        self._spans = 0
+        self._seconds = 0.0
+        self._waits: deque[tuple[float, float]] = deque()
+        self._lock = threading.Lock()
+
+    def record(self, spans: int, seconds: float) -> None:
+        """A batch of ``spans`` took ``seconds`` to store, judge and commit."""
+        with self._lock:
+            if len(self._batches) == self._batches.maxlen:
+                old_spans, old_seconds = self._batches[0]
+                self._spans -= old_spans
+                self._seconds -= old_seconds
+            self._batches.append((spans, seconds))
+            self._spans += spans
+            self._seconds += seconds
+
+    def batch_s(self, spans: int) -> float:
+        """How long a batch of ``spans`` would take (0 before a batch is measured)."""
+        with self._lock:
+            batches = list(self._batches)
+        if not batches:
+            return 0.0
+        n = len(batches)
+        mean_x = sum(x for x, _ in batches) / n
+        mean_y = sum(y for _, y in batches) / n
+        var = sum((x - mean_x) ** 2 for x, _ in batches)
+        cov = sum((x - mean_x) * (y - mean_y) for x, y in batches)
+        if var <= 0 or cov <= 0:  # (one size of batch, or noise: cost in proportion)
+            return spans * mean_y / mean_x if mean_x else mean_y
+        per_span = cov / var
+        return max(0.0, mean_y - per_span * mean_x) + per_span * spans
+
+    @property
+    def spans_per_s(self) -> float | None:
+        """Spans stored per second of the pipeline's work; None before a batch is measured."""
+        with self._lock:
+            return self._spans / self._seconds if self._spans and self._seconds > 0 else None
+
+    def waited(self, seconds: float, now: float) -> None:
+        """A request's spans waited ``seconds`` from being queued until the pipeline was done
+        with them."""
+        with self._lock:
+            self._waits.append((now, seconds))
+            while self._waits and self._waits[0][0] < now - RECENT_S:
+                self._waits.popleft()
+
+    def longest_recent_wait_s(self, now: float) -> float:
+        """The longest a request's spans waited, of those done in the last ``RECENT_S``."""
+        with self._lock:
+            return max((w for t, w in self._waits if t >= now - RECENT_S), default=0.0)
+
+
+class AnswerTimes:
+    """A histogram of how long export requests waited for their answers, by outcome
+    (``stored``: 200; ``throttled``: told to retry later; ``refused``: any other answer), in
+    Prometheus's cumulative buckets. Thread-safe."""
+
+    BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+    def __init__(self) -> None:
+        self._counts: dict[str, list[int]] = {}
+        self._sums: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def record(self, outcome: str, seconds: float) -> None:
+        with self._lock:
+            counts = self._counts.setdefault(outcome, [0] * (len(self.BUCKETS) + 1))
+            counts[bisect.bisect_left(self.BUCKETS, seconds)] += 1
+            self._sums[outcome] = self._sums.get(outcome, 0.0) + seconds
+
+    def snapshot(self) -> dict[str, tuple[list[tuple[str, int]], float, int]]:
+        """Per outcome: the cumulative (``le``, count) buckets ending in ``+Inf``, the sum of
+        the seconds and the count."""
+        with self._lock:
+            out: dict[str, tuple[list[tuple[str, int]], float, int]] = {}
+            for outcome, counts in sorted(self._counts.items()):
+                running, buckets = 0, []
+                for bound, count in zip((*self.BUCKETS, math.inf), counts, strict=True):
+                    running += count
+                    buckets.append(("+Inf" if bound == math.inf else f"{bound:g}", running))
+                out[outcome] = (buckets, self._sums[outcome], running)
+            return out
+
+
+MAX_QUEUE_WAIT_S: Final = 0.4
+"""The longest the next batch, with a request's spans in it, may take to store as the
+pipeline measures its batches (``Throughput``) for the request to be taken while spans wait
+for that batch: past it the request is answered at once, 503 with a ``Retry-After`` of the
+time the queue takes to drain. A request that finds no spans waiting is always taken (it
+heads the next batch, whatever the machine's speed), and where a batch's fixed cost alone is
+over half of this, the limit is twice that cost. So an answer (200 or retry later) comes
+within the batch being stored and the request's own, about twice this, at any load
+(BENCHMARKS.md, "Answer time under overload")."""
+SLOW_S: Final = 1.0
+"""Answers that waited longer than this in the last ``RECENT_S`` make ``/healthz`` say
+``slow``."""
+RECENT_S: Final = 10.0
 
 
 CONFLICT_RETRIES: Final = 5

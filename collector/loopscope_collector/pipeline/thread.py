@@ -4,8 +4,11 @@ Receivers (HTTP, gRPC) decode a request and ``submit`` its spans; the pipeline t
 queued as one batch, stores it in one transaction, runs streaming detection, commits, and
 only then releases the receivers, which acknowledge: a 200 means the spans are durably
 stored. Ingest is idempotent by (trace_id, span_id): spans already stored are skipped, so a
-client's retry never double-counts. When the queue is full, ``submit`` raises ``Overloaded``
-and the receiver answers 503 with Retry-After.
+client's retry never double-counts. When spans wait for the next batch and that batch, with
+the request's spans, would take longer than ``MAX_QUEUE_WAIT_S`` to store as the pipeline
+measures its batches (``Throughput``), or the queue is full, ``submit`` raises
+``Overloaded`` and the receiver answers 503 with a Retry-After of the time the queue takes
+to drain.
 
 A batch fails as a whole or not at all, in memory too (``BatchUndo``). When the store refuses
 a batch's data, its requests are stored one by one, so only the request at fault is refused
@@ -50,11 +53,16 @@ from .batch_undo import BatchUndo
 from .detection import EpisodeResult, StreamingDetector
 from .jobs import (
     CONFLICT_RETRIES,
+    MAX_QUEUE_WAIT_S,
+    RECENT_S,
+    SLOW_S,
+    AnswerTimes,
     Job,
     Overloaded,
     PipelineStopped,
     Rejected,
     Stats,
+    Throughput,
     TooLargeToStore,
 )
 from .refusals import RefusalLog
@@ -76,6 +84,7 @@ class Pipeline:
         on_batch: Callable[[Pipeline, list[EpisodeResult]], None] | None = None,
         instance: str = "",
         housekeeping: LakeHousekeeping | None = None,
+        max_queue_wait_s: float = MAX_QUEUE_WAIT_S,
     ) -> None:
         self.db = db
         self.housekeeping = housekeeping
@@ -89,8 +98,14 @@ class Pipeline:
         self.max_wait_s = max_wait_s
         self.on_batch = on_batch
         self.stats = Stats()
+        self.max_queue_wait_s = max_queue_wait_s
+        self.throughput = Throughput()
+        self.answer_times = AnswerTimes()
+        """How long export requests waited for their answers (the receivers record them)."""
         self._queue: queue.Queue[Job | None] = queue.Queue()
         self._queued = 0
+        self._waiting = 0
+        """Of the spans queued, those no batch has taken yet."""
         self._lock = threading.Lock()
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="loopscope-pipeline", daemon=True)
@@ -126,7 +141,17 @@ class Pipeline:
             if self._queued and self._queued + len(spans) > self.max_queue_spans:
                 self.stats.requests_overloaded += 1
                 raise Overloaded(f"{self._queued} spans queued")
+            batch_s = self.throughput.batch_s(self._waiting + len(spans))
+            # (On a machine so slow that a batch's fixed cost alone is over the limit, the
+            # limit is twice that cost: refusing cannot make a batch cheaper than empty.)
+            limit = max(self.max_queue_wait_s, 2 * self.throughput.batch_s(0))
+            if self._waiting and batch_s > limit:
+                self.stats.requests_overloaded += 1
+                drain_s = self.throughput.batch_s(self._queued + len(spans))
+                raise Overloaded(f"{self._queued} spans queued would keep this request "
+                                 f"waiting about {drain_s:.1f} s", retry_after_s=drain_s)
             self._queued += len(spans)
+            self._waiting += len(spans)
             self.stats.queue_spans = self._queued
             self.stats.spans_received += len(spans)
         self._queue.put(job)
@@ -143,6 +168,21 @@ class Pipeline:
                 raise StoreUnavailable(self.health.reason)
         self._queue.put(job)
         return job
+
+    def queue_wait_s(self) -> float:
+        """How long the spans queued now take to store (as the pipeline measures batches)."""
+        queued = self._queued
+        return self.throughput.batch_s(queued) if queued else 0.0
+
+    def slow(self) -> str | None:
+        """Why the pipeline keeps clients waiting, or None while it answers in time: a
+        request's spans waited over ``SLOW_S`` in the last ``RECENT_S`` seconds."""
+        waited = self.throughput.longest_recent_wait_s(time.monotonic())
+        if waited <= SLOW_S:
+            return None
+        return (f"answers waited up to {waited:.1f} s for the store in the last "
+                f"{RECENT_S:.0f} s; {self._queued} spans queued now "
+                f"(about {self.queue_wait_s():.1f} s to store)")
 
     def count_rejected(self, status: int) -> None:
         """Count a request refused for its content with HTTP ``status`` (any receiver thread)
@@ -230,9 +270,12 @@ class Pipeline:
                 break
             jobs.append(job)
             size += len(job.spans)
+        with self._lock:
+            self._waiting -= size
         return jobs, False
 
     def _process_jobs(self, jobs: list[Job]) -> None:
+        started = time.monotonic()
         try:
             results = self._store_jobs(jobs)
             if self.on_batch is not None:
@@ -241,6 +284,8 @@ class Pipeline:
                 except Exception:
                     logger.exception("loopscope collector: after-batch hook failed")
         finally:
+            if spans := sum(len(job.spans) for job in jobs):  # (measured before the answers)
+                self.throughput.record(spans, time.monotonic() - started)
             self._release(jobs)
 
     def _release(self, jobs: list[Job]) -> None:
@@ -249,7 +294,10 @@ class Pipeline:
             self._queued -= sum(len(j.spans) for j in jobs)
             self.stats.queue_spans = self._queued
             self.stats.batches += 1
+        now = time.monotonic()
         for job in jobs:
+            if job.spans:
+                self.throughput.waited(now - job.queued_at, now)
             job.finish()
 
     def _store_jobs(self, jobs: list[Job]) -> list[EpisodeResult]:

@@ -1,9 +1,10 @@
-"""Receive: OTLP over HTTP and gRPC, and the routes the HTTP port serves.
+"""Receive: OTLP trace exports in, over HTTP and gRPC, by one export path.
 
-HTTP/1.1 is uvicorn's, with h11 (``http_server`` runs it); the collector's routes are an ASGI
-application (``http_app``: OTLP, the named reads, labels, /metrics, /healthz), and the thin
-layer of its own on top is admission: the memory requests hold (``limits``) and the
-connection cap and deadlines (``connections``). gRPC is grpcio (``grpc_server``). The decoders
-of both (``decode``, ``decode_json``) turn any failure into the errors they name
-(``errors``); ``labels`` checks a client's label before it is queued.
+``export`` is the path both transports take (decode, admit, submit to the pipeline, settle)
+and the one table of refusals (HTTP status and gRPC code); ``otlp_http`` is ``POST
+/v1/traces`` (uvicorn's HTTP/1.1, served by ``serve``), ``grpc_server`` the ``TraceService``
+(grpcio). Admission is thin and the collector's own: the memory requests hold (``limits``)
+and the HTTP connection cap and deadlines (``connections``); ``exchange`` is one HTTP request
+and its answer. The decoders (``decode``, ``decode_json``) turn any failure into the errors
+they name (``errors``).
 """

@@ -30,7 +30,7 @@ over ``MAX_HEAD_BYTES`` or with more than ``MAX_HEADER_FIELDS`` fields 431, and 
 is closed. h11 refuses a head that grows past ``MAX_HEAD_BYTES`` without ending
 (``send_400_response`` names which limit it passed); one that arrives whole is parsed, and
 the application refuses it before anything else (``head_refused``). The same slowest-body rule frees bytes in flight (``limits.InFlight``); that
-eviction answers 503 but keeps the connection (``http_app``), and ``wake`` tells its handler.
+eviction answers 503 but keeps the connection (``otlp_http``), and ``wake`` tells its handler.
 """
 
 from __future__ import annotations
@@ -53,11 +53,11 @@ from .limits import (
     MAX_HEAD_BYTES,
     MAX_HEADER_FIELDS,
     MAX_TARGET_BYTES,
+    RETRY_AFTER_S,
 )
 
 logger = logging.getLogger(__name__)
 
-RETRY_AFTER_S: Final = "2"
 SWEEP_S: Final = 0.25
 LINGER_S: Final = 5.0
 """A closing connection (phase ``linger``) is closed once its client sent nothing this long."""

@@ -1,9 +1,11 @@
 """OTLP/gRPC: the ``TraceService/Export`` endpoint on port 4317, for any OTel SDK or Collector.
 
-Same contract as the HTTP route: the response is sent once the spans are committed;
-INVALID_ARGUMENT for a malformed request or a value the store cannot hold, UNAVAILABLE (which
-OTLP clients retry) when too many bytes are in flight, the pipeline is overloaded or the store
-cannot be written, UNAUTHENTICATED without the bearer token. A message over
+The export path is the HTTP route's (``export``), and so is the contract: the response is
+sent once the spans are committed; INVALID_ARGUMENT for a malformed request or a value the
+store cannot hold, UNAVAILABLE (which OTLP clients retry; with ``google.rpc.RetryInfo`` in the
+trailing metadata, the HTTP answer's ``Retry-After``) when too many bytes are in flight, the
+pipeline would keep the request waiting too long or the store cannot be written,
+UNAUTHENTICATED without the bearer token (``export.authorized``, in an interceptor). A message over
 ``--max-request-bytes`` is refused by gRPC itself (RESOURCE_EXHAUSTED).
 
 The method is registered on raw bytes, not on the parsed message, so that a message that
@@ -14,118 +16,58 @@ service reports the store's health.
 
 from __future__ import annotations
 
-import hmac
+import time
 from collections.abc import Callable
 from concurrent import futures
 from typing import Any, Final
 
 import grpc
-from google.protobuf.message import DecodeError as ProtoDecodeError
+from google.protobuf.duration_pb2 import Duration
+from google.rpc.error_details_pb2 import RetryInfo
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 
-from ..normalize.spans import Decoded
-from ..pipeline.jobs import Overloaded, PipelineStopped, Rejected, TooLargeToStore
 from ..pipeline.thread import Pipeline
-from ..storage.health import StoreUnavailable
-from .decode import (
-    DecodeError,
-    PayloadTooLarge,
-    decode_proto_request,
-    decoding,
-    export_answer,
-    span_count,
-)
-from .http_server import ACK_TIMEOUT_S, MAX_BODY_BYTES
-from .limits import (
-    Busy,
-    Hold,
-    InFlight,
-    attribute_count,
-    charge_counted,
-    charge_decoded,
-    charge_parsing,
-    estimate_decoded,
-)
+from .export import OtlpExport, Refused, authorized, not_admitted
+from .limits import MAX_BODY_BYTES, Busy, InFlight
 
 MAX_WORKERS: Final = 8
 TRACE_SERVICE: Final = "opentelemetry.proto.collector.trace.v1.TraceService"
+RETRY_INFO_KEY: Final = "google.rpc.retryinfo-bin"
+"""The trailing metadata a retryable refusal carries its ``RetryInfo`` in (OTLP/gRPC's
+throttling, which OpenTelemetry's exporters honour)."""
 
 
 class TraceService:
-    """The OTLP trace service backed by the collector's pipeline."""
+    """The OTLP trace service: the collector's one export path (``export``) over gRPC."""
 
-    def __init__(self, pipeline: Pipeline, auth_token: str | None,
-                 inflight: InFlight | None = None) -> None:
-        self.pipeline = pipeline
-        self.auth_token = auth_token
+    def __init__(self, export: OtlpExport, inflight: InFlight | None = None) -> None:
+        self.exporting = export
         self.inflight = inflight or InFlight()
 
     def Export(self, body: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
-        """Admit, decode and store the request's spans, then acknowledge."""
-        if self.auth_token and not _has_token(dict(context.invocation_metadata()),
-                                               self.auth_token):
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+        """Admit, decode and store the request's spans, then acknowledge (the bearer token
+        is checked before: ``_TokenInterceptor``)."""
+        started = time.monotonic()
         try:
             with self.inflight.hold(len(body)) as held:
-                spans = self._decode(body, context, held)
-                self._store(spans, context, held)
+                answer = self.exporting.export(
+                    body, held, source=f"an OTLP/gRPC request from {_peer(context)}")
+            self.exporting.answered(200, time.monotonic() - started)
+            return answer
         except Busy as exc:
-            context.abort(grpc.StatusCode.UNAVAILABLE, f"not admitted, retry later: {exc}")
-        return export_answer(spans)
-
-    def _decode(self, body: bytes, context: grpc.ServicerContext, held: Hold) -> Decoded:
-        """Parse, charge what the spans will take before building them, build them
-        (``limits``: the memory bound is on decoded size, as for HTTP)."""
-        try:
-            with decoding():
-                charge_parsing(held, len(body))
-                try:
-                    request = ExportTraceServiceRequest.FromString(body)
-                except (ProtoDecodeError, ValueError, RecursionError) as exc:
-                    raise DecodeError(f"protobuf: message could not be parsed ({exc})") from None
-                count = span_count(request)
-                charge_counted(held, count, len(body))
-                spans = decode_proto_request(request)
-                del request
-                size = estimate_decoded(len(spans), len(body), attribute_count(spans))
-                charge_decoded(held, size)
-                return spans
-        except DecodeError as exc:
-            code = (grpc.StatusCode.RESOURCE_EXHAUSTED if isinstance(exc, PayloadTooLarge)
-                    else grpc.StatusCode.INVALID_ARGUMENT)
-            message = str(exc)
-            self.pipeline.refuse(exc.http_status, f"an OTLP/gRPC request from "
-                                                  f"{_peer(context)}", message, exc.spans)
-            context.abort(code, message)
-            raise  # abort raises; this line is for the type checker
-
-    def _store(self, spans: Decoded, context: grpc.ServicerContext, held: Hold) -> None:
-        """Hand the spans to the pipeline and wait until they are committed (or not: when
-        that takes too long, UNAVAILABLE, and ``held`` is kept until the pipeline is done with
-        the spans)."""
-        job = None
-        try:
-            job = self.pipeline.submit(spans)
-            job.wait(ACK_TIMEOUT_S)
-        except Rejected as exc:
-            self.pipeline.count_rejected(400)
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        except TooLargeToStore as exc:
-            self.pipeline.count_rejected(413)
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
-        except TimeoutError as exc:
-            if job is not None:
-                job.add_done_callback(held.keep())
-            context.abort(grpc.StatusCode.UNAVAILABLE, f"not stored, retry later: {exc}")
-        except (Overloaded, PipelineStopped, StoreUnavailable) as exc:
-            context.abort(grpc.StatusCode.UNAVAILABLE, f"not stored, retry later: {exc}")
-        except Exception as exc:
-            context.abort(grpc.StatusCode.UNAVAILABLE,
-                          f"the store failed, retry later: {type(exc).__name__}")
+            refused = not_admitted(exc)
+        except Refused as exc:
+            refused = exc
+        self.exporting.answered(refused.status, time.monotonic() - started)
+        if refused.retry_after is not None:
+            delay = Duration(seconds=int(refused.retry_after))
+            context.set_trailing_metadata(
+                ((RETRY_INFO_KEY, RetryInfo(retry_delay=delay).SerializeToString()),))
+        context.abort(refused.grpc_code, refused.message)
+        raise refused  # abort raises; this line is for the type checker
 
 
 class _TokenInterceptor(grpc.ServerInterceptor):
@@ -149,15 +91,9 @@ class _TokenInterceptor(grpc.ServerInterceptor):
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
         metadata = dict(handler_call_details.invocation_metadata or ())
-        if _has_token(metadata, self.token):
+        if authorized(str(metadata.get("authorization", "")), self.token):
             return continuation(handler_call_details)
         return self._refuse
-
-
-def _has_token(metadata: dict[str, Any], token: str) -> bool:
-    given = str(metadata.get("authorization", ""))
-    return given.startswith("Bearer ") and hmac.compare_digest(
-        given[7:].strip().encode("latin-1", "replace"), token.encode())
 
 
 def _peer(context: grpc.ServicerContext) -> str:
@@ -194,7 +130,7 @@ def serve_grpc(pipeline: Pipeline, host: str, port: int, *, auth_token: str | No
                  ("grpc.so_reuseport", 0)],
         interceptors=[_TokenInterceptor(auth_token)] if auth_token else None,
     )
-    trace = TraceService(pipeline, auth_token, inflight)
+    trace = TraceService(OtlpExport(pipeline, max_request_bytes=max_request_bytes), inflight)
     server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(TRACE_SERVICE, {
         "Export": grpc.unary_unary_rpc_method_handler(
             trace.Export, response_serializer=ExportTraceServiceResponse.SerializeToString),

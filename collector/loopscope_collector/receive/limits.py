@@ -55,6 +55,8 @@ MAX_HEAD_BYTES: Final = 16 * 1024
 """Largest HTTP request head (request line and header fields) read; larger is 431."""
 MAX_HEADER_FIELDS: Final = 100
 """Most header fields an HTTP request may have; more is 431."""
+RETRY_AFTER_S: Final = "2"
+"""The ``Retry-After`` (seconds) of every retryable refusal, HTTP's and the connections'."""
 JUDGED_AFTER_S: Final = 1.0
 """A body is judged slow only once it has been arriving this long: fast requests that
 happen to start together never evict one another."""

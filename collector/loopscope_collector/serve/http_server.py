@@ -1,12 +1,12 @@
-"""The collector's loopback HTTP server: uvicorn (h11) serving ``http_app.CollectorApp``.
+"""The collector's loopback HTTP server: uvicorn (h11) serving ``app.CollectorApp``.
 
 HTTP/1.1 framing, keep-alive, pipelining and malformed requests are uvicorn's and h11's, code
 that serves millions of requests a day: a request it cannot frame (a ``Content-Length`` that
 is not ASCII digits, two that disagree, a broken chunk) is answered 400 and the connection
-closed. What is the collector's own is thin and lives beside it: the routes, auth and
-admission (``http_app``, ``limits``) and the connection cap, deadlines and limits on a
-request's head (``connections``). The server runs its event loop on a thread of its own, so the collector
-starts and stops it like the gRPC server. Its ``Server`` header says ``loopscope-collector``
+closed. What is the collector's own is thin and lives beside it: the routes and auth
+(``app``), admission (``receive.otlp_http``, ``receive.limits``) and the connection cap,
+deadlines and limits on a request's head (``receive.connections``). The server runs its event
+loop on a thread of its own, so the collector starts and stops it like the gRPC server. Its ``Server`` header says ``loopscope-collector``
 and nothing about Python or uvicorn.
 """
 
@@ -23,12 +23,12 @@ from typing import Any, Final
 import uvicorn
 
 from ..pipeline.thread import Pipeline
+from ..receive.connections import ConnectionWatch, WatchedH11Protocol
+from ..receive.limits import MAX_BODY_BYTES, MAX_HEAD_BYTES, InFlight
 from ..storage import Database
-from .connections import ConnectionWatch, WatchedH11Protocol
-from .http_app import ACK_TIMEOUT_S, RETRY_AFTER_S, CollectorApp
-from .limits import MAX_BODY_BYTES, MAX_HEAD_BYTES, InFlight
+from .app import CollectorApp
 
-__all__ = ["ACK_TIMEOUT_S", "MAX_BODY_BYTES", "RETRY_AFTER_S", "CollectorHTTPServer"]
+__all__ = ["MAX_BODY_BYTES", "CollectorHTTPServer"]
 
 logger = logging.getLogger(__name__)
 

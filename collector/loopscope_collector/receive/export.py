@@ -1,0 +1,224 @@
+"""The OTLP trace export, apart from its transport: what OTLP/HTTP and OTLP/gRPC both do.
+
+As the OpenTelemetry Collector's OTLP receiver does it, there is one export path: gRPC calls
+``OtlpExport.export`` with the message it received; HTTP reads the body first (charging its
+bytes as they arrive: ``limits``), then takes the same steps, ``decode`` on a decoding
+thread, ``submit``, and ``settle`` once the pipeline is done with the job (a request waiting
+to be stored holds no HTTP thread). One check of the bearer token (``authorized``) serves
+both.
+
+Every way an export is not taken is a ``Refused`` with an HTTP status, permanent (the client
+must not send the same request again) or retryable (it may, after ``limits.RETRY_AFTER_S``); the one
+table ``GRPC_CODES`` says which gRPC code answers each status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import math
+from typing import Final
+
+import grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceResponse,
+)
+
+from ..normalize.spans import Decoded
+from ..pipeline.jobs import Job, Overloaded, PipelineStopped, Rejected, TooLargeToStore
+from ..pipeline.thread import Pipeline
+from ..storage.health import StoreUnavailable
+from .decode import DecodeError, decode_request, decoding, export_answer, inflate
+from .limits import (
+    MAX_BODY_BYTES,
+    RETRY_AFTER_S,
+    Busy,
+    Hold,
+    attribute_count,
+    charge_counted,
+    charge_decoded,
+    charge_parsing,
+    estimate_decoded,
+)
+
+ACK_TIMEOUT_S: Final = 30.0
+"""The longest a request waits for the pipeline to store its spans before it is answered
+503 / UNAVAILABLE (its bytes stay held until the pipeline is done with them)."""
+PROTOBUF: Final = "application/x-protobuf"
+
+MAX_RETRY_AFTER_S: Final = 30
+"""The longest ``Retry-After`` a refusal asks for (a queue that takes longer to drain is
+asked about again then)."""
+RETRYABLE: Final = frozenset({429, 503})
+"""The statuses a client should send the same request again for (OTLP's retryable
+codes); every other refusal is permanent."""
+GRPC_CODES: Final = {
+    400: grpc.StatusCode.INVALID_ARGUMENT,
+    401: grpc.StatusCode.UNAUTHENTICATED,
+    413: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    415: grpc.StatusCode.INVALID_ARGUMENT,
+    429: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    503: grpc.StatusCode.UNAVAILABLE,
+}
+"""The one table of answers: the gRPC code for each HTTP status an export is refused with."""
+
+
+class Refused(Exception):
+    """An export not taken: its HTTP ``status`` (``grpc_code`` for gRPC) and why."""
+
+    def __init__(self, status: int, message: str, *, retry_after_s: float | None = None
+                 ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.retry_after_s = retry_after_s
+        """When a retry may succeed, if the collector can tell (the time its queue takes
+        to drain); else ``limits.RETRY_AFTER_S``."""
+
+    @property
+    def retryable(self) -> bool:
+        return self.status in RETRYABLE
+
+    @property
+    def retry_after(self) -> str | None:
+        """The ``Retry-After`` of a retryable refusal (seconds); None for a permanent one."""
+        if not self.retryable:
+            return None
+        if self.retry_after_s is None:
+            return RETRY_AFTER_S
+        return str(min(MAX_RETRY_AFTER_S, max(1, math.ceil(self.retry_after_s))))
+
+    @property
+    def grpc_code(self) -> grpc.StatusCode:
+        return GRPC_CODES.get(self.status, grpc.StatusCode.INVALID_ARGUMENT)
+
+
+def authorized(given: str | None, token: str | None) -> bool:
+    """Whether an ``Authorization`` value carries the bearer ``token`` (any value, when the
+    collector has no token): the one auth check of every route and RPC."""
+    if not token:
+        return True
+    given = given or ""
+    return given.startswith("Bearer ") and hmac.compare_digest(
+        given[7:].strip().encode("latin-1", "replace"), token.encode())
+
+
+class OtlpExport:
+    """Admission, decoding and storing of OTLP trace exports, for every transport."""
+
+    def __init__(self, pipeline: Pipeline, *, max_request_bytes: int = MAX_BODY_BYTES) -> None:
+        self.pipeline = pipeline
+        self.max_request_bytes = max_request_bytes
+
+    def export(self, body: bytes, hold: Hold, *, source: str) -> ExportTraceServiceResponse:
+        """Decode, store and acknowledge a protobuf request (gRPC's whole export), waiting on
+        the calling thread; raises ``Refused``."""
+        spans = self.decode(body, hold, content_type=PROTOBUF, content_encoding=None,
+                            source=source)
+        if isinstance(spans, Refused):
+            raise spans
+        job = self.submit(spans)
+        return self.settle(job, spans, hold, stored=job.done.wait(ACK_TIMEOUT_S))
+
+    def answered(self, status: int, seconds: float) -> None:
+        """An export was answered ``status`` ``seconds`` after it began (the answer-time
+        histogram on ``/metrics``)."""
+        outcome = ("stored" if status == 200 else "throttled" if status in RETRYABLE
+                   else "refused")
+        self.pipeline.answer_times.record(outcome, seconds)
+
+    def refuse(self, status: int, message: str, *, source: str, spans: int = 0) -> Refused:
+        """A request refused for its content: counted and logged (rate-limited) by the
+        pipeline, naming its ``source`` ("an OTLP/HTTP request from 127.0.0.1"); returns its
+        ``Refused``."""
+        self.pipeline.refuse(status, source, message, spans)
+        return Refused(status, message)
+
+    def decode(self, body: bytes | bytearray, hold: Hold, *, content_type: str | None,
+               content_encoding: str | None, source: str) -> Decoded | Refused:
+        """Decode, charging memory before it is taken (``limits``): what parsing may take,
+        then, once the spans are counted, what their records will take, then what they take
+        (a request that alone takes more than the whole budget waits until nothing else is in
+        flight). A refusal is returned, not raised, and without its traceback: an exception
+        that crosses an awaited future is kept in a reference cycle (the future, its
+        exception, the traceback, the future's frame) until a full garbage collection, and
+        with it every frame it passed through: the body and the parsed message, hundreds of
+        MiB for a large request."""
+        try:
+            with decoding():
+                data = inflate(body, content_encoding=content_encoding,
+                               max_bytes=self.max_request_bytes)
+                charge_parsing(hold, len(data))
+                wire = len(data) + (0 if data is body else len(body))  # (inflated: both)
+                spans = decode_request(
+                    data, content_type=content_type, content_encoding=None,
+                    max_bytes=self.max_request_bytes,
+                    admit=lambda count: charge_counted(hold, count, wire))
+                size = estimate_decoded(len(spans), len(data), attribute_count(spans))
+                charge_decoded(hold, size)
+            return spans
+        except DecodeError as exc:  # 400, or 413 / 415 for its subclasses
+            return self.refuse(exc.http_status, str(exc), source=source, spans=exc.spans)
+        except Busy as exc:
+            return not_admitted(exc)
+
+    def submit(self, spans: Decoded) -> Job:
+        """Queue the spans for the pipeline; raises ``Refused`` (503) when it cannot take
+        them now."""
+        try:
+            return self.pipeline.submit(spans)
+        except Overloaded as exc:
+            raise Refused(503, f"not stored, retry later: {exc}",
+                          retry_after_s=exc.retry_after_s) from None
+        except (PipelineStopped, StoreUnavailable) as exc:
+            raise Refused(503, f"not stored, retry later: {exc}") from None
+
+    def settle(self, job: Job, spans: Decoded, hold: Hold, *, stored: bool
+               ) -> ExportTraceServiceResponse:
+        """The answer once the pipeline is done with ``job``, or once the wait for it ended
+        (``stored`` False: then ``hold`` is kept until the pipeline is done with the spans);
+        raises ``Refused``."""
+        if not stored:
+            job.add_done_callback(hold.keep())
+            raise Refused(503, f"not stored, retry later: spans not stored within "
+                               f"{ACK_TIMEOUT_S:.0f} s")
+        try:
+            job.wait(0)
+        except Rejected as exc:
+            self.pipeline.count_rejected(400)
+            raise Refused(400, str(exc)) from None
+        except TooLargeToStore as exc:
+            self.pipeline.count_rejected(413)
+            raise Refused(413, str(exc)) from None
+        except (Overloaded, PipelineStopped, StoreUnavailable) as exc:
+            raise Refused(503, f"not stored, retry later: {exc}") from None
+        except Exception as exc:
+            raise Refused(503, f"the store failed, retry later: {type(exc).__name__}"
+                          ) from None
+        return export_answer(spans)
+
+
+def not_admitted(exc: Busy) -> Refused:
+    """A request admission did not let in now (``limits.Busy``): 503, retry later."""
+    return Refused(503, f"not admitted, retry later: {exc}")
+
+
+async def stored(job: Job) -> bool:
+    """Wait (holding no thread) until the pipeline is done with ``job``, for at most
+    ``ACK_TIMEOUT_S``; whether it is."""
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+
+    def settle() -> None:
+        if not done.done():
+            done.set_result(None)
+
+    def finished() -> None:
+        loop.call_soon_threadsafe(settle)
+
+    job.add_done_callback(finished)
+    try:
+        await asyncio.wait_for(asyncio.shield(done), ACK_TIMEOUT_S)
+    except TimeoutError:
+        return False
+    return True

@@ -1,0 +1,65 @@
+"""``GET /v1/reads`` lists the named reads; ``GET /v1/reads/{name}?param=value`` runs one.
+
+A read answers JSON ``{"rows": [...]}``: 400 naming the parameter for one the read does not
+take, one given twice, or a value it cannot take (``reads.params``: never a failed read),
+500 when the read fails on the collector's side, 503 while the store cannot be read. A
+client can only name a read, never send SQL.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections import Counter
+from concurrent.futures import Executor
+from urllib.parse import parse_qsl
+
+from ..reads import READS, UnknownRead
+from ..reads import read as run_named_read
+from ..receive.exchange import Exchange, on_thread
+from ..receive.limits import RETRY_AFTER_S
+from ..storage import Database
+from ..storage.errors import UNREADABLE_NOW
+from ..storage.health import StoreUnavailable
+
+logger = logging.getLogger(__name__)
+
+
+async def list_reads(ex: Exchange) -> None:
+    await ex.json(200, {"reads": {n: {"params": list(r.params), "types": r.types,
+                                      "required": list(r.required), "doc": r.doc}
+                                  for n, r in sorted(READS.items())}})
+
+
+async def named_read(ex: Exchange, name: str, db: Database, pool: Executor) -> None:
+    """A named read: 404 / 400 for what the client asked wrong (a parameter the read does
+    not take, one given twice, or a value it cannot take, each named), 503 while the store
+    cannot be read, 500 for a read that fails on the collector's side."""
+    read = READS.get(name)
+    if read is None:
+        await ex.json(404, {"error": f"no read named {name!r}; reads: "
+                                     f"{', '.join(sorted(READS))}"})
+        return
+    pairs = parse_qsl(ex.scope["query_string"].decode("latin-1"), keep_blank_values=False)
+    twice = sorted(key for key, n in Counter(key for key, _ in pairs).items() if n > 1)
+    try:
+        if twice:
+            raise UnknownRead(f"read {name!r}: parameter {', '.join(twice)} given more "
+                              "than once")
+        params = read.convert(dict(pairs))
+    except (UnknownRead, ValueError) as exc:
+        await ex.json(400, {"error": str(exc)})
+        return
+    try:
+        rows = await on_thread(pool, functools.partial(run_named_read, db, name, params))
+    except (*UNREADABLE_NOW, StoreUnavailable) as exc:
+        await ex.json(503, {"error": f"read {name!r}: the store cannot be read now: "
+                                     f"{exc}"}, {"Retry-After": RETRY_AFTER_S})
+        return
+    except Exception as exc:
+        logger.warning("loopscope collector: read %r failed: %s: %s", name,
+                       type(exc).__name__, exc)
+        await ex.json(500, {"error": f"read {name!r} failed on the collector's side: "
+                                     f"{type(exc).__name__}: {exc}"})
+        return
+    await ex.json(200, {"rows": rows})
