@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from loopscope_dashboard import banner, queries, sidebar, style
+from loopscope_dashboard import banner, queries, replay_jobs, sidebar, style
 
 st.set_page_config(page_title="loopscope", page_icon=":material/repeat:", layout="wide")
 style.apply()
@@ -28,6 +28,7 @@ page = st.navigation({
 })
 try:
     sidebar.render()
+    replay_jobs.warm()  # the Policy page's default replay, once, behind whichever page opens
 except queries.SourceError as exc:  # the Import page still works without a source
     st.sidebar.error(str(exc))
 banner.watch()
