@@ -8,8 +8,7 @@ from loopscope_dashboard import cards, charts, downloads, hints, queries, state,
 NO_MATCH = "No episodes match these filters — widen the time range or clear a filter."
 
 LIVE = queries.source_is_live()
-REFRESH = "2s"
-"""How often the page reads again from a live collector (a snapshot file does not change)."""
+REFRESH = "2s"  # how often the page reads again from a live collector (a file does not change)
 FLAGGED_SHOWN = 50
 
 st.title("Which agents are stuck")

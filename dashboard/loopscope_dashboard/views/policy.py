@@ -32,8 +32,7 @@ from loopscope_dashboard import (
     tables,
 )
 
-WAIT_S = 1.5
-"""How long the page waits for a replay it has no result of before it shows its progress."""
+WAIT_S = 1.5  # how long the page waits for a replay it has no result of, then shows progress
 
 st.title("Policy")
 st.caption("Replays stored runs through the same detection core the guard and the collector "
