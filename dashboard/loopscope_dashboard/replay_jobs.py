@@ -37,7 +37,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_NEWEST: Final = 2_000
 """How many of the newest runs the page replays unless told otherwise."""
 REFRESH_S: Final = 30.0
-"""A live collector's data is replayed again when the newest replay is older than this."""
+"""A live collector's data is replayed again when it changed (``data_stamp``) and the newest
+replay is older than this."""
 KEPT: Final = 16
 """Finished replays kept (the newest per view)."""
 
@@ -70,6 +71,8 @@ class Replayed:
     candidate: list[replays.PolicyVerdict]
     guarded: tuple[int, pd.DataFrame]
     finished_at: float
+    stamp: tuple[Any, ...] = ()
+    """``data_stamp()`` when the replay started."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,16 +113,18 @@ class ReplayJobs:
             return self._running.get(view)
 
     def request(self, view: View, current: Policy, candidate: Policy, *,
-                fresh_for: float) -> None:
+                fresh_for: float, stamp: tuple[Any, ...] = ()) -> None:
         """Start replaying ``view`` on the data as it is now, unless a replay of it is under
-        way or the newest finished one is younger than ``fresh_for`` seconds."""
+        way, or the newest finished one was of the same ``stamp`` (``data_stamp()``: the data
+        did not change) or is younger than ``fresh_for`` seconds. A replay that would change
+        nothing would still read every run and hold the dashboard's CPU meanwhile."""
         with self._lock:
             done = self._done.get(view)
-            if view in self._running or (
-                    done is not None and time.time() - done.finished_at < fresh_for):
+            if view in self._running or (done is not None and (
+                    done.stamp == stamp or time.time() - done.finished_at < fresh_for)):
                 return
             self._running[view] = Progress()
-        self._pool.submit(self._run, view, current, candidate)
+        self._pool.submit(self._run, view, current, candidate, stamp)
 
     def wait(self, view: View, timeout_s: float) -> Replayed | None:
         """``latest(view)`` once the replay under way lands, or after ``timeout_s``."""
@@ -139,16 +144,18 @@ class ReplayJobs:
                     self._caches.popitem(last=False)
         return cache.replay(version)
 
-    def _run(self, view: View, current: Policy, candidate: Policy) -> None:
+    def _run(self, view: View, current: Policy, candidate: Policy,
+             stamp: tuple[Any, ...]) -> None:
         try:
-            self._store(self._replay(view, current, candidate))
+            self._store(self._replay(view, current, candidate, stamp))
         except Exception:  # the page says it failed only by showing the older result
             logger.exception("the Policy page's replay failed")
         finally:
             with self._lock:
                 self._running.pop(view, None)
 
-    def _replay(self, view: View, current: Policy, candidate: Policy) -> Replayed:
+    def _replay(self, view: View, current: Policy, candidate: Policy,
+                stamp: tuple[Any, ...]) -> Replayed:
         params = dict(view.params)
         runs = replays.stored_runs(queries.replay_episodes(**params),
                                    queries.replay_calls(**params))
@@ -167,7 +174,7 @@ class ReplayJobs:
         decisions = queries.guard_decisions(service=params.get("service"),
                                             limit=2 * sum(r.calls for r in runs) + 1)
         guarded = replays.against_guards(runs, was, decisions)
-        return Replayed(view, version, runs, was, now, guarded, time.time())
+        return Replayed(view, version, runs, was, now, guarded, time.time(), stamp)
 
     def _store(self, done: Replayed) -> None:
         with self._lock:
@@ -192,6 +199,15 @@ def current_policy(recorded: pd.DataFrame, pick: int = 0) -> Policy:
                          source="the policy the guards recorded")
 
 
+def data_stamp() -> tuple[Any, ...]:
+    """What the replays depend on, cheaply: the store's totals and its newest label (a new run,
+    call, flag or label changes it). Equal stamps mean a replay would give the same."""
+    labels = queries.labels(limit=1)
+    newest = () if labels.empty else tuple(str(v) for v in labels.iloc[0][
+        ["episode_id", "span_id", "label", "labelled_at"]])
+    return (*sorted(queries.summary().items()), *newest)
+
+
 def warm() -> None:
     """Replay the page's default view (the newest ``DEFAULT_NEWEST`` runs, the candidate as
     the current policy) in the background, once per dashboard process, while the source is a
@@ -202,4 +218,5 @@ def warm() -> None:
     shared.warmed = True
     params = {"limit": DEFAULT_NEWEST}
     current = current_policy(queries.guard_policies(**params))
-    shared.request(View.of(params, current, current), current, current, fresh_for=REFRESH_S)
+    shared.request(View.of(params, current, current), current, current, fresh_for=REFRESH_S,
+                   stamp=data_stamp())

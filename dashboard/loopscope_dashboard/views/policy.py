@@ -147,7 +147,7 @@ elif state.POLICY_RESULT in st.session_state:
 else:
     st.stop()
 fresh_for = replay_jobs.REFRESH_S if queries.source_is_live() else math.inf
-shared.request(view, current, candidate, fresh_for=fresh_for)
+shared.request(view, current, candidate, fresh_for=fresh_for, stamp=replay_jobs.data_stamp())
 done = shared.latest(view) or shared.wait(view, WAIT_S)
 
 
