@@ -200,12 +200,16 @@ def current_policy(recorded: pd.DataFrame, pick: int = 0) -> Policy:
 
 
 def data_stamp() -> tuple[Any, ...]:
-    """What the replays depend on, cheaply: the store's totals and its newest label (a new run,
-    call, flag or label changes it). Equal stamps mean a replay would give the same."""
+    """What the replays depend on, cheaply: how many runs, the run with the newest activity
+    (its calls and flags) and the newest label (a new run, call, flag or label changes it).
+    Equal stamps mean a replay would give the same."""
+    runs, total = queries.runs(limit=1)
     labels = queries.labels(limit=1)
-    newest = () if labels.empty else tuple(str(v) for v in labels.iloc[0][
+    run = () if runs.empty else tuple(str(v) for v in runs.iloc[0][
+        ["episode_id", "end_ns", "tool_calls", "flags"]])
+    label = () if labels.empty else tuple(str(v) for v in labels.iloc[0][
         ["episode_id", "span_id", "label", "labelled_at"]])
-    return (*sorted(queries.summary().items()), *newest)
+    return (total, *run, *label)
 
 
 def warm() -> None:

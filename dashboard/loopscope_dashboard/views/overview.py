@@ -21,10 +21,10 @@ def overview() -> None:
     redraw is quick and the cards never stand empty or greyed while new numbers load."""
     filters = state.filters()
     try:
-        if not queries.summary().get("episodes"):
-            st.info(hints.empty_store())
-            return
         report = queries.metrics(**filters.params())
+        if not report["episodes"] and not any(filters.params().values()):
+            st.info(hints.empty_store())  # (the totals' read costs seconds on a big store)
+            return
         previous = filters.previous()
         before = queries.metrics(**previous.params()) if previous else None
         rates = queries.no_progress_rate(**filters.params())
