@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from loopscope_dashboard import banner, queries, sidebar, style
+from loopscope_dashboard import banner, queries, replay_jobs, sidebar, style
 
 st.set_page_config(page_title="loopscope", page_icon=":material/repeat:", layout="wide")
 style.apply()
@@ -34,5 +34,8 @@ except queries.SourceError as exc:  # the Import page still works without a sour
 banner.watch()
 try:
     page.run()
+    # The Policy page's default replay, once, started only once the first page has drawn
+    # (begun before it, the replay's reads and thread slowed every page's first visit).
+    replay_jobs.warm()
 except queries.SourceError as exc:
     st.error(str(exc))

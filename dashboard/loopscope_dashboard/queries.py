@@ -6,8 +6,11 @@ cannot open it. After the fact (a copied snapshot, an offline investigation, the
 ``LOOPSCOPE_DB_SNAPSHOT`` names a DuckDB file and a ``FileSource`` opens it read-only and runs
 the same named reads from ``reads/sql/reads.sql``, so each read's SQL exists once.
 
-Reads are cached with ``st.cache_data`` for at most two seconds (the live panels refresh every
-two seconds); the source itself is the one ``st.cache_resource``. A source that cannot answer
+Reads are cached with ``st.cache_data`` for two seconds (the live panels refresh every two
+seconds), refreshed in the background: once an answer is older, the next call still returns it
+at once and reads the new one behind it (for up to one more ``LIVE_TTL``, then it waits), so a
+live page redraws from the cache instead of standing empty while a read runs. The source
+itself is the one ``st.cache_resource``. A source that cannot answer
 raises ``SourceError``, which the entrypoint shows as a message instead of a traceback.
 
 A collector that stops answering mid-session is a fault the pages outlive: every read that
@@ -361,14 +364,14 @@ def filter_options() -> dict[str, list[str]]:
     return options
 
 
-@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False, refresh_mode="background")
 def summary(service: str | None = None) -> dict[str, int]:
     """Totals: tool calls, episodes, flagged episodes, kills, open UNKNOWN writes, alerts."""
     rows = _rows("summary", {"service": service})
     return {k: int(v or 0) for k, v in (rows[0] if rows else {}).items()}
 
 
-@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False, refresh_mode="background")
 def metrics(*, service: str | None = None, agent: str | None = None, model: str | None = None,
             tool: str | None = None, since_ns: int | None = None,
             until_ns: int | None = None, outcome: str | None = None) -> dict[str, Any]:
@@ -399,7 +402,7 @@ GLOSSARY_NAMES: Final = {"kills": "stops", "would_be_kills": "would_stops", "epi
 a download writes them (the reads keep the stored names)."""
 
 
-@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False, refresh_mode="background")
 def episodes(*, flagged: bool | None = None, limit: int = 200, episode_id: str | None = None,
              **filters: Any) -> pd.DataFrame:
     """Runs newest first (``episode_list``), with what happened (``happened``, ``stops``)
@@ -426,7 +429,7 @@ RUN_SILENT_S: Final = 300
 without a summary (the reads' ``$stale_s``)."""
 
 
-@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False, refresh_mode="background")
 def runs(*, search: str | None = None, verdict: str | None = None, status: str | None = None,
          sort: str = "newest", ascending: bool = False, limit: int = 50, offset: int = 0,
          **filters: Any) -> tuple[pd.DataFrame, int]:
@@ -447,7 +450,7 @@ def runs(*, search: str | None = None, verdict: str | None = None, status: str |
     return frame.drop(columns=["total"]), total
 
 
-@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False, refresh_mode="background")
 def episode_spans(episode_id: str) -> pd.DataFrame:
     """The spans of one run for its trace view (``episode_spans``), in start order."""
     return _read("episode_spans", episode_id=episode_id)
@@ -499,7 +502,7 @@ def span(span_id: str, trace_id: str | None = None) -> dict[str, Any] | None:
     return rows[0] if rows else None
 
 
-@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False, refresh_mode="background")
 def episode_tasks(*, flagged: bool | None = None, limit: int = 200,
                   **filters: Any) -> dict[str, str | None]:
     """The task each run's root span reported (only with content captured), by episode id,
@@ -511,7 +514,7 @@ def episode_tasks(*, flagged: bool | None = None, limit: int = 200,
             for e, t in zip(frame["episode_id"], frame["task"], strict=True)}
 
 
-@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False, refresh_mode="background")
 def no_progress_rate(*, bucket_s: int = 60, **filters: Any) -> pd.DataFrame:
     """Calls and no-progress calls per time bucket and service, with ``bucket`` as a time."""
     frame = _read("no_progress_rate", bucket_s=bucket_s, **filters)
@@ -605,51 +608,51 @@ def alert_destinations(sent_to: Any) -> str:
     return ", ".join(words.get(str(n), str(n)) for n in names)
 
 
-@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False, refresh_mode="background")
 def alerts(*, service: str | None = None, limit: int = 200) -> pd.DataFrame:
     """No-progress spike alerts, newest first."""
     return _read("alerts", service=service, limit=limit)
 
 
-@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False, refresh_mode="background")
 def episode(episode_id: str) -> dict[str, Any] | None:
     """One episode's row, or None when the store has no such episode."""
     rows = _rows("episode", {"episode_id": episode_id, "stale_s": RUN_SILENT_S})
     return rows[0] if rows else None
 
 
-@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False, refresh_mode="background")
 def episode_tool_calls(episode_id: str) -> pd.DataFrame:
     """The episode's tool calls in order, with ``call`` (the tool-call ordinal: 1, 2, …)."""
     return truth.number_calls(_read("episode_tool_calls", episode_id=episode_id))
 
 
-@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False, refresh_mode="background")
 def episode_detections(episode_id: str) -> pd.DataFrame:
     """The collector's flags on one episode, in step order."""
     return _read("episode_detections", episode_id=episode_id)
 
 
-@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False, refresh_mode="background")
 def guard_decisions(*, episode_id: str | None = None, service: str | None = None,
                     limit: int = 500) -> pd.DataFrame:
     """Decisions in-process guards made, newest first."""
     return _read("guard_decisions", episode_id=episode_id, service=service, limit=limit)
 
 
-@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False, refresh_mode="background")
 def unknown_writes(*, service: str | None = None, limit: int = 200) -> pd.DataFrame:
     """Writes whose result was UNKNOWN, unresolved first."""
     return _read("unknown_writes", service=service, limit=limit)
 
 
-@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False, refresh_mode="background")
 def loops_by_tool(**filters: Any) -> pd.DataFrame:
     """Per tool: calls, runs, no-progress calls, flags and flagged runs."""
     return _read("loops_by_tool", **filters).rename(columns=GLOSSARY_NAMES)
 
 
-@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False, refresh_mode="background")
 def looping_signatures(**filters: Any) -> pd.DataFrame:
     """The calls that looped, ranked: tool, arguments preview, runs, calls, cost in loops,
     first seen (``first_seen`` as a time), the newest run and its call strip."""
@@ -679,7 +682,7 @@ def guard_policies(*, limit: int = 10_000, **filters: Any) -> pd.DataFrame:
     return _read("guard_policies", limit=limit, **filters)
 
 
-@st.cache_data(ttl=LIVE_TTL, show_spinner=False)
+@st.cache_data(ttl=LIVE_TTL, show_spinner=False, refresh_mode="background")
 def labels(*, episode_id: str | None = None, limit: int = 200) -> pd.DataFrame:
     """Human labels, newest first."""
     return _read("label_list", episode_id=episode_id, limit=limit)

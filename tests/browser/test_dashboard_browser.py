@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -138,6 +139,49 @@ def stop(proc: subprocess.Popen) -> None:
             proc.wait(10)
 
 
+NEW_AGENT = textwrap.dedent("""
+    import sys
+    from opentelemetry import trace
+    import loopscope
+
+    loopscope.instrument(endpoint=sys.argv[1], service_name="new-agent-svc", mode="observe")
+
+    @loopscope.tool(kind="read")
+    def order_status(order: str) -> str:
+        return f"order {order}: pending"
+
+    with loopscope.episode(task="is order 7 shipped?", agent_name="new-agent",
+                           episode_id="new-agent-run") as ep:
+        for _ in range(8):
+            order_status("7")
+        ep.set_outcome("failure")
+    trace.get_tracer_provider().force_flush()
+""")
+"""An agent the demo does not know, started while the Overview is open: it loops."""
+
+
+def shown_numbers(page) -> list[str]:
+    """The metric cards' values as a person sees them: those drawn at full strength (a value
+    Streamlit greys out while it reruns is left out)."""
+    return page.evaluate("""() => [...document.querySelectorAll(
+        '[data-testid="stMetricValue"]')].filter(value => {
+            const box = value.getBoundingClientRect();
+            let opacity = 1;
+            for (let e = value; e; e = e.parentElement) {
+                opacity *= parseFloat(getComputedStyle(e).opacity);
+            }
+            return box.width > 0 && box.height > 0 && opacity >= 0.9;
+        }).map(value => value.innerText.trim()).filter(text => text)""")
+
+
+def flagged_csv(page) -> str:
+    """The Overview's flagged table as its CSV button gives it (every row, not only the ones
+    the grid has on screen)."""
+    with page.expect_download(timeout=30_000) as got:
+        page.locator(".st-key-download_flagged_csv button").click()
+    return Path(got.value.path()).read_text(encoding="utf-8")
+
+
 PAGES = {"overview": "/", "alerts": "/alerts", "loops": "/loops", "labels": "/labels",
          "import": "/importer", "policy": "/policy"}
 
@@ -181,6 +225,17 @@ def test_up_demo_renders_every_page(system: dict, chromium: str) -> None:
             text = _open(page, base + "/", '[data-testid="stMetric"]', "overview")
             assert page.locator('[data-testid="stMetric"]').count() >= 4
             assert "budget stop(s) beside it" in text
+            # it refreshes in place while the demo runs: all four numbers in every screenshot
+            for shot in range(1, 4):
+                page.wait_for_timeout(1000)
+                page.screenshot(path=str(ARTIFACTS / f"overview-{shot}s.png"))
+                numbers = shown_numbers(page)
+                assert len(numbers) == 4, (shot, numbers)
+            assert "Newest flag first" in page.locator('[data-testid="stMain"]').inner_text()
+            # a new agent's looping run shows up in the live table without a reload
+            subprocess.run([sys.executable, "-c", NEW_AGENT, system["collector"]],
+                           check=True, timeout=120)
+            wait_for(lambda: "new-agent-run" in flagged_csv(page), timeout=60)
             for name in ("alerts", "loops", "labels", "import"):
                 _open(page, base + PAGES[name], "h1", name)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -19,5 +20,24 @@ def episode_page(store: Path, episode_id: str, monkeypatch: pytest.MonkeyPatch) 
     at.switch_page("views/episode.py")
     at.query_params["episode"] = episode_id
     at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def policy_page() -> AppTest:
+    """The Policy page, once its replay has landed (``replayed``)."""
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.switch_page("views/policy.py").run()
+    return replayed(at)
+
+
+def replayed(at: AppTest, timeout_s: float = 150.0) -> AppTest:
+    """``at`` rerun until the Policy page shows no replay under way: replays run behind the
+    page (``replay_jobs``), whose progress bar is its only progress element."""
+    deadline = time.monotonic() + timeout_s
+    while not at.exception and at.get("progress"):
+        assert time.monotonic() < deadline, "the Policy page's replay did not land"
+        time.sleep(0.2)
+        at.run()
     assert not at.exception, at.exception
     return at

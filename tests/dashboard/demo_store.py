@@ -25,11 +25,11 @@ DEMO_BUDGET = {"budgets": {"tool_calls": 40}}
 """The demo agents' policy (``loopscope demo``): the defaults and a tool-call budget."""
 
 
-def demo_spans(*, capture_content: bool = True) -> list[ReadableSpan]:
-    """The SDK spans of the demo's scripts, each driven once in observe and enforce mode
-    (``capture_content``: as the demo does; False: as an agent with ``instrument()``'s
-    default)."""
-    scripts = generate(seed=0, per_shape=2)
+def demo_spans(*, capture_content: bool = True, per_shape: int = 2) -> list[ReadableSpan]:
+    """The SDK spans of the demo's scripts (``per_shape`` of each scenario shape), each driven
+    once in observe and enforce mode (``capture_content``: as the demo does; False: as an
+    agent with ``instrument()``'s default)."""
+    scripts = generate(seed=0, per_shape=per_shape)
     with capture_spans(service_name="loopscope-demo", capture_content=capture_content,
                        policy=DEMO_BUDGET) as captured:
         for mode in ("observe", "enforce"):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from app_pages import policy_page
 from labelled_store import build_labelled_store
 from streamlit.testing.v1 import AppTest
 
@@ -28,9 +29,7 @@ def labelled_store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _calibrated(store: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
     monkeypatch.setenv("LOOPSCOPE_DB_SNAPSHOT", str(store))
-    at = AppTest.from_file(APP, default_timeout=120).run()
-    at.switch_page("views/policy.py").run()
-    assert not at.exception, at.exception
+    at = policy_page()
     at.button(key="policy_calibrate_run").click().run()
     assert not at.exception, at.exception
     return at

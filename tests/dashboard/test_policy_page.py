@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+from app_pages import policy_page, replayed
 from demo_store import otlp_json
-from streamlit.testing.v1 import AppTest
 
 import loopscope_dashboard
 from loopscope.detect import Policy
@@ -21,13 +21,6 @@ from loopscope_dashboard import replays
 APP = str(Path(loopscope_dashboard.__file__).parent / "app.py")
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def _policy_page() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120).run()
-    at.switch_page("views/policy.py").run()
-    assert not at.exception, at.exception
-    return at
 
 
 def _stored(store: Path) -> list[replays.StoredRun]:
@@ -82,7 +75,7 @@ def test_a_looser_policy_catches_less_and_the_changes_are_listed(store_path: Pat
 
 
 def test_policy_page_replays_compares_and_sweeps() -> None:
-    at = _policy_page()
+    at = policy_page()
     metrics = {m.label: m.value for m in at.metric}
     assert {"Loops caught", "False stops", "Runs warned", "Runs blocked", "Runs stopped",
             "Tool calls saved"} <= set(metrics)
@@ -96,7 +89,7 @@ def test_policy_page_replays_compares_and_sweeps() -> None:
         assert field.label == replays.FIELD_WORDS[name][0] and "_" not in field.label
         assert f"(policy file: `{name}`)" in field.help
     at.number_input(key="policy_field_repeat_threshold").set_value(6)
-    at.button(key="FormSubmitter:policy_form-Replay with this policy").click().run()
+    replayed(at.button(key="FormSubmitter:policy_form-Replay with this policy").click().run())
     assert not at.exception, at.exception
     assert '"repeat_threshold": 6' in at.code[-1].value
     at.button(key="policy_sweep_run").click().run()
@@ -125,10 +118,10 @@ def test_an_exported_policy_gives_analyze_the_verdicts_the_page_showed(
     The limit, tested in test_uncaptured_runs: a guard running the same policy live saw more
     than the spans hold there (content, messages, its clock) and can decide otherwise."""
     monkeypatch.setenv("LOOPSCOPE_DB_SNAPSHOT", str(demo_store_path))
-    at = _policy_page()
+    at = policy_page()
     actions = at.text_area(key="policy_field_actions")
     actions.input(json.dumps({"exact_repeat": "warn"}))
-    at.button(key="FormSubmitter:policy_form-Replay with this policy").click().run()
+    replayed(at.button(key="FormSubmitter:policy_form-Replay with this policy").click().run())
     assert not at.exception, at.exception
     exported = tmp_path / "policy.json"
     exported.write_text(at.code[-1].value, encoding="utf-8")
@@ -176,9 +169,7 @@ def test_on_captured_runs_the_replay_gives_what_the_guards_recorded() -> None:
     shows then is tested in test_uncaptured_runs)."""
     from loopscope_dashboard import state
 
-    at = AppTest.from_file(APP, default_timeout=120).run()
-    at.switch_page("views/policy.py").run()
-    assert not at.exception, at.exception
+    at = policy_page()
     # the current policy is the one the guards recorded, not the library default
     assert replays.build(json.loads(at.code[0].value)) == replays.build(
         {"budgets": {"tool_calls": 40}})
@@ -195,26 +186,26 @@ def test_invalid_json_keeps_the_last_results_and_replays_are_cached(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A typo in a JSON field shows an error naming the field and keeps the last results;
     going back to a policy already replayed on the same data replays nothing."""
-    from loopscope_dashboard import state
+    from loopscope_dashboard import replay_jobs
 
-    at = _policy_page()
-    cache = at.session_state[state.POLICY_REPLAYS]
-    assert cache.replays == 1  # the candidate starts as the current policy: one replay
+    at = policy_page()
+    cache = replay_jobs.jobs()
+    assert cache.replay_count == 1  # the candidate starts as the current policy: one replay
     shown = {m.label: m.value for m in at.metric}
     at.text_area(key="policy_field_actions").input('{"exact_repeat": "warn"')
-    at.button(key="FormSubmitter:policy_form-Replay with this policy").click().run()
+    replayed(at.button(key="FormSubmitter:policy_form-Replay with this policy").click().run())
     assert not at.exception, at.exception
     errors = "\n".join(str(e.value) for e in at.error)
     assert "Strongest action per detector (`actions`): not valid JSON" in errors
     assert {m.label: m.value for m in at.metric} == shown
     assert any("last valid candidate" in str(w.value) for w in at.warning)
     at.text_area(key="policy_field_actions").input('{"exact_repeat": "warn"}')
-    at.button(key="FormSubmitter:policy_form-Replay with this policy").click().run()
-    assert cache.replays == 2  # the new candidate only
+    replayed(at.button(key="FormSubmitter:policy_form-Replay with this policy").click().run())
+    assert cache.replay_count == 2  # the new candidate only
     at.text_area(key="policy_field_actions").input("{}")
-    at.button(key="FormSubmitter:policy_form-Replay with this policy").click().run()
+    replayed(at.button(key="FormSubmitter:policy_form-Replay with this policy").click().run())
     assert not at.exception, at.exception
-    assert cache.replays == 2  # back to a policy replayed before: from the cache
+    assert cache.replay_count == 2  # back to a policy replayed before: from the cache
     assert {m.label: m.value for m in at.metric} == shown
 
 

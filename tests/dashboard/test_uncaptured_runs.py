@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from app_pages import APP, episode_page
+from app_pages import APP, episode_page, policy_page
 from streamlit.testing.v1 import AppTest
 
 from loopscope_collector.reads import read
@@ -99,9 +99,7 @@ def test_the_policy_page_lists_the_runs_its_replay_decides_otherwise_than_the_gu
     from loopscope_dashboard import replays
 
     monkeypatch.setenv("LOOPSCOPE_DB_SNAPSHOT", str(uncaptured_store_path))
-    at = AppTest.from_file(APP, default_timeout=120).run()
-    at.switch_page("views/policy.py").run()
-    assert not at.exception, at.exception
+    at = policy_page()
     assert replays.build(json.loads(at.code[0].value)) == replays.build(DEMO_BUDGET)
     listed = next(d.value for d in at.dataframe if "why" in d.value.columns)
     row = listed[listed["open"].str.endswith("scn-output_stagnation-1-s0-observe")].iloc[0]

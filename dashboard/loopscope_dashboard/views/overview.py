@@ -1,4 +1,5 @@
-"""Overview: the four metrics, the no-progress rate with its alerts, the live flagged list."""
+"""Overview: the four metrics, the no-progress rate with its alerts, the live flagged list,
+all redrawn in place while a collector is live."""
 
 import streamlit as st
 
@@ -6,43 +7,48 @@ from loopscope_dashboard import cards, charts, downloads, hints, queries, state,
 
 NO_MATCH = "No runs match these filters — widen the time range or clear a filter."
 
-filters = state.filters()
-st.title("Which agents are stuck")
-if not queries.summary().get("episodes"):
-    st.info(hints.empty_store())
-    st.stop()
-
-report = queries.metrics(**filters.params())
-previous = filters.previous()
-before = queries.metrics(**previous.params()) if previous else None
-for column, card in zip(st.columns(4), cards.metric_cards(report, before), strict=True):
-    column.metric(card.label, card.value, card.delta, delta_color=card.delta_color,
-                  help=card.help, border=True)
-    column.caption(card.caption)
-if notice := cards.loss_notice(report):
-    st.warning(notice, icon=":material/link_off:")
-if not report["episodes"]:
-    st.info(NO_MATCH)
-
-st.subheader("No-progress rate")
-rates = queries.no_progress_rate(**filters.params())
-alerts = queries.alerts(service=filters.service)
-st.plotly_chart(charts.rate_over_time(rates, alerts), key="rate_chart")
-
-
 LIVE = queries.source_is_live()
+REFRESH = "2s"  # how often the page reads again from a live collector (a file does not change)
+FLAGGED_SHOWN = 50
+
+st.title("Which agents are stuck")
 
 
-@st.fragment(run_every="2s" if LIVE else None)
-def flagged_list() -> None:
-    """The newest flagged runs; reruns alone every two seconds from a live collector (a
-    snapshot file does not change: it is neither refreshed nor called live)."""
-    st.subheader("Flagged runs (live)" if LIVE else "Flagged runs")
+@st.fragment(run_every=REFRESH if LIVE else None)
+def overview() -> None:
+    """The whole page below the title, redrawn in place every ``REFRESH`` from a live
+    collector. The reads answer from the cache and refresh behind it (``queries``), so a
+    redraw is quick and the cards never stand empty or greyed while new numbers load."""
+    filters = state.filters()
     try:
-        flagged = queries.episodes(flagged=True, limit=50, **state.filters().params())
+        report = queries.metrics(**filters.params())
+        if not report["episodes"] and not any(filters.params().values()):
+            st.info(hints.empty_store())  # (the totals' read costs seconds on a big store)
+            return
+        previous = filters.previous()
+        before = queries.metrics(**previous.params()) if previous else None
+        rates = queries.no_progress_rate(**filters.params())
+        alerts = queries.alerts(service=filters.service)
+        flagged = queries.episodes(flagged=True, limit=FLAGGED_SHOWN, **filters.params())
     except queries.SourceError as exc:  # a fragment's rerun is not under the entrypoint's
         st.warning(str(exc))
         return
+    for column, card in zip(st.columns(4), cards.metric_cards(report, before), strict=True):
+        column.metric(card.label, card.value, card.delta, delta_color=card.delta_color,
+                      help=card.help, border=True)
+        column.caption(card.caption)
+    if notice := cards.loss_notice(report):
+        st.warning(notice, icon=":material/link_off:")
+    if not report["episodes"]:
+        st.info(NO_MATCH)
+
+    st.subheader("No-progress rate")
+    st.plotly_chart(charts.rate_over_time(rates, alerts), key="rate_chart")
+
+    st.subheader("Flagged runs (live)" if LIVE else "Flagged runs")
+    st.caption(f"Newest flag first: the runs the collector flagged most recently (by its "
+               f"clock) lead, so an agent looping now stays on top; the {FLAGGED_SHOWN} "
+               "newest." + (f" Refreshes every {REFRESH[:-1]} s." if LIVE else ""))
     if flagged.empty:
         st.success("No flagged runs in this range. Stuck agents appear here as they loop.")
         return
@@ -57,4 +63,4 @@ def flagged_list() -> None:
     downloads.offer(flagged.drop(columns=["open"]), "flagged-runs", key="flagged")
 
 
-flagged_list()
+overview()

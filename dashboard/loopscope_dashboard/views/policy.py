@@ -7,9 +7,14 @@ whose verdict changes. A sweep shows one setting's trade-off; calibration from l
 searches the evidence caps and ignored_calls that catch the most labelled loops with no false
 stop (``loopscope calibrate``). A policy is exported as the JSON file the guard, the collector
 and ``loopscope analyze`` read.
+
+Replays run behind the page (``replay_jobs``): it shows the newest finished one at once, says
+when it ran, and redraws when the replay of the data as it is now lands.
 """
 
 import json
+import math
+import time
 from typing import Any
 
 import pandas as pd
@@ -21,10 +26,13 @@ from loopscope_dashboard import (
     downloads,
     hints,
     queries,
+    replay_jobs,
     replays,
     state,
     tables,
 )
+
+WAIT_S = 1.5  # how long the page waits for a replay it has no result of, then shows progress
 
 st.title("Policy")
 st.caption("Replays stored runs through the same detection core the guard and the collector "
@@ -38,18 +46,10 @@ left, right = st.columns([2, 1])
 scope = left.radio("Runs to replay", ["All stored runs", "The sidebar's filter"],
                    horizontal=True, key=state.POLICY_SCOPE)
 newest = int(right.number_input("Newest runs, at most", min_value=100, max_value=10_000,
-                                value=2_000, step=500, key="policy_limit"))
+                                value=replay_jobs.DEFAULT_NEWEST, step=500, key="policy_limit"))
 params = state.filters().params() if scope == "The sidebar's filter" else {}
 params["limit"] = newest
-episodes = queries.replay_episodes(**params)
-if episodes.empty:
-    st.info(f"No stored runs to replay. Run agents in observe mode (or "
-            f"{hints.demo_command()}), label a few on the Labels page, then come back to "
-            "tune the policy.")
-    st.stop()
-runs = replays.stored_runs(episodes, queries.replay_calls(**params))
-st.caption(f"{len(runs)} runs, {sum(r.calls for r in runs):,} tool calls; "
-           f"{sum(r.label is not None for r in runs)} labelled.")
+summary = st.empty()  # filled once the replay is known: how many runs it covers
 
 # -- the current policy: what the guards recorded ------------------------------------------
 recorded = queries.guard_policies(**params)
@@ -58,7 +58,7 @@ with st.expander("Current policy", expanded=True):
         st.caption("No guard recorded its policy on these runs (runs sent before loopscope "
                    "recorded it, or by other instrumentations): the defaults, unless you "
                    "load the JSON file your agents or collector use below.")
-        current = replays.build({})
+        current = replay_jobs.current_policy(recorded)
     else:
         pick = 0
         if len(recorded) > 1:
@@ -68,8 +68,7 @@ with st.expander("Current policy", expanded=True):
                 format_func=lambda i: f"{recorded['runs'].iloc[i]:,} runs "
                 f"({recorded['modes'].iloc[i]}): {recorded['policy'].iloc[i]}")
         row = recorded.iloc[pick]
-        current = replays.build(json.loads(row["policy"] or "{}"),
-                                source="the policy the guards recorded")
+        current = replay_jobs.current_policy(recorded, pick)
         st.caption(f"The policy the in-process guards recorded on {row['runs']:,} of these "
                    f"runs ({row['modes']} mode; `loopscope.guard.policy` on each run's root "
                    "span), as a policy file holds it: the settings that differ from the "
@@ -136,34 +135,55 @@ if not problems:
 for problem in problems:
     st.error(problem)
 
-# replays are cached per (data version, policy): a click that changes nothing replays nothing
-cache = st.session_state.setdefault(state.POLICY_REPLAYS, replays.ReplayCache())
-version = replays.data_version(runs)
-replay = cache.replay(version)
-result_key = (replays.to_json(current), replays.to_json(candidate) if candidate else None,
-              version)
-done = st.session_state.get(state.POLICY_RESULT)
-if candidate is not None and (done is None or done[0] != result_key):
-    bar = st.progress(0.0, text="Replaying…")
-
-    def _progress(count: int, total: int, label: str) -> None:
-        bar.progress(count / max(total, 1), text=f"{label}: replayed {count:,} of {total:,} runs")
-
-    was = replay(runs, current, progress=lambda c, t: _progress(c, t, "Current policy"))
-    now = replay(runs, candidate, progress=lambda c, t: _progress(c, t, "Candidate policy"))
-    bar.empty()
-    # every call a guard reported has a row; the newest ones cover the runs replayed
-    decisions = queries.guard_decisions(service=params.get("service"),
-                                        limit=2 * sum(r.calls for r in runs) + 1)
-    guarded = replays.against_guards(runs, was, decisions)
-    done = (result_key, was, now, candidate, guarded)
-    st.session_state[state.POLICY_RESULT] = done
-if done is None:
-    st.stop()
-if candidate is None:
+# the replay: the newest finished one of this view at once, a new one behind it (replay_jobs)
+shared = replay_jobs.jobs()
+if candidate is not None:
+    view = replay_jobs.View.of(params, current, candidate)
+    st.session_state[state.POLICY_RESULT] = (view, current, candidate)
+elif state.POLICY_RESULT in st.session_state:
+    view, current, candidate = st.session_state[state.POLICY_RESULT]
     st.warning("The results below are the last valid candidate's: fix the field above and "
                "replay again.")
-_, was, now, candidate, (guarded_runs, disagree) = done
+else:
+    st.stop()
+fresh_for = replay_jobs.REFRESH_S if queries.source_is_live() else math.inf
+shared.request(view, current, candidate, fresh_for=fresh_for, stamp=replay_jobs.data_stamp())
+done = shared.latest(view) or shared.wait(view, WAIT_S)
+
+
+def _await(view: replay_jobs.View, shown_at: float | None) -> None:
+    """While a replay of ``view`` runs: its progress; the page redraws when it lands."""
+    newest = shared.latest(view)
+    if newest is not None and newest.finished_at != shown_at:
+        st.rerun(scope="app")
+    running = shared.running(view)
+    if running is None:
+        if shown_at is None:
+            st.error("The replay failed: the dashboard's log says why.")
+        return
+    what = (f"{running.label}: replayed {running.done:,} of {running.total:,} runs"
+            if running.total else f"{running.label}…")
+    if shown_at is not None:
+        what = (f"Replaying the data as it is now ({what}); the results below are of "
+                f"{time.strftime('%H:%M:%S UTC', time.gmtime(shown_at))}.")
+    st.progress(running.done / max(running.total, 1), text=what)
+
+
+if done is None or shared.running(view) is not None:
+    st.fragment(_await, run_every="1s")(view, done.finished_at if done else None)
+if done is None:
+    st.stop()
+runs, was, now, (guarded_runs, disagree) = done.runs, done.current, done.candidate, done.guarded
+if not runs:
+    st.info(f"No stored runs to replay. Run agents in observe mode (or "
+            f"{hints.demo_command()}), label a few on the Labels page, then come back to "
+            "tune the policy.")
+    st.stop()
+summary.caption(f"{len(runs)} runs, {sum(r.calls for r in runs):,} tool calls; "
+                f"{sum(r.label is not None for r in runs)} labelled. Replayed at "
+                f"{time.strftime('%H:%M:%S UTC', time.gmtime(done.finished_at))}.")
+version = done.version
+replay = shared.replay_for(version)
 
 # -- side by side ----------------------------------------------------------------------------
 st.subheader("Current vs candidate")
@@ -270,7 +290,7 @@ if at_candidate == at_current:
 st.caption(f"Replays every run for {name} = {', '.join(map(str, values))} (the current "
            f"policy's value is {at_current}, the candidate's {at_candidate}), the other "
            "settings as in the candidate.")
-sweep_key = (done[0], name)
+sweep_key = (view, version, name)
 swept = st.session_state.get(state.POLICY_SWEEP)
 if st.button("Run the sweep", key="policy_sweep_run"):
     bar = st.progress(0.0, text="Sweeping…")

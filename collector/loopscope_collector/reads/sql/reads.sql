@@ -806,7 +806,10 @@ order by dimension, value;
 -- name: episode_list
 -- Episodes filtered by service, agent, model, outcome, a tool they called, a start window
 -- [$since_ns, $until_ns), $flagged and $episode_id (one run), newest first, with counts, cost, the first flag and the
--- flag kinds (the live list of stuck agents is this read with $flagged = true).
+-- flag kinds (the live list of stuck agents is this read with $flagged = true). Newest is the
+-- run's last activity (its last call's end, by the agent's clock); with $flagged = true it is
+-- the run's newest flag (`last_flag_at`, the collector's clock), so a run that loops now leads
+-- however long ago it started, and an agent whose clock is off cannot hide it.
 -- What happened and what enforce would have done are apart: `happened` is the strongest
 -- action a guard really took (stopped, blocked, warned, allowed; a run its guard stopped is
 -- stopped) and `kills` the calls it really blocked or stopped; `enforce_would` is the strongest
@@ -814,7 +817,13 @@ order by dimension, value;
 -- `would_be_kills` the calls it would have blocked or stopped where nothing was.
 -- `scenario_label` is the label the agent gave its own run (`loopscope.episode(label=...)`):
 -- a label like a human one, which outranks it (docs/glossary.md).
-with /*fragment run_truth*/
+with /*fragment run_truth*/,
+flags as (
+    select episode_id, count(*) as flags, string_agg(distinct kind, ', ') as kinds,
+           max(detected_at) as last_flag_at
+    from detections
+    group by episode_id
+)
 select e.episode_id, e.service, e.agent, e.model, e.task_type, e.outcome, e.stop_reason,
        e.guard_mode, e.start_ns, e.end_ns, e.cost_usd, e.first_flag_ns,
        case when e.scenario_loop then 'true_loop'
@@ -823,18 +832,15 @@ select e.episode_id, e.service, e.agent, e.model, e.task_type, e.outcome, e.stop
        coalesce(r.kills, 0) as kills,
        coalesce(r.would_be_kills, 0) as would_be_kills,
        (select count(*) from tool_calls t where t.episode_id = e.episode_id) as tool_calls,
-       (select count(*) from detections d where d.episode_id = e.episode_id) as flags,
-       (select string_agg(distinct d.kind, ', ') from detections d
-            where d.episode_id = e.episode_id) as kinds,
-       (select max(d.detected_at) from detections d
-            where d.episode_id = e.episode_id) as last_flag_at
+       coalesce(f.flags, 0) as flags, f.kinds, f.last_flag_at
 from episodes e
 left join truth r using (episode_id)
+left join flags f using (episode_id)
 where /*fragment episode_filter*/
-  and ($flagged is null or $flagged = exists (
-        select 1 from detections d where d.episode_id = e.episode_id))
+  and ($flagged is null or $flagged = (f.flags is not null))
   and ($episode_id is null or e.episode_id = $episode_id)
-order by coalesce(e.end_ns, e.start_ns) desc nulls last, e.episode_id
+order by case when $flagged then f.last_flag_at end desc nulls last,
+         coalesce(e.end_ns, e.start_ns) desc nulls last, e.episode_id
 limit coalesce($limit, 200);
 
 -- name: run_list

@@ -1,0 +1,226 @@
+"""The Policy page's replays, run behind the page and kept for every session.
+
+A replay of the stored runs takes from a second to minutes (the reads, rows into runs, the
+detection core over every run, twice). The page never waits for one: it shows the newest
+finished replay of what it asks for (a ``View``: which runs, the current policy, the
+candidate), even one of older data, says when it ran, and meanwhile a replay of the data as it
+is now runs on a thread of its own; the page redraws when it lands. Results are kept for the
+whole dashboard process (``st.cache_resource``), so a fresh browser, a copied URL or a second
+user sees them at once; while a collector is live, the default view is replayed as soon as
+the dashboard starts (``warm``), so the page's first visit finds it done.
+
+Replays are keyed by the data version (``replays.data_version``) and the policy in a
+``replays.ReplayCache``: a refresh of unchanged data replays nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Final
+
+import pandas as pd
+import streamlit as st
+
+from loopscope.detect import Policy
+
+from . import queries, replays
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_NEWEST: Final = 2_000
+"""How many of the newest runs the page replays unless told otherwise."""
+REFRESH_S: Final = 30.0
+"""A live collector's data is replayed again when it changed (``data_stamp``) and the newest
+replay is older than this."""
+KEPT: Final = 16
+"""Finished replays kept (the newest per view)."""
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """What the page shows: the runs (the reads' parameters, sorted) and the two policies (as
+    policy files hold them)."""
+
+    params: tuple[tuple[str, Any], ...]
+    current: str
+    candidate: str
+
+    @classmethod
+    def of(cls, params: Mapping[str, Any], current: Policy, candidate: Policy) -> View:
+        """The view of ``params`` (``queries.replay_episodes``' arguments) and two policies."""
+        return cls(tuple(sorted(params.items())), replays.to_json(current),
+                   replays.to_json(candidate))
+
+
+@dataclass(frozen=True, slots=True)
+class Replayed:
+    """A finished replay of a view: the runs, each policy's verdicts, and how many runs a
+    guard reported on with those where the replay under the current policy differs."""
+
+    view: View
+    version: str
+    runs: list[replays.StoredRun]
+    current: list[replays.PolicyVerdict]
+    candidate: list[replays.PolicyVerdict]
+    guarded: tuple[int, pd.DataFrame]
+    finished_at: float
+    stamp: tuple[Any, ...] = ()
+    """``data_stamp()`` when the replay started."""
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """How far a running replay is: ``done`` of ``total`` runs of the policy ``label``."""
+
+    done: int = 0
+    total: int = 0
+    label: str = "Reading the stored runs"
+
+
+class ReplayJobs:
+    """Finished replays by view, and the one thread that runs new ones (replays are CPU-bound
+    and a big one spreads over processes of its own; two at once would only slow both)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._done: OrderedDict[View, Replayed] = OrderedDict()
+        self._running: dict[View, Progress] = {}
+        self._caches: OrderedDict[str, replays.ReplayCache] = OrderedDict()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="loopscope-replay")
+        self.warmed = False
+
+    @property
+    def replay_count(self) -> int:
+        """How many replays of a policy actually ran (the rest came from the cache)."""
+        with self._lock:
+            return sum(cache.replays for cache in self._caches.values())
+
+    def latest(self, view: View) -> Replayed | None:
+        """The newest finished replay of ``view``, of whatever data version."""
+        with self._lock:
+            return self._done.get(view)
+
+    def running(self, view: View) -> Progress | None:
+        """How far the replay of ``view`` under way is; None when none is."""
+        with self._lock:
+            return self._running.get(view)
+
+    def request(self, view: View, current: Policy, candidate: Policy, *,
+                fresh_for: float, stamp: tuple[Any, ...] = ()) -> None:
+        """Start replaying ``view`` on the data as it is now, unless a replay of it is under
+        way, or the newest finished one was of the same ``stamp`` (``data_stamp()``: the data
+        did not change) or is younger than ``fresh_for`` seconds. A replay that would change
+        nothing would still read every run and hold the dashboard's CPU meanwhile."""
+        with self._lock:
+            done = self._done.get(view)
+            if view in self._running or (done is not None and (
+                    done.stamp == stamp or time.time() - done.finished_at < fresh_for)):
+                return
+            self._running[view] = Progress()
+        self._pool.submit(self._run, view, current, candidate, stamp)
+
+    def wait(self, view: View, timeout_s: float) -> Replayed | None:
+        """``latest(view)`` once the replay under way lands, or after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while self.running(view) is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.latest(view)
+
+    def replay_for(self, version: str) -> replays.Replay:
+        """A ``Replay`` of one data version that answers from the shared cache (the sweep and
+        calibration use it on the page's thread)."""
+        with self._lock:
+            cache = self._caches.get(version)
+            if cache is None:
+                cache = self._caches[version] = replays.ReplayCache()
+                while len(self._caches) > 2:  # the data as it is now, and as it was
+                    self._caches.popitem(last=False)
+        return cache.replay(version)
+
+    def _run(self, view: View, current: Policy, candidate: Policy,
+             stamp: tuple[Any, ...]) -> None:
+        try:
+            self._store(self._replay(view, current, candidate, stamp))
+        except Exception:  # the page says it failed only by showing the older result
+            logger.exception("the Policy page's replay failed")
+        finally:
+            with self._lock:
+                self._running.pop(view, None)
+
+    def _replay(self, view: View, current: Policy, candidate: Policy,
+                stamp: tuple[Any, ...]) -> Replayed:
+        params = dict(view.params)
+        runs = replays.stored_runs(queries.replay_episodes(**params),
+                                   queries.replay_calls(**params))
+        version = replays.data_version(runs)
+        replay = self.replay_for(version)
+
+        def progress(label: str) -> Any:
+            def step(done: int, total: int) -> None:
+                with self._lock:
+                    self._running[view] = Progress(done, total, label)
+            return step
+
+        was = replay(runs, current, progress=progress("Current policy"))
+        now = replay(runs, candidate, progress=progress("Candidate policy"))
+        # every call a guard reported has a row; the newest ones cover the runs replayed
+        decisions = queries.guard_decisions(service=params.get("service"),
+                                            limit=2 * sum(r.calls for r in runs) + 1)
+        guarded = replays.against_guards(runs, was, decisions)
+        return Replayed(view, version, runs, was, now, guarded, time.time(), stamp)
+
+    def _store(self, done: Replayed) -> None:
+        with self._lock:
+            self._done.pop(done.view, None)
+            self._done[done.view] = done
+            while len(self._done) > KEPT:
+                self._done.popitem(last=False)
+
+
+@st.cache_resource(show_spinner=False)
+def jobs() -> ReplayJobs:
+    """The dashboard process's replays, shared by every session."""
+    return ReplayJobs()
+
+
+def current_policy(recorded: pd.DataFrame, pick: int = 0) -> Policy:
+    """The policy the guards recorded on the runs (``queries.guard_policies``' row ``pick``,
+    the most used first), or the defaults when none did."""
+    if recorded.empty:
+        return replays.build({})
+    return replays.build(json.loads(recorded["policy"].iloc[pick] or "{}"),
+                         source="the policy the guards recorded")
+
+
+def data_stamp() -> tuple[Any, ...]:
+    """What the replays depend on, cheaply: how many runs, the run with the newest activity
+    (its calls and flags) and the newest label (a new run, call, flag or label changes it).
+    Equal stamps mean a replay would give the same."""
+    runs, total = queries.runs(limit=1)
+    labels = queries.labels(limit=1)
+    run = () if runs.empty else tuple(str(v) for v in runs.iloc[0][
+        ["episode_id", "end_ns", "tool_calls", "flags"]])
+    label = () if labels.empty else tuple(str(v) for v in labels.iloc[0][
+        ["episode_id", "span_id", "label", "labelled_at"]])
+    return (total, *run, *label)
+
+
+def warm() -> None:
+    """Replay the page's default view (the newest ``DEFAULT_NEWEST`` runs, the candidate as
+    the current policy) in the background, once per dashboard process, while the source is a
+    live collector (a file is replayed on the page's first visit)."""
+    shared = jobs()
+    if shared.warmed or not queries.source_is_live():
+        return
+    shared.warmed = True
+    params = {"limit": DEFAULT_NEWEST}
+    current = current_policy(queries.guard_policies(**params))
+    shared.request(View.of(params, current, current), current, current, fresh_for=REFRESH_S,
+                   stamp=data_stamp())
