@@ -45,8 +45,8 @@ def shared_data() -> Path:
 def lake_extensions() -> None:
     """Skips, with the message that says what to install, where the lake's DuckDB extensions
     are missing or built for another DuckDB than this one (an environment on the current
-    DuckDB rather than the lake's: ``storage.lake.extension_directory``)."""
-    from loopscope_collector.storage.lake import LakeError, extension_directory
+    DuckDB rather than the lake's: ``storage.ducklake.extension_directory``)."""
+    from loopscope_collector.storage.ducklake import LakeError, extension_directory
 
     try:
         extension_directory()

@@ -1,7 +1,7 @@
 """The embedded store on the two DuckDB engines the project tests.
 
 The collector extra takes a range of DuckDB; a lake pins the one its extensions are built for
-(``storage.lake.LAKE_DUCKDB``, the ``lake`` extra, which the dev install has: this process
+(``storage.ducklake.LAKE_DUCKDB``, the ``lake`` extra, which the dev install has: this process
 runs on it). The current release, ``CURRENT_DUCKDB``, gets a second virtual environment of its
 own: DuckDB first, then ``pip install -e '.[collector]'`` around it (which must keep it), and
 the embedded store's storage and chaos tests (``EMBEDDED_STORE_TESTS``) run there once: an
@@ -23,7 +23,7 @@ import pytest
 
 from loopscope_collector.reads import read
 from loopscope_collector.storage import open_database
-from loopscope_collector.storage.lake import LAKE_DUCKDB
+from loopscope_collector.storage.ducklake import LAKE_DUCKDB
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -33,6 +33,7 @@ from ..normalize.rows import EpisodeRow, ReconcileRow, ToolCallRow
 from ..normalize.spans import SpanRecord
 from ..storage import Database
 from ..storage import writes as tables
+from ..storage.ducklake.housekeeping import LakeHousekeeping
 from ..storage.errors import (
     Cursor,
     StoreError,
@@ -42,7 +43,6 @@ from ..storage.errors import (
     is_store_error,
 )
 from ..storage.health import RECOVER_INTERVAL_S, StoreHealth, StoreUnavailable, StoreWatch
-from ..storage.lake_housekeeping import LakeHousekeeping
 from ..storage.queries import insert_rows
 from ..storage.writes.labels import Label
 from .batch_undo import BatchUndo
@@ -79,7 +79,7 @@ class Pipeline:
         self.db = db
         self.housekeeping = housekeeping
         """A lake's housekeeping, run on this thread between batches (never racing its own
-        commits): ``storage.lake_housekeeping``."""
+        commits): ``storage.ducklake.housekeeping``."""
         self.instance = instance
         """This collector's name among N on one lake (``--instance``), stored with each call."""
         self.detector = StreamingDetector(policy)

@@ -1,5 +1,5 @@
 """The collector's DuckDB store: one file, one writer; or a DuckLake that N collectors write
-and every reader reads (``storage.lake``). The named reads over either are ``reads``.
+and every reader reads (``storage.ducklake``). The named reads over either are ``reads``.
 
 ``open_database(path)`` opens (and migrates) the file read-write for the collector, which is
 its only writer; ``open_database(path, read_only=True)`` opens a copy or a stopped
@@ -20,9 +20,9 @@ from typing import Final
 
 import duckdb
 
-from .lake import ALIAS as LAKE_ALIAS
-from .lake import Lake, LakeError
-from .lake import connect as lake_connect
+from .ducklake import ALIAS as LAKE_ALIAS
+from .ducklake import Lake, LakeError
+from .ducklake import connect as lake_connect
 from .schema import LATEST, SchemaError, current_version, migrate
 
 logger = logging.getLogger(__name__)
@@ -131,7 +131,7 @@ MIGRATE_ATTEMPTS: Final = 5
 
 def open_lake(lake: Lake, *, memory_limit: str | None = None,
               read_only: bool = False) -> Database:
-    """Attach the lake (``storage.lake``) and bring its schema up to date; ``read_only``: a
+    """Attach the lake (``storage.ducklake``) and bring its schema up to date; ``read_only``: a
     reader (``loopscope metrics``, the dashboard, exports), which changes nothing.
 
     Raises:
