@@ -31,7 +31,7 @@ from loopscope.detect import Policy
 from ..normalize import assembly
 from ..normalize.rows import EpisodeRow, ReconcileRow, ToolCallRow
 from ..normalize.spans import SpanRecord
-from ..storage import Database
+from ..storage import Store
 from ..storage import writes as tables
 from ..storage.ducklake.housekeeping import LakeHousekeeping
 from ..storage.errors import (
@@ -66,7 +66,7 @@ class Pipeline:
 
     def __init__(
         self,
-        db: Database,
+        db: Store,
         *,
         policy: Policy | None = None,
         max_queue_spans: int = 100_000,
@@ -197,9 +197,9 @@ class Pipeline:
 
     def _writable(self) -> bool:
         """Watch the store (``StoreWatch``); take a new cursor when it was reopened."""
-        con = self.db.con
+        generation = self.db.generation
         writable = self._watch.check()
-        if self.db.con is not con:
+        if self.db.generation is not generation:
             self._cur = self.db.cursor()
         return writable
 

@@ -23,11 +23,12 @@ import duckdb
 from .ducklake import ALIAS as LAKE_ALIAS
 from .ducklake import Lake, LakeError
 from .ducklake import connect as lake_connect
+from .port import Store
 from .schema import LATEST, SchemaError, current_version, migrate
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Database", "Lake", "LakeError", "SchemaError", "open_database", "open_lake"]
+__all__ = ["Database", "Lake", "LakeError", "SchemaError", "Store", "open_database", "open_lake"]
 
 
 class Database:
@@ -44,6 +45,11 @@ class Database:
         self.left: str | None = None
         """Why the file at ``path`` is no longer this database (``leave_file``), or None."""
         self._lock = threading.Lock()
+
+    @property
+    def generation(self) -> object:
+        """Changes when the store is reopened (``reopen``): cursors taken before are gone."""
+        return self.con
 
     def leave_file(self, reason: str) -> None:
         """The file at ``path`` is not this database any more (another was moved or copied

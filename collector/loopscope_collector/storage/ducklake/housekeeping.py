@@ -23,7 +23,7 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .. import Database
+    from .. import Store
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class LakeHousekeeping:
     """``ducklake.imports.maintain`` over ``db`` every ``every_s`` seconds (0: never), when the
     pipeline thread calls ``tick`` between batches; counts its runs and failures."""
 
-    def __init__(self, db: Database, every_s: float = DEFAULT_EVERY_S,
+    def __init__(self, db: Store, every_s: float = DEFAULT_EVERY_S,
                  keep: str = DEFAULT_KEEP) -> None:
         self.db = db
         self.every_s = every_s
