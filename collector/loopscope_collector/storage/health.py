@@ -38,7 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from . import CHECKPOINT_BYTES, DUCKDB_MAGIC, RECOVERED, Store, checkpoint_shortfall
+from . import Store
+from .duckdb_file.connect import CHECKPOINT_BYTES, DUCKDB_MAGIC, RECOVERED, checkpoint_shortfall
 
 logger = logging.getLogger(__name__)
 
