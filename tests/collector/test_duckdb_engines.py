@@ -107,7 +107,7 @@ def test_a_store_written_on_the_current_duckdb_opens_on_the_lakes(
 ) -> None:
     """A store that the current DuckDB wrote, and a copy it exported, open on the lake's
     DuckDB (``lake import --db`` reads a store there): every file is written in the storage
-    format both read (``storage.STORAGE_VERSION``), not in DuckDB 2's own."""
+    format both read (``storage.duckdb_file.connect.STORAGE_VERSION``), not in DuckDB 2's own."""
     if duckdb.__version__ != LAKE_DUCKDB:
         pytest.skip(f"runs on the lake's DuckDB {LAKE_DUCKDB} (this is {duckdb.__version__})")
     runs, store, copy = tmp_path / "runs.jsonl", tmp_path / "store.duckdb", tmp_path / "copy.duckdb"
