@@ -19,7 +19,7 @@ spans from episodes that are still running, so episodes are updated across commi
 traffic); then ``compute_metrics`` and the dashboard's named reads are timed over that lake as
 the commits left it, over the same rows copied into a fresh lake (one commit per table: the
 compact layout), and over the first lake after the collector's own housekeeping
-(``lake_import.maintain``, what ``--lake-maintain-every`` runs) — medians, and the ratios to
+(``ducklake.imports.maintain``, what ``--lake-maintain-every`` runs) — medians, and the ratios to
 the fresh lake.
 
 Run:  .venv/bin/python benchmarks/bench_lake.py [--spans 60000] [--rounds 1] [--calls 1000000]
@@ -172,8 +172,8 @@ def metrics_over_a_lake(postgres, tmp: Path, calls: int) -> dict[str, float]:
 
     from loopscope_collector.metrics.compute import compute_metrics
     from loopscope_collector.storage import open_database, open_lake
-    from loopscope_collector.storage.lake import Lake
-    from loopscope_collector.storage.lake_import import import_file
+    from loopscope_collector.storage.ducklake import Lake
+    from loopscope_collector.storage.ducklake.imports import import_file
 
     path = tmp / "million.duckdb"
     build_store(path, calls)
@@ -294,7 +294,7 @@ def copy_lake(source, target) -> None:
     """Every table of the lake ``source`` (open) into the fresh lake ``target`` (a ``Lake``),
     one commit per table: the same rows, laid out as a bulk load lays them."""
     from loopscope_collector.storage import open_lake
-    from loopscope_collector.storage.lake_import import ORDER
+    from loopscope_collector.storage.ducklake.imports import ORDER
 
     open_lake(target).close()  # loopscope's tables
     cur = source.cursor()
@@ -311,9 +311,9 @@ def copy_lake(source, target) -> None:
 def a_day_of_ingest(postgres, tmp: Path, commits: int, per_commit: int,
                     housekeeping_every: str) -> dict:
     from loopscope_collector.storage import open_lake
-    from loopscope_collector.storage.lake import Lake
-    from loopscope_collector.storage.lake_housekeeping import MERGE_BELOW_BYTES
-    from loopscope_collector.storage.lake_import import maintain
+    from loopscope_collector.storage.ducklake import Lake
+    from loopscope_collector.storage.ducklake.housekeeping import MERGE_BELOW_BYTES
+    from loopscope_collector.storage.ducklake.imports import maintain
 
     bodies = day_requests(commits, per_commit)
     ingest = {}

@@ -20,7 +20,7 @@ from .receive.grpc_server import serve_grpc
 from .receive.limits import MAX_BODY_BYTES, MAX_INFLIGHT_BYTES, InFlight
 from .serve.http_server import CollectorHTTPServer
 from .storage import Lake, open_database, open_lake
-from .storage.lake_housekeeping import DEFAULT_EVERY_S, DEFAULT_KEEP, LakeHousekeeping
+from .storage.ducklake.housekeeping import DEFAULT_EVERY_S, DEFAULT_KEEP, LakeHousekeeping
 
 if TYPE_CHECKING:
     import grpc

@@ -1,5 +1,5 @@
 """``loopscope lake``'s command line: ``import`` an embedded store into a lake, ``maintain`` a
-lake (the work is ``storage.lake_import``'s). Light at import time: no store is imported until
+lake (the work is ``storage.ducklake.imports``'s). Light at import time: no store is imported until
 a command runs, so ``loopscope --help`` works without the collector extra."""
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     """``loopscope lake maintain``."""
     check_keep(args.keep, option="--keep", unsafe=args.unsafe_keep, override="--unsafe-keep",
                command="lake maintain")
-    from .storage.lake_import import maintain
+    from .storage.ducklake.imports import maintain
 
     db = open_named_lake(required_lake(args, "lake maintain"), "lake maintain")
     try:
@@ -101,8 +101,8 @@ def cmd_maintain(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     """``loopscope lake import``."""
     from .storage import SchemaError, open_database
+    from .storage.ducklake.imports import import_file
     from .storage.errors import StoreError
-    from .storage.lake_import import import_file
 
     lake = required_lake(args, "lake import")
     try:

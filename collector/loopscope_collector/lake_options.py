@@ -1,6 +1,6 @@
 """``--lake`` and ``--lake-data``: the options of every command that opens a store, for a
 store in a DuckLake (docs/deploy.md). Light to import (``loopscope --help`` imports it
-without the collector's extra): the lake itself is ``storage.lake``."""
+without the collector's extra): the lake itself is ``storage.ducklake``."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def install_hint(args: argparse.Namespace) -> str:
 
 
 def lake_of(args: argparse.Namespace, command: str) -> Any:
-    """The ``storage.lake.Lake`` that ``--lake``/``--lake-data`` name, or None; exits with
+    """The ``storage.ducklake.Lake`` that ``--lake``/``--lake-data`` name, or None; exits with
     status 2 and a message naming what is wrong."""
     if not getattr(args, "lake", None):
         if getattr(args, "lake_data", None):
@@ -41,7 +41,7 @@ def lake_of(args: argparse.Namespace, command: str) -> Any:
                   file=sys.stderr)
             raise SystemExit(2)
         return None
-    from .storage.lake import Lake, LakeError
+    from .storage.ducklake import Lake, LakeError
 
     try:
         return Lake.parse(args.lake, args.lake_data)

@@ -205,7 +205,7 @@ class LakeSource(FileSource):
 
     def __init__(self, catalog: str, data_path: str) -> None:
         from loopscope_collector.storage import LakeError, SchemaError, open_lake
-        from loopscope_collector.storage.lake import Lake
+        from loopscope_collector.storage.ducklake import Lake
 
         try:
             lake = Lake.parse(catalog, data_path)

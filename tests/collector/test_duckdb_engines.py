@@ -1,7 +1,7 @@
 """The embedded store on the two DuckDB engines the project tests.
 
 The collector extra takes a range of DuckDB; a lake pins the one its extensions are built for
-(``storage.lake.LAKE_DUCKDB``, the ``lake`` extra, which the dev install has: this process
+(``storage.ducklake.LAKE_DUCKDB``, the ``lake`` extra, which the dev install has: this process
 runs on it). The current release, ``CURRENT_DUCKDB``, gets a second virtual environment of its
 own: DuckDB first, then ``pip install -e '.[collector]'`` around it (which must keep it), and
 the embedded store's storage and chaos tests (``EMBEDDED_STORE_TESTS``) run there once: an
@@ -23,7 +23,7 @@ import pytest
 
 from loopscope_collector.reads import read
 from loopscope_collector.storage import open_database
-from loopscope_collector.storage.lake import LAKE_DUCKDB
+from loopscope_collector.storage.ducklake import LAKE_DUCKDB
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -109,7 +109,7 @@ def test_a_store_written_on_the_current_duckdb_opens_on_the_lakes(
 ) -> None:
     """A store that the current DuckDB wrote, and a copy it exported, open on the lake's
     DuckDB (``lake import --db`` reads a store there): every file is written in the storage
-    format both read (``storage.STORAGE_VERSION``), not in DuckDB 2's own."""
+    format both read (``storage.duckdb_file.connect.STORAGE_VERSION``), not in DuckDB 2's own."""
     if duckdb.__version__ != LAKE_DUCKDB:
         pytest.skip(f"runs on the lake's DuckDB {LAKE_DUCKDB} (this is {duckdb.__version__})")
     runs, store, copy = tmp_path / "runs.jsonl", tmp_path / "store.duckdb", tmp_path / "copy.duckdb"

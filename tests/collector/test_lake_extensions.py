@@ -1,5 +1,5 @@
 """A lake without its extensions, or on a DuckDB they are not built for, stops at once with a
-message saying what to install (``storage.lake.extension_directory``). The installed packages
+message saying what to install (``storage.ducklake.extension_directory``). The installed packages
 are shadowed by a ``duckdb_ext`` package of the test's own, ahead of them on the path."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import duckdb
 
-from loopscope_collector.storage.lake import LAKE_DUCKDB
+from loopscope_collector.storage.ducklake import LAKE_DUCKDB
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,13 +1,13 @@
-"""Lake tests' fixtures: one real PostgreSQL per session (Debian's server in a temp folder on
-a free loopback port; installed with apt-get when absent, as the browser tests install
-Chromium, and ``.ci/run`` installs it first), and a lake of its own for each test. Where the
+"""Lake tests' fixtures: a lake of its own for each test, in the session's one real PostgreSQL
+(``postgres`` in tests/conftest.py: Debian's server in a temp folder on a free loopback port;
+installed with apt-get when absent, as the browser tests install Chromium, and ``.ci/run``
+installs it first). Where the
 lake's extensions cannot load (a DuckDB other than the lake's), every lake test is skipped with
 the message that says what to install."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,20 +15,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "collector"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from lake_place import LakePlace, Postgres, running_postgres
+from lake_place import LakePlace, Postgres
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _lake_extensions(lake_extensions: None) -> None:
     """Every lake test needs the lake's extensions: skipped, saying what to install, without
     them (set up before PostgreSQL is, as a session fixture used first)."""
-
-
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[Postgres]:
-    """One PostgreSQL for the session (``lake_place.running_postgres``)."""
-    with running_postgres() as server:
-        yield server
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from test_chaos_store import _tmpfs
 
 from loopscope_collector.reads import read
 from loopscope_collector.storage import open_lake
-from loopscope_collector.storage.lake import Lake
+from loopscope_collector.storage.ducklake import Lake
 
 pytestmark = pytest.mark.timeout(600)
 

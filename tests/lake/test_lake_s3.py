@@ -19,7 +19,7 @@ from otlp_requests import episode_request
 
 from loopscope_collector.reads import read
 from loopscope_collector.storage import open_lake
-from loopscope_collector.storage.lake import Lake
+from loopscope_collector.storage.ducklake import Lake
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "loopscope", "AWS_SECRET_ACCESS_KEY": "loopscope-secret",
                "AWS_REGION": "us-east-1"}

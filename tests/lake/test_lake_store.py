@@ -16,7 +16,7 @@ from otlp_requests import episode_request
 from loopscope.offline.cli import main
 from loopscope_collector.reads import read
 from loopscope_collector.storage import Database, open_lake
-from loopscope_collector.storage.lake import Lake
+from loopscope_collector.storage.ducklake import Lake
 
 
 def lake_collector(lake: LakePlace, tmp_path: Path, name: str = "c") -> CollectorProcess:

@@ -29,7 +29,7 @@ from loopscope_collector.metrics.compute import compute_metrics
 from loopscope_collector.normalize.spans import SpanRecord
 from loopscope_collector.runs.synthetic_spans import episode_spans
 from loopscope_collector.storage import Database, open_database, open_lake
-from loopscope_collector.storage.lake import Lake
+from loopscope_collector.storage.ducklake import Lake
 from loopscope_dashboard.environment_variables import (
     COLLECTOR_URL_ENV,
     LAKE_DATA_ENV,

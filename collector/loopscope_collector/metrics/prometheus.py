@@ -178,7 +178,7 @@ def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = (),
                     "1 while the store can be written, 0 while spans are refused (see /healthz).",
                     [({}, int(pipeline.health.ok))])
     housekeeping = pipeline.housekeeping
-    if housekeeping is not None:  # a lake collector's own (storage.lake_housekeeping)
+    if housekeeping is not None:  # a lake collector's own (storage.ducklake.housekeeping)
         lines += _lines("loopscope_lake_commit_conflicts_total", "counter",
                         "Batches stored again because their commit lost a race with another "
                         "collector's on the same lake (it merged the files they delete from).",

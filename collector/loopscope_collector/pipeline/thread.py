@@ -35,8 +35,9 @@ from ..normalize import assembly
 from ..normalize.rows import EpisodeRow, ReconcileRow, ToolCallRow
 from ..normalize.spans import SpanRecord
 from ..normalize.steps import Row
-from ..storage import Database
+from ..storage import Store
 from ..storage import writes as tables
+from ..storage.ducklake.housekeeping import LakeHousekeeping
 from ..storage.errors import (
     Cursor,
     StoreError,
@@ -46,7 +47,6 @@ from ..storage.errors import (
     is_store_error,
 )
 from ..storage.health import RECOVER_INTERVAL_S, StoreHealth, StoreUnavailable, StoreWatch
-from ..storage.lake_housekeeping import LakeHousekeeping
 from ..storage.queries import insert_rows
 from ..storage.writes.labels import Label
 from .batch_undo import BatchUndo
@@ -75,7 +75,7 @@ class Pipeline:
 
     def __init__(
         self,
-        db: Database,
+        db: Store,
         *,
         policy: Policy | None = None,
         max_queue_spans: int = 100_000,
@@ -89,7 +89,7 @@ class Pipeline:
         self.db = db
         self.housekeeping = housekeeping
         """A lake's housekeeping, run on this thread between batches (never racing its own
-        commits): ``storage.lake_housekeeping``."""
+        commits): ``storage.ducklake.housekeeping``."""
         self.instance = instance
         """This collector's name among N on one lake (``--instance``), stored with each call."""
         self.detector = StreamingDetector(policy)
@@ -238,9 +238,9 @@ class Pipeline:
 
     def _writable(self) -> bool:
         """Watch the store (``StoreWatch``); take a new cursor when it was reopened."""
-        con = self.db.con
+        generation = self.db.generation
         writable = self._watch.check()
-        if self.db.con is not con:
+        if self.db.generation is not generation:
             self._cur = self.db.cursor()
         return writable
 

@@ -27,7 +27,7 @@ from ..storage.errors import Cursor, StoreError
 from .params import BadValue, Param
 
 if TYPE_CHECKING:
-    from ..storage import Database
+    from ..storage import Store
 
 R = TypeVar("R")
 
@@ -173,7 +173,7 @@ def run_read(
     return [dict(zip(columns, row, strict=True)) for row in result.fetchall()]
 
 
-def read(db: Database, name: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+def read(db: Store, name: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """Run a named read on a fresh cursor of ``db`` (any thread); returns finished rows.
 
     Raises:
@@ -187,7 +187,7 @@ def read(db: Database, name: str, params: Mapping[str, Any] | None = None) -> li
 
 
 @contextlib.contextmanager
-def snapshot(db: Database) -> Iterator[Callable[[str, Mapping[str, Any]], list[dict[str, Any]]]]:
+def snapshot(db: Store) -> Iterator[Callable[[str, Mapping[str, Any]], list[dict[str, Any]]]]:
     """A ``read(name, params)`` whose reads all see one state of ``db``: one cursor in one
     read transaction (over a lake, one DuckLake snapshot, looked up once rather than per
     read), so rows of several reads agree with each other.

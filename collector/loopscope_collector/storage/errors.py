@@ -12,13 +12,14 @@ holds it, or the disk refuses). ``Cursor`` is what a reader or writer is handed.
 
 from __future__ import annotations
 
-from typing import Final, TypeAlias
+from typing import ClassVar, Final, TypeAlias
 
 import duckdb
 import pyarrow as pa
 
-__all__ = ["UNREADABLE_NOW", "Cursor", "StoreError", "StoreLocked", "is_conflict",
-           "is_data_error", "is_out_of_memory", "is_store_error"]
+__all__ = ["UNREADABLE_NOW", "Cursor", "PermanentStoreError", "RetryableStoreError", "StoreError",
+           "StoreFailure", "StoreLocked", "classify", "is_conflict", "is_data_error",
+           "is_out_of_memory", "is_retryable", "is_store_error"]
 
 Cursor: TypeAlias = duckdb.DuckDBPyConnection
 StoreError: Final = duckdb.Error
@@ -69,3 +70,40 @@ def is_store_error(exc: BaseException, *, lake: bool = False) -> bool:
     return (isinstance(exc, duckdb.IOException | duckdb.FatalException
                        | duckdb.TransactionException | OSError)
             or "invalidated" in str(exc))
+
+
+class StoreFailure(Exception):
+    """A store operation failed, said by what it means rather than by the engine's exception
+    (which is its ``__cause__``): ``retryable`` or not. What a client is answered for each
+    (HTTP and gRPC statuses) is the receive stage's table, not the store's."""
+
+    retryable: ClassVar[bool]
+
+
+class RetryableStoreError(StoreFailure):
+    """The same operation may succeed later: the store cannot be written or read now, ran
+    out of memory for this work, or lost a commit race on a lake."""
+
+    retryable = True
+
+
+class PermanentStoreError(StoreFailure):
+    """The data itself cannot be stored: the same operation fails the same way again."""
+
+    retryable = False
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Whether the operation that raised ``exc`` may succeed if tried again later: every
+    failure but the data's own (``is_data_error``)."""
+    if isinstance(exc, StoreFailure):
+        return exc.retryable
+    return not is_data_error(exc)
+
+
+def classify(exc: BaseException) -> StoreFailure:
+    """``exc`` as the store's own failure (``raise classify(exc) from exc``)."""
+    if isinstance(exc, StoreFailure):
+        return exc
+    kind = RetryableStoreError if is_retryable(exc) else PermanentStoreError
+    return kind(str(exc) or type(exc).__name__)

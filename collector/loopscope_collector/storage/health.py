@@ -38,7 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from . import CHECKPOINT_BYTES, DUCKDB_MAGIC, RECOVERED, Database, checkpoint_shortfall
+from . import Store
+from .duckdb_file.connect import CHECKPOINT_BYTES, DUCKDB_MAGIC, RECOVERED, checkpoint_shortfall
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +137,7 @@ class _StoreFile:
 class StoreWatch:
     """The pipeline thread's watch over its store: see the module docstring."""
 
-    def __init__(self, db: Database, health: StoreHealth) -> None:
+    def __init__(self, db: Store, health: StoreHealth) -> None:
         self.db = db
         self.health = health
         self.in_memory = db.path == ":memory:"

@@ -13,7 +13,7 @@ import duckdb
 import pyarrow as pa
 
 from .arrow import registered
-from .lake import is_lake
+from .ducklake import is_lake
 
 R = TypeVar("R")
 

@@ -13,7 +13,7 @@ from typing import Final
 
 import duckdb
 
-from .lake import lake_ddl
+from .ducklake import lake_ddl
 
 DDL = files(__package__).joinpath("sql", "ddl")
 

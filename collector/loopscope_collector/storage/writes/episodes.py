@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from ...normalize.rows import EpisodeRow, ToolCallRow
 from ..arrow import registered, schema
-from ..lake import is_lake
+from ..ducklake import is_lake
 from ..queries import statements
 
 EPISODES: Final = schema([

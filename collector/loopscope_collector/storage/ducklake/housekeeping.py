@@ -1,4 +1,4 @@
-"""A lake collector's own housekeeping: DuckLake's functions (``lake_import.maintain``: merge
+"""A lake collector's own housekeeping: DuckLake's functions (``ducklake.imports.maintain``: merge
 the small files that its commits leave, rewrite files heavy with deletes, expire old
 snapshots, delete the files no snapshot needs) every ``--lake-maintain-every``, run by the
 pipeline thread between two batches (docs/deploy.md, "Housekeeping").
@@ -23,7 +23,7 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from . import Database
+    from .. import Store
 
 logger = logging.getLogger(__name__)
 
@@ -40,10 +40,10 @@ DEFAULT_KEEP = "1 days"
 
 
 class LakeHousekeeping:
-    """``lake_import.maintain`` over ``db`` every ``every_s`` seconds (0: never), when the
+    """``ducklake.imports.maintain`` over ``db`` every ``every_s`` seconds (0: never), when the
     pipeline thread calls ``tick`` between batches; counts its runs and failures."""
 
-    def __init__(self, db: Database, every_s: float = DEFAULT_EVERY_S,
+    def __init__(self, db: Store, every_s: float = DEFAULT_EVERY_S,
                  keep: str = DEFAULT_KEEP) -> None:
         self.db = db
         self.every_s = every_s
@@ -59,7 +59,7 @@ class LakeHousekeeping:
         """Run the housekeeping when it is due; returns whether it ran (and succeeded)."""
         if self.every_s <= 0 or time.monotonic() < self._due:
             return False
-        from .lake_import import maintain
+        from .imports import maintain
 
         started = time.monotonic()
         try:

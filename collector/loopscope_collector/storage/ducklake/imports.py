@@ -28,7 +28,7 @@ def maintain(db: Any, keep: str, *, merge_below: int | None = None) -> dict[str,
     frequent run: a file that size or larger is never rewritten again, so a run costs what
     the commits since the last one wrote, not the lake's size); None merges every file below
     DuckLake's ``target_file_size``."""
-    from .lake import ALIAS
+    from . import ALIAS
 
     bound = "" if merge_below is None else f", max_file_size => {int(merge_below)}"
     steps = {
@@ -52,7 +52,7 @@ def maintain(db: Any, keep: str, *, merge_below: int | None = None) -> dict[str,
 def import_file(db: Any, path: Path) -> dict[str, int]:
     """Insert the rows of the store at ``path`` that the lake ``db`` lacks; returns the rows
     added per table."""
-    from .queries import insert_statements
+    from ..queries import insert_statements
 
     cur = db.cursor()
     quoted = "'" + str(path).replace("'", "''") + "'"
