@@ -8,7 +8,6 @@ clock and never does I/O; it answers with ``Decision`` records and keeps the fla
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, cast
@@ -61,6 +60,7 @@ from .information import READINGS_KEPT, facts, forget_echoes
 from .kinds import confirms_change, infer_kind, is_wait
 from .ladder import Ladder, repeated_rungs, same_turn
 from .monologue import IDLE_MESSAGES, Monologue, idle
+from .nudges import UserNudges
 from .oscillation import Oscillation
 from .output_stagnation import OutputStagnation, same_info_indexes
 from .policy import Policy
@@ -98,19 +98,6 @@ BREAKERS: Final = ("no_progress", "budget")
 """Stops that are not a loop shape of their own: the no-progress circuit breaker and budgets."""
 
 BUDGET_RUNGS: Final = ("stop",)
-SAID_KEPT: Final = 16
-"""User messages remembered to tell an automatic nudge sent again (bounded memory)."""
-NUDGE_CHARS: Final = 2_000
-"""An automatic nudge is short: a longer user message is always a new intent (and is not
-normalised to be compared with the last few)."""
-CONTINUE: Final = re.compile(
-    r"\b(?:continue|keep (?:going|working)|go on|proceed|carry on|resume|next steps?"
-    r"|are you (?:done|finished)|say done|if you are done|if you're done|error|invalid"
-    r"|not valid|no valid|tool call|tool-call|try again)\b|^\[[\w -]+\]$"
-)
-"""What an automatic nudge says: the same message again, asking to go on, reporting an error
-in the last reply, or a bare tag (``[heartbeat]``), is no new intent (a person asking "any
-update?" twice, or for "another one", still is)."""
 NEUTRAL: Final = ("waiting", "new_action")
 """Markers that neither end a no-progress stretch nor extend it: a poll waiting in time, and
 a new request that brought nothing back (exploring, not learning yet)."""
@@ -123,37 +110,6 @@ _FACTS: dict[tuple[int, int, str], frozenset[int]] = {}
 """Keyed by the text's own hash and length (no text is kept; an output hash recorded by
 someone else may not be one of this text), and for facts by the arguments too (their echoes
 are masked)."""
-
-
-SENT_MIN_CHARS: Final = 40
-"""A text a call sends is its own words handed back, when a user message repeats it, from this
-long (shorter ones, "yes", "continue", are what anyone may say)."""
-SENT_KEPT: Final = 8
-"""Texts of the last calls remembered for that (bounded memory)."""
-
-
-def _sent_texts(args: Any) -> tuple[str, ...]:
-    """The string values of a call's arguments of ``SENT_MIN_CHARS`` or more, top level and
-    one down, whitespace collapsed."""
-    found: list[str] = []
-    values = args.values() if isinstance(args, dict) else (args,)
-    for value in values:
-        for item in value.values() if isinstance(value, dict) else (value,):
-            if isinstance(item, str) and len(item) >= SENT_MIN_CHARS:
-                found.append(" ".join(item[:NUDGE_CHARS].split()))
-    return tuple(found)
-
-
-def _normalised(text: str) -> str:
-    """A user message's words, lower-cased, one space apart (how nudges are compared)."""
-    return " ".join(text.lower().split())
-
-
-def _said_mark(text: str) -> tuple[int, int, int]:
-    """What two messages with the same ``_normalised`` words always share, counted at C
-    speed: their e's (no character but ``E`` lower-cases to one), full stops and commas
-    (neither case nor spacing touches them)."""
-    return text.count("e") + text.count("E"), text.count("."), text.count(",")
 
 
 def forget_readings() -> None:
@@ -259,11 +215,9 @@ class EpisodeMonitor:
         counted since) of the first nudge of the current no-progress stretch."""
         self._ignored = 0
         """Model turns of tool calls without progress since that nudge (``ignored_calls``)."""
-        self._said: dict[str, tuple[tuple[int, int, int], str | None]] = {}
-        """What the user has said (the last ``SAID_KEPT`` different things, oldest first),
-        each as sent, with its ``_said_mark`` and its words (``_normalised``, worked out when
-        first compared): the same words again ("Please continue.") are an automatic nudge,
-        not a new intent."""
+        self.nudges = UserNudges()
+        """What the user said and the agent's calls sent (``nudges.UserNudges``): whether a
+        user message is a new intent."""
         self._caps = policy.evidence_caps
         self._answered = -1
         """The step of the agent's last message: a warning delivered before it was read (the
@@ -272,9 +226,6 @@ class EpisodeMonitor:
         """The last call without progress that returned no output (``_progress_evidence``)."""
         self._inferred: dict[str, tuple[Any, KindSource | None]] = {}
         self._targets: set[str] = set()
-        self._sent: tuple[str, ...] = ()
-        """The long texts the agent's last calls sent (``_sent_texts``): a user message that
-        only repeats one is its own words handed back (a brief delegated to a sub-agent)."""
         """What successful writes acted on (``writes.write_target``): a write on a new one is
         a new effect, whatever its acknowledgement says."""
 
@@ -361,7 +312,7 @@ class EpisodeMonitor:
             self.expectations.on_tool_call(call.tool, call.args)
         self.tool_calls += 1
         if call.args is not None:
-            self._sent = (*self._sent, *_sent_texts(call.args))[-SENT_KEPT:]
+            self.nudges.sent(call.args)
         ref = call.call_id or f"#{index}"
         if ref in self._pending:  # (a call id used twice at once: its results pair in order)
             ref = f"{ref}#{index}"
@@ -724,8 +675,7 @@ class EpisodeMonitor:
         if (  # (once the conversation is idle talk, a message that asks nothing is no new intent)
             role == "user"
             and history.idle_messages < IDLE_MESSAGES
-            and (len(content) > NUDGE_CHARS or not self._nudged_again(content))
-            and not self._handed_back(content)
+            and self.nudges.new_intent(content)
         ):
             self._new_turn(self.history.turn + 1, content)
         index = self.steps
@@ -745,50 +695,6 @@ class EpisodeMonitor:
         decision = self._decide(index, findings, None)
         decision.turn = self.history.turn
         return decision
-
-    def _handed_back(self, content: str) -> bool:
-        """Whether a user message only repeats a text one of the agent's last calls sent
-        (``SENT_MIN_CHARS`` or more: a brief handed to a sub-agent, which the sub-agent
-        receives as its task): the agent's own words coming back, not a person's new
-        request."""
-        if len(content) < SENT_MIN_CHARS or not self._sent:
-            return False
-        said = " ".join(content.split())
-        return said in self._sent
-
-    def _nudged_again(self, content: str) -> bool:
-        """Whether the user's ``content`` says again, in the same words (``_normalised``),
-        one of the last ``SAID_KEPT`` different things they said, and asks to go on
-        (``CONTINUE``): an automatic nudge. Otherwise it becomes the latest thing said.
-        Words are compared only between messages of one ``_said_mark``: most messages
-        are told apart without being normalised."""
-        said = self._said
-        mark = _said_mark(content)
-        words = None
-        same = None
-        for raw, (their_mark, theirs) in said.items():
-            if their_mark != mark:
-                continue
-            if raw != content:
-                if words is None:
-                    words = _normalised(content)
-                if theirs is None:
-                    theirs = _normalised(raw)
-                    said[raw] = (mark, theirs)  # (a new value: the order is kept)
-                if theirs != words:
-                    continue
-            same = raw
-            break
-        if same is not None:
-            if words is None:
-                words = _normalised(content)
-            if CONTINUE.search(words):
-                return True
-            del said[same]  # (said again: it becomes the latest)
-        said[content] = (mark, words)
-        if len(said) > SAID_KEPT:  # (the last few, not all)
-            del said[next(iter(said))]
-        return False
 
     def check_answer(self, text: str) -> AnswerCheck:
         """A final answer is about to go out: apply the required-tool rules."""
