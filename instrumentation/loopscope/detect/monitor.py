@@ -43,7 +43,6 @@ from .fingerprint import (
     canonical_json,
     error_shape,
     figures,
-    is_negative,
     loose_text,
     masked,
     output_hash,
@@ -52,11 +51,10 @@ from .fingerprint import (
     retry_after_s,
     stuck_state,
     unpositioned,
-    word_sketch,
 )
 from .fuzzy_repeat import FuzzyRepeat
 from .history import History, SignatureStats
-from .information import READINGS_KEPT, facts, forget_echoes
+from .information import READINGS_KEPT
 from .kinds import confirms_change, infer_kind, is_wait
 from .ladder import Ladder, repeated_rungs, same_turn
 from .monologue import IDLE_MESSAGES, Monologue, idle
@@ -65,6 +63,7 @@ from .oscillation import Oscillation
 from .output_stagnation import OutputStagnation, same_info_indexes
 from .policy import Policy
 from .poll_timeout import PollTimeout
+from .readings import Readings
 from .repeat_same_error import RepeatSameError
 from .state_cycle import StateCycle
 from .task import TaskDeadline, counted_words, task_deadline
@@ -105,45 +104,6 @@ CONFLICT_WORDS: Final = frozenset({"already", "exists", "conflict", "409", "dupl
 _DEFAULT_POLICY: Final = Policy()
 """The policy of a monitor given none (frozen, its mappings read-only: one serves every
 episode, rather than one built for each)."""
-_READINGS: dict[tuple[int, int], tuple[str, frozenset[str], bool]] = {}
-_FACTS: dict[tuple[int, int, str], frozenset[int]] = {}
-"""Keyed by the text's own hash and length (no text is kept; an output hash recorded by
-someone else may not be one of this text), and for facts by the arguments too (their echoes
-are masked)."""
-
-
-def forget_readings() -> None:
-    """Forget every remembered reading of an output (benchmarks call it between rounds, so
-    that every round reads each output afresh)."""
-    _READINGS.clear()
-    _FACTS.clear()
-    forget_echoes()
-
-
-def _facts_of(text: str, args_text: str, args: Any) -> frozenset[int]:
-    """The output's facts (``information.facts``); an output seen again for the same
-    arguments (a spin, or the same answer in another run) is not read again."""
-    key = (hash(text), len(text), args_text)
-    found = _FACTS.get(key)
-    if found is None:
-        if len(_FACTS) >= READINGS_KEPT:
-            _FACTS.clear()
-        found = _FACTS[key] = facts(text, args, args_text) or frozenset()
-    return found
-
-
-def _reading_of(text: str) -> tuple[str, frozenset[str], bool]:
-    """The output's hash, its word sketch, and whether it says that nothing was found
-    (``is_negative``); an output seen again (a loop returns the same text over and over)
-    is not read again."""
-    key = (hash(text), len(text))
-    reading = _READINGS.get(key)
-    if reading is None:
-        if len(_READINGS) >= READINGS_KEPT:
-            _READINGS.clear()
-        words = word_sketch(text)
-        reading = _READINGS[key] = (output_hash(text), words, is_negative(text, words))
-    return reading
 
 
 @dataclass(slots=True)
@@ -169,8 +129,12 @@ class EpisodeMonitor:
         task_type: str | None = None,
         task: str = "",
         start_t: float = 0.0,
+        readings: Readings | None = None,
     ) -> None:
         self.policy = policy = policy or _DEFAULT_POLICY
+        self.readings = readings or Readings()
+        """What was read of outputs (``readings.Readings``): the monitor's own, or one handed
+        to it to share across runs."""
         self.episode_id = episode_id
         self.task_type = task_type
         self.k = policy.k_for(task_type)
@@ -333,7 +297,7 @@ class EpisodeMonitor:
         words: frozenset[str] | None = None
         negative = False
         if text is not None and not blocked:
-            digest, words, negative = _reading_of(text)
+            digest, words, negative = self.readings.reading_of(text)
             digest = result.output_hash or digest
         else:
             digest = result.output_hash or (output_hash(text) if text is not None else "")
@@ -349,7 +313,7 @@ class EpisodeMonitor:
         step.words = words
         step.output = text
         if text is not None:
-            step.facts = _facts_of(text, cand.args_text, cand.args)
+            step.facts = self.readings.facts_of(text, cand.args_text, cand.args)
             step.info = hash(step.facts)
         elif not (blocked and step.info):  # (a blocked step says what it said last time)
             step.info = hash(digest)

@@ -19,6 +19,7 @@ from .false_kill import made_progress
 from .fingerprint import output_text
 from .monitor import EpisodeMonitor
 from .policy import Policy
+from .readings import Readings
 from .steps import MessageStep, Step, ToolStep, feed_run, recorded_call
 
 _STATUSES: Final[dict[str | None, Status]] = {None: "ok", **{s: s for s in STATUSES}}
@@ -217,18 +218,24 @@ class EpisodeReport:
 
 
 def replay(
-    episode: EpisodeRecord, policy: Policy | None = None, *, mode: str = "enforce"
+    episode: EpisodeRecord,
+    policy: Policy | None = None,
+    *,
+    mode: str = "enforce",
+    readings: Readings | None = None,
 ) -> EpisodeReport:
     """Run the core over every step of ``episode``; report the flags ``mode`` would raise.
 
     ``observe`` records what enforce would do, so its severities equal enforce's; ``warn``
     never kills, so every flag is a warning. The recorded run continues past a stop (it
-    really did), and later flags are still reported.
+    really did), and later flags are still reported. ``readings``, when given, is shared with
+    the other runs replayed with it (an output read in one is not read again).
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     monitor = EpisodeMonitor(
-        policy, episode_id=episode.episode_id, task_type=episode.task_type, task=episode.task
+        policy, episode_id=episode.episode_id, task_type=episode.task_type, task=episode.task,
+        readings=readings,
     )
     first_t = next(
         (float(s["t"]) for s in episode.steps if isinstance(s.get("t"), _NUMBERS)), 0.0

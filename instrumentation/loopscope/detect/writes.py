@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from .base import AFTER_RUNGS, BEFORE_RUNGS, Finding, args_preview
+from .base import BEFORE_RUNGS, Finding, args_preview
 from .events import StepView
 from .fingerprint import FILE_WORD, arg_values, loose_text, output_hash
 from .history import History
