@@ -16,6 +16,7 @@ Example:
     (['allow', 'allow', 'warn', 'block', 'stop'], 'exact_repeat', 'repeated_tool_call')
 """
 
+from .breaker import BREAKERS
 from .events import (
     LOOP_KINDS,
     PROGRESS_MARKERS,
@@ -28,7 +29,7 @@ from .events import (
 )
 from .expectations import AnswerCheck
 from .fingerprint import call_signature, canonical_json, output_hash, output_text
-from .monitor import BREAKERS, DEFAULT_DETECTORS, EpisodeMonitor
+from .monitor import DEFAULT_DETECTORS, EpisodeMonitor
 from .policy import Budgets, Policy, RequiredTool
 
 __all__ = [

@@ -21,7 +21,8 @@ from .base import (
     TurnAware,
     args_preview,
 )
-from .budgets import BudgetMeter, Exhausted
+from .breaker import NoProgressBreaker, budget_finding
+from .budgets import BudgetMeter
 from .cursor_stuck import CursorStuck
 from .edit_revert import EditRevert
 from .events import (
@@ -56,7 +57,7 @@ from .fuzzy_repeat import FuzzyRepeat
 from .history import History, SignatureStats
 from .information import READINGS_KEPT
 from .kinds import confirms_change, infer_kind, is_wait
-from .ladder import Ladder, repeated_rungs, same_turn
+from .ladder import Ladder, repeated_rungs
 from .monologue import IDLE_MESSAGES, Monologue, idle
 from .nudges import UserNudges
 from .oscillation import Oscillation
@@ -93,13 +94,6 @@ _DEFAULT_RUNGS: Final[dict[str, tuple[Action, ...]]] = {
     d.name: tuple(d.rungs) for d in DEFAULT_DETECTORS
 }
 
-BREAKERS: Final = ("no_progress", "budget")
-"""Stops that are not a loop shape of their own: the no-progress circuit breaker and budgets."""
-
-BUDGET_RUNGS: Final = ("stop",)
-NEUTRAL: Final = ("waiting", "new_action")
-"""Markers that neither end a no-progress stretch nor extend it: a poll waiting in time, and
-a new request that brought nothing back (exploring, not learning yet)."""
 CONFLICT_WORDS: Final = frozenset({"already", "exists", "conflict", "409", "duplicate"})
 _DEFAULT_POLICY: Final = Policy()
 """The policy of a monitor given none (frozen, its mappings read-only: one serves every
@@ -151,9 +145,11 @@ class EpisodeMonitor:
             self._rungs = {
                 d.name: policy.ladder_for(d.name, task_type, d.rungs) for d in detectors
             }
-            self._breaker_rungs = policy.ladder_for("no_progress", task_type, AFTER_RUNGS)
+            breaker_rungs = policy.ladder_for("no_progress", task_type, AFTER_RUNGS)
         else:  # the detectors' own ladders (the same lookup, done once for every episode)
-            self._rungs, self._breaker_rungs = _DEFAULT_RUNGS, AFTER_RUNGS
+            self._rungs, breaker_rungs = _DEFAULT_RUNGS, AFTER_RUNGS
+        self.breaker = NoProgressBreaker(history, self.k, policy.ignored_calls, breaker_rungs)
+        """The no-progress streak and the nudges left unheeded (``breaker``)."""
         # _HOOKED chose the detectors that have each hook (mypy cannot follow hasattr there)
         pick = detectors.__getitem__
         self._before = cast("list[BeforeDetector]", list(map(pick, _HOOKED["before"])))
@@ -165,20 +161,11 @@ class EpisodeMonitor:
         self.expectations = ExpectationTracker(policy.required_tools)
         self.steps = 0
         self.tool_calls = 0
-        self.streak = 0
-        self.max_streak = 0
-        self.no_progress_steps = 0
-        self.last_progress_step: int | None = None
         self.flags: list[Flag] = []
         self.stopped: Decision | None = None
         self._pending: dict[str, _Pending] = {}
         self._messages: list[str] = []
         self._task = task
-        self._nudged: tuple[int, int, float] | None = None
-        """(stretch start, tool calls issued when it was delivered, start of the last call
-        counted since) of the first nudge of the current no-progress stretch."""
-        self._ignored = 0
-        """Model turns of tool calls without progress since that nudge (``ignored_calls``)."""
         self.nudges = UserNudges()
         """What the user said and the agent's calls sent (``nudges.UserNudges``): whether a
         user message is a new intent."""
@@ -186,8 +173,6 @@ class EpisodeMonitor:
         self._answered = -1
         """The step of the agent's last message: a warning delivered before it was read (the
         model took a turn after it and wrote), so a repeat after it is a warning ignored."""
-        self._unseen: int | None = None
-        """The last call without progress that returned no output (``_progress_evidence``)."""
         self._inferred: dict[str, tuple[Any, KindSource | None]] = {}
         self._targets: set[str] = set()
         """What successful writes acted on (``writes.write_target``): a write on a new one is
@@ -256,7 +241,7 @@ class EpisodeMonitor:
         findings: list[tuple[str, Finding]] = []
         exhausted = self.budget.check_call(call.tool, call.t)
         if exhausted is not None:
-            findings.append(("budget", self._budget_finding(exhausted)))
+            findings.append(("budget", budget_finding(exhausted, self._hint())))
         for detector in () if candidate.wait else self._before:  # (a wait is pacing, not work)
             if (finding := detector.before(history, candidate)) is not None:
                 findings.append((detector.name, finding))
@@ -380,22 +365,21 @@ class EpisodeMonitor:
         reconciled = self._reconcile(pending.call, step)
         step.progress = self._progress(step, stats, pending.call)
         if step.progress is None and text is None and not blocked:
-            self._unseen = step.index  # (no output to compare: no progress assumed)
-        self._count_progress(step)
+            self.breaker.unseen(step.index)  # (no output to compare: no progress assumed)
+        self.breaker.count(step)
         step.output = step.args = None  # the history keeps hashes and sketches, not content
         history.append(step)
         self.budget.count_result(step.tool, step.status)
         self.budget.count_usage(result.tokens_in + result.tokens_out, result.cost)
-        if step.progress is None:  # (the ignored count advances whether the breaker fires;
-            # one no_progress flag a call: the stop, else the breaker's rung)
-            if self._ignored_nudge(step):
-                findings.append(("no_progress", self._ignored_finding(step)))
-            elif self.streak >= self.k:
-                findings.append(("no_progress", self._breaker_finding(step)))
+        if step.progress is None and (
+            stop := self.breaker.check(step, self.tool_calls)
+        ) is not None:  # (one no_progress flag a call: the stop, else the breaker's rung)
+            findings.append(("no_progress", stop))
+        streak = self.breaker.streak
         if not findings:  # (the common case, built in one go)
             return Decision(
                 step=step.index, idempotency_key=key, kind=step.kind, progress=step.progress,
-                write_status=write_status, streak=self.streak, turn=history.turn,
+                write_status=write_status, streak=streak, turn=history.turn,
                 reconciled=reconciled,
             )
         decision = self._decide(
@@ -405,7 +389,7 @@ class EpisodeMonitor:
             key=key,
             progress=step.progress,
             write_status=write_status,
-            streak=self.streak,
+            streak=streak,
         )
         decision.reconciled = reconciled
         decision.turn = history.turn
@@ -490,9 +474,7 @@ class EpisodeMonitor:
 
     def mark_progress(self) -> None:
         """The agent says it made progress (an explicit marker): the streak starts again."""
-        self.streak = 0
-        self.history.stretch_start = self.steps
-        self.last_progress_step = self.steps - 1 if self.steps else None
+        self.breaker.mark_progress(self.steps)
 
     def _deadline_of(self, call: ToolCall) -> tuple[float | None, bool]:
         """A poll's deadline as the call or the task's text states it (read once, when a poll
@@ -579,18 +561,6 @@ class EpisodeMonitor:
         deadline = step.deadline_s or self.history.default_deadline_s
         return self.history.waited(stats, step.deadline_stated, step.t) <= deadline
 
-    def _count_progress(self, step: StepView) -> None:
-        if step.progress in NEUTRAL:
-            return
-        if step.progress is None:
-            self.streak += 1
-            self.no_progress_steps += 1
-            self.max_streak = max(self.max_streak, self.streak)
-        else:
-            self.streak = 0
-            self.last_progress_step = step.index
-            self.history.stretch_start = step.index + 1
-
     def _new_turn(self, turn: int, content: str | None) -> None:
         """A user turn starts a new intent: the stretch, the ladders and the write identities
         start again, and the repeats the user asks for are read from what they said."""
@@ -598,7 +568,7 @@ class EpisodeMonitor:
         first = history.turn == 0
         history.turn = turn
         history.stretch_start = history.turn_start = self.steps
-        self.streak = 0
+        self.breaker.streak = 0
         self.ladder.reset()
         self.writes.new_turn()
         said = () if content is None else (content,)
@@ -619,7 +589,7 @@ class EpisodeMonitor:
         exhausted = self.budget.check_model_turn(t)
         if exhausted is None:
             return None
-        return self._decide(self.steps, [("budget", self._budget_finding(exhausted))], None)
+        return self._decide(self.steps, [("budget", budget_finding(exhausted, self._hint()))], None)
 
     def after_model_call(self, *, tokens: int = 0, cost: float = 0.0) -> None:
         """Count one model turn and its usage."""
@@ -666,72 +636,8 @@ class EpisodeMonitor:
 
     # -- decisions ----------------------------------------------------------------------------
 
-    def _ignored_nudge(self, step: StepView) -> bool:
-        """Whether ``step`` is the ``ignored_calls``-th call without progress since the first
-        nudge of this no-progress stretch was delivered. Only calls issued after the nudge
-        was delivered count (not the nudged call, not those run beside it), and calls issued
-        in one model turn (starting a few milliseconds apart) count once: one decision."""
-        nudge = self._nudged
-        if nudge is None or nudge[0] != self.history.stretch_start or step.call <= nudge[1]:
-            return False
-        if same_turn(nudge[2], step.start):
-            return False  # the same model turn as the last counted call
-        self._nudged = (nudge[0], nudge[1], step.start)
-        self._ignored += 1
-        return self._ignored >= self.policy.ignored_calls
-
-    def _ignored_finding(self, step: StepView) -> Finding:
-        return Finding(
-            kind="no_progress",
-            message=(
-                f"The warnings have changed nothing: {self._ignored} more tool calls made no "
-                f"progress after the first (the last was {step.tool} {args_preview(step)}). "
-                f"{self._hint()}"
-            ),
-            key="ignored",
-            details={"limit": self.policy.ignored_calls, "consumed": self._ignored},
-            rungs=BUDGET_RUNGS,
-            stop_reason="no_progress",
-            evidence=self._progress_evidence(),
-        )
-
-    def _budget_finding(self, exhausted: Exhausted) -> Finding:
-        return Finding(
-            kind="budget",
-            message=(
-                f"Budget {exhausted.budget_type} exhausted: {exhausted.consumed} of "
-                f"{exhausted.limit}. {self._hint()}"
-            ),
-            key=exhausted.budget_type,
-            details={
-                "budget_type": exhausted.budget_type,
-                "limit": exhausted.limit,
-                "consumed": exhausted.consumed,
-            },
-            rungs=BUDGET_RUNGS,
-            stop_reason="budget",
-        )
-
-    def _breaker_finding(self, step: StepView) -> Finding:
-        return Finding(
-            kind="no_progress",
-            message=(
-                f"{self.streak} consecutive tool calls made no progress (limit {self.k}); the "
-                f"last was {step.tool} {args_preview(step)}. {self._hint()}"
-            ),
-            key="no_progress",
-            details={"limit": self.k, "consumed": self.streak},
-            rungs=self._breaker_rungs,
-            stop_reason="no_progress",
-            evidence=self._progress_evidence(),
-        )
-
     def _hint(self) -> str:
-        if self.tool_calls == 0:
-            return "No tool call has run yet."
-        if self.streak == 0:
-            return "The last call made progress."
-        return f"No progress in the last {self.streak} tool calls."
+        return self.breaker.hint(self.tool_calls)
 
     def _decide(
         self,
@@ -747,11 +653,8 @@ class EpisodeMonitor:
         new: list[Flag] = []
         lead: tuple[str, Finding, Action] | None = None
         progress_after = self.history.stretch_start
-        nudge = self._nudged
-        unheeded = (  # a call issued after a nudge of this stretch was delivered
-            step is not None and nudge is not None and nudge[0] == progress_after
-            and step.call > nudge[1]
-        )
+        # a call issued after a nudge of this stretch was delivered:
+        unheeded = step is not None and self.breaker.unheeded(step.call)
         for name, finding in findings:
             rungs = finding.rungs or self._rungs.get(name) or AFTER_RUNGS
             rung, fresh = self.ladder.climb(
@@ -795,10 +698,7 @@ class EpisodeMonitor:
             and lead[0] != "budget"
             and self.policy.action_for(lead[0], "stop") in KILL_ACTIONS
         ):  # a nudge of a detector that may end the run: now it must be heeded
-            stretch = self.history.stretch_start
-            if self._nudged is None or self._nudged[0] != stretch:
-                delivered = max(self.tool_calls, step.call)  # (the nudged call included)
-                self._nudged, self._ignored = (stretch, delivered, -1.0), 0
+            self.breaker.nudged(max(self.tool_calls, step.call))  # (the nudged call included)
         name, finding, action = lead
         decision = Decision(
             step=index,
@@ -827,13 +727,6 @@ class EpisodeMonitor:
             return finding.evidence
         return (*finding.evidence, kind_evidence(step.kind_source, known=step.kind is not None))
 
-    def _progress_evidence(self) -> tuple[str, ...]:
-        """``progress:assumed`` when a call of the current no-progress stretch returned no
-        output to compare (its progress was assumed, not measured), else ``measured``."""
-        if self._unseen is not None and self._unseen >= self.history.stretch_start:
-            return ("progress:assumed",)
-        return ("progress:measured",)
-
     def _diagnostic(
         self, name: str, finding: Finding, action: str, step: StepView | None
     ) -> dict[str, Any]:
@@ -855,8 +748,8 @@ class EpisodeMonitor:
                 diagnostic.update(tool_kind=step.kind, kind_source=step.kind_source or "shape")
         diagnostic.update(finding.details)
         diagnostic.update(
-            last_progress_step=self.last_progress_step,
-            no_progress_streak=self.streak,
+            last_progress_step=self.breaker.last_progress_step,
+            no_progress_streak=self.breaker.streak,
             hint=self._hint(),
         )
         return diagnostic
@@ -868,9 +761,9 @@ class EpisodeMonitor:
         return {
             "steps": self.steps,
             "tool_calls": self.tool_calls,
-            "no_progress_steps": self.no_progress_steps,
-            "max_no_progress_streak": self.max_streak,
-            "last_progress_step": self.last_progress_step,
+            "no_progress_steps": self.breaker.no_progress_steps,
+            "max_no_progress_streak": self.breaker.max_streak,
+            "last_progress_step": self.breaker.last_progress_step,
             "flags": len(self.flags),
             "stop_reason": self.stopped.stop_reason if self.stopped else None,
             "tokens": self.budget.tokens,
