@@ -23,6 +23,7 @@ from .base import (
 )
 from .breaker import NoProgressBreaker, budget_finding
 from .budgets import BudgetMeter
+from .call_kinds import CallKinds
 from .cursor_stuck import CursorStuck
 from .edit_revert import EditRevert
 from .events import (
@@ -31,7 +32,6 @@ from .events import (
     Action,
     Decision,
     Flag,
-    KindSource,
     StepView,
     ToolCall,
     ToolResult,
@@ -55,8 +55,7 @@ from .fingerprint import (
 )
 from .fuzzy_repeat import FuzzyRepeat
 from .history import History, SignatureStats
-from .information import READINGS_KEPT
-from .kinds import confirms_change, infer_kind, is_wait
+from .kinds import confirms_change, is_wait
 from .ladder import Ladder, repeated_rungs
 from .monologue import IDLE_MESSAGES, Monologue, idle
 from .nudges import UserNudges
@@ -173,7 +172,8 @@ class EpisodeMonitor:
         self._answered = -1
         """The step of the agent's last message: a warning delivered before it was read (the
         model took a turn after it and wrote), so a repeat after it is a warning ignored."""
-        self._inferred: dict[str, tuple[Any, KindSource | None]] = {}
+        self.kinds = CallKinds(policy, history, self.writes)
+        """The kinds of the calls (``call_kinds.CallKinds``)."""
         self._targets: set[str] = set()
         """What successful writes acted on (``writes.write_target``): a write on a new one is
         a new effect, whatever its acknowledgement says."""
@@ -202,7 +202,7 @@ class EpisodeMonitor:
         else:
             signature = call.signature or call_signature(call.tool, args_text)
         history = self.history
-        kind, source = self._kind(call, signature)
+        kind, source = self.kinds.of(call, signature)
         stats = history.stats(signature)
         key = intent = deadline = stated = None
         explicit = False
@@ -395,67 +395,6 @@ class EpisodeMonitor:
         decision.turn = history.turn
         return decision
 
-    def _declared_kind(self, call: ToolCall) -> Any:
-        """The kind the call or the configuration declares, if any (not judged by its look)."""
-        if call.kind is not None:
-            return call.kind
-        declared = self.policy.tool_kinds.get(call.tool)
-        if declared is not None:
-            return declared
-        return "poll" if call.tool in self.policy.poll_tools else None
-
-    def _kind(self, call: ToolCall, signature: str) -> tuple[Any, KindSource | None]:
-        """The call's kind and where it came from: declared; else inferred from the tool's
-        MCP annotations, HTTP method or name (``kinds.infer_kind``), where a write or a poll
-        counts at once and a read gives way to the evidence of polling; else ``None``
-        (judged by shape)."""
-        declared = self._declared_kind(call)
-        if declared is not None:
-            return declared, "declared"
-        key = signature if not call.annotations else f"{signature}\x00{sorted(call.annotations.items())!r}"
-        inferred = self._inferred.get(key)
-        if inferred is None:
-            if len(self._inferred) >= READINGS_KEPT:
-                self._inferred.clear()
-            inferred = self._inferred[key] = (
-                infer_kind(call.tool, call.args, call.annotations) or (None, None)
-            )
-        if inferred[0] == "write" and self._paced_change(call, signature):
-            return "poll", None  # a "write" by its name, asked again after a wait, answering
-            # something new each time: it polls (a keystroke sent to a running process)
-        if inferred[0] in ("write", "poll"):
-            return inferred
-        if self.writes.done(signature):
-            return "write", "outcome"  # it confirmed doing something this turn: a write again
-        if self._polled(call, signature):
-            return "poll", None
-        return inferred
-
-    def _paced_change(self, call: ToolCall, signature: str) -> bool:
-        """Whether the same call was asked again after a real wait (``poll_pace_s``) and its
-        answers have changed: the shape of a poll, whatever its name says."""
-        stats = self.history.stats(signature)
-        return (stats is not None and len(stats.infos) > 1 and stats.last_status == "ok"
-                and call.t - stats.last_t >= self.policy.poll_pace_s)
-
-    def _polled(self, call: ToolCall, signature: str) -> bool:
-        """Whether an undeclared call is a poll by evidence: its output has changed, it is
-        asked again after a real wait, or its last answer was a status on its way."""
-        stats = self.history.stats(signature)
-        if stats is None:
-            return False
-        if len(stats.infos) > 1:
-            return True  # same call, its output has changed: polling by shape
-        if stats.last_epoch != self.history.epoch:
-            return False  # asked again after a write or an edit: checking the change
-        gap = call.t - self.history.busy_until(call.t, stats.last_t)
-        if gap >= self.policy.poll_pace_s and (
-            stats.last_status == "ok" or stats.last_waiting
-        ):
-            return True  # asked again after a real wait for a result (or "still waiting"),
-            # not after other work that took the time
-        return stats.transitional  # a status on its way: its state can still change
-
     def _reconcile(self, call: ToolCall, step: StepView) -> tuple[str, ...]:
         if call.reconciles:
             record = self.writes.reconcile(call.reconciles, call.found)
@@ -510,7 +449,7 @@ class EpisodeMonitor:
             ):  # (a failed state whose restart count or request id moves has not changed,
                 # nor a running one whose progress figures stand still)
                 return "state_change"  # (a poll may answer "not done yet" as an error)
-            declared = self._declared_kind(call) == "poll"
+            declared = self.kinds.declared(call) == "poll"
             return "waiting" if self._waiting(step, stats, declared) else None
         if step.status != "ok":
             return None  # blocked, failed or timed out: nothing learned
