@@ -54,7 +54,7 @@ from .fingerprint import (
     unpositioned,
 )
 from .fuzzy_repeat import FuzzyRepeat
-from .history import History, SignatureStats
+from .history import History
 from .kinds import confirms_change, is_wait
 from .ladder import Ladder, repeated_rungs
 from .monologue import IDLE_MESSAGES, Monologue, idle
@@ -63,11 +63,12 @@ from .oscillation import Oscillation
 from .output_stagnation import OutputStagnation, same_info_indexes
 from .policy import Policy
 from .poll_timeout import PollTimeout
+from .progress import ProgressJudge
 from .readings import Readings
 from .repeat_same_error import RepeatSameError
 from .state_cycle import StateCycle
 from .task import TaskDeadline, counted_words, task_deadline
-from .writes import DECLARED, WriteDuplicate, WriteLedger, changes_state, edit_of, write_target
+from .writes import WriteDuplicate, WriteLedger, changes_state, edit_of
 
 DEFAULT_DETECTORS: Final = (
     PollTimeout,
@@ -93,7 +94,6 @@ _DEFAULT_RUNGS: Final[dict[str, tuple[Action, ...]]] = {
     d.name: tuple(d.rungs) for d in DEFAULT_DETECTORS
 }
 
-CONFLICT_WORDS: Final = frozenset({"already", "exists", "conflict", "409", "duplicate"})
 _DEFAULT_POLICY: Final = Policy()
 """The policy of a monitor given none (frozen, its mappings read-only: one serves every
 episode, rather than one built for each)."""
@@ -174,9 +174,8 @@ class EpisodeMonitor:
         model took a turn after it and wrote), so a repeat after it is a warning ignored."""
         self.kinds = CallKinds(policy, history, self.writes)
         """The kinds of the calls (``call_kinds.CallKinds``)."""
-        self._targets: set[str] = set()
-        """What successful writes acted on (``writes.write_target``): a write on a new one is
-        a new effect, whatever its acknowledgement says."""
+        self.progress = ProgressJudge(policy, history, self.kinds)
+        """Whether each call made progress (``progress.ProgressJudge``)."""
 
     @property
     def turn(self) -> int:
@@ -363,7 +362,7 @@ class EpisodeMonitor:
         if write_status == "ok":
             self.writes.changed(step.signature, history.changes)
         reconciled = self._reconcile(pending.call, step)
-        step.progress = self._progress(step, stats, pending.call)
+        step.progress = self.progress.of(step, stats, pending.call)
         if step.progress is None and text is None and not blocked:
             self.breaker.unseen(step.index)  # (no output to compare: no progress assumed)
         self.breaker.count(step)
@@ -430,75 +429,6 @@ class EpisodeMonitor:
         """Identical writes the current turn asks for (read when a write repeats): a number
         of copies, or a number of the things the write's name or arguments count."""
         return self.history.intended_repeats(counted_words(args, tool))
-
-    def _progress(
-        self, step: StepView, stats: SignatureStats | None, call: ToolCall
-    ) -> str | None:
-        if step.wait:
-            return "waiting"  # sleeping between polls or retries: neither progress nor not
-        words = step.words
-        if step.kind == "poll" and stats is not None and step.status in ("ok", "error"):
-            if (
-                step.output_hash != stats.last_output
-                and (step.info != stats.last_info or step.figures != stats.last_figures)
-                and (words is None or hash(words) != stats.last_words)
-                and not (
-                    (step.stuck in ("container", "stalled") or step.status == "error")
-                    and step.shape == stats.last_shape
-                )
-            ):  # (a failed state whose restart count or request id moves has not changed,
-                # nor a running one whose progress figures stand still)
-                return "state_change"  # (a poll may answer "not done yet" as an error)
-            declared = self.kinds.declared(call) == "poll"
-            return "waiting" if self._waiting(step, stats, declared) else None
-        if step.status != "ok":
-            return None  # blocked, failed or timed out: nothing learned
-        if step.kind == "write":
-            if words and not CONFLICT_WORDS.isdisjoint(words):
-                return None  # "already exists", 409: no new state
-            known = step.facts is not None and self.history.knows(step.facts)
-            if stats is None or stats.last_status != "ok":  # a write not done before
-                target = write_target(step.args, step.args_text,
-                                      paths=step.kind_source in DECLARED)
-                if target and target not in self._targets:  # (the file a declared write
-                    # names is its target: a codemod run file by file makes new effects)
-                    self._targets.add(target)
-                    return "write_ok"  # on something new ("Message sent." to the next person)
-                return None if known else "write_ok"  # (a reworded commit: "nothing to commit")
-            if step.info not in stats.infos and not known:
-                return "write_ok"  # the same write again, and it says something new
-            return None  # the same write, the same answer: no new state
-        new_call = not self.history.asked_before(step)
-        if (words is not None and not words) or step.negative:
-            return "new_action" if new_call else None  # nothing found: exploring at best
-        same = step.same_info
-        if (
-            step.output_hash in self.history.seen_outputs
-            or (step.facts is not None and self.history.knows(step.facts))
-            or (same and any(s.status == "ok" and s.index in same for s in self.history.steps))
-        ):
-            if new_call and words is not None and len(words) <= self.policy.ack_max_words:
-                return "new_action"  # a new request answered "done", "OK"
-            if stats is not None and stats.last_status in ("error", "timeout"):
-                return "new_action"  # it failed last time and now answers: a retry that worked
-            return None
-        if step.markers and "cursor_advance" in step.markers:
-            return "cursor_advance"
-        return "new_info"
-
-    def _waiting(self, step: StepView, stats: SignatureStats, declared: bool) -> bool:
-        """An unchanged poll is waiting until its deadline when it is declared a poll; an
-        undeclared one needs the evidence: asked again after a real wait (``poll_pace_s``),
-        or a status on its way asked at a pace (``poll_min_interval_s``)."""
-        if not declared:
-            gap = step.start - self.history.busy_until(step.start, stats.last_t)
-            paced = gap >= self.policy.poll_pace_s or (
-                stats.transitional and (gap == 0 or gap >= self.policy.poll_min_interval_s)
-            )
-            if not paced:
-                return False  # a fixed answer asked again at once, or hammering
-        deadline = step.deadline_s or self.history.default_deadline_s
-        return self.history.waited(stats, step.deadline_stated, step.t) <= deadline
 
     def _new_turn(self, turn: int, content: str | None) -> None:
         """A user turn starts a new intent: the stretch, the ladders and the write identities
