@@ -20,7 +20,7 @@ from .ladder import same_turn
 BREAKERS: Final = ("no_progress", "budget")
 """Stops that are not a loop shape of their own: the no-progress circuit breaker and budgets."""
 BUDGET_RUNGS: Final = ("stop",)
-NEUTRAL: Final = ("waiting", "new_action")
+NEUTRAL_MARKERS: Final = ("waiting", "new_action")
 """Markers that neither end a no-progress stretch nor extend it: a poll waiting in time, and
 a new request that brought nothing back (exploring, not learning yet)."""
 
@@ -60,7 +60,7 @@ class NoProgressBreaker:
 
     def count(self, step: StepView) -> None:
         """Count a completed call's progress into the streak."""
-        if step.progress in NEUTRAL:
+        if step.progress in NEUTRAL_MARKERS:
             return
         if step.progress is None:
             self.streak += 1

@@ -37,7 +37,7 @@ class ProgressJudge:
         self, step: StepView, stats: SignatureStats | None, call: ToolCall
     ) -> str | None:
         """The progress marker of a completed call (``events.PROGRESS_MARKERS``), ``waiting``
-        or ``new_action`` (``breaker.NEUTRAL``), or ``None``: no progress. ``stats`` are its
+        or ``new_action`` (``breaker.NEUTRAL_MARKERS``), or ``None``: no progress. ``stats`` are its
         signature's before it was appended."""
         if step.wait:
             return "waiting"  # sleeping between polls or retries: neither progress nor not
