@@ -53,21 +53,6 @@ STOP_REASONS: Final = (
 )
 """Every way an episode can end; ``Decision.stop_reason`` is one of these."""
 
-LOOP_KINDS: Final = (
-    "exact_repeat",
-    "repeat_same_error",
-    "oscillation",
-    "param_jitter",
-    "output_stagnation",
-    "monologue",
-    "cursor_stuck",
-    "poll_timeout",
-    "write_duplicate",
-    "no_progress",
-    "budget",
-)
-"""The ``kind`` a flag names: the label kinds of docs/episode-format.md plus the two breakers."""
-
 PROGRESS_MARKERS: Final = (
     "new_info",
     "state_change",

@@ -24,8 +24,6 @@ from .base import (
 from .breaker import NoProgressBreaker, budget_finding
 from .budgets import BudgetMeter
 from .call_kinds import CallKinds
-from .cursor_stuck import CursorStuck
-from .edit_revert import EditRevert
 from .events import (
     ACTION_RANK,
     KILL_ACTIONS,
@@ -37,7 +35,6 @@ from .events import (
     ToolResult,
 )
 from .evidence import KINDLESS, capped, kind_evidence, source_of
-from .exact_repeat import ExactRepeat
 from .expectations import AnswerCheck, ExpectationTracker
 from .fingerprint import (
     call_signature,
@@ -53,37 +50,18 @@ from .fingerprint import (
     stuck_state,
     unpositioned,
 )
-from .fuzzy_repeat import FuzzyRepeat
 from .history import History
 from .kinds import confirms_change, is_wait
 from .ladder import Ladder, repeated_rungs
-from .monologue import IDLE_MESSAGES, Monologue, idle
+from .monologue import IDLE_MESSAGES, idle
 from .nudges import UserNudges
-from .oscillation import Oscillation
-from .output_stagnation import OutputStagnation, same_info_indexes
+from .output_stagnation import same_info_indexes
 from .policy import Policy
-from .poll_timeout import PollTimeout
 from .progress import ProgressJudge
 from .readings import Readings
-from .repeat_same_error import RepeatSameError
-from .state_cycle import StateCycle
+from .registry import DEFAULT_DETECTORS
 from .task import TaskDeadline, counted_words, task_deadline
-from .writes import WriteDuplicate, WriteLedger, changes_state, edit_of
-
-DEFAULT_DETECTORS: Final = (
-    PollTimeout,
-    RepeatSameError,
-    ExactRepeat,
-    Oscillation,
-    StateCycle,
-    EditRevert,
-    FuzzyRepeat,
-    OutputStagnation,
-    CursorStuck,
-    WriteDuplicate,
-    Monologue,
-)
-"""Every detector, in the order they are consulted. The README's table is checked against it."""
+from .writes import WriteLedger, changes_state, edit_of
 
 _HOOKED: Final = {
     hook: tuple(i for i, d in enumerate(DEFAULT_DETECTORS) if hasattr(d, hook))

@@ -143,6 +143,7 @@ class Monologue:
     call, by the guard)."""
 
     name = "monologue"
+    kinds = ("monologue",)
     rungs = MESSAGE_RUNGS
 
     def __init__(self, policy: Policy) -> None:
