@@ -321,19 +321,21 @@ def _tool_call(step: Mapping[str, Any], call_id: str, t: float) -> ToolCall:
         args_text = None
     if args is None and args_text is None and not signature:
         args = {}  # (a step without arguments or a recorded signature called the tool with none)
-    call = recorded_call(step["tool"], args=args, args_text=args_text, signature=signature,
-                         unique=call_id, call_id=call_id, kind=get("kind"), t=t)
+    occasional: dict[str, Any] = {}
     if not _OCCASIONAL.isdisjoint(step):  # (most steps record none of them: defaults stand)
         deadline, intent, found, stated = (
             get("deadline_s"), get("intent"), get("found"), get("deadline_stated"))
-        call.intent = intent if isinstance(intent, str) else None
-        call.idempotency_key = get("idempotency_key") or None
-        call.reconciles = get("reconciles") or None
-        call.found = found if isinstance(found, bool) else None
-        call.deadline_s = float(deadline) if isinstance(deadline, _NUMBERS) else None
-        call.deadline_stated = stated if isinstance(stated, bool) else None
-        call.turn = _int(get("turn")) or None
-    return call
+        occasional = {
+            "intent": intent if isinstance(intent, str) else None,
+            "idempotency_key": get("idempotency_key") or None,
+            "reconciles": get("reconciles") or None,
+            "found": found if isinstance(found, bool) else None,
+            "deadline_s": float(deadline) if isinstance(deadline, _NUMBERS) else None,
+            "deadline_stated": stated if isinstance(stated, bool) else None,
+            "turn": _int(get("turn")) or None,
+        }
+    return recorded_call(step["tool"], args=args, args_text=args_text, signature=signature,
+                         unique=call_id, call_id=call_id, kind=get("kind"), t=t, **occasional)
 
 
 _OCCASIONAL: Final = frozenset(
