@@ -35,7 +35,7 @@ from typing import Any
 
 from _against import load_package
 
-from loopscope.detect.monitor import forget_readings
+from loopscope.detect.readings import Readings
 from loopscope.detect.replay import EpisodeRecord, parse_episode_line, replay
 from loopscope.offline.evaluation import naive_baseline
 
@@ -81,14 +81,13 @@ def main() -> None:
             naive_baseline(episode)
 
     def core() -> None:
-        forget_readings()  # (each round starts with nothing read)
+        readings = Readings()  # (each round starts with nothing read, shared by its runs)
         for episode in episodes:
-            replay(episode)
+            replay(episode, readings=readings)
 
     def core_cold() -> None:
         for episode in episodes:
-            forget_readings()  # no output read in another run is remembered
-            replay(episode)
+            replay(episode)  # no output read in another run is remembered
 
     passes = [("json_parse", parse_only), ("naive_baseline", naive), ("loopscope", core),
               ("loopscope_cold", core_cold)]
@@ -139,7 +138,7 @@ def _paired_round(
     forget_other: Callable[[], None], round_: int,
 ) -> tuple[float, float]:
     """CPU seconds of this core and the other over all episodes, taking turns by chunk."""
-    forget_readings()
+    readings = Readings()  # (as the other's memo, forgotten: shared by this round's runs)
     forget_other()
     this = that = 0.0
     for index, at in enumerate(range(0, len(episodes), CHUNK)):
@@ -147,7 +146,7 @@ def _paired_round(
             start = time.process_time()
             if which == "this":
                 for episode in episodes[at:at + CHUNK]:
-                    replay(episode)
+                    replay(episode, readings=readings)
                 this += time.process_time() - start
             else:
                 for episode in other_episodes[at:at + CHUNK]:

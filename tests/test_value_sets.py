@@ -24,7 +24,7 @@ from loopscope.detect.events import (
     STATUSES,
     STOP_REASONS,
 )
-from loopscope.detect.policy import DETECTOR_NAMES
+from loopscope.detect.registry import DETECTOR_NAMES
 from loopscope_collector.storage.writes.labels import LABEL_VALUES
 from loopscope_dashboard import charts, truth, uploads
 

@@ -10,8 +10,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from loopscope.detect import EpisodeMonitor, Policy, ToolCall, ToolResult
-from loopscope.detect.monitor import CONTINUE, NUDGE_CHARS, SAID_KEPT
 from loopscope.detect.monologue import IDLE_MESSAGES, idle
+from loopscope.detect.nudges import CONTINUE, NUDGE_CHARS, SAID_KEPT
 
 POD = "NAME READY STATUS RESTARTS AGE\napi-7d9c 0/1 {state} {restarts} {age}m"
 

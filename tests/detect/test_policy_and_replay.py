@@ -323,8 +323,8 @@ def test_monitor_pairs_results_by_call_id():
 
 def test_policy_detector_names_are_every_detector_and_breaker():
     """A detector added without its name in DETECTOR_NAMES (so a policy cannot tune it)."""
-    from loopscope.detect.monitor import BREAKERS
-    from loopscope.detect.policy import DETECTOR_NAMES
+    from loopscope.detect.breaker import BREAKERS
+    from loopscope.detect.registry import DETECTOR_NAMES
 
     assert set(DETECTOR_NAMES) == {d.name for d in DEFAULT_DETECTORS} | set(BREAKERS)
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from loopscope.detect import Decision, EpisodeMonitor, Flag, Policy
+from loopscope.detect.readings import Readings
 from loopscope.detect.replay import EpisodeRecord, EpisodeReport, episode_report
 from loopscope.detect.steps import feed_run
 
@@ -84,8 +85,12 @@ class _Episode:
 
     __slots__ = ("fed", "first_ns", "last_key", "monitor", "task_type")
 
-    def __init__(self, policy: Policy, episode_id: str, task_type: str | None) -> None:
-        self.monitor = EpisodeMonitor(policy, episode_id=episode_id, task_type=task_type)
+    def __init__(
+        self, policy: Policy, episode_id: str, task_type: str | None, readings: Readings
+    ) -> None:
+        self.monitor = EpisodeMonitor(
+            policy, episode_id=episode_id, task_type=task_type, readings=readings
+        )
         self.fed = 0
         """Tool calls fed so far (the next one's ordinal)."""
         self.first_ns = 0
@@ -111,6 +116,9 @@ class StreamingDetector:
         self.load: Loader = load or (lambda ids: {})
         self._episodes: OrderedDict[str, _Episode] = OrderedDict()
         self._failed: set[str] = set()
+        self._readings = Readings()
+        """What was read of outputs, shared by this detector's episodes (an agent's runs answer
+        alike: an output read in one is not read again in another)."""
 
     @property
     def active(self) -> int:
@@ -168,7 +176,7 @@ class StreamingDetector:
         earlier = list(stored) if stored is not None else self.load([episode_id]).get(
             episode_id, [])
         earlier = [r for r in earlier if r.span_id not in known]
-        state = self._episodes[episode_id] = _Episode(self.policy, episode_id, task_type)
+        state = self._episodes[episode_id] = _Episode(self.policy, episode_id, task_type, self._readings)
         self._episodes.move_to_end(episode_id)
         self._evict()
         return self._feed_all(state, sorted([*earlier, *new], key=sort_key), episode_id,

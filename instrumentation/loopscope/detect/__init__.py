@@ -16,8 +16,8 @@ Example:
     (['allow', 'allow', 'warn', 'block', 'stop'], 'exact_repeat', 'repeated_tool_call')
 """
 
+from .breaker import BREAKERS
 from .events import (
-    LOOP_KINDS,
     PROGRESS_MARKERS,
     STOP_REASONS,
     Decision,
@@ -28,8 +28,9 @@ from .events import (
 )
 from .expectations import AnswerCheck
 from .fingerprint import call_signature, canonical_json, output_hash, output_text
-from .monitor import BREAKERS, DEFAULT_DETECTORS, EpisodeMonitor
+from .monitor import EpisodeMonitor
 from .policy import Budgets, Policy, RequiredTool
+from .registry import DEFAULT_DETECTORS, LOOP_KINDS
 
 __all__ = [
     "BREAKERS",

@@ -62,6 +62,8 @@ class Detector(Protocol):
     """
 
     name: str
+    kinds: tuple[str, ...]
+    """The ``Flag.kind`` its findings name (``registry.LOOP_KINDS`` gathers them)."""
     rungs: tuple[Action, ...]
 
     def __init__(self, policy: Policy) -> None: ...

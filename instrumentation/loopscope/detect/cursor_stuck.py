@@ -59,6 +59,7 @@ class CursorStuck:
     """
 
     name = "cursor_stuck"
+    kinds = ("cursor_stuck",)
     rungs = AFTER_RUNGS
 
     def __init__(self, policy: Policy) -> None:

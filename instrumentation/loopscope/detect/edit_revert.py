@@ -28,6 +28,7 @@ class EditRevert:
     changes flip between two for as many cycles."""
 
     name = "edit_revert"
+    kinds = ("oscillation",)
     rungs = BEFORE_RUNGS
 
     def __init__(self, policy: Policy) -> None:

@@ -53,21 +53,6 @@ STOP_REASONS: Final = (
 )
 """Every way an episode can end; ``Decision.stop_reason`` is one of these."""
 
-LOOP_KINDS: Final = (
-    "exact_repeat",
-    "repeat_same_error",
-    "oscillation",
-    "param_jitter",
-    "output_stagnation",
-    "monologue",
-    "cursor_stuck",
-    "poll_timeout",
-    "write_duplicate",
-    "no_progress",
-    "budget",
-)
-"""The ``kind`` a flag names: the label kinds of docs/episode-format.md plus the two breakers."""
-
 PROGRESS_MARKERS: Final = (
     "new_info",
     "state_change",
@@ -84,7 +69,8 @@ poll before its deadline, which neither extends nor resets the no-progress strea
 class ToolCall:
     """One tool call as known before it runs. (Not frozen, as ``ToolResult``: one is made
     for every call, and a frozen dataclass sets each field through ``object.__setattr__``,
-    several times slower. The core never changes one.)
+    several times slower. No one changes one once built: a replay builds it with its
+    recorded fields.)
 
     ``args`` may be ``None`` when the caller did not capture arguments; ``signature`` is then
     required. ``signature`` and ``args_text`` are computed from ``args`` when left empty.

@@ -26,6 +26,7 @@ class ExactRepeat:
     than the turn asks for ("run it 5 times") are a spin."""
 
     name = "exact_repeat"
+    kinds = ("exact_repeat",)
     rungs = BEFORE_RUNGS
 
     def __init__(self, policy: Policy) -> None:

@@ -22,7 +22,8 @@ from typing import Any, Final
 HASH_CHARS: Final = 16
 """Hex characters kept from SHA-256: 64 bits, plenty for one episode's calls."""
 
-MAX_DEPTH: Final = 32
+JSON_DEPTH: Final = 32
+"""How deep a value is canonicalised; deeper parts are ``<too deep>``."""
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
@@ -55,7 +56,7 @@ def _normalize(value: Any, exclude: frozenset[str], depth: int, seen: set[int]) 
         if math.isfinite(value):
             return int(value) if value.is_integer() and abs(value) < 2**53 else value
         return repr(value)  # "nan", "inf", "-inf": JSON has no spelling for them
-    if depth >= MAX_DEPTH:
+    if depth >= JSON_DEPTH:
         return "<too deep>"
     if id(value) in seen:
         return "<cycle>"

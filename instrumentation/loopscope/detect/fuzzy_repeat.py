@@ -26,6 +26,7 @@ class FuzzyRepeat:
     """
 
     name = "fuzzy_repeat"
+    kinds = ("param_jitter",)
     rungs = AFTER_RUNGS
 
     def __init__(self, policy: Policy) -> None:

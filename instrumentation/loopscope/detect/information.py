@@ -84,17 +84,24 @@ and word characters are looked up in a table). Unicode's whitespace class also h
 separators U+001C to U+001F, which ASCII's lacks: they are named."""
 
 
-def facts(text: str | None, args: Any = None, args_key: str = "") -> frozenset[int] | None:
+def facts(
+    text: str | None, args: Any = None, args_key: str = "", echoes: Echoes | None = None
+) -> frozenset[int] | None:
     """The hashed facts of an output (``None`` when the output was not captured; an empty
     set when it says nothing). ``args`` are the call's arguments, whose echoes are masked;
-    ``args_key``, when given, names them (their canonical text): what they echo is then
-    worked out once for every output of the same arguments. Never raises: an output it
+    ``args_key``, when given with an ``echoes`` memo (``readings.Readings`` holds one), names
+    them (their canonical text): what they echo is then worked out once for every output of
+    the same arguments. Never raises: an output it
     cannot read (nested past Python's recursion limit, a number of 5,000 digits) is one
     fact, its text."""
     if text is None:
         return None
     try:
-        return _facts(text, _echoes_named(args, args_key) if args_key else _echoes(args))
+        return _facts(
+            text,
+            _echoes_named(args, args_key, echoes)
+            if args_key and echoes is not None else _echoes(args),
+        )
     except (RecursionError, ValueError, TypeError, MemoryError):
         return frozenset((hash(text[:FACT_CHARS]),))
 
@@ -257,21 +264,17 @@ pattern for its numbers as whole numbers ("page 7" is an echo of 7; "17" is not)
 _NO_ECHOES: Final[_Echoes] = ((), None)
 
 
-_ECHOES: dict[str, _Echoes] = {}
-"""Echoes by the arguments' canonical text (a loop repeats its arguments)."""
+Echoes = dict[str, _Echoes]
+"""A memo of echoes by the arguments' canonical text (a loop repeats its arguments), owned by
+its caller (``readings.Readings``): the core keeps no memo of its own."""
 
 
-def forget_echoes() -> None:
-    """Forget the echoes worked out for arguments seen before (``monitor.forget_readings``)."""
-    _ECHOES.clear()
-
-
-def _echoes_named(args: Any, key: str) -> _Echoes:
-    found = _ECHOES.get(key)
+def _echoes_named(args: Any, key: str, memo: Echoes) -> _Echoes:
+    found = memo.get(key)
     if found is None:
-        if len(_ECHOES) >= READINGS_KEPT:
-            _ECHOES.clear()
-        found = _ECHOES[key] = _echoes(args)
+        if len(memo) >= READINGS_KEPT:
+            memo.clear()
+        found = memo[key] = _echoes(args)
     return found
 
 

@@ -8,7 +8,6 @@ clock and never does I/O; it answers with ``Decision`` records and keeps the fla
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, cast
@@ -22,29 +21,26 @@ from .base import (
     TurnAware,
     args_preview,
 )
-from .budgets import BudgetMeter, Exhausted
-from .cursor_stuck import CursorStuck
-from .edit_revert import EditRevert
+from .breaker import NoProgressBreaker, budget_finding
+from .budgets import BudgetMeter
+from .call_kinds import CallKinds
 from .events import (
     ACTION_RANK,
     KILL_ACTIONS,
     Action,
     Decision,
     Flag,
-    KindSource,
     StepView,
     ToolCall,
     ToolResult,
 )
 from .evidence import KINDLESS, capped, kind_evidence, source_of
-from .exact_repeat import ExactRepeat
 from .expectations import AnswerCheck, ExpectationTracker
 from .fingerprint import (
     call_signature,
     canonical_json,
     error_shape,
     figures,
-    is_negative,
     loose_text,
     masked,
     output_hash,
@@ -53,37 +49,19 @@ from .fingerprint import (
     retry_after_s,
     stuck_state,
     unpositioned,
-    word_sketch,
 )
-from .fuzzy_repeat import FuzzyRepeat
-from .history import History, SignatureStats
-from .information import READINGS_KEPT, facts, forget_echoes
-from .kinds import confirms_change, infer_kind, is_wait
-from .ladder import Ladder, repeated_rungs, same_turn
-from .monologue import IDLE_MESSAGES, Monologue, idle
-from .oscillation import Oscillation
-from .output_stagnation import OutputStagnation, same_info_indexes
+from .history import History
+from .kinds import confirms_change, is_wait
+from .ladder import Ladder, repeated_rungs
+from .monologue import IDLE_MESSAGES, idle
+from .nudges import UserNudges
+from .output_stagnation import same_info_indexes
 from .policy import Policy
-from .poll_timeout import PollTimeout
-from .repeat_same_error import RepeatSameError
-from .state_cycle import StateCycle
+from .progress import ProgressJudge
+from .readings import Readings
+from .registry import DEFAULT_DETECTORS
 from .task import TaskDeadline, counted_words, task_deadline
-from .writes import DECLARED, WriteDuplicate, WriteLedger, changes_state, edit_of, write_target
-
-DEFAULT_DETECTORS: Final = (
-    PollTimeout,
-    RepeatSameError,
-    ExactRepeat,
-    Oscillation,
-    StateCycle,
-    EditRevert,
-    FuzzyRepeat,
-    OutputStagnation,
-    CursorStuck,
-    WriteDuplicate,
-    Monologue,
-)
-"""Every detector, in the order they are consulted. The README's table is checked against it."""
+from .writes import WriteLedger, changes_state, edit_of
 
 _HOOKED: Final = {
     hook: tuple(i for i, d in enumerate(DEFAULT_DETECTORS) if hasattr(d, hook))
@@ -94,100 +72,9 @@ _DEFAULT_RUNGS: Final[dict[str, tuple[Action, ...]]] = {
     d.name: tuple(d.rungs) for d in DEFAULT_DETECTORS
 }
 
-BREAKERS: Final = ("no_progress", "budget")
-"""Stops that are not a loop shape of their own: the no-progress circuit breaker and budgets."""
-
-BUDGET_RUNGS: Final = ("stop",)
-SAID_KEPT: Final = 16
-"""User messages remembered to tell an automatic nudge sent again (bounded memory)."""
-NUDGE_CHARS: Final = 2_000
-"""An automatic nudge is short: a longer user message is always a new intent (and is not
-normalised to be compared with the last few)."""
-CONTINUE: Final = re.compile(
-    r"\b(?:continue|keep (?:going|working)|go on|proceed|carry on|resume|next steps?"
-    r"|are you (?:done|finished)|say done|if you are done|if you're done|error|invalid"
-    r"|not valid|no valid|tool call|tool-call|try again)\b|^\[[\w -]+\]$"
-)
-"""What an automatic nudge says: the same message again, asking to go on, reporting an error
-in the last reply, or a bare tag (``[heartbeat]``), is no new intent (a person asking "any
-update?" twice, or for "another one", still is)."""
-NEUTRAL: Final = ("waiting", "new_action")
-"""Markers that neither end a no-progress stretch nor extend it: a poll waiting in time, and
-a new request that brought nothing back (exploring, not learning yet)."""
-CONFLICT_WORDS: Final = frozenset({"already", "exists", "conflict", "409", "duplicate"})
 _DEFAULT_POLICY: Final = Policy()
 """The policy of a monitor given none (frozen, its mappings read-only: one serves every
 episode, rather than one built for each)."""
-_READINGS: dict[tuple[int, int], tuple[str, frozenset[str], bool]] = {}
-_FACTS: dict[tuple[int, int, str], frozenset[int]] = {}
-"""Keyed by the text's own hash and length (no text is kept; an output hash recorded by
-someone else may not be one of this text), and for facts by the arguments too (their echoes
-are masked)."""
-
-
-SENT_MIN_CHARS: Final = 40
-"""A text a call sends is its own words handed back, when a user message repeats it, from this
-long (shorter ones, "yes", "continue", are what anyone may say)."""
-SENT_KEPT: Final = 8
-"""Texts of the last calls remembered for that (bounded memory)."""
-
-
-def _sent_texts(args: Any) -> tuple[str, ...]:
-    """The string values of a call's arguments of ``SENT_MIN_CHARS`` or more, top level and
-    one down, whitespace collapsed."""
-    found: list[str] = []
-    values = args.values() if isinstance(args, dict) else (args,)
-    for value in values:
-        for item in value.values() if isinstance(value, dict) else (value,):
-            if isinstance(item, str) and len(item) >= SENT_MIN_CHARS:
-                found.append(" ".join(item[:NUDGE_CHARS].split()))
-    return tuple(found)
-
-
-def _normalised(text: str) -> str:
-    """A user message's words, lower-cased, one space apart (how nudges are compared)."""
-    return " ".join(text.lower().split())
-
-
-def _said_mark(text: str) -> tuple[int, int, int]:
-    """What two messages with the same ``_normalised`` words always share, counted at C
-    speed: their e's (no character but ``E`` lower-cases to one), full stops and commas
-    (neither case nor spacing touches them)."""
-    return text.count("e") + text.count("E"), text.count("."), text.count(",")
-
-
-def forget_readings() -> None:
-    """Forget every remembered reading of an output (benchmarks call it between rounds, so
-    that every round reads each output afresh)."""
-    _READINGS.clear()
-    _FACTS.clear()
-    forget_echoes()
-
-
-def _facts_of(text: str, args_text: str, args: Any) -> frozenset[int]:
-    """The output's facts (``information.facts``); an output seen again for the same
-    arguments (a spin, or the same answer in another run) is not read again."""
-    key = (hash(text), len(text), args_text)
-    found = _FACTS.get(key)
-    if found is None:
-        if len(_FACTS) >= READINGS_KEPT:
-            _FACTS.clear()
-        found = _FACTS[key] = facts(text, args, args_text) or frozenset()
-    return found
-
-
-def _reading_of(text: str) -> tuple[str, frozenset[str], bool]:
-    """The output's hash, its word sketch, and whether it says that nothing was found
-    (``is_negative``); an output seen again (a loop returns the same text over and over)
-    is not read again."""
-    key = (hash(text), len(text))
-    reading = _READINGS.get(key)
-    if reading is None:
-        if len(_READINGS) >= READINGS_KEPT:
-            _READINGS.clear()
-        words = word_sketch(text)
-        reading = _READINGS[key] = (output_hash(text), words, is_negative(text, words))
-    return reading
 
 
 @dataclass(slots=True)
@@ -213,8 +100,12 @@ class EpisodeMonitor:
         task_type: str | None = None,
         task: str = "",
         start_t: float = 0.0,
+        readings: Readings | None = None,
     ) -> None:
         self.policy = policy = policy or _DEFAULT_POLICY
+        self.readings = readings or Readings()
+        """What was read of outputs (``readings.Readings``): the monitor's own, or one handed
+        to it to share across runs."""
         self.episode_id = episode_id
         self.task_type = task_type
         self.k = policy.k_for(task_type)
@@ -231,9 +122,11 @@ class EpisodeMonitor:
             self._rungs = {
                 d.name: policy.ladder_for(d.name, task_type, d.rungs) for d in detectors
             }
-            self._breaker_rungs = policy.ladder_for("no_progress", task_type, AFTER_RUNGS)
+            breaker_rungs = policy.ladder_for("no_progress", task_type, AFTER_RUNGS)
         else:  # the detectors' own ladders (the same lookup, done once for every episode)
-            self._rungs, self._breaker_rungs = _DEFAULT_RUNGS, AFTER_RUNGS
+            self._rungs, breaker_rungs = _DEFAULT_RUNGS, AFTER_RUNGS
+        self.breaker = NoProgressBreaker(history, self.k, policy.ignored_calls, breaker_rungs)
+        """The no-progress streak and the nudges left unheeded (``breaker``)."""
         # _HOOKED chose the detectors that have each hook (mypy cannot follow hasattr there)
         pick = detectors.__getitem__
         self._before = cast("list[BeforeDetector]", list(map(pick, _HOOKED["before"])))
@@ -245,38 +138,22 @@ class EpisodeMonitor:
         self.expectations = ExpectationTracker(policy.required_tools)
         self.steps = 0
         self.tool_calls = 0
-        self.streak = 0
-        self.max_streak = 0
-        self.no_progress_steps = 0
-        self.last_progress_step: int | None = None
         self.flags: list[Flag] = []
         self.stopped: Decision | None = None
         self._pending: dict[str, _Pending] = {}
         self._messages: list[str] = []
         self._task = task
-        self._nudged: tuple[int, int, float] | None = None
-        """(stretch start, tool calls issued when it was delivered, start of the last call
-        counted since) of the first nudge of the current no-progress stretch."""
-        self._ignored = 0
-        """Model turns of tool calls without progress since that nudge (``ignored_calls``)."""
-        self._said: dict[str, tuple[tuple[int, int, int], str | None]] = {}
-        """What the user has said (the last ``SAID_KEPT`` different things, oldest first),
-        each as sent, with its ``_said_mark`` and its words (``_normalised``, worked out when
-        first compared): the same words again ("Please continue.") are an automatic nudge,
-        not a new intent."""
+        self.nudges = UserNudges()
+        """What the user said and the agent's calls sent (``nudges.UserNudges``): whether a
+        user message is a new intent."""
         self._caps = policy.evidence_caps
         self._answered = -1
         """The step of the agent's last message: a warning delivered before it was read (the
         model took a turn after it and wrote), so a repeat after it is a warning ignored."""
-        self._unseen: int | None = None
-        """The last call without progress that returned no output (``_progress_evidence``)."""
-        self._inferred: dict[str, tuple[Any, KindSource | None]] = {}
-        self._targets: set[str] = set()
-        self._sent: tuple[str, ...] = ()
-        """The long texts the agent's last calls sent (``_sent_texts``): a user message that
-        only repeats one is its own words handed back (a brief delegated to a sub-agent)."""
-        """What successful writes acted on (``writes.write_target``): a write on a new one is
-        a new effect, whatever its acknowledgement says."""
+        self.kinds = CallKinds(policy, history, self.writes)
+        """The kinds of the calls (``call_kinds.CallKinds``)."""
+        self.progress = ProgressJudge(policy, history, self.kinds)
+        """Whether each call made progress (``progress.ProgressJudge``)."""
 
     @property
     def turn(self) -> int:
@@ -302,7 +179,7 @@ class EpisodeMonitor:
         else:
             signature = call.signature or call_signature(call.tool, args_text)
         history = self.history
-        kind, source = self._kind(call, signature)
+        kind, source = self.kinds.of(call, signature)
         stats = history.stats(signature)
         key = intent = deadline = stated = None
         explicit = False
@@ -341,7 +218,7 @@ class EpisodeMonitor:
         findings: list[tuple[str, Finding]] = []
         exhausted = self.budget.check_call(call.tool, call.t)
         if exhausted is not None:
-            findings.append(("budget", self._budget_finding(exhausted)))
+            findings.append(("budget", budget_finding(exhausted, self._hint())))
         for detector in () if candidate.wait else self._before:  # (a wait is pacing, not work)
             if (finding := detector.before(history, candidate)) is not None:
                 findings.append((detector.name, finding))
@@ -361,7 +238,7 @@ class EpisodeMonitor:
             self.expectations.on_tool_call(call.tool, call.args)
         self.tool_calls += 1
         if call.args is not None:
-            self._sent = (*self._sent, *_sent_texts(call.args))[-SENT_KEPT:]
+            self.nudges.sent(call.args)
         ref = call.call_id or f"#{index}"
         if ref in self._pending:  # (a call id used twice at once: its results pair in order)
             ref = f"{ref}#{index}"
@@ -382,7 +259,7 @@ class EpisodeMonitor:
         words: frozenset[str] | None = None
         negative = False
         if text is not None and not blocked:
-            digest, words, negative = _reading_of(text)
+            digest, words, negative = self.readings.reading_of(text)
             digest = result.output_hash or digest
         else:
             digest = result.output_hash or (output_hash(text) if text is not None else "")
@@ -398,7 +275,7 @@ class EpisodeMonitor:
         step.words = words
         step.output = text
         if text is not None:
-            step.facts = _facts_of(text, cand.args_text, cand.args)
+            step.facts = self.readings.facts_of(text, cand.args_text, cand.args)
             step.info = hash(step.facts)
         elif not (blocked and step.info):  # (a blocked step says what it said last time)
             step.info = hash(digest)
@@ -463,24 +340,23 @@ class EpisodeMonitor:
         if write_status == "ok":
             self.writes.changed(step.signature, history.changes)
         reconciled = self._reconcile(pending.call, step)
-        step.progress = self._progress(step, stats, pending.call)
+        step.progress = self.progress.of(step, stats, pending.call)
         if step.progress is None and text is None and not blocked:
-            self._unseen = step.index  # (no output to compare: no progress assumed)
-        self._count_progress(step)
+            self.breaker.unseen(step.index)  # (no output to compare: no progress assumed)
+        self.breaker.count(step)
         step.output = step.args = None  # the history keeps hashes and sketches, not content
         history.append(step)
         self.budget.count_result(step.tool, step.status)
         self.budget.count_usage(result.tokens_in + result.tokens_out, result.cost)
-        if step.progress is None:  # (the ignored count advances whether the breaker fires;
-            # one no_progress flag a call: the stop, else the breaker's rung)
-            if self._ignored_nudge(step):
-                findings.append(("no_progress", self._ignored_finding(step)))
-            elif self.streak >= self.k:
-                findings.append(("no_progress", self._breaker_finding(step)))
+        if step.progress is None and (
+            stop := self.breaker.check(step, self.tool_calls)
+        ) is not None:  # (one no_progress flag a call: the stop, else the breaker's rung)
+            findings.append(("no_progress", stop))
+        streak = self.breaker.streak
         if not findings:  # (the common case, built in one go)
             return Decision(
                 step=step.index, idempotency_key=key, kind=step.kind, progress=step.progress,
-                write_status=write_status, streak=self.streak, turn=history.turn,
+                write_status=write_status, streak=streak, turn=history.turn,
                 reconciled=reconciled,
             )
         decision = self._decide(
@@ -490,72 +366,11 @@ class EpisodeMonitor:
             key=key,
             progress=step.progress,
             write_status=write_status,
-            streak=self.streak,
+            streak=streak,
         )
         decision.reconciled = reconciled
         decision.turn = history.turn
         return decision
-
-    def _declared_kind(self, call: ToolCall) -> Any:
-        """The kind the call or the configuration declares, if any (not judged by its look)."""
-        if call.kind is not None:
-            return call.kind
-        declared = self.policy.tool_kinds.get(call.tool)
-        if declared is not None:
-            return declared
-        return "poll" if call.tool in self.policy.poll_tools else None
-
-    def _kind(self, call: ToolCall, signature: str) -> tuple[Any, KindSource | None]:
-        """The call's kind and where it came from: declared; else inferred from the tool's
-        MCP annotations, HTTP method or name (``kinds.infer_kind``), where a write or a poll
-        counts at once and a read gives way to the evidence of polling; else ``None``
-        (judged by shape)."""
-        declared = self._declared_kind(call)
-        if declared is not None:
-            return declared, "declared"
-        key = signature if not call.annotations else f"{signature}\x00{sorted(call.annotations.items())!r}"
-        inferred = self._inferred.get(key)
-        if inferred is None:
-            if len(self._inferred) >= READINGS_KEPT:
-                self._inferred.clear()
-            inferred = self._inferred[key] = (
-                infer_kind(call.tool, call.args, call.annotations) or (None, None)
-            )
-        if inferred[0] == "write" and self._paced_change(call, signature):
-            return "poll", None  # a "write" by its name, asked again after a wait, answering
-            # something new each time: it polls (a keystroke sent to a running process)
-        if inferred[0] in ("write", "poll"):
-            return inferred
-        if self.writes.done(signature):
-            return "write", "outcome"  # it confirmed doing something this turn: a write again
-        if self._polled(call, signature):
-            return "poll", None
-        return inferred
-
-    def _paced_change(self, call: ToolCall, signature: str) -> bool:
-        """Whether the same call was asked again after a real wait (``poll_pace_s``) and its
-        answers have changed: the shape of a poll, whatever its name says."""
-        stats = self.history.stats(signature)
-        return (stats is not None and len(stats.infos) > 1 and stats.last_status == "ok"
-                and call.t - stats.last_t >= self.policy.poll_pace_s)
-
-    def _polled(self, call: ToolCall, signature: str) -> bool:
-        """Whether an undeclared call is a poll by evidence: its output has changed, it is
-        asked again after a real wait, or its last answer was a status on its way."""
-        stats = self.history.stats(signature)
-        if stats is None:
-            return False
-        if len(stats.infos) > 1:
-            return True  # same call, its output has changed: polling by shape
-        if stats.last_epoch != self.history.epoch:
-            return False  # asked again after a write or an edit: checking the change
-        gap = call.t - self.history.busy_until(call.t, stats.last_t)
-        if gap >= self.policy.poll_pace_s and (
-            stats.last_status == "ok" or stats.last_waiting
-        ):
-            return True  # asked again after a real wait for a result (or "still waiting"),
-            # not after other work that took the time
-        return stats.transitional  # a status on its way: its state can still change
 
     def _reconcile(self, call: ToolCall, step: StepView) -> tuple[str, ...]:
         if call.reconciles:
@@ -575,9 +390,7 @@ class EpisodeMonitor:
 
     def mark_progress(self) -> None:
         """The agent says it made progress (an explicit marker): the streak starts again."""
-        self.streak = 0
-        self.history.stretch_start = self.steps
-        self.last_progress_step = self.steps - 1 if self.steps else None
+        self.breaker.mark_progress(self.steps)
 
     def _deadline_of(self, call: ToolCall) -> tuple[float | None, bool]:
         """A poll's deadline as the call or the task's text states it (read once, when a poll
@@ -595,87 +408,6 @@ class EpisodeMonitor:
         of copies, or a number of the things the write's name or arguments count."""
         return self.history.intended_repeats(counted_words(args, tool))
 
-    def _progress(
-        self, step: StepView, stats: SignatureStats | None, call: ToolCall
-    ) -> str | None:
-        if step.wait:
-            return "waiting"  # sleeping between polls or retries: neither progress nor not
-        words = step.words
-        if step.kind == "poll" and stats is not None and step.status in ("ok", "error"):
-            if (
-                step.output_hash != stats.last_output
-                and (step.info != stats.last_info or step.figures != stats.last_figures)
-                and (words is None or hash(words) != stats.last_words)
-                and not (
-                    (step.stuck in ("container", "stalled") or step.status == "error")
-                    and step.shape == stats.last_shape
-                )
-            ):  # (a failed state whose restart count or request id moves has not changed,
-                # nor a running one whose progress figures stand still)
-                return "state_change"  # (a poll may answer "not done yet" as an error)
-            declared = self._declared_kind(call) == "poll"
-            return "waiting" if self._waiting(step, stats, declared) else None
-        if step.status != "ok":
-            return None  # blocked, failed or timed out: nothing learned
-        if step.kind == "write":
-            if words and not CONFLICT_WORDS.isdisjoint(words):
-                return None  # "already exists", 409: no new state
-            known = step.facts is not None and self.history.knows(step.facts)
-            if stats is None or stats.last_status != "ok":  # a write not done before
-                target = write_target(step.args, step.args_text,
-                                      paths=step.kind_source in DECLARED)
-                if target and target not in self._targets:  # (the file a declared write
-                    # names is its target: a codemod run file by file makes new effects)
-                    self._targets.add(target)
-                    return "write_ok"  # on something new ("Message sent." to the next person)
-                return None if known else "write_ok"  # (a reworded commit: "nothing to commit")
-            if step.info not in stats.infos and not known:
-                return "write_ok"  # the same write again, and it says something new
-            return None  # the same write, the same answer: no new state
-        new_call = not self.history.asked_before(step)
-        if (words is not None and not words) or step.negative:
-            return "new_action" if new_call else None  # nothing found: exploring at best
-        same = step.same_info
-        if (
-            step.output_hash in self.history.seen_outputs
-            or (step.facts is not None and self.history.knows(step.facts))
-            or (same and any(s.status == "ok" and s.index in same for s in self.history.steps))
-        ):
-            if new_call and words is not None and len(words) <= self.policy.ack_max_words:
-                return "new_action"  # a new request answered "done", "OK"
-            if stats is not None and stats.last_status in ("error", "timeout"):
-                return "new_action"  # it failed last time and now answers: a retry that worked
-            return None
-        if step.markers and "cursor_advance" in step.markers:
-            return "cursor_advance"
-        return "new_info"
-
-    def _waiting(self, step: StepView, stats: SignatureStats, declared: bool) -> bool:
-        """An unchanged poll is waiting until its deadline when it is declared a poll; an
-        undeclared one needs the evidence: asked again after a real wait (``poll_pace_s``),
-        or a status on its way asked at a pace (``poll_min_interval_s``)."""
-        if not declared:
-            gap = step.start - self.history.busy_until(step.start, stats.last_t)
-            paced = gap >= self.policy.poll_pace_s or (
-                stats.transitional and (gap == 0 or gap >= self.policy.poll_min_interval_s)
-            )
-            if not paced:
-                return False  # a fixed answer asked again at once, or hammering
-        deadline = step.deadline_s or self.history.default_deadline_s
-        return self.history.waited(stats, step.deadline_stated, step.t) <= deadline
-
-    def _count_progress(self, step: StepView) -> None:
-        if step.progress in NEUTRAL:
-            return
-        if step.progress is None:
-            self.streak += 1
-            self.no_progress_steps += 1
-            self.max_streak = max(self.max_streak, self.streak)
-        else:
-            self.streak = 0
-            self.last_progress_step = step.index
-            self.history.stretch_start = step.index + 1
-
     def _new_turn(self, turn: int, content: str | None) -> None:
         """A user turn starts a new intent: the stretch, the ladders and the write identities
         start again, and the repeats the user asks for are read from what they said."""
@@ -683,7 +415,7 @@ class EpisodeMonitor:
         first = history.turn == 0
         history.turn = turn
         history.stretch_start = history.turn_start = self.steps
-        self.streak = 0
+        self.breaker.streak = 0
         self.ladder.reset()
         self.writes.new_turn()
         said = () if content is None else (content,)
@@ -704,7 +436,7 @@ class EpisodeMonitor:
         exhausted = self.budget.check_model_turn(t)
         if exhausted is None:
             return None
-        return self._decide(self.steps, [("budget", self._budget_finding(exhausted))], None)
+        return self._decide(self.steps, [("budget", budget_finding(exhausted, self._hint()))], None)
 
     def after_model_call(self, *, tokens: int = 0, cost: float = 0.0) -> None:
         """Count one model turn and its usage."""
@@ -724,8 +456,7 @@ class EpisodeMonitor:
         if (  # (once the conversation is idle talk, a message that asks nothing is no new intent)
             role == "user"
             and history.idle_messages < IDLE_MESSAGES
-            and (len(content) > NUDGE_CHARS or not self._nudged_again(content))
-            and not self._handed_back(content)
+            and self.nudges.new_intent(content)
         ):
             self._new_turn(self.history.turn + 1, content)
         index = self.steps
@@ -746,122 +477,14 @@ class EpisodeMonitor:
         decision.turn = self.history.turn
         return decision
 
-    def _handed_back(self, content: str) -> bool:
-        """Whether a user message only repeats a text one of the agent's last calls sent
-        (``SENT_MIN_CHARS`` or more: a brief handed to a sub-agent, which the sub-agent
-        receives as its task): the agent's own words coming back, not a person's new
-        request."""
-        if len(content) < SENT_MIN_CHARS or not self._sent:
-            return False
-        said = " ".join(content.split())
-        return said in self._sent
-
-    def _nudged_again(self, content: str) -> bool:
-        """Whether the user's ``content`` says again, in the same words (``_normalised``),
-        one of the last ``SAID_KEPT`` different things they said, and asks to go on
-        (``CONTINUE``): an automatic nudge. Otherwise it becomes the latest thing said.
-        Words are compared only between messages of one ``_said_mark``: most messages
-        are told apart without being normalised."""
-        said = self._said
-        mark = _said_mark(content)
-        words = None
-        same = None
-        for raw, (their_mark, theirs) in said.items():
-            if their_mark != mark:
-                continue
-            if raw != content:
-                if words is None:
-                    words = _normalised(content)
-                if theirs is None:
-                    theirs = _normalised(raw)
-                    said[raw] = (mark, theirs)  # (a new value: the order is kept)
-                if theirs != words:
-                    continue
-            same = raw
-            break
-        if same is not None:
-            if words is None:
-                words = _normalised(content)
-            if CONTINUE.search(words):
-                return True
-            del said[same]  # (said again: it becomes the latest)
-        said[content] = (mark, words)
-        if len(said) > SAID_KEPT:  # (the last few, not all)
-            del said[next(iter(said))]
-        return False
-
     def check_answer(self, text: str) -> AnswerCheck:
         """A final answer is about to go out: apply the required-tool rules."""
         return self.expectations.on_answer(text)
 
     # -- decisions ----------------------------------------------------------------------------
 
-    def _ignored_nudge(self, step: StepView) -> bool:
-        """Whether ``step`` is the ``ignored_calls``-th call without progress since the first
-        nudge of this no-progress stretch was delivered. Only calls issued after the nudge
-        was delivered count (not the nudged call, not those run beside it), and calls issued
-        in one model turn (starting a few milliseconds apart) count once: one decision."""
-        nudge = self._nudged
-        if nudge is None or nudge[0] != self.history.stretch_start or step.call <= nudge[1]:
-            return False
-        if same_turn(nudge[2], step.start):
-            return False  # the same model turn as the last counted call
-        self._nudged = (nudge[0], nudge[1], step.start)
-        self._ignored += 1
-        return self._ignored >= self.policy.ignored_calls
-
-    def _ignored_finding(self, step: StepView) -> Finding:
-        return Finding(
-            kind="no_progress",
-            message=(
-                f"The warnings have changed nothing: {self._ignored} more tool calls made no "
-                f"progress after the first (the last was {step.tool} {args_preview(step)}). "
-                f"{self._hint()}"
-            ),
-            key="ignored",
-            details={"limit": self.policy.ignored_calls, "consumed": self._ignored},
-            rungs=BUDGET_RUNGS,
-            stop_reason="no_progress",
-            evidence=self._progress_evidence(),
-        )
-
-    def _budget_finding(self, exhausted: Exhausted) -> Finding:
-        return Finding(
-            kind="budget",
-            message=(
-                f"Budget {exhausted.budget_type} exhausted: {exhausted.consumed} of "
-                f"{exhausted.limit}. {self._hint()}"
-            ),
-            key=exhausted.budget_type,
-            details={
-                "budget_type": exhausted.budget_type,
-                "limit": exhausted.limit,
-                "consumed": exhausted.consumed,
-            },
-            rungs=BUDGET_RUNGS,
-            stop_reason="budget",
-        )
-
-    def _breaker_finding(self, step: StepView) -> Finding:
-        return Finding(
-            kind="no_progress",
-            message=(
-                f"{self.streak} consecutive tool calls made no progress (limit {self.k}); the "
-                f"last was {step.tool} {args_preview(step)}. {self._hint()}"
-            ),
-            key="no_progress",
-            details={"limit": self.k, "consumed": self.streak},
-            rungs=self._breaker_rungs,
-            stop_reason="no_progress",
-            evidence=self._progress_evidence(),
-        )
-
     def _hint(self) -> str:
-        if self.tool_calls == 0:
-            return "No tool call has run yet."
-        if self.streak == 0:
-            return "The last call made progress."
-        return f"No progress in the last {self.streak} tool calls."
+        return self.breaker.hint(self.tool_calls)
 
     def _decide(
         self,
@@ -877,11 +500,8 @@ class EpisodeMonitor:
         new: list[Flag] = []
         lead: tuple[str, Finding, Action] | None = None
         progress_after = self.history.stretch_start
-        nudge = self._nudged
-        unheeded = (  # a call issued after a nudge of this stretch was delivered
-            step is not None and nudge is not None and nudge[0] == progress_after
-            and step.call > nudge[1]
-        )
+        # a call issued after a nudge of this stretch was delivered:
+        unheeded = step is not None and self.breaker.unheeded(step.call)
         for name, finding in findings:
             rungs = finding.rungs or self._rungs.get(name) or AFTER_RUNGS
             rung, fresh = self.ladder.climb(
@@ -925,10 +545,7 @@ class EpisodeMonitor:
             and lead[0] != "budget"
             and self.policy.action_for(lead[0], "stop") in KILL_ACTIONS
         ):  # a nudge of a detector that may end the run: now it must be heeded
-            stretch = self.history.stretch_start
-            if self._nudged is None or self._nudged[0] != stretch:
-                delivered = max(self.tool_calls, step.call)  # (the nudged call included)
-                self._nudged, self._ignored = (stretch, delivered, -1.0), 0
+            self.breaker.nudged(max(self.tool_calls, step.call))  # (the nudged call included)
         name, finding, action = lead
         decision = Decision(
             step=index,
@@ -957,13 +574,6 @@ class EpisodeMonitor:
             return finding.evidence
         return (*finding.evidence, kind_evidence(step.kind_source, known=step.kind is not None))
 
-    def _progress_evidence(self) -> tuple[str, ...]:
-        """``progress:assumed`` when a call of the current no-progress stretch returned no
-        output to compare (its progress was assumed, not measured), else ``measured``."""
-        if self._unseen is not None and self._unseen >= self.history.stretch_start:
-            return ("progress:assumed",)
-        return ("progress:measured",)
-
     def _diagnostic(
         self, name: str, finding: Finding, action: str, step: StepView | None
     ) -> dict[str, Any]:
@@ -985,8 +595,8 @@ class EpisodeMonitor:
                 diagnostic.update(tool_kind=step.kind, kind_source=step.kind_source or "shape")
         diagnostic.update(finding.details)
         diagnostic.update(
-            last_progress_step=self.last_progress_step,
-            no_progress_streak=self.streak,
+            last_progress_step=self.breaker.last_progress_step,
+            no_progress_streak=self.breaker.streak,
             hint=self._hint(),
         )
         return diagnostic
@@ -998,9 +608,9 @@ class EpisodeMonitor:
         return {
             "steps": self.steps,
             "tool_calls": self.tool_calls,
-            "no_progress_steps": self.no_progress_steps,
-            "max_no_progress_streak": self.max_streak,
-            "last_progress_step": self.last_progress_step,
+            "no_progress_steps": self.breaker.no_progress_steps,
+            "max_no_progress_streak": self.breaker.max_streak,
+            "last_progress_step": self.breaker.last_progress_step,
             "flags": len(self.flags),
             "stop_reason": self.stopped.stop_reason if self.stopped else None,
             "tokens": self.budget.tokens,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from typing import Final
 
 from .base import MESSAGE_RUNGS, Finding
 from .events import StepView
@@ -32,7 +33,8 @@ from .information import has_digit
 from .policy import Policy
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-MAX_ECHOES = 8
+ECHO_MESSAGES: Final = 8
+"""Assistant messages before the current one an echo is looked for in (bounded memory)."""
 IDLE_MESSAGES = 7
 """Idle messages in a row (both sides, no tool call) that make a conversation idle talk:
 a closing exchange ("Thanks!" / "You're welcome, have a great day!") ends in far fewer."""
@@ -141,6 +143,7 @@ class Monologue:
     call, by the guard)."""
 
     name = "monologue"
+    kinds = ("monologue",)
     rungs = MESSAGE_RUNGS
 
     def __init__(self, policy: Policy) -> None:
@@ -148,8 +151,8 @@ class Monologue:
         self.similarity = policy.monologue_similarity
         self.min_words = policy.monologue_min_words
         self._run = 0
-        # Assistant messages since the last tool call (the last MAX_ECHOES + 1): kept as text
-        # until there are enough of them for an echo to count, then as word sets.
+        # Assistant messages since the last tool call (the last ECHO_MESSAGES + 1): kept as
+        # text until there are enough of them for an echo to count, then as word sets.
         self._texts: list[tuple[str, int, int]] = []
         self._sketches: list[_Said] = []
         self._nudges = 0
@@ -173,14 +176,14 @@ class Monologue:
         texts, sketches = self._texts, self._sketches
         if len(texts) + len(sketches) + 1 < self.threshold:
             texts.append((content, turn, self._nudges))
-            del texts[: -MAX_ECHOES - 1]
+            del texts[: -ECHO_MESSAGES - 1]
             return 0
         if texts:  # enough messages now: read the ones kept as text
             sketches += (_Said(t, n, u) for t, n, u in texts)
             texts.clear()
         said = _Said(content, turn, self._nudges)
         sketches.append(said)
-        del sketches[: -MAX_ECHOES - 1]  # the current message and the MAX_ECHOES before it
+        del sketches[: -ECHO_MESSAGES - 1]  # the current message and the ECHO_MESSAGES before it
         words, min_words = said.words, self.min_words
         if len(words) < min_words:
             return 0

@@ -38,6 +38,7 @@ class Oscillation:
     """
 
     name = "oscillation"
+    kinds = ("oscillation",)
     rungs = BEFORE_RUNGS
 
     def __init__(self, policy: Policy) -> None:

@@ -178,6 +178,7 @@ class OutputStagnation:
     only near in words is the page it changed."""
 
     name = "output_stagnation"
+    kinds = ("output_stagnation", "param_jitter")
     rungs = AFTER_RUNGS
 
     def __init__(self, policy: Policy) -> None:

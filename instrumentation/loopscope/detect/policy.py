@@ -42,14 +42,6 @@ the command). A test holds the two equal."""
 IGNORED_CALLS: Final = 2
 """The default ``Policy.ignored_calls``, chosen by the same calibration."""
 
-DETECTOR_NAMES: Final = (
-    "poll_timeout", "repeat_same_error", "exact_repeat", "oscillation", "state_cycle",
-    "edit_revert",
-    "fuzzy_repeat", "output_stagnation", "cursor_stuck", "write_duplicate", "monologue",
-    "no_progress", "budget",
-)
-"""Every name ``actions``, ``ladders`` and ``task_ladders`` may use: the detectors and the two
-breakers (checked against ``monitor.DEFAULT_DETECTORS`` by a test)."""
 RENAMED: Final = {"window_repeat": "exact_repeat", "repeated_tool_call": "exact_repeat"}
 
 IDEMPOTENCY_ARGS: Final = (
@@ -269,6 +261,10 @@ class Policy:
         return policy
 
     def _validate(self, source: str) -> None:
+        from .registry import (
+            DETECTOR_NAMES,  # (the registry imports the detectors: they import this)
+        )
+
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if f.type == "int" and (

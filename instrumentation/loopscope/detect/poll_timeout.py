@@ -28,6 +28,7 @@ class PollTimeout:
     waited past its deadline, or after ``poll_max_unchanged`` unchanged answers in a row."""
 
     name = "poll_timeout"
+    kinds = ("poll_timeout", "output_stagnation")
     rungs = BEFORE_RUNGS
 
     def __init__(self, policy: Policy) -> None:

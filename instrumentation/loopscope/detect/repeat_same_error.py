@@ -33,6 +33,7 @@ class RepeatSameError:
     """
 
     name = "repeat_same_error"
+    kinds = ("repeat_same_error",)
     rungs = BEFORE_RUNGS
 
     def __init__(self, policy: Policy) -> None:

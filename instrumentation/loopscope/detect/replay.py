@@ -19,6 +19,7 @@ from .false_kill import made_progress
 from .fingerprint import output_text
 from .monitor import EpisodeMonitor
 from .policy import Policy
+from .readings import Readings
 from .steps import MessageStep, Step, ToolStep, feed_run, recorded_call
 
 _STATUSES: Final[dict[str | None, Status]] = {None: "ok", **{s: s for s in STATUSES}}
@@ -207,13 +208,18 @@ class EpisodeReport:
 
 
 def replay(
-    episode: EpisodeRecord, policy: Policy | None = None, *, mode: str = "enforce"
+    episode: EpisodeRecord,
+    policy: Policy | None = None,
+    *,
+    mode: str = "enforce",
+    readings: Readings | None = None,
 ) -> EpisodeReport:
     """Run the core over every step of ``episode``; report the flags ``mode`` would raise.
 
     ``observe`` records what enforce would do, so its severities equal enforce's; ``warn``
     never kills, so every flag is a warning. The recorded run continues past a stop (it
-    really did), and later flags are still reported.
+    really did), and later flags are still reported. ``readings``, when given, is shared with
+    the other runs replayed with it (an output read in one is not read again).
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -222,7 +228,7 @@ def replay(
     )
     monitor, calls = replay_steps(
         episode_steps(episode, first_t), policy, episode_id=episode.episode_id,
-        task_type=episode.task_type, task=episode.task, first_t=first_t)
+        task_type=episode.task_type, task=episode.task, first_t=first_t, readings=readings)
     return episode_report(episode, monitor, mode=mode, calls=calls)
 
 
@@ -234,11 +240,14 @@ def replay_steps(
     task_type: str | None = None,
     task: str = "",
     first_t: float = 0.0,
+    readings: Readings | None = None,
 ) -> tuple[EpisodeMonitor, dict[int, tuple[Decision, Decision]]]:
     """Feed a recorded run's typed steps (``feed_run``) to a fresh monitor: the monitor (its
     flags, its stop, its totals) and each tool step's decisions (before the call, after it)
-    by step index. ``first_t`` is when the run began (its budget's clock)."""
-    monitor = EpisodeMonitor(policy, episode_id=episode_id, task_type=task_type, task=task)
+    by step index. ``first_t`` is when the run began (its budget's clock); ``readings`` as
+    ``replay``'s."""
+    monitor = EpisodeMonitor(policy, episode_id=episode_id, task_type=task_type, task=task,
+                             readings=readings)
     monitor.budget.start_t = first_t
     calls: dict[int, tuple[Decision, Decision]] = {}
     for index, fed in enumerate(feed_run(monitor, steps)):
@@ -351,19 +360,21 @@ def _tool_call(step: Mapping[str, Any], call_id: str, t: float) -> ToolCall:
         args_text = None
     if args is None and args_text is None and not signature:
         args = {}  # (a step without arguments or a recorded signature called the tool with none)
-    call = recorded_call(step["tool"], args=args, args_text=args_text, signature=signature,
-                         unique=call_id, call_id=call_id, kind=get("kind"), t=t)
+    occasional: dict[str, Any] = {}
     if not _OCCASIONAL.isdisjoint(step):  # (most steps record none of them: defaults stand)
         deadline, intent, found, stated = (
             get("deadline_s"), get("intent"), get("found"), get("deadline_stated"))
-        call.intent = intent if isinstance(intent, str) else None
-        call.idempotency_key = get("idempotency_key") or None
-        call.reconciles = get("reconciles") or None
-        call.found = found if isinstance(found, bool) else None
-        call.deadline_s = float(deadline) if isinstance(deadline, _NUMBERS) else None
-        call.deadline_stated = stated if isinstance(stated, bool) else None
-        call.turn = _int(get("turn")) or None
-    return call
+        occasional = {
+            "intent": intent if isinstance(intent, str) else None,
+            "idempotency_key": get("idempotency_key") or None,
+            "reconciles": get("reconciles") or None,
+            "found": found if isinstance(found, bool) else None,
+            "deadline_s": float(deadline) if isinstance(deadline, _NUMBERS) else None,
+            "deadline_stated": stated if isinstance(stated, bool) else None,
+            "turn": _int(get("turn")) or None,
+        }
+    return recorded_call(step["tool"], args=args, args_text=args_text, signature=signature,
+                         unique=call_id, call_id=call_id, kind=get("kind"), t=t, **occasional)
 
 
 _OCCASIONAL: Final = frozenset(

@@ -47,7 +47,7 @@ MAX_TEXT: Final = 8_000
 (a `python -c` script) took 100 ms, inside the guard."""
 MAX_CACHED: Final = 4096
 """Command lines up to this length are remembered (an agent in a loop sends the same one)."""
-MAX_DEPTH: Final = 4
+SHELL_NESTING: Final = 4
 """How deep ``bash -c``, ``ssh``, ``sudo`` … may nest before the command is opaque."""
 
 KEYWORDS: Final = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "{",
@@ -115,7 +115,7 @@ class _Nest:
 
 
 def _line(text: str, depth: int) -> KindGuess | None:
-    if depth > MAX_DEPTH:
+    if depth > SHELL_NESTING:
         return "opaque"
     lexer = shlex.shlex(_drop_heredocs(text.replace("\\\n", " ")), posix=True,
                         punctuation_chars=";&|()<>\n")
@@ -210,7 +210,7 @@ def _commands(tokens: list[str]) -> list[tuple[list[str], bool]]:
 
 
 def _command(words: list[str], depth: int) -> Seg:
-    if depth > MAX_DEPTH:
+    if depth > SHELL_NESTING:
         return "opaque"
     if words[0] in FRAME_WORDS:
         return "neutral"

@@ -34,6 +34,7 @@ class StateCycle:
     the arguments only change in words (a reworded commit message)."""
 
     name = "state_cycle"
+    kinds = ("oscillation",)
     rungs = AFTER_RUNGS
 
     def __init__(self, policy: Policy) -> None:

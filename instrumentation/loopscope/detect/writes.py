@@ -378,6 +378,7 @@ class WriteDuplicate:
     """
 
     name = "write_duplicate"
+    kinds = ("write_duplicate",)
     rungs = BEFORE_RUNGS
 
     def __init__(self, policy: Policy) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..detect import Policy
+from ..detect.readings import Readings
 from ..detect.replay import (
     EpisodeFormatError,
     EpisodeRecord,
@@ -158,11 +159,12 @@ def analyze(
     ``on_report(done)`` is called after each episode."""
     reports: list[EpisodeReport] = []
     problems: list[Problem] = []
+    readings = Readings()  # (an output read in one run is not read again in another)
     for item in items:
         if isinstance(item, Problem):
             problems.append(item)
             continue
-        reports.append(replay(item, policy, mode=mode))
+        reports.append(replay(item, policy, mode=mode, readings=readings))
         if on_report is not None:
             on_report(len(reports))
         if progress is not None and len(reports) % 200 == 0:

@@ -28,6 +28,7 @@ from typing import Any, Final
 from ..detect.events import Flag
 from ..detect.false_kill import is_detector_kill
 from ..detect.policy import Policy
+from ..detect.readings import Readings
 from ..detect.replay import EpisodeRecord, EpisodeReport, replay
 from .scoring import SetScore, score_runs
 
@@ -239,7 +240,8 @@ def _caps_for(
     until no false kill is left (or none can be capped)."""
     caps: dict[str, str] = {}
     policy = _with(base, caps, base.ignored_calls)
-    reports = [replay(e, policy) for e in episodes]
+    readings = Readings()  # (an output read in one run is not read again in another)
+    reports = [replay(e, policy, readings=readings) for e in episodes]
     if record is not None:
         for report in reports:
             for flag in report.flags:
@@ -258,7 +260,7 @@ def _caps_for(
         say(f"  capping {', '.join(sorted(new))}")
         caps.update(dict.fromkeys(new, "warn"))
         policy = _with(base, caps, base.ignored_calls)
-        reports = [replay(r.episode, policy) if _touched(r, new) else r for r in reports]
+        reports = [replay(r.episode, policy, readings=readings) if _touched(r, new) else r for r in reports]
     return caps, reports
 
 
