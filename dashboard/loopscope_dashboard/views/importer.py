@@ -4,8 +4,7 @@ import streamlit as st
 
 from loopscope_dashboard import downloads, queries, state, tables, uploads
 
-SENT_LINKS = 10
-"""Runs linked by name after a send (the rest are on the Runs page)."""
+SENT_LINKS = 10  # runs linked by name after a send (the rest are on the Runs page)
 
 st.title("Import runs")
 st.caption("Episode JSONL (one run per line, see docs/episode-format.md) or OTLP JSON (the "
