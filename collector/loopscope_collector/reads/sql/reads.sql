@@ -387,11 +387,15 @@ limit 10;
 
 -- name: episode_detections
 -- requires: episode_id
--- The collector's flags on one episode, in step order.
-select span_id, ordinal, detector, kind, severity, action, message, detected_at
-from detections
-where episode_id = $episode_id
-order by ordinal, detector;
+-- The collector's flags on one episode, in step order: by call, then by when the flagged
+-- step began (the messages after one call share its ordinal; a ladder's warning comes before
+-- its stop), then by detector.
+select d.span_id, d.ordinal, d.detector, d.kind, d.severity, d.action, d.message,
+       d.detected_at
+from detections d
+left join spans s on s.trace_id = d.trace_id and s.span_id = d.span_id
+where d.episode_id = $episode_id
+order by d.ordinal, s.start_ns nulls last, d.detector;
 
 -- name: recent_detections
 -- The newest flags across episodes: the live list of stuck agents.
