@@ -598,7 +598,8 @@ def test_an_error_inside_the_stores_transaction_is_kept_through_its_cleanup(
     assert status == 413 and b"--store-memory 64MB" in text, (status, text[:200])
     assert retry_after == [None]
     assert [status for status, _ in answers.values()] == [200] * 20
-    assert health == (200, "ok\n")
+    # the store can still be written (200); "slow: …" only says answers waited under the load
+    assert health[0] == 200 and health[1].startswith(("ok\n", "slow: ")), health
     assert "TransactionException" not in log and "cannot be written" not in log
 
 
