@@ -138,7 +138,7 @@ def test_eval_the_policy_page_and_the_metrics_agree_run_by_run(store: Path) -> N
         assert (page.first_kill_call is not None) == killed, episode_id
     score = replays.score(list(verdicts.values()))
     total = _counts(metrics["false_kill_rate"])
-    assert total == (score.false_kills, score.judged_kills) == (3, 6)
+    assert total == (score.false_stops, score.judged_stops) == (3, 6)
     everything = evaluate([replay(parse_episode(r), mode="enforce") for r, _ in EPISODES])
     assert _counts(everything["systems"][0]["labelled"]["false_kill_rate"]) == total
     assert metrics["false_kill_rate"]["rule_kills_with_unknown_outcome"] == 1

@@ -41,7 +41,7 @@ def test_a_stores_labelled_runs_calibrate_as_the_same_runs_in_episode_jsonl(
     assert code == 0, err
     assert out == expected
     assert out.startswith("Calibrated on 27 labelled loops and 21 healthy runs")
-    assert "  false kills: 0 of 21: the false-kill rate is at most 16.1% at 95%\n" in out
+    assert "  false stops: 0 of 21: the false-stop rate is at most 16.1% at 95%\n" in out
     policy = json.loads(out[out.index("\n{") + 1:])
     # the run a human said was no loop was killed on this evidence: it may only warn now
     assert policy == {"evidence_caps": {"write_duplicate/kind:declared+outcome:timeout": "warn"},

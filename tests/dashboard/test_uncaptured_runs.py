@@ -32,20 +32,20 @@ def _story_streak(story: str) -> tuple[int, int]:
 
 def test_the_steps_table_shows_the_guards_progress_where_content_was_not_captured(
         uncaptured_store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The demo's fuzzy repeat, stopped by its guard at call 5 after 2 calls without progress:
+    """The demo's fuzzy repeat, stopped by its guard at call 4 after 1 call without progress
+    (its warning was answered in words, so it was not given twice):
     the Steps table says so (the guard saw new actions at calls 2 and 4), and shows the
-    collector's own verdicts (none, a streak of 4) beside it, labelled, not instead."""
+    collector's own verdicts (none, a streak of 3) beside it, labelled, not instead."""
     at = episode_page(uncaptured_store_path, FUZZY, monkeypatch)
     story = "\n".join(str(w.value) for w in at.warning)
-    assert ("Stopped at call 5 by fuzzy_repeat (2 call(s) without progress up to call 5, that "
+    assert ("Stopped at call 4 by fuzzy_repeat (1 call(s) without progress up to call 4, that "
             "call included") in story
     steps = next(d.value for d in at.dataframe if "shown_streak" in d.value.columns)
     by_call = steps.set_index("call")
-    assert by_call.loc[5, "shown_streak"] == 2
-    assert list(by_call["shown_progress"]) == ["new_info", "new_action", "none", "new_action",
-                                               "none"]
+    assert by_call.loc[4, "shown_streak"] == 1
+    assert list(by_call["shown_progress"]) == ["new_info", "new_action", "none", "new_action"]
     assert set(by_call["progress_by"]) == {"guard"}
-    assert by_call.loc[5, "collector_streak"] == 4  # what the table showed before
+    assert by_call.loc[4, "collector_streak"] == 3  # what the table showed before
     captions = "\n".join(str(c.value) for c in at.caption)
     assert "Progress and no-progress streak are the guard's" in captions
     assert "The collector's own verdicts are beside them" in captions
@@ -92,7 +92,7 @@ def test_the_policy_page_lists_the_runs_its_replay_decides_otherwise_than_the_gu
     """With the very policy the demo's guards ran as the current policy, the replay of the
     stored runs still differs from what the guards recorded on the runs whose content was not
     captured: the page counts them next to the current policy and lists them, with why. The
-    demo's output stagnation, which its guard would have stopped at call 5, is one: without
+    demo's output stagnation, which its guard would have stopped at call 4, is one: without
     the outputs the replay cannot see that they said the same thing."""
     from demo_store import DEMO_BUDGET
 
@@ -103,7 +103,7 @@ def test_the_policy_page_lists_the_runs_its_replay_decides_otherwise_than_the_gu
     assert replays.build(json.loads(at.code[0].value)) == replays.build(DEMO_BUDGET)
     listed = next(d.value for d in at.dataframe if "why" in d.value.columns)
     row = listed[listed["open"].str.endswith("scn-output_stagnation-1-s0-observe")].iloc[0]
-    assert (row["guard"], row["replay"]) == ("stop at call 5", "allow")
+    assert (row["guard"], row["replay"]) == ("stop at call 4", "allow")
     assert "content not captured" in row["why"]
     assert not any("poll_timeout" in link for link in listed["open"])  # (the spans carry
     # the agent's clock: its deadlines replay as they ran)
