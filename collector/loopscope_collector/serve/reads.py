@@ -16,11 +16,11 @@ from urllib.parse import parse_qsl
 
 from ..reads import READS, UnknownRead
 from ..reads import read as run_named_read
+from ..receive.answers import RETRYABLE, status_of
 from ..receive.exchange import Exchange, on_thread
 from ..receive.limits import RETRY_AFTER_S
 from ..storage import Store
-from ..storage.errors import StoreDown, kind_of
-from ..storage.health import StoreUnavailable
+from ..storage.errors import kind_of
 
 logger = logging.getLogger(__name__)
 
@@ -52,11 +52,11 @@ async def named_read(ex: Exchange, name: str, db: Store, pool: Executor) -> None
         return
     try:
         rows = await on_thread(pool, functools.partial(run_named_read, db, name, params))
-    except (StoreDown, StoreUnavailable) as exc:
-        await ex.json(503, {"error": f"read {name!r}: the store cannot be read now: "
-                                     f"{exc}"}, {"Retry-After": RETRY_AFTER_S})
-        return
-    except Exception as exc:
+    except Exception as exc:  # the store cannot be read now (``receive.answers``): 503
+        if status_of(exc) in RETRYABLE:
+            await ex.json(503, {"error": f"read {name!r}: the store cannot be read now: "
+                                         f"{exc}"}, {"Retry-After": RETRY_AFTER_S})
+            return
         logger.warning("loopscope collector: read %r failed: %s: %s", name, kind_of(exc), exc)
         await ex.json(500, {"error": f"read {name!r} failed on the collector's side: "
                                      f"{kind_of(exc)}: {exc}"})
