@@ -12,29 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, cast
 
-from .base import (
-    AFTER_RUNGS,
-    AfterDetector,
-    BeforeDetector,
-    Finding,
-    MessageDetector,
-    TurnAware,
-    args_preview,
-)
+from .base import AfterDetector, BeforeDetector, Finding, MessageDetector, TurnAware
 from .breaker import NoProgressBreaker, budget_finding
 from .budgets import BudgetMeter
 from .call_kinds import CallKinds
-from .events import (
-    ACTION_RANK,
-    KILL_ACTIONS,
-    Action,
-    Decision,
-    Flag,
-    StepView,
-    ToolCall,
-    ToolResult,
-)
-from .evidence import KINDLESS, capped, kind_evidence, source_of
+from .escalation import Escalation, ladders_of
+from .events import Decision, Flag, StepView, ToolCall, ToolResult
 from .expectations import AnswerCheck, ExpectationTracker
 from .fingerprint import (
     call_signature,
@@ -52,7 +35,6 @@ from .fingerprint import (
 )
 from .history import History
 from .kinds import confirms_change, is_wait
-from .ladder import Ladder, repeated_rungs
 from .monologue import IDLE_MESSAGES, idle
 from .nudges import UserNudges
 from .output_stagnation import same_info_indexes
@@ -68,9 +50,6 @@ _HOOKED: Final = {
     for hook in ("before", "after", "message", "new_turn")
 }
 """For each optional hook of the Detector protocol, the detectors that implement it."""
-_DEFAULT_RUNGS: Final[dict[str, tuple[Action, ...]]] = {
-    d.name: tuple(d.rungs) for d in DEFAULT_DETECTORS
-}
 
 _DEFAULT_POLICY: Final = Policy()
 """The policy of a monitor given none (frozen, its mappings read-only: one serves every
@@ -118,38 +97,28 @@ class EpisodeMonitor:
         history.said((task,))
         self.writes = history.writes = WriteLedger(policy, episode_id)
         self.detectors = detectors = [factory(policy) for factory in DEFAULT_DETECTORS]
-        if policy.ladders or policy.task_ladders:
-            self._rungs = {
-                d.name: policy.ladder_for(d.name, task_type, d.rungs) for d in detectors
-            }
-            breaker_rungs = policy.ladder_for("no_progress", task_type, AFTER_RUNGS)
-        else:  # the detectors' own ladders (the same lookup, done once for every episode)
-            self._rungs, breaker_rungs = _DEFAULT_RUNGS, AFTER_RUNGS
+        rungs, breaker_rungs = ladders_of(policy, task_type, detectors)
         self.breaker = NoProgressBreaker(history, self.k, policy.ignored_calls, breaker_rungs)
         """The no-progress streak and the nudges left unheeded (``breaker``)."""
+        self.escalation = Escalation(policy, history, self.breaker, rungs)
+        """The ladders, the flags raised on them and the stop (``escalation``)."""
         # _HOOKED chose the detectors that have each hook (mypy cannot follow hasattr there)
         pick = detectors.__getitem__
         self._before = cast("list[BeforeDetector]", list(map(pick, _HOOKED["before"])))
         self._after = cast("list[AfterDetector]", list(map(pick, _HOOKED["after"])))
         self._message = cast("list[MessageDetector]", list(map(pick, _HOOKED["message"])))
         self._turn_aware = cast("list[TurnAware]", list(map(pick, _HOOKED["new_turn"])))
-        self.ladder = Ladder(policy.window)
         self.budget = BudgetMeter(policy.budgets, start_t)
         self.expectations = ExpectationTracker(policy.required_tools)
         self.steps = 0
         self.tool_calls = 0
-        self.flags: list[Flag] = []
-        self.stopped: Decision | None = None
+        self.flags: list[Flag] = self.escalation.flags
         self._pending: dict[str, _Pending] = {}
         self._messages: list[str] = []
         self._task = task
         self.nudges = UserNudges()
         """What the user said and the agent's calls sent (``nudges.UserNudges``): whether a
         user message is a new intent."""
-        self._caps = policy.evidence_caps
-        self._answered = -1
-        """The step of the agent's last message: a warning delivered before it was read (the
-        model took a turn after it and wrote), so a repeat after it is a warning ignored."""
         self.kinds = CallKinds(policy, history, self.writes)
         """The kinds of the calls (``call_kinds.CallKinds``)."""
         self.progress = ProgressJudge(policy, history, self.kinds)
@@ -159,6 +128,11 @@ class EpisodeMonitor:
     def turn(self) -> int:
         """User turns so far (the task is turn 1 once its message is seen)."""
         return self.history.turn
+
+    @property
+    def stopped(self) -> Decision | None:
+        """The decision that stopped the episode, if one did."""
+        return self.escalation.stopped
 
     # -- tool calls -------------------------------------------------------------------------
 
@@ -416,7 +390,7 @@ class EpisodeMonitor:
         history.turn = turn
         history.stretch_start = history.turn_start = self.steps
         self.breaker.streak = 0
-        self.ladder.reset()
+        self.escalation.ladder.reset()
         self.writes.new_turn()
         said = () if content is None else (content,)
         history.said((*history.asked, *said) if first else said)
@@ -462,7 +436,7 @@ class EpisodeMonitor:
         index = self.steps
         self.steps += 1
         if role == "assistant":
-            self._answered = index
+            self.escalation.answered = index
         findings: list[tuple[str, Finding]] = []
         if role == "user" and self.expectations.rules:
             self.expectations.on_user_message(content, self._messages)
@@ -495,111 +469,9 @@ class EpisodeMonitor:
         key: str | None = None,
         **after: Any,
     ) -> Decision:
-        kind = step.kind if step is not None else None  # (callers bring at least one finding)
-        flags: list[Flag] = []
-        new: list[Flag] = []
-        lead: tuple[str, Finding, Action] | None = None
-        progress_after = self.history.stretch_start
-        # a call issued after a nudge of this stretch was delivered:
-        unheeded = step is not None and self.breaker.unheeded(step.call)
-        for name, finding in findings:
-            rungs = finding.rungs or self._rungs.get(name) or AFTER_RUNGS
-            rung, fresh = self.ladder.climb(
-                (name, finding.key), index, len(rungs),
-                -1 if finding.sticky else progress_after, self.tool_calls,
-                issued=step.call if step is not None else None,
-                start=1 if unheeded and name != "budget" else 0,
-                read_after=self._answered, again=repeated_rungs(rungs),
-            )
-            rung = min(rung, len(rungs) - 1)  # a condition can move to a shorter ladder
-            act = self.policy.action_for(name, rungs[rung])
-            if act == "allow":
-                continue
-            source = source_of(name, self._evidence(name, finding, step))
-            held = act in KILL_ACTIONS and capped(act, self._caps.get(source)) != act
-            if held:
-                act = capped(act, self._caps[source])
-            flag = Flag(
-                step=index,
-                detector=name,
-                kind=finding.kind,
-                severity="kill" if act in KILL_ACTIONS else "warn",
-                message=finding.message,
-                key=finding.key,
-                details=finding.details,
-                action=act,
-                rung=rung,
-                evidence=source,
-                capped=held,
-            )
-            flags.append(flag)
-            if fresh:
-                new.append(flag)
-            if lead is None or ACTION_RANK[act] > ACTION_RANK[lead[2]]:
-                lead = (name, finding, act)
-        self.flags.extend(new)
-        if lead is None:
-            return Decision(step=index, idempotency_key=key, kind=kind, **after)
-        if (
-            step is not None
-            and lead[0] != "budget"
-            and self.policy.action_for(lead[0], "stop") in KILL_ACTIONS
-        ):  # a nudge of a detector that may end the run: now it must be heeded
-            self.breaker.nudged(max(self.tool_calls, step.call))  # (the nudged call included)
-        name, finding, action = lead
-        decision = Decision(
-            step=index,
-            action=action,
-            flags=tuple(flags),
-            new_flags=tuple(new),
-            reason=name,
-            correction=finding.message,
-            diagnostic=self._diagnostic(name, finding, action, step),
-            stop_reason=finding.stop_reason if action == "stop" else None,
-            idempotency_key=key,
-            cached_output_hash=(
-                step.output_hash if step is not None and action in KILL_ACTIONS else None
-            ),
-            kind=kind,
-            **after,
+        return self.escalation.decide(
+            index, findings, step, calls=self.tool_calls, steps=self.steps, key=key, **after
         )
-        if action == "stop" and self.stopped is None:
-            self.stopped = decision
-        return decision
-
-    def _evidence(self, name: str, finding: Finding, step: StepView | None) -> tuple[str, ...]:
-        """What ``finding`` rests on: its own evidence, and how the call's kind is known
-        (for a detector whose verdict depends on it)."""
-        if step is None or name in KINDLESS:
-            return finding.evidence
-        return (*finding.evidence, kind_evidence(step.kind_source, known=step.kind is not None))
-
-    def _diagnostic(
-        self, name: str, finding: Finding, action: str, step: StepView | None
-    ) -> dict[str, Any]:
-        diagnostic: dict[str, Any] = {
-            "terminated_by" if action == "stop" else "decided_by": (
-                finding.stop_reason if action == "stop" else name
-            ),
-            "action": action,
-            "detector": name,
-            "kind": finding.kind,
-            "evidence": source_of(name, self._evidence(name, finding, step)),
-            "step": step.index if step is not None else self.steps,
-        }
-        if step is not None:
-            diagnostic["call"] = step.call
-        if step is not None:
-            diagnostic.update(tool=step.tool, args=args_preview(step))
-            if step.kind is not None:
-                diagnostic.update(tool_kind=step.kind, kind_source=step.kind_source or "shape")
-        diagnostic.update(finding.details)
-        diagnostic.update(
-            last_progress_step=self.breaker.last_progress_step,
-            no_progress_streak=self.breaker.streak,
-            hint=self._hint(),
-        )
-        return diagnostic
 
     # -- reporting ------------------------------------------------------------------------------
 
