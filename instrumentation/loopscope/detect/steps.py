@@ -28,7 +28,7 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
@@ -151,6 +151,38 @@ def _feed_turn(monitor: EpisodeMonitor, turn: list[ToolStep]) -> list[Fed]:
     befores = [monitor.before_call(step.call) for step in turn]
     afters = [monitor.after_call(step.result) for step in turn]
     return list(zip(befores, afters, strict=True))
+
+
+def call_numbers(calls: Iterable[bool], own: Sequence[int | None] = ()) -> tuple[int, ...]:
+    """Per step of a run (``calls``: whether each step, in order, is a tool call), the number
+    of its call: the one numbering every door names a call by. ``own`` are the agent's own
+    numbers of its calls (set by its SDK, ``loopscope.call.ordinal``), used when every call
+    carries a distinct one (1 or more), so a run whose calls were partly lost names them as
+    the agent's log does; else the calls are numbered in order (1 for the first). A message
+    is numbered as the call that would follow it (a stop decided at a message takes effect
+    there); past the last call, counted on from it.
+
+    Example:
+        >>> call_numbers([True, False, True, False])
+        (1, 2, 2, 3)
+        >>> call_numbers([True, True, False], own=[4, 6])
+        (4, 6, 7)
+    """
+    agents: list[int] = []
+    if own and all(isinstance(n, int) and n >= 1 for n in own) and len(set(own)) == len(own):
+        agents = [n for n in own if n is not None]
+    numbers: list[int] = []
+    count = 0
+    for call in calls:
+        count += call
+        position = count if call else count + 1
+        if not agents:
+            numbers.append(position)
+        elif position <= len(agents):
+            numbers.append(agents[position - 1])
+        else:
+            numbers.append(agents[-1] + position - len(agents))
+    return tuple(numbers)
 
 
 def recorded_call(
