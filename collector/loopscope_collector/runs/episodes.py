@@ -12,18 +12,17 @@ Episode JSONL record (``Run.episode``, ``episodes_from_rows``) is the export for
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from loopscope.detect.events import STATUSES, TOOL_KINDS
 from loopscope.detect.replay import EpisodeRecord
-from loopscope.detect.steps import Step
+from loopscope.detect.steps import Step, recorded_args
 
 from ..normalize import assembly
 from ..normalize.rows import EpisodeRow, MessageRow, ToolCallRow
-from ..normalize.steps import call_numbers, core_steps, output_digest
+from ..normalize.steps import call_numbers, core_steps, output_digest, tool_call
 
 __all__ = ["Run", "episodes_from_rows", "runs_of"]
 
@@ -142,10 +141,11 @@ def _message_step(row: MessageRow, first_ns: int) -> dict[str, Any]:
 
 
 def _step(row: ToolCallRow, first_ns: int) -> dict[str, Any]:
-    """One tool-call row as an Episode tool step, for reports and replays under another
-    policy: what the span recorded of the call, which the core identifies as the collector
-    does (``steps.recorded_call``): decoded arguments, else the argument text the span cut
-    short and its signature, else the signature alone (or a call like no other).
+    """One tool-call row as an Episode tool step, for an export: what the span recorded of
+    the call, written so the core reads it back as the collector identified it
+    (``steps.recorded_call``, whose rule decides: ``recorded_args`` and the adapter's call):
+    decoded arguments, else the argument text the span cut short and its signature, else the
+    signature alone (or a call like no other).
     """
     step: dict[str, Any] = {
         "type": "tool",
@@ -161,12 +161,10 @@ def _step(row: ToolCallRow, first_ns: int) -> dict[str, Any]:
         "span_id": row.span_id,
     }
     if row.args_text is None:
-        step["signature"] = row.signature or f"nosig:{row.span_id}"
+        step["signature"] = tool_call(row, step["t"]).signature  # (recorded, else unique)
     else:
-        try:
-            step["args"] = json.loads(row.args_text)
-        except ValueError:
-            step["args_text"] = row.args_text
+        args, whole = recorded_args(row.args_text)
+        step["args" if whole else "args_text"] = args if whole else row.args_text
         if row.signature:
             step["signature"] = row.signature
     for name in ("idempotency_key", "intent", "deadline_s", "deadline_stated", "turn",

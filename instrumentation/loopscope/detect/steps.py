@@ -205,10 +205,9 @@ def recorded_call(
     ``fields`` are the other ``ToolCall`` fields (``call_id``, ``kind``, ``t``...).
     """
     if args is None and args_text is not None:
-        try:
-            args = json.loads(args_text)
-        except ValueError:
-            return ToolCall(tool, {"input": args_text},
+        args, whole = recorded_args(args_text)
+        if not whole:
+            return ToolCall(tool, args,
                             signature=signature, args_text=args_text if signature else "",
                             **fields)
     if args is not None:
@@ -216,3 +215,13 @@ def recorded_call(
     if signature:
         return ToolCall(tool, None, signature=signature, args_text="", **fields)
     return ToolCall(tool, None, signature=f"nosig:{unique or tool}", **fields)
+
+
+def recorded_args(args_text: str) -> tuple[Any, bool]:
+    """A call's recorded argument text as the core reads it (``recorded_call``): its decoded
+    arguments and True, or, when the text is not JSON (its recorder cut it short), the text
+    as ``{"input": text}`` and False (the recorded signature then identifies the call)."""
+    try:
+        return json.loads(args_text), True
+    except ValueError:
+        return {"input": args_text}, False
