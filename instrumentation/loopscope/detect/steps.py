@@ -156,32 +156,33 @@ def _feed_turn(monitor: EpisodeMonitor, turn: list[ToolStep]) -> list[Fed]:
 def call_numbers(calls: Iterable[bool], own: Sequence[int | None] = ()) -> tuple[int, ...]:
     """Per step of a run (``calls``: whether each step, in order, is a tool call), the number
     of its call: the one numbering every door names a call by. ``own`` are the agent's own
-    numbers of its calls (set by its SDK, ``loopscope.call.ordinal``), used when every call
-    carries a distinct one (1 or more), so a run whose calls were partly lost names them as
+    numbers of its calls (set by its SDK, ``loopscope.call.ordinal``), one per call, used when
+    every call carries a distinct one (1 or more), so a run whose calls were partly lost names them as
     the agent's log does; else the calls are numbered in order (1 for the first). A message
-    is numbered as the call that would follow it (a stop decided at a message takes effect
-    there); past the last call, counted on from it.
+    is numbered as the call that would follow it, the agent's next one after the last call
+    before it (a stop decided at a message takes effect there): that call's number plus one
+    (1 before any call), whether or not the next call reached the record.
 
     Example:
         >>> call_numbers([True, False, True, False])
         (1, 2, 2, 3)
-        >>> call_numbers([True, True, False], own=[4, 6])
-        (4, 6, 7)
+        >>> call_numbers([True, False, True, True, False], own=[1, 5, 6])
+        (1, 2, 5, 6, 7)
     """
+    kinds = list(calls)
     agents: list[int] = []
-    if own and all(isinstance(n, int) and n >= 1 for n in own) and len(set(own)) == len(own):
+    if (own and len(own) == sum(kinds) and len(set(own)) == len(own)
+            and all(isinstance(n, int) and n >= 1 for n in own)):
         agents = [n for n in own if n is not None]
     numbers: list[int] = []
-    count = 0
-    for call in calls:
-        count += call
-        position = count if call else count + 1
-        if not agents:
-            numbers.append(position)
-        elif position <= len(agents):
-            numbers.append(agents[position - 1])
+    count = last = 0
+    for call in kinds:
+        if call:
+            count += 1
+            last = agents[count - 1] if agents else count
+            numbers.append(last)
         else:
-            numbers.append(agents[-1] + position - len(agents))
+            numbers.append(last + 1)
     return tuple(numbers)
 
 
