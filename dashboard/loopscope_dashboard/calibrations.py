@@ -17,7 +17,7 @@ import pandas as pd
 
 from loopscope.detect import Policy
 from loopscope.offline.calibration import Calibration, TooFewLabels, calibrate
-from loopscope_collector.runs.stored import StoredRun, build_episodes, labelled_episode
+from loopscope_collector.runs.stored import StoredRun, labelled_episode
 
 __all__ = ["CHANGE_COLUMNS", "Calibration", "TooFewLabels", "bound_text", "judged",
            "policy_changes", "run", "sources_frame"]
@@ -42,9 +42,7 @@ def run(runs: Sequence[StoredRun], base: Policy, *,
         TooFewLabels: too few labelled loops or healthy runs; its message says how many and
             what to do.
     """
-    chosen = judged(runs)
-    build_episodes(chosen)
-    return calibrate([labelled_episode(r) for r in chosen], base, progress=progress)
+    return calibrate([labelled_episode(r) for r in judged(runs)], base, progress=progress)
 
 
 def bound_text(result: Calibration) -> str:

@@ -28,6 +28,7 @@ from typing import Any, Final
 import pandas as pd
 
 from loopscope.detect.events import ACTION_RANK
+from loopscope.detect.steps import call_numbers
 
 RANK: Final[Mapping[str, int]] = {action: n for action, n in ACTION_RANK.items()}
 DONE: Final = {"allow": "allowed", "warn": "warned", "block": "blocked", "stop": "stopped"}
@@ -56,33 +57,29 @@ def would_be(happened: object, enforce_would: object) -> str | None:
 
 
 def number_calls(calls: pd.DataFrame) -> pd.DataFrame:
-    """``calls`` (in the order they ran) with ``call`` as its first column: the agent's own
-    number of each call (``call_ordinal``) when every call carries one and no two share it,
-    else 1, 2, … in the order they ran (an instrumentation that numbers no calls, or a store
-    from before the agents numbered them)."""
+    """``calls`` (in the order they ran) with ``call`` as its first column: the number of each
+    call by the core's one numbering (``steps.call_numbers``): the agent's own
+    (``call_ordinal``) when every call carries one and no two share it, else 1, 2, … in the
+    order they ran (an instrumentation that numbers no calls, or a store from before the
+    agents numbered them)."""
     numbered = calls.copy()
     if "call" in numbered.columns:
         return numbered
-    numbered.insert(0, "call", _agent_numbers(numbered)
-                    if _numbered_by_agent(numbered) else range(1, len(numbered) + 1))
+    numbered.insert(0, "call", list(call_numbers([True] * len(numbered), _own(numbered))))
     return numbered
 
 
-def _numbered_by_agent(calls: pd.DataFrame) -> bool:
-    if calls.empty or "call_ordinal" not in calls.columns:
-        return False
-    own = calls["call_ordinal"]
-    return bool(own.notna().all() and (own > 0).all() and own.is_unique)
-
-
-def _agent_numbers(calls: pd.DataFrame) -> list[int]:
-    return [int(n) for n in calls["call_ordinal"]]
+def _own(calls: pd.DataFrame) -> list[int | None]:
+    """The agent's own number of each call (``call_ordinal``; None where it gave none)."""
+    if "call_ordinal" not in calls.columns:
+        return []
+    return [None if pd.isna(n) else int(n) for n in calls["call_ordinal"]]
 
 
 def by_agent(calls: pd.DataFrame) -> bool:
     """Whether ``number_calls`` numbered ``calls`` by the agent's own numbers."""
-    return (_numbered_by_agent(calls) and "call" in calls.columns
-            and [int(n) for n in calls["call"]] == _agent_numbers(calls))
+    own = _own(calls)
+    return bool(own) and "call" in calls.columns and [int(n) for n in calls["call"]] == own
 
 
 def missing_calls(calls: pd.DataFrame, made: object = None) -> list[tuple[int, int]]:

@@ -25,7 +25,7 @@ import pandas as pd
 from loopscope.detect import Policy
 from loopscope.detect.events import MODES as GUARD_MODES
 from loopscope.detect.replay import EpisodeReport
-from loopscope.offline.analysis import Problem, flag_calls, summarize
+from loopscope.offline.analysis import Problem, summarize
 from loopscope_collector.normalize.spans import SpanRecord
 from loopscope_collector.runs.inputs import analyze_inputs
 from loopscope_collector.runs.synthetic_spans import episode_spans
@@ -108,32 +108,30 @@ def episodes_frame(analysis: Analysis) -> pd.DataFrame:
     for report in analysis.reports:
         episode = report.episode
         first = report.first_flag
-        numbers = flag_calls(episode)
         rows.append({
             "episode_id": episode.episode_id,
             "outcome": episode.outcome,
-            "tool_calls": sum(1 for s in episode.steps if s.get("type") == "tool"),
+            "tool_calls": report.tool_calls,
             "flags": len(report.flags),
             "kinds": ", ".join(dict.fromkeys(f.kind for f in report.flags)),
-            "first_flag_call": None if first is None else numbers[first.step],
+            "first_flag_call": None if first is None else report.call_at(first.step),
             "would_stop": None if report.stop is None else report.stop.stop_reason,
-            "would_stop_at_call": (None if report.stop is None or report.stop.step >= len(
-                numbers) else numbers[report.stop.step]),
+            "would_stop_at_call": (None if report.stop is None
+                                   else report.call_at(report.stop.step)),
             "label_loop": episode.loop_label,
         })
     return pd.DataFrame(rows)
 
 
 def flags_frame(analysis: Analysis) -> pd.DataFrame:
-    """One row per flag, in run and call order: ``call`` is the tool-call ordinal (1 for the
-    run's first tool call; for a flag on a message, the call that would follow it:
-    ``analysis.flag_calls``), ``action`` what the replayed mode's guard does there (warn,
-    block, stop)."""
+    """One row per flag, in run and call order: ``call`` is the number of the flagged call
+    (``EpisodeReport.call_at``: 1 for the run's first tool call, or the agent's own number;
+    for a flag on a message, the call that would follow it), ``action`` what the replayed
+    mode's guard does there (warn, block, stop)."""
     rows = []
     for report in analysis.reports:
-        numbers = flag_calls(report.episode)
         rows += [{"episode_id": report.episode.episode_id,
-                  "call": numbers[f.step] if f.step < len(numbers) else None,
+                  "call": report.call_at(f.step),
                   "action": f.action if f.severity == "kill" else "warn",
                   "detector": f.detector, "kind": f.kind, "message": f.message}
                  for f in report.flags]

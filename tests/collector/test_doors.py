@@ -50,7 +50,6 @@ from loopscope.detect import Policy
 from loopscope.detect.ladder import same_turn
 from loopscope.detect.replay import parse_episode
 from loopscope.offline import cli
-from loopscope.offline.analysis import flag_calls
 from loopscope.offline.scenarios import generate
 from loopscope_collector.normalize.spans import SpanRecord
 from loopscope_collector.reads import snapshot
@@ -253,7 +252,7 @@ def doors(folder: Path) -> Iterator[dict[str, dict[str, Flags]]]:
     imported = uploads.analyse("traces.jsonl", otlp.read_bytes(),
                                policy=Policy.from_mapping(POLICY))
     found["dashboard-import"] = {
-        r.episode.episode_id: [(flag_calls(r.episode)[f.step], f.detector,
+        r.episode.episode_id: [(r.call_at(f.step), f.detector,
                                 f.action if f.severity == "kill" else "warn")
                                for f in r.flags] for r in imported.reports}
     for door, exporter in (("live-http", lambda col: HttpExporter(f"{col.url}/v1/traces")),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from loopscope.offline.scenarios import generate
 from loopscope_collector.receive.decode import decode_request
-from loopscope_collector.runs.otlp_files import episodes_from_spans
+from loopscope_collector.runs.otlp_files import EpisodeGrouper
 from loopscope_dashboard import uploads
 
 
@@ -38,8 +38,10 @@ def test_episode_runs_become_otlp_json_the_collector_decodes() -> None:
     spans = decode_request(body, content_type="application/json", content_encoding=None,
                            max_bytes=len(body) + 1)
     assert {s.service_name for s in spans} == {"shop"}
-    [episode] = episodes_from_spans(spans)
-    assert episode.episode_id == "scn-read_spin-0-s0"
+    grouper = EpisodeGrouper()
+    grouper.add(spans)
+    [run] = grouper.runs()
+    assert run.episode_id == "scn-read_spin-0-s0"
 
 
 def test_an_otlp_file_is_analysed_and_sent_as_it_is(tmp_path: Path) -> None:

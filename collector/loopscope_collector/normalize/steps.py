@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from loopscope.detect import ToolCall, ToolResult
 from loopscope.detect.events import STATUSES, TOOL_KINDS
 from loopscope.detect.steps import MessageStep, Step, ToolStep, recorded_call
+from loopscope.detect.steps import call_numbers as numbered
 
 from .rows import MessageRow, ToolCallRow
 
@@ -85,27 +86,10 @@ def tool_result(row: ToolCallRow, t: float) -> ToolResult:
     )
 
 
-def call_numbers(rows: Sequence[Row]) -> list[int]:
-    """Per row of a run (in the order they ran), the number of its call: the one numbering
-    every door names a call by. The agent's own number (``call_ordinal``, set by its SDK from
-    ``loopscope.call.ordinal``) when every call of the run carries a distinct one, so a run
-    whose calls were partly lost names them as the agent's log does; else the collector's
-    order (1 for the first call). A message is numbered as the call that would follow it (a
-    stop decided at a message takes effect there); past the last call, counted on from it.
-    """
-    own = [row.call_ordinal for row in rows if isinstance(row, ToolCallRow)]
-    if any(not isinstance(n, int) or n < 1 for n in own) or len(set(own)) < len(own):
-        own = []
-    agents: list[int] = [n for n in own if n is not None]
-    numbers: list[int] = []
-    calls = 0
-    for row in rows:
-        calls += isinstance(row, ToolCallRow)
-        position = calls if isinstance(row, ToolCallRow) else calls + 1
-        if not agents:
-            numbers.append(position)
-        elif position <= len(agents):
-            numbers.append(agents[position - 1])
-        else:
-            numbers.append(agents[-1] + position - len(agents))
-    return numbers
+def call_numbers(rows: Sequence[Row]) -> tuple[int, ...]:
+    """Per row of a run (in the order they ran), the number of its call, by the core's one
+    numbering (``steps.call_numbers``): the agent's own (``call_ordinal``, set by its SDK from
+    ``loopscope.call.ordinal``) when every call of the run carries a distinct one, else the
+    collector's order; a message takes the number of the call that would follow it."""
+    return numbered([isinstance(row, ToolCallRow) for row in rows],
+                    [row.call_ordinal for row in rows if isinstance(row, ToolCallRow)])

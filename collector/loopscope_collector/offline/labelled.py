@@ -4,8 +4,8 @@ calibrate on.
 The SDK's ``calibrate`` command never imports the collector; the collector offers this
 ``LabelledRuns`` through the ``loopscope.labelled_runs`` entry point. The runs are read the way
 the dashboard's Policy page reads them (the ``replay_episodes`` and ``replay_calls`` reads, one
-snapshot of the store) and become episodes by the same conversion (``runs.stored``), carrying
-the labels the metrics count: a human label from the Labels page, else the run's scenario
+snapshot of the store) and become the core's steps by the same conversion (``runs.stored``),
+carrying the labels the metrics count: a human label from the Labels page, else the run's scenario
 label. Only runs calibration can judge are returned: labelled ones and successful ones.
 
 Light at import time (every ``loopscope`` command loads it to build its options): duckdb and
@@ -18,7 +18,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from loopscope.detect.replay import EpisodeRecord
+from loopscope.detect.replay import RecordedRun
 from loopscope.offline.calibration import LabelledRuns
 
 from ..lake_options import add_lake_options, lake_of
@@ -44,9 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help=f"read the store's newest N runs (default: {NEWEST:,})")
 
 
-def episodes(args: argparse.Namespace) -> list[EpisodeRecord] | None:
+def episodes(args: argparse.Namespace) -> list[RecordedRun] | None:
     """The labelled and the successful runs of the store ``--db`` (else ``--lake``) names,
-    as episodes with their labels; None when neither was given.
+    as the core replays them (their steps made from the stored rows by the collector's
+    adapter, ``runs.stored``) with their labels; None when neither was given.
 
     Raises:
         ValueError: the store cannot be opened or read (the message names the file or the
@@ -56,7 +57,7 @@ def episodes(args: argparse.Namespace) -> list[EpisodeRecord] | None:
     lake = None if path else lake_of(args, "calibrate")  # (--db wins, as for metrics, export)
     if not path and lake is None:
         return None
-    from ..runs.stored import build_episodes, labelled_episode, stored_runs
+    from ..runs.stored import labelled_episode, stored_runs
 
     db = _open(path, lake)
     where = path or str(lake)
@@ -66,7 +67,6 @@ def episodes(args: argparse.Namespace) -> list[EpisodeRecord] | None:
         db.close()
     runs = [run for run in stored_runs(rows, calls)
             if run.label is not None or run.human_false_kill or run.outcome == "success"]
-    build_episodes(runs)
     return [labelled_episode(run) for run in runs]
 
 

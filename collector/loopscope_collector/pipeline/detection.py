@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 from loopscope.detect import Decision, EpisodeMonitor, Flag, Policy
 from loopscope.detect.readings import Readings
-from loopscope.detect.replay import EpisodeRecord, EpisodeReport, episode_report
-from loopscope.detect.steps import feed_run
+from loopscope.detect.replay import EpisodeRecord, EpisodeReport, episode_report, episode_steps
+from loopscope.detect.steps import Step, ToolStep, feed_run
 
 from ..normalize.assembly import sort_key
 from ..normalize.rows import MessageRow, ToolCallRow
@@ -215,14 +215,19 @@ class StreamingDetector:
 
 def detected_report(
     episode: EpisodeRecord, monitor: EpisodeMonitor, *, mode: str = "enforce",
-    verdicts: Sequence[CallDetection] = (),
+    verdicts: Sequence[CallDetection] = (), steps: Sequence[Step] | None = None,
+    numbers: Sequence[int] | None = None,
 ) -> EpisodeReport:
-    """The report of an episode whose calls went through streaming detection (``monitor``),
-    in ``loopscope analyze``'s shape. The monitor numbers the steps it was fed: every step
-    of ``episode`` when the spans carried its messages, else its tool calls only; flags, the
-    stop and the calls' decisions are renumbered as indexes into ``episode.steps``."""
-    tools = [i for i, step in enumerate(episode.steps) if step.get("type") == "tool"]
-    every_step = monitor.steps == len(episode.steps)
+    """The report of a run whose calls went through streaming detection (``monitor``), in
+    ``loopscope analyze``'s shape: ``episode`` names it, ``steps`` are its steps as the core
+    takes them (a stored run's, ``normalize.steps.core_steps``; default: an Episode JSONL
+    record's own, ``episode_steps``) and ``numbers`` its calls' numbers
+    (``normalize.steps.call_numbers``). The monitor numbers the steps it was fed: every step
+    when the spans carried the run's messages, else its tool calls only; flags, the stop and
+    the calls' decisions are then given as indexes into ``steps``."""
+    steps = tuple(episode_steps(episode) if steps is None else steps)
+    tools = [i for i, step in enumerate(steps) if isinstance(step, ToolStep)]
+    every_step = monitor.steps == len(steps)
 
     def call(ordinal: int) -> int:
         return tools[ordinal] if 0 <= ordinal < len(tools) else ordinal
@@ -237,4 +242,5 @@ def detected_report(
         stop=dataclasses.replace(stop, step=at(stop.step)) if stop is not None else None,
         calls={call(v.ordinal): (v.before, v.after) for v in verdicts
                if v.before is not None and v.after is not None},
+        steps=steps, numbers=numbers,
     )

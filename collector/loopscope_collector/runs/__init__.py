@@ -6,5 +6,6 @@ runs (``episodes``, ``otlp_files``), fed to the core as typed steps through the 
 (``normalize.steps``) with the agent's numbering of its calls (``stored``: a store's runs to
 replay), files read and judged as live (``inputs``), written into a store through the
 collector's pipeline (``store``), and Episode records written as spans (``synthetic_spans``).
-Episode JSONL records are built only to report and export a run.
+Episode JSONL records are built only to export a run (a report names a run by its record
+without steps and carries its typed steps).
 """

@@ -3,24 +3,26 @@ pipeline's rules, and written out as Episode JSONL records.
 
 ``runs_of`` groups rows into ``Run`` objects (``assembly``: episode ids, call order): what
 ``loopscope analyze`` reads from OTLP JSON and what a store's runs are. A run goes to the core
-as typed steps (``normalize.steps.core_steps``); its ``Episode`` record (``Run.episode``,
-``episodes_from_rows``) is the export format: what reports name and count, and what the
-Policy page's download and calibration read (docs/episode-format.md).
+as typed steps (``Run.core_steps``: ``normalize.steps.core_steps``) with its calls' numbers
+(``Run.numbers``); a report names it by its record without steps (``Run.record``). Its
+Episode JSONL record (``Run.episode``, ``episodes_from_rows``) is the export format only
+(the Policy page's download, docs/episode-format.md).
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from loopscope.detect.events import STATUSES, TOOL_KINDS
 from loopscope.detect.replay import EpisodeRecord
+from loopscope.detect.steps import Step, recorded_args
 
 from ..normalize import assembly
 from ..normalize.rows import EpisodeRow, MessageRow, ToolCallRow
-from ..normalize.steps import output_digest
+from ..normalize.steps import call_numbers, core_steps, output_digest, tool_call
 
 __all__ = ["Run", "episodes_from_rows", "runs_of"]
 
@@ -42,17 +44,32 @@ class Run:
         return sorted([*self.calls, *self.messages], key=assembly.sort_key)
 
     @property
-    def episode(self) -> EpisodeRecord:
-        """The run as an ``Episode``: its tool calls and messages as steps (what reports
-        name and count)."""
-        return _episode(self)
+    def record(self) -> EpisodeRecord:
+        """The run's record without its steps (its id, task type, outcome and meta): what a
+        report names it by."""
+        return _record(self)
 
+    def core_steps(self) -> list[Step]:
+        """The run's calls and messages as the core takes them (``normalize.steps``)."""
+        steps = self.steps
+        return core_steps(steps, steps[0].start_ns if steps else 0)
+
+    @property
+    def numbers(self) -> tuple[int, ...]:
+        """Per step, the number of its call (``normalize.steps.call_numbers``)."""
+        return call_numbers(self.steps)
+
+    @property
+    def episode(self) -> EpisodeRecord:
+        """The run as an Episode JSONL record, its tool calls and messages as steps: for an
+        export (a replay takes ``core_steps``)."""
+        return _episode(self)
 
 
 def episodes_from_rows(rows: Sequence[ToolCallRow], roots: Sequence[EpisodeRow] = (),
                        messages: Sequence[MessageRow] = ()) -> list[EpisodeRecord]:
-    """Stored tool calls (and roots, and messages) as ``Episode`` objects, grouped by the
-    pipeline's rules."""
+    """Stored tool calls (and roots, and messages) as Episode JSONL records, grouped by the
+    pipeline's rules: for an export."""
     return [run.episode for run in runs_of(list(rows), list(roots), {}, messages)]
 
 
@@ -83,9 +100,8 @@ def runs_of(calls: list[ToolCallRow], roots: list[EpisodeRow],
     return runs
 
 
-def _episode(run: Run) -> EpisodeRecord:
-    rows, root, steps = run.calls, run.root, run.steps
-    first_ns = steps[0].start_ns if steps else (root.start_ns if root is not None else 0)
+def _record(run: Run) -> EpisodeRecord:
+    rows, root = run.calls, run.root
     meta: dict[str, Any] = {"source": "otlp"}
     traces = sorted({r.trace_id for r in rows} | ({root.trace_id} if root else set()))
     meta["trace_ids"] = traces
@@ -99,13 +115,20 @@ def _episode(run: Run) -> EpisodeRecord:
                 meta[name] = value
     return EpisodeRecord(
         episode_id=run.episode_id,
-        steps=tuple(_step(row, first_ns) if isinstance(row, ToolCallRow)
-                    else _message_step(row, first_ns) for row in steps),
+        steps=(),
         task_type=root.task_type if root is not None else None,
         outcome=root.outcome if root is not None else None,
         meta=meta,
         task=run.task,
     )
+
+
+def _episode(run: Run) -> EpisodeRecord:
+    root, steps = run.root, run.steps
+    first_ns = steps[0].start_ns if steps else (root.start_ns if root is not None else 0)
+    return dataclasses.replace(
+        _record(run), steps=tuple(_step(row, first_ns) if isinstance(row, ToolCallRow)
+                                  else _message_step(row, first_ns) for row in steps))
 
 
 def _message_step(row: MessageRow, first_ns: int) -> dict[str, Any]:
@@ -118,10 +141,11 @@ def _message_step(row: MessageRow, first_ns: int) -> dict[str, Any]:
 
 
 def _step(row: ToolCallRow, first_ns: int) -> dict[str, Any]:
-    """One tool-call row as an Episode tool step, for reports and replays under another
-    policy: what the span recorded of the call, which the core identifies as the collector
-    does (``steps.recorded_call``): decoded arguments, else the argument text the span cut
-    short and its signature, else the signature alone (or a call like no other).
+    """One tool-call row as an Episode tool step, for an export: what the span recorded of
+    the call, written so the core reads it back as the collector identified it
+    (``steps.recorded_call``, whose rule decides: ``recorded_args`` and the adapter's call):
+    decoded arguments, else the argument text the span cut short and its signature, else the
+    signature alone (or a call like no other).
     """
     step: dict[str, Any] = {
         "type": "tool",
@@ -137,12 +161,10 @@ def _step(row: ToolCallRow, first_ns: int) -> dict[str, Any]:
         "span_id": row.span_id,
     }
     if row.args_text is None:
-        step["signature"] = row.signature or f"nosig:{row.span_id}"
+        step["signature"] = tool_call(row, step["t"]).signature  # (recorded, else unique)
     else:
-        try:
-            step["args"] = json.loads(row.args_text)
-        except ValueError:
-            step["args_text"] = row.args_text
+        args, whole = recorded_args(row.args_text)
+        step["args" if whole else "args_text"] = args if whole else row.args_text
         if row.signature:
             step["signature"] = row.signature
     for name in ("idempotency_key", "intent", "deadline_s", "deadline_stated", "turn",

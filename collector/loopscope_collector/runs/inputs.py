@@ -76,11 +76,15 @@ def analyze_inputs(
             on_report(count, total)
 
     if store is not None:
-        stored = [*episodes, *(run.episode for run in runs)]
-        counts = store.finish(e.episode_id for e in stored)
+        counts = store.finish([*(e.episode_id for e in episodes),
+                               *(run.episode_id for run in runs)])
         reports = []
-        for episode in stored:
+        for episode in episodes:
             reports.append(store.report(episode, mode=mode))
+            done(len(reports))
+        for run in runs:
+            reports.append(store.report(run.record, mode=mode, steps=run.core_steps(),
+                                        numbers=run.numbers))
             done(len(reports))
         return reports, problems, counts
     reports, _ = analyze(episodes, policy=policy, mode=mode, progress=progress, on_report=done)
@@ -99,17 +103,15 @@ def read_inputs(
     fmt: str = "auto",
     store: Store | None = None,
     progress: TextIO | None = None,
-    grouper: EpisodeGrouper | None = None,
+    grouper: EpisodeGrouper,
 ) -> Iterator[EpisodeRecord | Problem]:
     """Every Episode JSONL episode of every file, or a ``Problem`` per bad line; OTLP JSON
     spans go into ``grouper`` (a trace may span files, as the collector's file exporter
-    rotates them; its episodes are complete once every file is read). Without a grouper,
-    the OTLP episodes come last. With ``store``, everything read is also stored.
+    rotates them; its runs are complete once every file is read: ``grouper.runs()``). With
+    ``store``, everything read is also stored.
     """
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
-    own = grouper is None
-    grouper = grouper or EpisodeGrouper()
     for path in paths:
         lines: list[str] | None = None
         kind = fmt
@@ -131,8 +133,6 @@ def read_inputs(
                 store.submit(episode_spans(item, service=service, policy=store.policy,
                                            base_ns=store.started_ns + ordinal * 1_000_000))
             yield item
-    if own:
-        yield from grouper.episodes()
 
 
 def _sniff(path: str, lines: list[str] | None) -> str:

@@ -1,13 +1,13 @@
-"""OTLP JSON files read after the fact, and the spans in them grouped into ``Episode`` objects.
+"""OTLP JSON files read after the fact, and the spans in them grouped into runs.
 
 The reading half of ``loopscope analyze`` over OTLP input, kept apart from ``analyze`` (the
 command's plug-in) because it is a concept of its own: one ``ExportTraceServiceRequest`` per
 line, as the OpenTelemetry Collector's ``file`` exporter writes it, or one whole JSON document.
 Spans are decoded (``receive.decode``) and normalised (``normalize``) exactly as the live
-collector does it, grouped into episodes the way its pipeline groups them (the rows' episode id, else a
-conversation / session id seen in the trace, else the trace id), ordered by start time and
-turned into ``Episode`` objects. The dashboard's Import page groups uploaded spans through
-``episodes_from_spans`` the same way.
+collector does it, grouped into runs the way its pipeline groups them (the rows' episode id,
+else a conversation / session id seen in the trace, else the trace id), ordered by start time
+(``EpisodeGrouper``) and judged by the collector's streaming detection (``detect_runs``), fed
+their rows as the core's steps. The dashboard's Import page reads uploaded spans the same way.
 
 Nothing heavy is imported at import time: ``decode`` and ``normalize`` are imported when a file
 is read, so ``loopscope --help`` does not pull the collector extra.
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, TextIO
 
 from loopscope.detect.policy import Policy
-from loopscope.detect.replay import EpisodeRecord, EpisodeReport
+from loopscope.detect.replay import EpisodeReport
 from loopscope.offline.analysis import Problem, decoded_lines
 
 from ..normalize import assembly
@@ -34,7 +34,7 @@ from ..runs.episodes import Run, runs_of
 if TYPE_CHECKING:
     from .store import Store
 
-__all__ = ["OTLP_KEYS", "EpisodeGrouper", "detect_runs", "episodes_from_spans", "read_otlp_file"]
+__all__ = ["OTLP_KEYS", "EpisodeGrouper", "detect_runs", "read_otlp_file"]
 
 OTLP_KEYS: Final = ('"resourceSpans"', '"resource_spans"')
 _OTHER_SIGNALS: Final = tuple(
@@ -180,9 +180,6 @@ class EpisodeGrouper:
         return runs_of([r for r in calls if r.span_id not in dropped], self.reading.roots,
                        self.reading.tasks, self.reading.messages)
 
-    def episodes(self) -> list[EpisodeRecord]:
-        return [run.episode for run in self.runs()]
-
     def reports(self, policy: Policy | None = None, *, mode: str = "enforce") -> list[
             EpisodeReport]:
         """Each run through the collector's streaming detection, as a live collector sees it."""
@@ -194,18 +191,12 @@ def detect_runs(runs: Iterable[Run], policy: Policy | None = None, *,
     """Each run through the collector's streaming detection, as a live collector sees it."""
     detector = StreamingDetector(policy)
     for run in runs:
-        task_type = run.root.task_type if run.root is not None else None
-        result = detector.add(run.episode_id, run.steps, task_type=task_type)
+        record, rows = run.record, run.steps
+        result = detector.add(run.episode_id, rows, task_type=record.task_type)
         monitor = detector.monitor(run.episode_id)
         assert monitor is not None  # just added
-        yield detected_report(run.episode, monitor, mode=mode, verdicts=result.verdicts)
+        yield detected_report(record, monitor, mode=mode, verdicts=result.verdicts,
+                              steps=run.core_steps(), numbers=run.numbers)
         detector.forget(run.episode_id)
-
-
-def episodes_from_spans(spans: Iterable[SpanRecord]) -> list[EpisodeRecord]:
-    """The episodes in ``spans``, as ``loopscope analyze`` reads them from OTLP JSON."""
-    grouper = EpisodeGrouper()
-    grouper.add(spans)
-    return grouper.episodes()
 
 

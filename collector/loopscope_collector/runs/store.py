@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Final
 
 from loopscope.detect.policy import Policy
 from loopscope.detect.replay import EpisodeRecord, EpisodeReport
+from loopscope.detect.steps import Step
 
 from ..normalize.spans import SpanRecord
 
@@ -136,10 +137,13 @@ class Store:
             cur.close()
         return StoreCounts(self.db.path, stats.spans_stored, stats.spans_duplicate, *counts)
 
-    def report(self, episode: EpisodeRecord, *, mode: str = "enforce") -> EpisodeReport:
+    def report(self, episode: EpisodeRecord, *, mode: str = "enforce",
+               steps: Sequence[Step] | None = None,
+               numbers: Sequence[int] | None = None) -> EpisodeReport:
         """What the store's detection found in ``episode`` (after ``finish``), in
         ``loopscope analyze``'s shape; an episode no longer in the pipeline's memory is
-        re-run from the store."""
+        re-run from the store. ``steps`` and ``numbers`` as ``detected_report``'s (a run read
+        from OTLP JSON: its rows' steps; default: the Episode JSONL record's own)."""
         from ..pipeline.detection import detected_report
 
         detector = self.pipeline.detector
@@ -149,7 +153,7 @@ class Store:
             monitor = detector.monitor(episode.episode_id)
             assert monitor is not None  # just added
             detector.forget(episode.episode_id)
-        return detected_report(episode, monitor, mode=mode)
+        return detected_report(episode, monitor, mode=mode, steps=steps, numbers=numbers)
 
     def close(self) -> None:
         """Stop the pipeline (if still running) and close the file."""

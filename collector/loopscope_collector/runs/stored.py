@@ -1,9 +1,10 @@
 """Stored runs to replay: the rows the ``replay_episodes`` and ``replay_calls`` reads return,
 grouped per run with its labels (``StoredRun``). A run goes to the core as typed steps
 through the one adapter the live detection is fed by (``normalize.steps.core_steps``), its
-calls numbered by the agent's own numbers (``normalize.steps.call_numbers``); its ``Episode``
+calls numbered by the agent's own numbers (``normalize.steps.call_numbers``); calibration
+replays it the same way (``labelled_episode``: its steps with its label). Its Episode JSONL
 record (``episodes.episodes_from_rows``) is built only for an export (the Policy page's
-download) and for calibration, which reads labelled Episode records.
+download).
 
 One conversion for everything that replays what a store holds: the dashboard's Policy page
 (its worker processes too: nothing here imports pandas or Streamlit) and ``loopscope
@@ -18,7 +19,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
-from loopscope.detect.replay import EpisodeRecord
+from loopscope.detect.replay import EpisodeRecord, RecordedRun
 from loopscope.detect.steps import Step
 
 from ..normalize.assembly import sort_key
@@ -84,8 +85,8 @@ class StoredRun:
 
     @property
     def episode(self) -> EpisodeRecord:
-        """The run as an Episode JSONL record, for an export and for calibration (built once,
-        on first use); a replay takes ``steps``."""
+        """The run as an Episode JSONL record, for an export (built once, on first use); a
+        replay takes ``steps``."""
         if self._built is None:
             build_episodes([self])
         assert self._built is not None
@@ -200,8 +201,8 @@ def _rows(run: StoredRun) -> list[Row]:
 
 
 def build_episodes(runs: Sequence[StoredRun]) -> None:
-    """Build the ``Episode`` record of every run not built yet, by the collector's own rule
-    (``episodes_from_rows``), all in one call: for an export and for calibration."""
+    """Build the Episode JSONL record of every run not built yet, by the collector's own rule
+    (``episodes_from_rows``), all in one call: for an export."""
     todo = list({run.episode_id: run for run in runs if run._built is None}.values())
     if not todo:
         return
@@ -231,7 +232,7 @@ def stored_runs(episodes: Sequence[Mapping[str, Any]],
     (newest first).
 
     Only groups the rows by episode (as value tuples, cheap to ship to a worker process);
-    each run's ``Episode`` is built when a replay first needs it. A run's label is its human
+    each run's steps are built when a replay first needs them. A run's label is its human
     label (``true_loop`` / ``no_loop``), else its scenario label, else None; the first loop
     step comes with a scenario label only."""
     columns: tuple[str, ...] = tuple(calls[0]) if calls else ()
@@ -263,10 +264,11 @@ def stored_runs(episodes: Sequence[Mapping[str, Any]],
     return runs
 
 
-def labelled_episode(run: StoredRun) -> EpisodeRecord:
-    """The run's ``Episode`` with its label as Episode JSONL holds one (``label.loop``,
-    ``label.first_loop_step``, and ``label.source``: human or scenario), for what judges a run
-    by the label on the record (``loopscope.offline.calibration``).
+def labelled_episode(run: StoredRun) -> RecordedRun:
+    """The run as the core replays it (its typed steps and calls' numbers, ``steps`` and
+    ``numbers``; no Episode JSONL record of its steps), with its label as Episode JSONL holds
+    one (``label.loop``, ``label.first_loop_step``, and ``label.source``: human or scenario),
+    for what judges a run by the label on its record (``loopscope.offline.calibration``).
 
     The scenario's first loop step counts the agent's own steps; it becomes the first
     replayed step at or after it (the store may hold fewer steps than the agent took: its
@@ -276,15 +278,19 @@ def labelled_episode(run: StoredRun) -> EpisodeRecord:
     says (``detect.false_kill``). One also labelled a loop stays a loop: the label cannot say
     where such a loop began.
     """
-    episode = run.episode
+    steps = tuple(run.steps)
     label = run.label
     if label is None and run.human_false_kill:
         label = False
-    if label is None:
-        return episode
-    found: dict[str, Any] = {"loop": label, "source": run.label_source or "human"}
-    if label and run.first_loop_step is not None:
-        found["first_loop_step"] = next(
-            (i for i in range(len(episode.steps)) if run.agent_step(i) >= run.first_loop_step),
-            len(episode.steps))
-    return dataclasses.replace(episode, label=found)
+    found: dict[str, Any] = {}
+    if label is not None:
+        found = {"loop": label, "source": run.label_source or "human"}
+        if label and run.first_loop_step is not None:
+            found["first_loop_step"] = next(
+                (i for i in range(len(steps)) if run.agent_step(i) >= run.first_loop_step),
+                len(steps))
+    record = EpisodeRecord(
+        episode_id=run.episode_id, steps=(), task_type=run.task_type, outcome=run.outcome,
+        label=found,
+        meta={"cost_usd": float(run.cost_usd)} if run.cost_usd is not None else {})
+    return RecordedRun(record, steps, run.numbers)

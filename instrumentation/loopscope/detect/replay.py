@@ -20,7 +20,7 @@ from .fingerprint import output_text
 from .monitor import EpisodeMonitor
 from .policy import Policy
 from .readings import Readings
-from .steps import MessageStep, Step, ToolStep, feed_run, recorded_call
+from .steps import MessageStep, Step, ToolStep, call_numbers, feed_run, recorded_call
 
 _STATUSES: Final[dict[str | None, Status]] = {None: "ok", **{s: s for s in STATUSES}}
 _KINDS: Final = (None, *TOOL_KINDS)
@@ -161,6 +161,12 @@ class EpisodeReport:
     calls: Mapping[int, tuple[Decision, Decision]] = field(default_factory=dict)
     """Each tool step's decisions (before the call, after it), by step index: what a guard
     would have recorded on the call's span (its turn, deadline, intent, reconciles)."""
+    steps: tuple[Step, ...] = ()
+    """The run's steps as the core takes them, in order: what the flags, the stop and
+    ``calls`` index (a recorded run's, ``episode_steps``; a stored run's, its rows')."""
+    numbers: tuple[int, ...] = ()
+    """Per step: the number of its call (``steps.call_numbers``, set once where the report is
+    made): what every report names a flag, a stop and a call by."""
 
     @property
     def first_flag(self) -> Flag | None:
@@ -173,21 +179,31 @@ class EpisodeReport:
         return next((f for f in self.flags if f.severity == "kill"), None)
 
     @property
+    def tool_calls(self) -> int:
+        """The run's tool calls (its steps but the messages)."""
+        return sum(1 for step in self.steps if isinstance(step, ToolStep))
+
+    def call_at(self, step: int) -> int | None:
+        """The number of the call at step index ``step`` (for a message, of the call that
+        would follow it); None past the run's steps."""
+        return self.numbers[step] if 0 <= step < len(self.numbers) else None
+
+    @property
     def tokens_after(self) -> dict[int, int]:
         """Tokens spent at or after each step index (for cost after the first flag; counted
         when asked for, since most reports never are)."""
         return tokens_after(self._tokens())
 
     def _tokens(self) -> list[int]:
-        return [_int(step.get("tokens_in")) + _int(step.get("tokens_out"))
-                for step in self.episode.steps]
+        return [step.tokens if isinstance(step, MessageStep)
+                else step.result.tokens_in + step.result.tokens_out for step in self.steps]
 
     def cost_after(self, step: int) -> float | None:
         """The share of the episode's cost spent at or after ``step`` (by tokens, else calls)."""
         cost = self.episode.cost_usd
         if cost is None:
             return None
-        tools = [i for i, s in enumerate(self.episode.steps) if s.get("type") == "tool"]
+        tools = [i for i, s in enumerate(self.steps) if isinstance(s, ToolStep)]
         return cost_share(cost, self._tokens(), tools, step)
 
     def progress_after(self, step: int) -> bool:
@@ -208,7 +224,7 @@ class EpisodeReport:
 
 
 def replay(
-    episode: EpisodeRecord,
+    episode: EpisodeRecord | RecordedRun,
     policy: Policy | None = None,
     *,
     mode: str = "enforce",
@@ -216,20 +232,43 @@ def replay(
 ) -> EpisodeReport:
     """Run the core over every step of ``episode``; report the flags ``mode`` would raise.
 
-    ``observe`` records what enforce would do, so its severities equal enforce's; ``warn``
-    never kills, so every flag is a warning. The recorded run continues past a stop (it
-    really did), and later flags are still reported. ``readings``, when given, is shared with
-    the other runs replayed with it (an output read in one is not read again).
+    An Episode JSONL record's steps are read by ``episode_steps``; a ``RecordedRun`` (a stored
+    run) brings its typed steps and its calls' numbers. ``observe`` records what enforce would
+    do, so its severities equal enforce's; ``warn`` never kills, so every flag is a warning.
+    The recorded run continues past a stop (it really did), and later flags are still
+    reported. ``readings``, when given, is shared with the other runs replayed with it (an
+    output read in one is not read again).
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
-    first_t = next(
-        (float(s["t"]) for s in episode.steps if isinstance(s.get("t"), _NUMBERS)), 0.0
-    )
+    numbers: tuple[int, ...] | None = None
+    if isinstance(episode, RecordedRun):
+        steps, numbers, episode = episode.steps, episode.numbers, episode.episode
+        first_t = (steps[0].t if isinstance(steps[0], MessageStep) else steps[0].call.t
+                   ) if steps else 0.0
+    else:
+        first_t = next(
+            (float(s["t"]) for s in episode.steps if isinstance(s.get("t"), _NUMBERS)), 0.0
+        )
+        steps = tuple(episode_steps(episode, first_t))
     monitor, calls = replay_steps(
-        episode_steps(episode, first_t), policy, episode_id=episode.episode_id,
-        task_type=episode.task_type, task=episode.task, first_t=first_t, readings=readings)
-    return episode_report(episode, monitor, mode=mode, calls=calls)
+        steps, policy, episode_id=episode.episode_id, task_type=episode.task_type,
+        task=episode.task, first_t=first_t, readings=readings)
+    return episode_report(episode, monitor, mode=mode, calls=calls, steps=steps,
+                          numbers=numbers)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRun:
+    """A recorded run as the core replays it without an Episode JSONL record of its steps: its
+    record (id, task type, outcome, label, meta; ``steps`` left empty) and its typed steps
+    with their calls' numbers (a stored run's, made by the collector's adapter from its
+    rows). What calibration replays a store's labelled runs as."""
+
+    episode: EpisodeRecord
+    steps: tuple[Step, ...]
+    numbers: tuple[int, ...] | None = None
+    """Per step, its call's number (default: in order, ``steps.call_numbers``)."""
 
 
 def replay_steps(
@@ -295,13 +334,20 @@ def episode_report(
     calls: Mapping[int, tuple[Decision, Decision]] | None = None,
     flags: tuple[Flag, ...] | None = None,
     stop: Decision | None = None,
+    steps: Sequence[Step] | None = None,
+    numbers: Sequence[int] | None = None,
 ) -> EpisodeReport:
     """The report of ``episode`` once its steps were fed to ``monitor``: by ``replay``, or by
     the collector's streaming detection over the episode's calls.
 
     ``flags`` and ``stop`` default to the monitor's; a caller whose monitor numbered the
-    steps otherwise (tool calls only) passes them renumbered as indexes into ``episode``.
+    steps otherwise (tool calls only) passes them renumbered as indexes into ``steps``.
+    ``steps`` are the run's typed steps (default: ``episode``'s, ``episode_steps``);
+    ``numbers`` its calls' numbers (default: in order, ``steps.call_numbers``).
     """
+    steps = tuple(episode_steps(episode) if steps is None else steps)
+    numbers = tuple(call_numbers(isinstance(s, ToolStep) for s in steps)
+                    if numbers is None else numbers)
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     flags = tuple(monitor.flags) if flags is None else flags
@@ -317,6 +363,8 @@ def episode_report(
         summary=summary,
         stop=stop if mode != "warn" else None,
         calls=dict(calls or {}),
+        steps=steps,
+        numbers=numbers,
     )
 
 

@@ -28,7 +28,7 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
@@ -153,6 +153,39 @@ def _feed_turn(monitor: EpisodeMonitor, turn: list[ToolStep]) -> list[Fed]:
     return list(zip(befores, afters, strict=True))
 
 
+def call_numbers(calls: Iterable[bool], own: Sequence[int | None] = ()) -> tuple[int, ...]:
+    """Per step of a run (``calls``: whether each step, in order, is a tool call), the number
+    of its call: the one numbering every door names a call by. ``own`` are the agent's own
+    numbers of its calls (set by its SDK, ``loopscope.call.ordinal``), one per call, used when
+    every call carries a distinct one (1 or more), so a run whose calls were partly lost names them as
+    the agent's log does; else the calls are numbered in order (1 for the first). A message
+    is numbered as the call that would follow it, the agent's next one after the last call
+    before it (a stop decided at a message takes effect there): that call's number plus one
+    (1 before any call), whether or not the next call reached the record.
+
+    Example:
+        >>> call_numbers([True, False, True, False])
+        (1, 2, 2, 3)
+        >>> call_numbers([True, False, True, True, False], own=[1, 5, 6])
+        (1, 2, 5, 6, 7)
+    """
+    kinds = list(calls)
+    agents: list[int] = []
+    if (own and len(own) == sum(kinds) and len(set(own)) == len(own)
+            and all(isinstance(n, int) and n >= 1 for n in own)):
+        agents = [n for n in own if n is not None]
+    numbers: list[int] = []
+    count = last = 0
+    for call in kinds:
+        if call:
+            count += 1
+            last = agents[count - 1] if agents else count
+            numbers.append(last)
+        else:
+            numbers.append(last + 1)
+    return tuple(numbers)
+
+
 def recorded_call(
     tool: str,
     *,
@@ -173,10 +206,9 @@ def recorded_call(
     ``fields`` are the other ``ToolCall`` fields (``call_id``, ``kind``, ``t``...).
     """
     if args is None and args_text is not None:
-        try:
-            args = json.loads(args_text)
-        except ValueError:
-            return ToolCall(tool, {"input": args_text},
+        args, whole = recorded_args(args_text)
+        if not whole:
+            return ToolCall(tool, args,
                             signature=signature, args_text=args_text if signature else "",
                             **fields)
     if args is not None:
@@ -184,3 +216,13 @@ def recorded_call(
     if signature:
         return ToolCall(tool, None, signature=signature, args_text="", **fields)
     return ToolCall(tool, None, signature=f"nosig:{unique or tool}", **fields)
+
+
+def recorded_args(args_text: str) -> tuple[Any, bool]:
+    """A call's recorded argument text as the core reads it (``recorded_call``): its decoded
+    arguments and True, or, when the text is not JSON (its recorder cut it short), the text
+    as ``{"input": text}`` and False (the recorded signature then identifies the call)."""
+    try:
+        return json.loads(args_text), True
+    except ValueError:
+        return {"input": args_text}, False

@@ -25,6 +25,7 @@ from ..detect.replay import (
     parse_episode_line,
     replay,
 )
+from ..detect.steps import ToolStep
 
 FORMATS = ("auto", "episodes")
 
@@ -65,37 +66,6 @@ class Problem:
         if self.line is None:
             return f"{self.path}: {self.message}"
         return f"{self.path}:{self.line}: {self.message}"
-
-
-def call_ordinals(episode: EpisodeRecord) -> list[int | None]:
-    """Per index into ``episode.steps``: its tool-call ordinal (1 for the first tool call),
-    or None for a message. Every report names calls by this number."""
-    ordinals: list[int | None] = []
-    count = 0
-    for step in episode.steps:
-        if step.get("type") == "tool":
-            count += 1
-            ordinals.append(count)
-        else:
-            ordinals.append(None)
-    return ordinals
-
-
-def flag_calls(episode: EpisodeRecord) -> list[int]:
-    """Per index into ``episode.steps``: the call number a flag there is shown at. A tool
-    step's own ordinal (1 for the first call); for a message, the ordinal of the call that
-    would follow it (a stop decided at a message takes effect there). The collector stores
-    the same number (``detections.ordinal`` + 1), so every door names a flag alike."""
-    numbers: list[int] = []
-    calls = 0
-    for ordinal in call_ordinals(episode):
-        calls = ordinal or calls
-        numbers.append(ordinal or calls + 1)
-    return numbers
-
-
-def _call_of(ordinals: Sequence[int | None], step: int) -> int | None:
-    return ordinals[step] if 0 <= step < len(ordinals) else None
 
 
 def read_episodes(paths: Sequence[str], *, fmt: str = "auto") -> Iterator[EpisodeRecord | Problem]:
@@ -212,15 +182,14 @@ def as_json(
     """The ``--json`` document: exactly one object with ``episodes`` and ``summary``.
 
     Each flag keeps ``step`` (the index into the episode's ``steps``, messages included) and
-    adds ``call`` (``flag_calls``: the tool-call ordinal of that step; for a message, of the
-    call that would follow it) and ``action`` (warn, block or stop: what the chosen mode's
-    guard does there)."""
+    adds ``call`` (``EpisodeReport.call_at``: the number of that step's call; for a message,
+    of the call that would follow it) and ``action`` (warn, block or stop: what the chosen
+    mode's guard does there)."""
     episodes = []
     for report in reports:
         document = report.as_dict()
-        numbers = flag_calls(report.episode)
         for flag, shown in zip(report.flags, document["flags"], strict=True):
-            shown["call"] = numbers[flag.step] if flag.step < len(numbers) else None
+            shown["call"] = report.call_at(flag.step)
             shown["action"] = flag.action if flag.severity == "kill" else "warn"
         episodes.append(document)
     return json.dumps(
@@ -254,13 +223,12 @@ def as_text(
         if not report.flags:
             continue
         ep = report.episode
-        ordinals = call_ordinals(ep)
         stop = f", would stop: {report.stop.stop_reason}" if report.stop else ""
-        calls = sum(1 for o in ordinals if o is not None)
-        lines.append(f"{ep.episode_id}  ({calls} tool calls, outcome: {ep.outcome or 'unknown'}"
-                     f"{stop})")
+        lines.append(f"{ep.episode_id}  ({report.tool_calls} tool calls, outcome: "
+                     f"{ep.outcome or 'unknown'}{stop})")
         for flag, also in _distinct(report.flags):
-            call = _call_of(ordinals, flag.step)
+            call = (report.call_at(flag.step) if 0 <= flag.step < len(report.steps)
+                    and isinstance(report.steps[flag.step], ToolStep) else None)
             where = f"call {call:>3}" if call is not None else f"msg @{flag.step:>3}"
             action = flag.action if flag.severity == "kill" else "warn"
             seen = f"{flag.kind} ({', '.join([flag.detector, *also])})"

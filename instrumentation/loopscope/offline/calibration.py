@@ -29,7 +29,7 @@ from ..detect.events import Flag
 from ..detect.false_kill import is_detector_kill
 from ..detect.policy import Policy
 from ..detect.readings import Readings
-from ..detect.replay import EpisodeRecord, EpisodeReport, replay
+from ..detect.replay import EpisodeRecord, EpisodeReport, RecordedRun, replay
 from .scoring import SetScore, score_runs
 
 MIN_HEALTHY: Final = 20
@@ -53,8 +53,9 @@ class LabelledRuns:
 
     add_arguments: Callable[[argparse.ArgumentParser], None]
     """Adds its options to ``loopscope calibrate``."""
-    episodes: Callable[[argparse.Namespace], list[EpisodeRecord] | None]
-    """The labelled runs its options name (None when none of them was given).
+    episodes: Callable[[argparse.Namespace], list[RecordedRun] | None]
+    """The labelled runs its options name, as the core replays them (their typed steps, not
+    Episode records); None when none of them was given.
 
     Raises ValueError naming what is wrong (a store that cannot be opened)."""
 
@@ -147,13 +148,14 @@ def _false(report: EpisodeReport, flag: Flag) -> bool | None:
     return None
 
 
-def check_labels(episodes: Sequence[EpisodeRecord]) -> tuple[int, int, int]:
+def check_labels(runs: Sequence[EpisodeRecord | RecordedRun]) -> tuple[int, int, int]:
     """(labelled loops, labelled healthy runs, successful unlabelled runs).
 
     Raises:
         TooFewLabels: fewer than ``MIN_LOOPS`` loops or ``MIN_HEALTHY`` healthy runs, with
             the bound that many would give.
     """
+    episodes = [run.episode if isinstance(run, RecordedRun) else run for run in runs]
     loops = sum(1 for e in episodes if e.loop_label is True)
     healthy = sum(1 for e in episodes if e.loop_label is False)
     successes = sum(1 for e in episodes if e.loop_label is None and e.outcome == "success")
@@ -169,12 +171,13 @@ def check_labels(episodes: Sequence[EpisodeRecord]) -> tuple[int, int, int]:
 
 
 def calibrate(
-    episodes: Sequence[EpisodeRecord],
+    episodes: Sequence[EpisodeRecord | RecordedRun],
     base: Policy | None = None,
     *,
     progress: Callable[[str], None] | None = None,
 ) -> Calibration:
-    """Search the policy that, over ``episodes``, makes no false kill and catches the most
+    """Search the policy that, over ``episodes`` (Episode JSONL records, or stored runs as
+    the core replays them: ``RecordedRun``), makes no false kill and catches the most
     labelled loops (then ends the most): per evidence source, the highest action that never
     killed a healthy run; then ``ignored_calls`` (``IGNORED_CALLS``).
 
@@ -188,7 +191,7 @@ def calibrate(
     best: Calibration | None = None
     tried: list[dict[str, Any]] = []
     quiet: list[EpisodeReport] | None = None
-    active = list(episodes)
+    active: list[EpisodeRecord | RecordedRun] = list(episodes)
     for ignored in IGNORED_CALLS:
         say(f"ignored_calls={ignored}: replaying {len(active)} runs…")
         caps, reports = _caps_for(active, dataclasses.replace(base, ignored_calls=ignored),
@@ -196,7 +199,7 @@ def calibrate(
         if quiet is None:  # (a run that raises no flag raises none under any caps or
             # ignored_calls: it is replayed once)
             quiet = [r for r in reports if not r.flags]
-            active = [r.episode for r in reports if r.flags]
+            active = [_again(r) for r in reports if r.flags]
         else:
             reports = [*reports, *quiet]
         policy = _with(base, caps, ignored)
@@ -231,7 +234,7 @@ def _with(base: Policy, caps: dict[str, str], ignored: int) -> Policy:
 
 
 def _caps_for(
-    episodes: Sequence[EpisodeRecord],
+    episodes: Sequence[EpisodeRecord | RecordedRun],
     base: Policy,
     record: dict[str, SourceRecord] | None,
     say: Callable[[str], None],
@@ -260,8 +263,15 @@ def _caps_for(
         say(f"  capping {', '.join(sorted(new))}")
         caps.update(dict.fromkeys(new, "warn"))
         policy = _with(base, caps, base.ignored_calls)
-        reports = [replay(r.episode, policy, readings=readings) if _touched(r, new) else r for r in reports]
+        reports = [replay(_again(r), policy, readings=readings) if _touched(r, new) else r
+                   for r in reports]
     return caps, reports
+
+
+def _again(report: EpisodeReport) -> RecordedRun:
+    """The run ``report`` replayed, to replay again under another policy (its steps as the
+    core took them: not read from the record a second time)."""
+    return RecordedRun(report.episode, report.steps, report.numbers)
 
 
 def _touched(report: EpisodeReport, sources: set[str]) -> bool:

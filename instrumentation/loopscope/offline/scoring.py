@@ -76,7 +76,7 @@ def score_run(report: EpisodeReport) -> RunScore | None:
     hit = next((f for f in report.flags if f.step >= start), None)
     if hit is None:
         return RunScore(episode.episode_id, True)
-    goes_on = len(episode.steps) - 1 - hit.step >= ENDS_WITHIN
+    goes_on = len(report.steps) - 1 - hit.step >= ENDS_WITHIN
     ended = goes_on and any(hit.step <= f.step <= hit.step + ENDS_WITHIN for f in kills)
     return RunScore(episode.episode_id, True, caught=True, goes_on=goes_on, ended=ended)
 
