@@ -8,9 +8,7 @@ install command instead of a traceback.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
-import re
 import signal
 import sys
 import threading
@@ -23,6 +21,7 @@ from loopscope.exit_codes import EXIT_OK, EXIT_USAGE
 from . import environment_variables as env
 from . import export_command
 from .alerts.options import add_alert_options, alert_settings
+from .arguments import is_loopback, memory_size, port_number
 from .lake_options import (
     MIN_KEEP,
     add_lake_options,
@@ -181,34 +180,6 @@ def _instance(args: argparse.Namespace) -> str:
     import socket
 
     return args.instance or f"{socket.gethostname()}:{args.http_port}"
-
-
-def port_number(text: str) -> int:
-    """An argparse type: a TCP port, 0 (any free port / off) to 65535."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"port {port} is out of range (0-65535)")
-    return port
-
-
-def memory_size(text: str) -> str:
-    """An argparse type: an amount of memory as DuckDB reads it (``512MB``, ``2GiB``)."""
-    if not re.fullmatch(r"\d+(\.\d+)?\s*([KMGT]i?B)", text.strip(), re.IGNORECASE):
-        raise argparse.ArgumentTypeError(f"not an amount of memory: {text!r} (say 512MB or 2GB)")
-    return text.strip()
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is a loopback name or address (the rule for binding without auth)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _port_taken(host: str, port: int) -> bool:

@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from loopscope_collector.cli import is_loopback, port_number
+from loopscope_collector.arguments import is_loopback, port_number
 from loopscope_collector.lake_options import add_lake_options, lake_of
 
 from .environment_variables import (

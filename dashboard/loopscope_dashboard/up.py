@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import IO, Final
 
 from loopscope.environment_variables import DEFAULT_GRPC_PORT, DEFAULT_HTTP_PORT
-from loopscope_collector.cli import port_number
+from loopscope_collector.arguments import port_number
 from loopscope_collector.environment_variables import DEFAULT_DB, default_db
 
 from . import restarts
