@@ -79,3 +79,20 @@ def test_a_warning_answered_in_words_and_then_ignored_is_not_given_twice() -> No
         talked += [call, msg("assistant", "That failed; trying the query another way.")]
     said = [(f.step, f.action) for f in run(talked).flags if f.detector == "repeat_same_error"]
     assert said[:2] == [(said[0][0], "warn"), (said[0][0] + 2, "stop")], describe(run(talked))
+
+
+def test_calls_that_bring_nothing_new_after_a_nudge_count_as_ignoring_it() -> None:
+    """A read spin is warned; the agent then logs two new notes, each answered by the
+    acknowledgement it got before: new requests, but nothing learned, so the warning changed
+    nothing and the run stops at the second (not when the read comes back). Before any nudge
+    such acknowledgements stay neutral: a long run of notes between reads that learn nothing
+    new raises nothing by itself."""
+    def note(n: int) -> dict[str, object]:
+        return tool("log_note", {"text": f"step {n}: checked the order"}, "Noted.")
+    spin = [note(0), *[tool("get_order", {"id": 5521}, ANSWER, kind="read")] * 3,
+            note(1), note(2), tool("get_order", {"id": 5521}, ANSWER, kind="read")]
+    report = run(spin)
+    assert [(f.step, f.detector, f.action) for f in report.flags][:2] == [
+        (3, "exact_repeat", "warn"), (5, "no_progress", "stop")], describe(report)
+    notes = [tool("get_order", {"id": 5521}, ANSWER, kind="read"), *[note(n) for n in range(12)]]
+    assert not run(notes).flags, describe(run(notes))

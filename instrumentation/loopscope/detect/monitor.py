@@ -348,7 +348,7 @@ class EpisodeMonitor:
         history.append(step)
         self.budget.count_result(step.tool, step.status)
         self.budget.count_usage(result.tokens_in + result.tokens_out, result.cost)
-        if step.progress is None and (
+        if step.progress in (None, "new_action") and (
             stop := self.breaker.check(step, self.tool_calls)
         ) is not None:  # (one no_progress flag a call: the stop, else the breaker's rung)
             findings.append(("no_progress", stop))
