@@ -442,15 +442,19 @@ class EpisodeMonitor:
         """Count one model turn and its usage."""
         self.budget.count_usage(tokens, cost, model_turn=True)
 
-    def on_message(self, role: str, content: str = "") -> Decision:
-        """Record a user or assistant message (a step of its own)."""
+    def on_message(self, role: str, content: str = "", t: float | None = None) -> Decision:
+        """Record a user or assistant message (a step of its own), written at ``t`` if
+        known."""
         index = self.steps
-        decision = self.record_message(role, content)
+        decision = self.record_message(role, content, t)
         return decision or Decision(step=index, turn=self.history.turn)
 
-    def record_message(self, role: str, content: str = "") -> Decision | None:
+    def record_message(
+        self, role: str, content: str = "", t: float | None = None
+    ) -> Decision | None:
         """``on_message`` for a caller that needs the decision only when the message raised
-        a flag (a replay): ``None`` when it raised nothing."""
+        a flag (a replay): ``None`` when it raised nothing. ``t``: when it was written, if
+        known (the agent was working, not waiting, until an assistant message)."""
         history = self.history
         history.idle_messages = history.idle_messages + 1 if idle(content) else 0
         if (  # (once the conversation is idle talk, a message that asks nothing is no new intent)
@@ -463,6 +467,8 @@ class EpisodeMonitor:
         self.steps += 1
         if role == "assistant":
             self._answered = index
+            if t is not None:
+                history.spoke_t = t
         findings: list[tuple[str, Finding]] = []
         if role == "user" and self.expectations.rules:
             self.expectations.on_user_message(content, self._messages)
