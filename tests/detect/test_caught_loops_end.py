@@ -79,3 +79,53 @@ def test_a_warning_answered_in_words_and_then_ignored_is_not_given_twice() -> No
         talked += [call, msg("assistant", "That failed; trying the query another way.")]
     said = [(f.step, f.action) for f in run(talked).flags if f.detector == "repeat_same_error"]
     assert said[:2] == [(said[0][0], "warn"), (said[0][0] + 2, "stop")], describe(run(talked))
+
+
+def test_calls_that_bring_nothing_new_after_a_nudge_count_as_ignoring_it() -> None:
+    """A read spin is warned; the agent then logs two new notes, each answered by the
+    acknowledgement it got before: new requests, but nothing learned, so the warning changed
+    nothing and the run stops at the second (not when the read comes back). Before any nudge
+    such acknowledgements stay neutral: a long run of notes between reads that learn nothing
+    new raises nothing by itself."""
+    def note(n: int) -> dict[str, object]:
+        return tool("log_note", {"text": f"step {n}: checked the order"}, "Noted.")
+    spin = [note(0), *[tool("get_order", {"id": 5521}, ANSWER, kind="read")] * 3,
+            note(1), note(2), tool("get_order", {"id": 5521}, ANSWER, kind="read")]
+    report = run(spin)
+    assert [(f.step, f.detector, f.action) for f in report.flags][:2] == [
+        (3, "exact_repeat", "warn"), (5, "no_progress", "stop")], describe(report)
+    notes = [tool("get_order", {"id": 5521}, ANSWER, kind="read"), *[note(n) for n in range(12)]]
+    assert not run(notes).flags, describe(run(notes))
+
+
+def test_time_spent_writing_a_message_is_not_waiting() -> None:
+    """A long log read whole, by its tail, whole again (warned: the same result three ways)
+    and by its tail again: each read 22 s after the last because the model was reading it
+    and wrote a message before the next. The record shows the agent working until its
+    message, so the last tail is a re-read, not a poll that waited, and it is stopped (the
+    warning was answered in words). A tail asked again after a `sleep` did wait: not
+    flagged."""
+    log = "\n".join(f"02:{m:02d}:00 INFO load batch={m} rows={m * 7}" for m in range(40))
+
+    def said(text: str, t: float) -> dict[str, object]:
+        return {**msg("assistant", text), "t": t}
+
+    def reads(slept: bool) -> list[dict[str, object]]:
+        steps = [{**msg("user", "The nightly load failed: find why in load.log."), "t": 0.0},
+                 tool("shell", {"command": "cat load.log"}, log, t=1.0),
+                 said("Long log; the end should tell.", 10.0),
+                 tool("shell", {"command": "tail -n 500 load.log"}, log, t=10.2),
+                 said("Reading the whole log again.", 32.0),
+                 tool("shell", {"command": "cat load.log"}, log, t=32.3)]
+        if slept:
+            steps += [said("It may still be written to; waiting half a minute.", 33.0),
+                      tool("shell", {"command": "sleep 30"}, "", t=33.2)]
+        else:
+            steps.append(said("Checking the end again.", 55.0))
+        return [*steps, tool("shell", {"command": "tail -n 500 load.log"}, log, t=64.0 if slept else 55.3)]
+
+    report = run(reads(slept=False))
+    assert [(f.step, f.detector, f.action) for f in report.flags] == [
+        (5, "output_stagnation", "warn"), (7, "output_stagnation", "stop")], describe(report)
+    report = run(reads(slept=True))
+    assert not [f for f in report.flags if f.severity == "kill"], describe(report)

@@ -35,12 +35,13 @@ def test_no_healthy_run_is_blocked_or_stopped_and_no_loop_before_it_began(scored
 
 
 def test_the_loops_caught_and_ended_do_not_fall(scored):
-    """Floors at what v4 reached (116 of 121 caught, 93 of 100 ended by the third step,
+    """Floors at what v4 reached (116 of 121 caught, 95 of 100 ended by the third step,
     5 look-alikes warned); issue 28 asks for 115, 95% and 5."""
     total = scored["sets_overall"]
     assert (total["loops"], total["healthy"]) == (121, 113)
     assert total["caught"] >= 116, total["missed_runs"]
-    assert total["ended_within_3"] >= 93, total["not_ended_runs"]
+    assert total["ended_within_3"] >= 95, total["not_ended_runs"]
+    assert total["ended_within_3"] >= 0.95 * total["caught_that_go_on"], total["not_ended_runs"]
     assert total["false_warnings"] <= 5, total["false_warning_runs"]
 
 

@@ -22,7 +22,9 @@ BREAKERS: Final = ("no_progress", "budget")
 BUDGET_RUNGS: Final = ("stop",)
 NEUTRAL_MARKERS: Final = ("waiting", "new_action")
 """Markers that neither end a no-progress stretch nor extend it: a poll waiting in time, and
-a new request that brought nothing back (exploring, not learning yet)."""
+a new request that brought nothing back (exploring, not learning yet). After a nudge, the
+second counts among the calls that ignored it (``NoProgressBreaker.check``): it learned
+nothing, so it shows no heed."""
 
 
 class NoProgressBreaker:
@@ -78,9 +80,10 @@ class NoProgressBreaker:
         self.last_progress_step = steps - 1 if steps else None
 
     def check(self, step: StepView, tool_calls: int) -> Finding | None:
-        """The breaker's finding at a call without progress, if any: the stop when the
-        nudges were ignored, else the breaker's rung once the streak reaches ``k``. (The
-        ignored count advances whether the breaker fires.)"""
+        """The breaker's finding at a call without progress (or one that brought nothing
+        back, ``new_action``), if any: the stop when the nudges were ignored, else, at a call
+        without progress, the breaker's rung once the streak reaches ``k``. (The ignored
+        count advances whether the breaker fires.)"""
         if self._ignored_nudge(step):
             return Finding(
                 kind="no_progress",
@@ -95,7 +98,7 @@ class NoProgressBreaker:
                 stop_reason="no_progress",
                 evidence=self.evidence(),
             )
-        if self.streak >= self.k:
+        if step.progress is None and self.streak >= self.k:
             return Finding(
                 kind="no_progress",
                 message=(

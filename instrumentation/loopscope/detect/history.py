@@ -126,6 +126,7 @@ class History:
         "seen_facts",
         "seen_loose",
         "seen_outputs",
+        "spoke_t",
         "steps",
         "stretch_start",
         "task_type",
@@ -155,6 +156,9 @@ class History:
         """User turns so far (1 once the task has been given)."""
         self.turn_start = 0
         """The first step of the current user turn."""
+        self.spoke_t: float | None = None
+        """When the agent last wrote a message (its recorded time): it was working, not
+        waiting, until then (``busy_until``)."""
         self.idle_messages = 0
         """Messages in a row, of either side, since the last tool call, that asked nothing,
         told no figure and said little (``monologue.idle``)."""
@@ -218,16 +222,19 @@ class History:
     def busy_until(self, t: float, since: float) -> float:
         """When the agent last finished other work before a call started at ``t``: the end of
         the latest step after ``since`` that was not a wait (a ``sleep`` is waiting) and not
-        issued with this call (the calls of one model turn start together); ``since`` when
-        there is none. A call asked again after its last answer is waiting only for the time
-        nothing else was done."""
+        issued with this call (the calls of one model turn start together), or the last
+        message it wrote, if later (reading and writing is work); ``since`` when there is
+        none. A call asked again after its last answer is waiting only for the time nothing
+        else was done."""
+        spoke = self.spoke_t
+        busy = spoke if spoke is not None and since < spoke <= t else since
         for step in reversed(self.steps):
             if step.t <= since:
                 break
             if step.wait or step.start >= t - PARALLEL_S:
                 continue
-            return step.t
-        return since
+            return max(step.t, busy)
+        return busy
 
     def waited(self, stats: SignatureStats, stated: bool, t: float) -> float:
         """How long an unchanged poll has waited at ``t``: since its first call under an

@@ -181,7 +181,7 @@ class EpisodeMonitor:
         history.append(step)
         self.budget.count_result(step.tool, step.status)
         self.budget.count_usage(result.tokens_in + result.tokens_out, result.cost)
-        if step.progress is None and (
+        if step.progress in (None, "new_action") and (
             stop := self.breaker.check(step, self.tool_calls)
         ) is not None:  # (one no_progress flag a call: the stop, else the breaker's rung)
             findings.append(("no_progress", stop))
@@ -287,15 +287,19 @@ class EpisodeMonitor:
         """Count one model turn and its usage."""
         self.budget.count_usage(tokens, cost, model_turn=True)
 
-    def on_message(self, role: str, content: str = "") -> Decision:
-        """Record a user or assistant message (a step of its own)."""
+    def on_message(self, role: str, content: str = "", t: float | None = None) -> Decision:
+        """Record a user or assistant message (a step of its own), written at ``t`` if
+        known."""
         index = self.steps
-        decision = self.record_message(role, content)
+        decision = self.record_message(role, content, t)
         return decision or Decision(step=index, turn=self.history.turn)
 
-    def record_message(self, role: str, content: str = "") -> Decision | None:
+    def record_message(
+        self, role: str, content: str = "", t: float | None = None
+    ) -> Decision | None:
         """``on_message`` for a caller that needs the decision only when the message raised
-        a flag (a replay): ``None`` when it raised nothing."""
+        a flag (a replay): ``None`` when it raised nothing. ``t``: when it was written, if
+        known (the agent was working, not waiting, until an assistant message)."""
         history = self.history
         history.idle_messages = history.idle_messages + 1 if idle(content) else 0
         if (  # (once the conversation is idle talk, a message that asks nothing is no new intent)
@@ -308,6 +312,8 @@ class EpisodeMonitor:
         self.steps += 1
         if role == "assistant":
             self.escalation.answered = index
+            if t is not None:
+                history.spoke_t = t
         findings: list[tuple[str, Finding]] = []
         if role == "user" and self.expectations.rules:
             self.expectations.on_user_message(content, self._messages)

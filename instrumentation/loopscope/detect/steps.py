@@ -86,7 +86,7 @@ def _feed_message(monitor: EpisodeMonitor, step: MessageStep) -> Decision | None
     if step.model_turn and step.role == "assistant":
         monitor.check_model_turn(step.t)
         monitor.after_model_call(tokens=step.tokens)
-    return monitor.record_message(step.role, step.content)
+    return monitor.record_message(step.role, step.content, step.t)
 
 
 Fed = tuple[Decision, Decision] | Decision | None
