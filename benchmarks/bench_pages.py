@@ -13,9 +13,16 @@ order twice: first visits (the first page opened after the dashboard starts also
 Streamlit's start, and every page its first reads), then again, each in a new context. The
 Import page reads nothing: it is the floor, what Streamlit and the sidebar cost.
 
-Run:  git worktree add --detach /tmp/base 5954975
+Each round of visits prints the load average as it starts: on a shared machine the times are
+only as good as the load beside them.
+
+Run:  .venv/bin/python benchmarks/bench_pages.py [--stores DIR] [--visits 3]
+      (this checkout alone: seconds per page for both stores)
+      git worktree add --detach /tmp/base 5954975
       .venv/bin/python benchmarks/bench_pages.py --before /tmp/base [--calls 1000000]
-          [--stores DIR]
+          [--stores DIR]   (and the ratios against another checkout)
+      .venv/bin/python benchmarks/bench_pages.py --before /tmp/base --reads 5 [--stores DIR]
+          (no browser: the pages' slow reads, both checkouts' SQL alternating, rows compared)
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ PAGES: dict[str, tuple[str, str]] = {
     "alerts": ("/alerts", f"{_TEXT.format('Around each alert')} || "
                f"{_TEXT.format('No alerts yet')}"),
     "loops": ("/loops", _TEXT.format("Cost spent in loops") + f" && {_TABLE}"),
+    "spans": ("/spans", f"{_TEXT.format('Latency by tool')} || {_TEXT.format('No span')}"),
     "labels": ("/labels", _TEXT.format("Labels so far")),
     "import": ("/importer", _TEXT.format("Choose a file")),
     "policy": ("/policy", f"{_TEXT.format('Current vs candidate')} && {_NUMBERS.format(6)}"),
@@ -165,14 +173,88 @@ def build_stores(folder: Path, calls: int, per_shape: int) -> dict[str, Path]:
     return {"demo": demo, f"{calls:,} calls": big}
 
 
+PAGE_READS: list[tuple[str, str, dict[str, Any]]] = [
+    ("every page (sidebar)", "filter_options", {}),
+    ("overview, loops, labels", "metrics_breakdown", {}),
+    ("overview", "no_progress_rate", {"bucket_s": 60, "points": 300}),
+    ("overview", "episode_list", {"flagged": True, "limit": 50}),
+    ("runs", "run_list", {"limit": 50, "offset": 0, "sort": "newest", "stale_s": 300}),
+    ("loops", "looping_signatures", {}),
+    ("loops", "loops_by_tool", {}),
+    ("labels", "episode_list", {"flagged": True, "limit": 200}),
+    ("policy", "replay_calls", {"limit": 2000}),
+]
+"""The slow reads behind the pages, as each page asks for them (a parameter a checkout's read
+does not take is left out: what its page asked)."""
+
+_TIME_READS = """
+import hashlib, json, sys, time
+from loopscope_collector.reads import READS, run_read
+from loopscope_collector.storage import open_database
+db = open_database(sys.argv[1], read_only=True)
+out = []
+for page, name, params in json.loads(sys.argv[2]):
+    read = READS[name]
+    given = {k: v for k, v in params.items() if k in read.params}
+    cur = db.cursor()
+    run_read(cur, name, given)  # once before: a page's read runs in a warm process
+    start = time.perf_counter()
+    rows = run_read(cur, name, given)
+    seconds = time.perf_counter() - start
+    cur.close()
+    # floats to 9 places (sums add up in any order); a run's kinds are string_agg's, in any
+    # order too
+    text = json.dumps([{k: round(v, 9) if isinstance(v, float) else
+                        ", ".join(sorted(v.split(", "))) if k == "kinds" and v else v
+                        for k, v in r.items() if k != "bucket_s"} for r in rows],
+                      sort_keys=True, default=str)
+    out.append([seconds, len(rows), hashlib.sha256(text.encode()).hexdigest()[:12]])
+print(json.dumps(out))
+"""
+
+
+def time_reads(checkouts: dict[str, Path], stores: dict[str, Path], rounds: int) -> None:
+    """Each checkout's SQL for ``PAGE_READS`` on each store, the checkouts alternating round
+    by round (each round a fresh process, each read timed on its second run); prints the
+    median seconds, the ratio, and whether the rows are the same in every round (the numbers
+    on the page do not change; a read whose rows come in a different order from one run to
+    the next says no too)."""
+    for store_name, store in stores.items():
+        times: dict[str, list[list[Any]]] = {label: [] for label in checkouts}
+        loads = []
+        for _ in range(rounds):
+            loads.append(os.getloadavg()[0])
+            for label, checkout in checkouts.items():
+                env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+                    str(checkout / part) for part in ("instrumentation", "collector")))
+                answer = subprocess.run(
+                    [sys.executable, "-c", _TIME_READS, str(store), json.dumps(PAGE_READS)],
+                    env=env, check=True, capture_output=True, text=True)
+                times[label].append(json.loads(answer.stdout))
+        print(f"\n{store_name}: median seconds of {rounds} rounds (load average "
+              f"{min(loads):.1f}–{max(loads):.1f})")
+        labels = list(checkouts)
+        ratio = " | after / before | same rows" if len(labels) == 2 else ""
+        print("| page | read | " + " | ".join(labels) + ratio + " |\n|"
+              + " --- |" * (2 + len(labels) + (2 if ratio else 0)))
+        for i, (page, name, _params) in enumerate(PAGE_READS):
+            medians = [sorted(r[i][0] for r in times[label])[rounds // 2] for label in labels]
+            cells = [f"{m:.2f} s" for m in medians]
+            if ratio:
+                same = len({r[i][2] for label in labels for r in times[label]}) == 1
+                cells += [f"{medians[1] / medians[0]:.2f}", "yes" if same else "no"]
+            print(f"| {page} | {name} | " + " | ".join(cells) + " |")
+
+
 def _seconds(value: float | None) -> str:
     return f">{TIMEOUT_S:.0f} s" if value is None else f"{value:.2f} s"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", type=Path, required=True,
-                        help="a checkout of the code to compare with (the base commit)")
+    parser.add_argument("--before", type=Path,
+                        help="a checkout of the code to compare with (the base commit); "
+                             "without it, only this checkout is measured")
     parser.add_argument("--after", type=Path, default=ROOT,
                         help="the checkout measured after (default: this one)")
     parser.add_argument("--calls", type=int, default=1_000_000)
@@ -180,7 +262,27 @@ def main() -> None:
                         help="demo scripts per scenario shape (each in observe and enforce)")
     parser.add_argument("--stores", type=Path,
                         help="keep the stores in this folder and use them again next time")
+    parser.add_argument("--visits", type=int, default=2,
+                        help="rounds over every page per dashboard (the first pays the start)")
+    parser.add_argument("--only", choices=("demo", "calls"),
+                        help="measure one store only")
+    parser.add_argument("--reads", type=int, metavar="ROUNDS",
+                        help="time the pages' slow reads (PAGE_READS) this many rounds "
+                             "instead of the pages in a browser")
     args = parser.parse_args()
+    checkouts = {"after": args.after.resolve()}
+    if args.before is not None:
+        checkouts = {"before": args.before.resolve(), **checkouts}
+    if args.reads:
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = args.stores or Path(tmp)
+            folder.mkdir(parents=True, exist_ok=True)
+            stores = build_stores(folder, args.calls, args.per_shape)
+            if args.only:
+                stores = {k: v for k, v in stores.items()
+                          if (k == "demo") == (args.only == "demo")}
+            time_reads(checkouts, stores, args.reads)
+        return
     from playwright.sync_api import sync_playwright
 
     chromium = shutil.which("chromium") or "/usr/bin/chromium"
@@ -188,30 +290,43 @@ def main() -> None:
         folder = args.stores or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         stores = build_stores(folder, args.calls, args.per_shape)
+        if args.only:
+            stores = {k: v for k, v in stores.items() if (k == "demo") == (args.only == "demo")}
         browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
         results: dict[tuple[str, str, int], dict[str, float | None]] = {}
+        loads: dict[tuple[str, str, int], float] = {}
         for store_name, store in stores.items():
-            for label, checkout in (("before", args.before.resolve()),
-                                    ("after", args.after.resolve())):
+            for label, checkout in checkouts.items():
                 with dashboard(checkout, store) as (collector, base):
                     episode = flagged_run(collector)
-                    for visit in (1, 2):
-                        print(f"{store_name}, {label}, visit {visit}:", file=sys.stderr)
+                    for visit in range(1, args.visits + 1):
+                        loads[store_name, label, visit] = os.getloadavg()[0]
+                        print(f"{store_name}, {label}, visit {visit} (load average "
+                              f"{loads[store_name, label, visit]:.2f}):", file=sys.stderr)
                         results[store_name, label, visit] = time_pages(browser, base, episode)
         browser.close()
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
+    visits = range(1, args.visits + 1)
     for store_name in stores:
         print(f"\n{store_name}: seconds to content, a fresh browser context per page")
-        print("| page | first visit: before | after | after / before "
-              "| again: before | after | after / before |\n| --- | --- | --- | --- | --- "
-              "| --- | --- |")
-        for page in PAGES:
+        heads = [f"{label} {'first' if v == 1 else f'again ({v})'}"
+                 for v in visits for label in checkouts]
+        if args.before is not None:
+            heads = [h for v in visits for h in (f"before {'first' if v == 1 else v}",
+                                                 f"after {'first' if v == 1 else v}",
+                                                 "after / before")]
+        print("| page | " + " | ".join(heads) + " |\n|" + " --- |" * (len(heads) + 1))
+        for page in [*PAGES, "load average"]:
             cells = []
-            for visit in (1, 2):
-                was = results[store_name, "before", visit][page]
-                now = results[store_name, "after", visit][page]
-                ratio = f"{now / was:.2f}" if was and now else "—"
-                cells += [_seconds(was), _seconds(now), ratio]
+            for visit in visits:
+                for label in checkouts:
+                    key = store_name, label, visit
+                    cells.append(f"{loads[key]:.1f}" if page == "load average"
+                                 else _seconds(results[key][page]))
+                if args.before is not None:
+                    was = results[store_name, "before", visit].get(page)
+                    now = results[store_name, "after", visit].get(page)
+                    cells.append(f"{now / was:.2f}" if was and now else "—")
             print(f"| {page} | " + " | ".join(cells) + " |")
 
 

@@ -235,9 +235,19 @@ def rate_over_time(rates: pd.DataFrame, alerts: pd.DataFrame | None = None) -> g
             text=alerts["message"], hovertemplate="%{x}<br>%{text}<extra>alert</extra>",
         ))
     fig.update_yaxes(title_text="no-progress rate", tickformat=".0%", rangemode="tozero")
-    fig.update_xaxes(title_text="time (UTC)")
+    width = f", per {_duration(int(rates['bucket_s'].iloc[0]))}" if "bucket_s" in rates else ""
+    fig.update_xaxes(title_text=f"time (UTC){width}")
     fig.update_layout(height=340, margin={"t": 30, "b": 30})
     return fig
+
+
+def _duration(seconds: int) -> str:
+    """``60`` → ``1 min``, ``10800`` → ``3 h``, ``172800`` → ``2 days``: a bucket's width."""
+    for unit, name in ((86400, "day"), (3600, "h"), (60, "min")):
+        if seconds >= unit and seconds % unit == 0:
+            count = seconds // unit
+            return f"{count} {name}" + ("s" if name == "day" and count > 1 else "")
+    return f"{seconds} s"
 
 
 def alert_context(series: pd.DataFrame, alert: pd.Series, rule: dict[str, float],

@@ -9,7 +9,10 @@ the same named reads from ``reads/sql/reads.sql``, so each read's SQL exists onc
 Reads are cached with ``st.cache_data`` for two seconds (the live panels refresh every two
 seconds), refreshed in the background: once an answer is older, the next call still returns it
 at once and reads the new one behind it (for up to one more ``LIVE_TTL``, then it waits), so a
-live page redraws from the cache instead of standing empty while a read runs. The source
+live page redraws from the cache instead of standing empty while a read runs. The reads
+that count over every run (the metrics, the Loops page's rankings) are fresh for
+``SUMMARY_TTL`` instead, shared by every page and session (each costs seconds over a million
+calls). The source
 itself is the one ``st.cache_resource``. A source that cannot answer
 raises ``SourceError``, which the entrypoint shows as a message instead of a traceback.
 
@@ -54,6 +57,11 @@ from .environment_variables import (
 )
 
 LIVE_TTL: Final = "2s"
+SUMMARY_TTL: Final = "10s"
+"""How long the reads that count over every run (the metrics, the Loops page's rankings) are
+fresh: each costs seconds over a store of a million calls, so every page and session within
+it shares one answer, refreshed behind the cache (the live Overview's cards follow the
+store within this, its flagged list within ``LIVE_TTL``). A saved label clears them."""
 _TIME_COLUMNS: Final = ("fired_at", "resolved_at", "detected_at", "labelled_at", "last_flag_at")
 
 
@@ -353,23 +361,24 @@ def source_is_live() -> bool:
 # -- reads ------------------------------------------------------------------------------------
 
 
-@st.cache_data(ttl="30s", show_spinner=False)
+@st.cache_data(ttl="30s", show_spinner=False, refresh_mode="background")
 def filter_options() -> dict[str, list[str]]:
-    """The values each filter offers: {"service": [...], "agent": [...], ...}."""
+    """The values each filter offers: {"service": [...], "agent": [...], ...}; the sidebar
+    reads it on every page, so it refreshes behind the cache (``refresh_mode``)."""
     options: dict[str, list[str]] = {d: [] for d in DIMENSIONS}
     for row in _rows("filter_options", {}):
         options.setdefault(row["dimension"], []).append(str(row["value"]))
     return options
 
 
-@st.cache_data(ttl=LIVE_TTL, show_spinner=False, refresh_mode="background")
-def summary(service: str | None = None) -> dict[str, int]:
-    """Totals: tool calls, episodes, flagged episodes, kills, open UNKNOWN writes, alerts."""
-    rows = _rows("summary", {"service": service})
-    return {k: int(v or 0) for k, v in (rows[0] if rows else {}).items()}
+def store_is_empty() -> bool:
+    """True when the store holds no run and no tool call yet (what a page's empty-store hint
+    says), from the sidebar's cached ``filter_options``: no read over every call."""
+    options = filter_options()
+    return not options.get("service") and not options.get("tool")
 
 
-@st.cache_data(ttl=LIVE_TTL, show_spinner=False, refresh_mode="background")
+@st.cache_data(ttl=SUMMARY_TTL, show_spinner=False, refresh_mode="background")
 def metrics(*, service: str | None = None, agent: str | None = None, model: str | None = None,
             tool: str | None = None, since_ns: int | None = None,
             until_ns: int | None = None, outcome: str | None = None) -> dict[str, Any]:
@@ -513,9 +522,12 @@ def episode_tasks(*, flagged: bool | None = None, limit: int = 200,
 
 
 @st.cache_data(ttl=LIVE_TTL, show_spinner=False, refresh_mode="background")
-def no_progress_rate(*, bucket_s: int = 60, **filters: Any) -> pd.DataFrame:
-    """Calls and no-progress calls per time bucket and service, with ``bucket`` as a time."""
-    frame = _read("no_progress_rate", bucket_s=bucket_s, **filters)
+def no_progress_rate(*, bucket_s: int = 60, points: int | None = None,
+                     **filters: Any) -> pd.DataFrame:
+    """Calls and no-progress calls per time bucket and service, with ``bucket`` as a time;
+    buckets of ``bucket_s`` seconds, or, with ``points``, as wide as it takes for at most that
+    many per service (the width used is ``bucket_s`` on each row)."""
+    frame = _read("no_progress_rate", bucket_s=bucket_s, points=points, **filters)
     if not frame.empty:
         frame["bucket"] = pd.to_datetime(frame["bucket_ns"].astype("int64"), unit="ns")
     return frame
@@ -644,13 +656,13 @@ def unknown_writes(*, service: str | None = None, limit: int = 200) -> pd.DataFr
     return _read("unknown_writes", service=service, limit=limit)
 
 
-@st.cache_data(ttl=LIVE_TTL, show_spinner=False, refresh_mode="background")
+@st.cache_data(ttl=SUMMARY_TTL, show_spinner=False, refresh_mode="background")
 def loops_by_tool(**filters: Any) -> pd.DataFrame:
     """Per tool: calls, runs, no-progress calls, flags and flagged runs."""
     return _read("loops_by_tool", **filters).rename(columns=GLOSSARY_NAMES)
 
 
-@st.cache_data(ttl=LIVE_TTL, show_spinner=False, refresh_mode="background")
+@st.cache_data(ttl=SUMMARY_TTL, show_spinner=False, refresh_mode="background")
 def looping_signatures(**filters: Any) -> pd.DataFrame:
     """The calls that looped, ranked: tool, arguments preview, runs, calls, cost in loops,
     first seen (``first_seen`` as a time), the newest run and its call strip."""
@@ -702,6 +714,8 @@ def save_label(episode_id: str, label: str | None, *, span_id: str = "",
                                    "label": label, "note": note})
     labels.clear()
     metrics.clear()
+    loops_by_tool.clear()
+    looping_signatures.clear()
     return stored
 
 

@@ -27,6 +27,25 @@ def _read(store: Path, name: str, **params: object) -> list[dict]:
         return run_read(con.cursor(), name, params)
 
 
+def test_the_rate_chart_gets_at_most_the_points_it_asks_for(store_path: Path) -> None:
+    """``no_progress_rate`` with ``points``: buckets as wide as it takes for that many per
+    service at most (the Overview's chart over a month of calls is a few hundred points), every
+    call counted once either way; without it, one bucket a ``bucket_s``."""
+    minute = _read(store_path, "no_progress_rate", bucket_s=60)
+    assert {r["bucket_s"] for r in minute} == {60}
+    assert _read(store_path, "no_progress_rate", bucket_s=60, points=10_000) == minute
+    for points in (1, 2):
+        wide = _read(store_path, "no_progress_rate", points=points)
+        assert len({r["bucket_s"] for r in wide}) == 1 and wide[0]["bucket_s"] > 60
+        for service in {r["service"] for r in minute}:
+            ours = [r for r in wide if r["service"] == service]
+            assert len(ours) <= points + 1  # the span cut into points, on bucket edges
+            assert sum(r["calls"] for r in ours) == sum(
+                r["calls"] for r in minute if r["service"] == service)
+            assert sum(r["no_progress"] for r in ours) == sum(
+                r["no_progress"] for r in minute if r["service"] == service)
+
+
 def test_run_list_searches_filters_sorts_and_pages_in_sql(store_path: Path) -> None:
     everything = _read(store_path, "run_list", limit=1000)
     assert len(everything) == everything[0]["total"] == len(_read(store_path, "episodes",
@@ -34,9 +53,9 @@ def test_run_list_searches_filters_sorts_and_pages_in_sql(store_path: Path) -> N
     # happened / enforce_would are episode_list's own (one fragment, run_truth)
     listed = {r["episode_id"]: r for r in _read(store_path, "episode_list", limit=1000)}
     for row in everything:
-        assert (row["happened"], row["enforce_would"], row["kills"]) == (
+        assert (row["happened"], row["enforce_would"], row["kills"], row["tool_calls"]) == (
             listed[row["episode_id"]]["happened"], listed[row["episode_id"]]["enforce_would"],
-            listed[row["episode_id"]]["kills"])
+            listed[row["episode_id"]]["kills"], listed[row["episode_id"]]["tool_calls"])
     # search: a piece of the task, any case; a tool's name; the agent
     task = next(r for r in everything if r["task"])
     piece = task["task"].split()[1].upper()
@@ -178,11 +197,11 @@ def test_reads_answer_from_the_last_good_read_while_the_collector_is_down(
     monkeypatch.delenv("LOOPSCOPE_DB_SNAPSHOT")
     monkeypatch.setenv("LOOPSCOPE_COLLECTOR_URL", collector.url)
     try:
-        assert queries.summary()["episodes"] == 0
+        assert queries.runs(limit=1)[1] == 0
         assert queries.probe().down_since is None
         collector.stop()
-        queries.summary.clear()
-        assert queries.summary()["episodes"] == 0  # the last good answer
+        queries.runs.clear()
+        assert queries.runs(limit=1)[1] == 0  # the last good answer
         down = queries.connection()
         assert down.down_since is not None and down.last_good_at is not None
         assert "cannot reach the collector" in down.reason

@@ -10,6 +10,7 @@ NO_MATCH = "No runs match these filters — widen the time range or clear a filt
 LIVE = queries.source_is_live()
 REFRESH = "2s"  # how often the page reads again from a live collector (a file does not change)
 FLAGGED_SHOWN = 50
+RATE_POINTS = 300  # the rate chart's buckets per service at most, however long the store runs
 
 st.title("Which agents are stuck")
 
@@ -27,7 +28,7 @@ def overview() -> None:
             return
         previous = filters.previous()
         before = queries.metrics(**previous.params()) if previous else None
-        rates = queries.no_progress_rate(**filters.params())
+        rates = queries.no_progress_rate(points=RATE_POINTS, **filters.params())
         alerts = queries.alerts(service=filters.service)
         flagged = queries.episodes(flagged=True, limit=FLAGGED_SHOWN, **filters.params())
     except queries.SourceError as exc:  # a fragment's rerun is not under the entrypoint's

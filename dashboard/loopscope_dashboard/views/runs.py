@@ -52,7 +52,7 @@ if number != requested:
     frame, total = queries.runs(limit=PAGE_SIZE, offset=(number - 1) * PAGE_SIZE, **wanted)
 
 if frame.empty:
-    if not queries.summary().get("episodes"):
+    if queries.store_is_empty():
         st.info(hints.empty_store())
     else:
         st.info("No run matches — clear the search, pick another verdict or status, or widen "

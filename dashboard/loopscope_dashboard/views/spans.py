@@ -52,7 +52,7 @@ except queries.SpanFilterError as exc:
     st.stop()
 
 if frame.empty:
-    if not queries.summary().get("tool_calls") and not where:
+    if queries.store_is_empty() and not where:
         st.info(hints.empty_store())
     else:
         st.info("No span matches — loosen the filter, or widen the sidebar's service, tool and "

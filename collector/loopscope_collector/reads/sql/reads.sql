@@ -22,6 +22,7 @@
 -- param since_ns: bigint
 -- param until_ns: bigint
 -- param bucket_s: bigint from 1 to 9223372036
+-- param points: bigint from 1
 -- param offset: bigint from 0
 -- param search: varchar
 -- param verdict: varchar one of flagged, not flagged, stopped, would stop
@@ -105,9 +106,10 @@ span_scope as (
 -- What happened to each run apart from what enforce would have done, from its calls: per
 -- episode, `acted` the strongest action a guard really took (3 stop, 2 block, 1 warn, 0
 -- allow, null no guard), `decided` the strongest enforce would have taken (the guard's
--- decision, or a collector detection at the call), `kills` and `would_be_kills`. Used as
--- "with /*fragment run_truth*/" (the CTEs flagged_calls, ranked and truth); run_happened
--- names them.
+-- decision, or a collector detection at the call), `kills` and `would_be_kills`. Over the
+-- calls of a CTE truth_calls (all of tool_calls, or those of the runs a read shows) that the
+-- read defines first; used as "/*fragment run_truth*/" inside a WITH list (the CTEs
+-- flagged_calls, ranked and truth); run_happened names them.
 flagged_calls as (
     -- one row per flagged call (a join, not a subquery per call: 5x faster over 1M calls)
     select trace_id, span_id,
@@ -124,7 +126,7 @@ ranked as (
                 when t.guard_action is not null then 0 end as acted,
            greatest(case t.guard_decision when 'stop' then 3 when 'block' then 2
                         when 'warn' then 1 when 'allow' then 0 end, d.decided) as decided
-    from tool_calls t
+    from truth_calls t
     left join flagged_calls d using (trace_id, span_id)
 ),
 truth as (
@@ -821,13 +823,26 @@ order by dimension, value;
 -- `would_be_kills` the calls it would have blocked or stopped where nothing was.
 -- `scenario_label` is the label the agent gave its own run (`loopscope.episode(label=...)`):
 -- a label like a human one, which outranks it (docs/glossary.md).
-with /*fragment run_truth*/,
-flags as (
+with flags as (
     select episode_id, count(*) as flags, string_agg(distinct kind, ', ') as kinds,
            max(detected_at) as last_flag_at
     from detections
     group by episode_id
-)
+),
+chosen as (
+    -- the runs shown, picked before anything is counted over their calls
+    select e.*, coalesce(f.flags, 0) as flags, f.kinds, f.last_flag_at
+    from episodes e
+    left join flags f using (episode_id)
+    where /*fragment episode_filter*/
+      and ($flagged is null or $flagged = (f.flags is not null))
+      and ($episode_id is null or e.episode_id = $episode_id)
+    order by case when $flagged then f.last_flag_at end desc nulls last,
+             coalesce(e.end_ns, e.start_ns) desc nulls last, e.episode_id
+    limit coalesce($limit, 200)
+),
+truth_calls as (select t.* from tool_calls t semi join chosen c using (episode_id)),
+/*fragment run_truth*/
 select e.episode_id, e.service, e.agent, e.model, e.task_type, e.outcome, e.stop_reason,
        e.guard_mode, e.start_ns, e.end_ns, e.cost_usd, e.first_flag_ns,
        case when e.scenario_loop then 'true_loop'
@@ -835,17 +850,12 @@ select e.episode_id, e.service, e.agent, e.model, e.task_type, e.outcome, e.stop
        /*fragment run_happened*/,
        coalesce(r.kills, 0) as kills,
        coalesce(r.would_be_kills, 0) as would_be_kills,
-       (select count(*) from tool_calls t where t.episode_id = e.episode_id) as tool_calls,
-       coalesce(f.flags, 0) as flags, f.kinds, f.last_flag_at
-from episodes e
+       coalesce(r.tool_calls, 0) as tool_calls,
+       e.flags, e.kinds, e.last_flag_at
+from chosen e
 left join truth r using (episode_id)
-left join flags f using (episode_id)
-where /*fragment episode_filter*/
-  and ($flagged is null or $flagged = (f.flags is not null))
-  and ($episode_id is null or e.episode_id = $episode_id)
-order by case when $flagged then f.last_flag_at end desc nulls last,
-         coalesce(e.end_ns, e.start_ns) desc nulls last, e.episode_id
-limit coalesce($limit, 200);
+order by case when $flagged then e.last_flag_at end desc nulls last,
+         coalesce(e.end_ns, e.start_ns) desc nulls last, e.episode_id;
 
 -- name: run_list
 -- Every run, healthy ones too, one page at a time (the Runs page): the sidebar's filters;
@@ -854,7 +864,8 @@ limit coalesce($limit, 200);
 -- without a summary, ended: fragment run_status); sorted by $sort (newest, started, calls,
 -- flags, cost, duration, agent, service; $ascending, default descending), $limit rows from
 -- $offset. `total` is how many runs match, on every row.
-with /*fragment run_truth*/,
+with truth_calls as (select * from tool_calls),
+/*fragment run_truth*/,
 flags as (
     select episode_id, count(*) as flags, string_agg(distinct kind, ', ') as kinds
     from detections
@@ -913,25 +924,50 @@ order by case when coalesce($ascending, false) then m.sort_text end asc nulls la
 limit coalesce($limit, 50) offset coalesce($offset, 0);
 
 -- name: no_progress_rate
--- Tool calls and the collector's no-progress verdicts per time bucket ($bucket_s seconds,
--- default 60) and service: the rate the spike alerts watch. Filters as episode_list.
-select (t.start_ns // (coalesce($bucket_s, 60)::bigint * 1000000000))
-           * (coalesce($bucket_s, 60)::bigint * 1000000000) as bucket_ns,
-       t.service,
+-- Tool calls and the collector's no-progress verdicts per time bucket and service: the rate
+-- the spike alerts watch. A bucket is $bucket_s seconds (default 60); with $points, the
+-- first of $bucket_s, 1, 5, 15 or 30 minutes, 1, 3, 6 or 12 hours, or whole days wider than
+-- the calls' time span cut into $points pieces: at most $points + 1 buckets per service (the
+-- buckets sit on whole multiples of their width), so a chart over a month of calls gets a
+-- few hundred points, not one a minute. `bucket_s` is the width used. Filters as
+-- episode_list.
+with scoped as materialized (
+    select t.start_ns, t.service, t.collector_progress = 'none' as stuck
+    from tool_calls t
+    left join episodes e using (episode_id)
+    where ($service is null or t.service = $service)
+      and ($agent is null or t.agent = $agent or e.agent = $agent)
+      and ($model is null or t.model = $model or e.model = $model)
+      and ($tool is null or t.tool = $tool)
+      and ($outcome is null or e.outcome = $outcome)
+      and ($since_ns is null or t.start_ns >= $since_ns)
+      and ($until_ns is null or t.start_ns < $until_ns)
+),
+bounds as (
+    select coalesce(max(start_ns) - min(start_ns), 0) as span_ns,
+           coalesce($bucket_s, 60)::bigint as least_s
+    from scoped
+),
+width as (
+    select case when $points is null then b.least_s
+                else coalesce(
+                    (select min(u.w) from unnest([b.least_s, 60, 300, 900, 1800, 3600,
+                                                  10800, 21600, 43200]) u(w)
+                     where u.w >= b.least_s and b.span_ns < u.w * 1000000000 * $points),
+                    greatest(b.least_s,
+                             86400 * ceil((b.span_ns + 1) / (86400e9 * $points))::bigint))
+           end as bucket_s
+    from bounds b
+)
+select (s.start_ns // (w.bucket_s * 1000000000)) * (w.bucket_s * 1000000000) as bucket_ns,
+       s.service,
        count(*) as calls,
-       count(*) filter (where t.collector_progress = 'none') as no_progress,
-       count(*) filter (where t.collector_progress = 'none') / count(*) as rate
-from tool_calls t
-left join episodes e using (episode_id)
-where ($service is null or t.service = $service)
-  and ($agent is null or t.agent = $agent or e.agent = $agent)
-  and ($model is null or t.model = $model or e.model = $model)
-  and ($tool is null or t.tool = $tool)
-  and ($outcome is null or e.outcome = $outcome)
-  and ($since_ns is null or t.start_ns >= $since_ns)
-  and ($until_ns is null or t.start_ns < $until_ns)
+       count(*) filter (where s.stuck) as no_progress,
+       count(*) filter (where s.stuck) / count(*) as rate,
+       any_value(w.bucket_s) as bucket_s
+from scoped s, width w
 group by all
-order by bucket_ns, t.service;
+order by bucket_ns, s.service;
 
 -- name: loops_by_tool
 -- Per tool: its calls, the calls that made no progress, the flags raised at its calls and the
@@ -946,10 +982,8 @@ with flags as (
     where detector <> 'budget' and kind <> 'budget'
     group by trace_id, span_id
 ),
-run_scope as (select episode_id, model, cost_usd, input_tokens, output_tokens from episodes),
-run_scope_calls as (select * from tool_calls),
-/*fragment run_cost*/,
-first_flag as (
+flag_at as materialized (
+    -- each run's first flag (runs without one spend nothing in loops)
     select e.episode_id,
            least(e.first_flag_ns,
                  (select min(t.start_ns) from detections d join tool_calls t
@@ -959,9 +993,18 @@ first_flag as (
                  (select min(g.time_ns) from guard_decisions g
                   where g.episode_id = e.episode_id
                       and coalesce(g.decision, g.action) in ('warn', 'block', 'stop')
-                      and coalesce(g.reason, '') <> 'budget')) as at_ns,
-           rc.cost_usd, rc.n_calls, rc.priced_calls
+                      and coalesce(g.reason, '') <> 'budget')) as at_ns
     from episodes e
+),
+run_scope as (
+    select episode_id, model, cost_usd, input_tokens, output_tokens from episodes
+    where episode_id in (select episode_id from flag_at where at_ns is not null)
+),
+run_scope_calls as (select * from tool_calls),
+/*fragment run_cost*/,
+first_flag as (
+    select f.episode_id, f.at_ns, rc.cost_usd, rc.n_calls, rc.priced_calls
+    from flag_at f
     join run_cost rc using (episode_id)
 )
 select t.tool,
@@ -1001,7 +1044,11 @@ with flagged_calls as (
     join tool_calls t on t.trace_id = d.trace_id and t.span_id = d.span_id
     where d.detector <> 'budget' and d.kind <> 'budget' and t.signature <> ''
 ),
-run_scope as (select episode_id, model, cost_usd, input_tokens, output_tokens from episodes),
+-- only the runs with a looping call are read further (each is numbered and priced alone)
+run_scope as (
+    select episode_id, model, cost_usd, input_tokens, output_tokens from episodes
+    semi join (select distinct episode_id from flagged_calls) f using (episode_id)
+),
 run_scope_calls as (select * from tool_calls),
 /*fragment run_cost*/,
 scope as (
@@ -1021,7 +1068,7 @@ scope as (
       and ($since_ns is null or e.start_ns >= $since_ns)
       and ($until_ns is null or e.start_ns < $until_ns)
 ),
-numbered as (
+numbered as materialized (
     select t.episode_id, t.tool, t.signature, t.args_text, t.start_ns, t.collector_progress,
            case when s.priced_calls > 0 then coalesce(t.cost_usd, 0)
                 else coalesce(s.cost_usd / s.n_calls, 0) end as cost,
