@@ -12,8 +12,8 @@ from typing import Any
 
 from .events import KindSource, ToolCall
 from .history import History
-from .information import READINGS_KEPT
 from .kinds import infer_kind
+from .limits import READINGS_KEPT
 from .policy import Policy
 from .writes import WriteLedger
 

@@ -19,11 +19,18 @@ import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
-HASH_CHARS: Final = 16
-"""Hex characters kept from SHA-256: 64 bits, plenty for one episode's calls."""
+from .limits import (
+    ECHO_CHARS,
+    ECHO_LABEL_CHARS,
+    ECHO_LINE_CHARS,
+    HASH_CHARS,
+    JSON_DEPTH,
+    MAX_QUANTITIES,
+    MIN_VALUE_CHARS,
+    SKETCH_CHARS,
+    STATUS_MAX_WORDS,
+)
 
-JSON_DEPTH: Final = 32
-"""How deep a value is canonicalised; deeper parts are ``<too deep>``."""
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
@@ -188,10 +195,6 @@ def output_hash(text: str) -> str:
     return short_hash(text)
 
 
-SKETCH_CHARS: Final = 2000
-"""Only this much of an output feeds the near-duplicate sketch: bounded work per step."""
-
-
 _SPACE_BYTES = bytes.maketrans(string.punctuation.encode(), b" " * len(string.punctuation))
 
 
@@ -347,12 +350,6 @@ def _unquoted_lines(lines: list[str], values: list[str]) -> Iterator[str]:
                else line)
 
 
-ECHO_CHARS: Final = 8
-"""Shorter arguments ("main", "prod") are words an error may say for its own reasons."""
-ECHO_LINE_CHARS: Final = 16
-"""A line of a failure this long, found in an argument, quotes it (``LINE 1: SELECT …``)."""
-ECHO_LABEL_CHARS: Final = 12
-"""The label before a quoted line (``LINE 12``, ``line 3``) is at most this long."""
 _CARET: Final = re.compile(r"\s*[\^~]+\s*")
 """A line that only points at a place in the line above it."""
 
@@ -375,8 +372,6 @@ TRANSITIONAL: Final = frozenset(
     ["pending", "running", "queued", "creating", "provisioning", "starting", "processing", "building", "deploying", "initializing", "initialising", "in_progress", "inprogress", "waiting", "scheduled", "updating", "deleting", "submitted", "rebooting", "restarting", "migrating", "syncing", "copying", "uploading", "downloading", "exporting", "importing", "validating", "verifying", "preparing"]
 )
 """Words of a status that is still on its way: polling it again is waiting, not spinning."""
-STATUS_MAX_WORDS: Final = 16
-"""A status is short; a longer output that mentions "running" is a table or a document."""
 
 
 def is_transitional(words: frozenset[str] | None) -> bool:
@@ -472,7 +467,6 @@ def _has_all(words: frozenset[str], needs: tuple[frozenset[str], ...]) -> bool:
 PAGE_PARAMS: Final = "page|p|pg|offset|start|skip|from"
 """Argument names of a page or an offset (in a URL's query or a loosened value): another page
 of one question names nothing new, and an answer that names it echoes the call."""
-MIN_VALUE_CHARS: Final = 3
 
 
 def arg_values(args: Any, depth: int = 0) -> frozenset[str]:
@@ -657,9 +651,6 @@ def quantities(text: str) -> tuple[float, ...]:
         except ValueError:  # ("1.2.3": a version, not a quantity)
             return ()
     return tuple(found)
-
-
-MAX_QUANTITIES: Final = 16
 
 
 def figures(text: str) -> int:

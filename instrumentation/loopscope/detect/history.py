@@ -14,19 +14,15 @@ from typing import Any, Final
 
 from .events import Status, StepView
 from .fingerprint import TRANSITIONAL, is_transitional
-from .ladder import PARALLEL_S
+from .limits import MAX_FAILS, MAX_OUTPUTS_PER_SIGNATURE, MAX_SEEN_FACTS, PARALLEL_S
 from .task import intended_repeats
 
-MAX_OUTPUTS_PER_SIGNATURE = 8
-MAX_FAILS = 16
-MAX_SEEN_FACTS = 200_000
 TRANSIENT: Final = frozenset(
     ["timeout", "timeouterror", "timed", "temporarily", "unavailable", "overloaded", "throttled", "throttling", "429", "502", "503", "504", "busy", "later", "econnreset", "etimedout", "econnaborted", "gateway"]
 )
 """Words of a failure that a plain retry may cure."""
 BROUGHT: Final = frozenset({"new_info", "cursor_advance", "state_change"})
 """Progress markers of a call whose answer was new to the episode: it brought the answer."""
-"""Distinct outputs remembered per signature: enough to tell 'changing' from 'fixed'."""
 
 
 @dataclass(slots=True)

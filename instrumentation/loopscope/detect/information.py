@@ -29,18 +29,7 @@ from functools import lru_cache
 from typing import Any, Final
 
 from .fingerprint import PAGE_PARAMS
-
-READINGS_KEPT: Final = 2048
-"""Outputs whose reading (word sketch, facts) is remembered, process-wide: an output read
-once is not read again, whether a loop repeats it or another run of the same agent gets the
-same answer from the same backend (bounded memory; O(1) per step). Arguments' echoes too."""
-FACT_CHARS: Final = 4_000
-"""Only this much of an output is read for facts: bounded work per step (twice what the word
-sketch reads)."""
-MAX_FACTS: Final = 400
-"""Facts kept per output (records of a very long list beyond this are not read)."""
-MAX_ECHOES: Final = 12
-"""Argument values masked as echoes, longest first."""
+from .limits import FACT_CHARS, MAX_ECHOES, MAX_FACTS, READINGS_KEPT
 
 VOLATILE_KEYS: Final = re.compile(
     r"(?:^|_)(?:request|search|trace|span|correlation|session|query|run|response|event|"

@@ -53,7 +53,8 @@ from .fingerprint import (
 from .history import History
 from .kinds import confirms_change, is_wait
 from .ladder import Ladder, repeated_rungs
-from .monologue import IDLE_MESSAGES, idle
+from .limits import IDLE_MESSAGES
+from .monologue import idle
 from .nudges import UserNudges
 from .output_stagnation import same_info_indexes
 from .policy import Policy

@@ -24,6 +24,7 @@ from .base import AFTER_RUNGS, Finding
 from .events import Action, StepView
 from .fingerprint import PAGE_PARAMS, arg_values, is_refusal, path_values, similar
 from .history import History
+from .limits import SUBSTANTIVE_FACTS
 from .policy import Policy
 
 
@@ -118,11 +119,6 @@ def _unpaged(value: str) -> str:
     """A loosened argument value with its page or offset left out ("jobs q x page 4"); each
     value worked out once (a step is compared with every step of its window)."""
     return _PAGED.sub(r"\1 #", value) if " " in value else value
-
-
-SUBSTANTIVE_FACTS: Final = 3
-"""An answer with at least this many facts is a result set, not a verdict: different
-questions that get the same result set back are jitter, not a sweep (issue 16, point 1)."""
 
 
 def reworded(steps: list[StepView], *, keeping: bool = False) -> bool:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from .fingerprint import is_negative, output_hash, word_sketch
-from .information import READINGS_KEPT, Echoes, facts
+from .information import Echoes, facts
+from .limits import READINGS_KEPT
 
 
 class Readings:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final
 
+from .limits import MAX_CACHED, MAX_TEXT, SHELL_NESTING
 from .programs import (
     DEV_NULL,
     Seg,
@@ -41,14 +42,6 @@ from .programs import (
     program_name,
 )
 from .verbs import KindGuess
-
-MAX_TEXT: Final = 8_000
-"""Longer command lines are not parsed (opaque): the parser is Python, and a 64 KB line
-(a `python -c` script) took 100 ms, inside the guard."""
-MAX_CACHED: Final = 4096
-"""Command lines up to this length are remembered (an agent in a loop sends the same one)."""
-SHELL_NESTING: Final = 4
-"""How deep ``bash -c``, ``ssh``, ``sudo`` … may nest before the command is opaque."""
 
 KEYWORDS: Final = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "{",
                              "}", "time"})

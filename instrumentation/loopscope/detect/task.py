@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
 
+from .limits import MARGIN, MIN_MARGIN_S, UNTIL_GRACE_S, UNTIL_UNKNOWN_S
+
 _UNITS: Final = {
     "ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001,
     "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
@@ -74,15 +76,6 @@ _NEXT = re.compile(
     re.IGNORECASE,
 )
 """A stated span of work from now: "for the next hour", "over the next 30 minutes"."""
-UNTIL_GRACE_S: Final = 60.0
-"""A check at the stated end ("until noon": the noon check; "for the next hour": the check
-at the hour) is still on schedule."""
-UNTIL_UNKNOWN_S: Final = 12 * 3600.0
-"""How long "check every 15 minutes until noon" may go on when the task does not say what
-time it is now."""
-MARGIN: Final = 0.5
-"""An estimate ("usually takes 10 minutes") gets this share of its upper bound on top."""
-MIN_MARGIN_S: Final = 30.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from .base import BEFORE_RUNGS, Finding, args_preview
 from .events import StepView
 from .fingerprint import FILE_WORD, arg_values, loose_text, output_hash
 from .history import History
+from .limits import FOUND_VALUES, NAMING_CHARS
 from .output_stagnation import phrase, values_of
 from .policy import Policy
 
@@ -136,8 +137,6 @@ def write_target(args: Any, args_text: str, *, paths: bool = False) -> str:
             files = [w for w in words[2:] if paths and FILE_WORD.fullmatch(w.strip("'\""))]
             return " ".join(words[:2] + files[-1:])
     return ""
-
-
 
 
 _COMMAND_HEAD = re.compile(r"^\s*(?:cd\s+\S+\s*(?:&&|;)\s*)*(?:sudo\s+)?")
@@ -349,13 +348,6 @@ class WriteLedger:
             found += sum(1 for v in record.entities
                          if len(v) < NAMING_CHARS and v.isdigit() and v in words)
         return found >= FOUND_VALUES or None
-
-
-NAMING_CHARS: Final = 6
-"""An argument value this long (loosened) names a record: a title, a reference, an email."""
-FOUND_VALUES: Final = 2
-"""A look-up shows the write's record when it shows this many of the write's own values
-(the reference and the amount; one may be the customer's card, on any profile)."""
 
 
 class WriteDuplicate:
