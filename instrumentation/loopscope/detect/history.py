@@ -14,7 +14,13 @@ from typing import Any, Final
 
 from .events import Status, StepView
 from .fingerprint import TRANSITIONAL, is_transitional
-from .limits import MAX_FAILS, MAX_OUTPUTS_PER_SIGNATURE, MAX_SEEN_FACTS, PARALLEL_S
+from .limits import (
+    MAX_FAILS,
+    MAX_OUTPUTS_PER_SIGNATURE,
+    MAX_SEEN_FACTS,
+    PARALLEL_S,
+    READINGS_KEPT,
+)
 from .task import intended_repeats
 
 TRANSIENT: Final = frozenset(
@@ -111,6 +117,7 @@ class History:
 
     __slots__ = (
         "_by_sig",
+        "_counted",
         "_intended",
         "_recent",
         "asked",
@@ -136,6 +143,9 @@ class History:
         """What the current user turn says (the task too, in the first turn): the repeats
         it asks for are read from it (``intended_repeats``)."""
         self._intended: int | None = None
+        self._counted: dict[frozenset[str], int] = {}
+        """``intended_repeats`` of this turn by the words counted (a write repeated in a loop
+        counts the same words each time: read once)."""
         self.seen_outputs: set[str] = set()
         self.seen_facts: set[int] = set()
         """Every fact an output of the episode has told (``information.facts``)."""
@@ -172,12 +182,19 @@ class History:
             self._intended = max((intended_repeats(text) for text in self.asked), default=1)
         if not counted:
             return self._intended
-        return max(self._intended, *(intended_repeats(text, counted) for text in self.asked))
+        found = self._counted.get(counted)
+        if found is None:
+            if len(self._counted) >= READINGS_KEPT:
+                self._counted.clear()
+            found = self._counted[counted] = max(
+                self._intended, *(intended_repeats(text, counted) for text in self.asked))
+        return found
 
     def said(self, asked: tuple[str, ...]) -> None:
         """The current turn now says ``asked``."""
         self.asked = asked
         self._intended = None
+        self._counted.clear()
 
     def in_stretch(self, step: StepView) -> bool:
         """Whether ``step`` is inside the current no-progress stretch."""

@@ -61,9 +61,6 @@ READINGS_KEPT: Final = 2048
 """Outputs whose reading (word sketch, facts), arguments' echoes and calls' inferred kinds a
 monitor remembers (``readings.Readings``, ``call_kinds.CallKinds``): bounded memory; a
 reading forgotten is read again, to the same result."""
-MAX_CACHED: Final = 4096
-"""Command lines up to this length are remembered (an agent in a loop sends the same one):
-bounded memory; a line forgotten is parsed again, to the same result."""
 MAX_OUTPUTS_PER_SIGNATURE: Final = 8
 """Distinct outputs remembered per signature: enough to tell 'changing' from 'fixed', in
 bounded memory."""

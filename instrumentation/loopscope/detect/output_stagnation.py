@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from functools import lru_cache
 from typing import Final
 
 from .base import AFTER_RUNGS, Finding
@@ -114,10 +113,8 @@ def judge(group: list[StepView]) -> tuple[Action, ...] | None:
 _PAGED: Final = re.compile(rf"\b({PAGE_PARAMS}) \d+\b")
 
 
-@lru_cache(maxsize=1024)
 def _unpaged(value: str) -> str:
-    """A loosened argument value with its page or offset left out ("jobs q x page 4"); each
-    value worked out once (a step is compared with every step of its window)."""
+    """A loosened argument value with its page or offset left out ("jobs q x page 4")."""
     return _PAGED.sub(r"\1 #", value) if " " in value else value
 
 

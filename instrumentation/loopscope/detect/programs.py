@@ -18,7 +18,6 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Callable
-from functools import cache
 from typing import Final, Literal, Protocol
 
 from .verbs import HTTP_METHOD_KINDS, KindGuess, name_words, statement_kind, words_kind
@@ -39,10 +38,9 @@ Handler = Callable[[list[str], Nest], Seg]
 """A program's rule: its arguments (after the program's name) → what the command does."""
 
 
-@cache
 def _names(text: str) -> frozenset[str]:
-    """The words of ``text`` as a set, built once per spelling (so the handlers below can
-    name their option sets where they use them)."""
+    """The words of ``text`` as a set (the handlers below name their option sets where they
+    use them: a few short words, split in no time)."""
     return frozenset(text.split())
 
 

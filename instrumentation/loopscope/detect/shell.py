@@ -28,10 +28,9 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Final
 
-from .limits import MAX_CACHED, MAX_TEXT, SHELL_NESTING
+from .limits import MAX_TEXT, SHELL_NESTING
 from .programs import (
     DEV_NULL,
     Seg,
@@ -79,18 +78,13 @@ def command_kind(text: str) -> KindGuess | None:
     """What a shell command line does (the module docstring); ``None`` when it is empty."""
     if len(text) > MAX_TEXT:
         return "opaque"
-    return _cached_line(text) if len(text) <= MAX_CACHED else _line(text, 0)
+    return _line(text, 0)
 
 
 def known_program(word: str) -> bool:
     """Whether ``word`` names a program the tables know (a line starting with it is a
     command line, whatever its tool is called)."""
     return known(program_name(word))
-
-
-@lru_cache(maxsize=1024)
-def _cached_line(text: str) -> KindGuess | None:
-    return _line(text, 0)
 
 
 @dataclass(frozen=True, slots=True)

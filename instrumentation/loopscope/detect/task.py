@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Final
 
 from .limits import MARGIN, MIN_MARGIN_S, UNTIL_GRACE_S, UNTIL_UNKNOWN_S
@@ -209,7 +208,6 @@ _AGAIN = re.compile(
 )
 
 
-@lru_cache(maxsize=256)
 def intended_repeats(text: str | None, counted: frozenset[str] = frozenset()) -> int:
     """How many identical writes ``text`` asks for: 1 when it asks for none in particular.
 
