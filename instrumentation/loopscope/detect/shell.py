@@ -31,15 +31,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from .limits import MAX_TEXT, SHELL_NESTING
-from .programs import (
-    DEV_NULL,
-    Seg,
-    after_options,
-    is_assignment,
-    known,
-    program_kind,
-    program_name,
-)
+from .options import after_options
+from .program_tables import DEV_NULL, Seg
+from .programs import is_assignment, known, program_kind, program_name
 from .verbs import KindGuess
 
 KEYWORDS: Final = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "{",
