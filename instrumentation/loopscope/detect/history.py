@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Final
 
+from .answers import TRANSITIONAL, is_transitional
 from .events import Status, StepView
-from .fingerprint import TRANSITIONAL, is_transitional
 from .limits import (
     MAX_FAILS,
     MAX_OUTPUTS_PER_SIGNATURE,
@@ -69,7 +69,7 @@ class SignatureStats:
     stuck: str = ""
     """What the last answer says that waiting will not change: a terminal failure ("Failed",
     "CrashLoopBackOff", "exited with code 1") or a progress figure with a status still
-    running ("stalled"); ``""`` when neither (``fingerprint.stuck_state``)."""
+    running ("stalled"); ``""`` when neither (``answers.stuck_state``)."""
     same_state_run: int = 0
     """Answers in a row with the same stuck state and the same shape (numbers masked: a
     restart count may move, the state does not; for a stalled poll, its progress figures)."""

@@ -27,8 +27,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .fingerprint import PAGE_PARAMS
 from .limits import FACT_CHARS, MAX_ECHOES, MAX_FACTS, READINGS_KEPT
+from .texts import PAGE_PARAMS
 
 VOLATILE_KEYS: Final = re.compile(
     r"(?:^|_)(?:request|search|trace|span|correlation|session|query|run|response|event|"

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, cast
 
+from .answers import error_shape, figures, progress_figures, quantities, retry_after_s, stuck_state
 from .base import (
     AFTER_RUNGS,
     AfterDetector,
@@ -36,20 +37,7 @@ from .events import (
 )
 from .evidence import KINDLESS, capped, kind_evidence, source_of
 from .expectations import AnswerCheck, ExpectationTracker
-from .fingerprint import (
-    call_signature,
-    canonical_json,
-    error_shape,
-    figures,
-    loose_text,
-    masked,
-    output_hash,
-    progress_figures,
-    quantities,
-    retry_after_s,
-    stuck_state,
-    unpositioned,
-)
+from .fingerprint import call_signature, canonical_json, output_hash
 from .history import History
 from .kinds import confirms_change, is_wait
 from .ladder import Ladder, repeated_rungs
@@ -62,6 +50,7 @@ from .progress import ProgressJudge
 from .readings import Readings
 from .registry import DEFAULT_DETECTORS
 from .task import TaskDeadline, counted_words, task_deadline
+from .texts import loose_text, masked, unpositioned
 from .writes import WriteLedger, changes_state, edit_of
 
 _HOOKED: Final = {

@@ -26,7 +26,6 @@ from collections import Counter
 
 from .base import MESSAGE_RUNGS, Finding
 from .events import StepView
-from .fingerprint import similar
 from .history import History
 from .information import has_digit
 from .limits import (
@@ -41,6 +40,7 @@ from .limits import (
     SKETCH_CHARS,
 )
 from .policy import Policy
+from .texts import similar
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 

@@ -19,12 +19,13 @@ import re
 from collections.abc import Iterable
 from typing import Final
 
+from .answers import is_refusal
 from .base import AFTER_RUNGS, Finding
 from .events import Action, StepView
-from .fingerprint import PAGE_PARAMS, arg_values, is_refusal, path_values, similar
 from .history import History
 from .limits import SUBSTANTIVE_FACTS
 from .policy import Policy
+from .texts import PAGE_PARAMS, arg_values, path_values, similar
 
 
 def same_info_indexes(

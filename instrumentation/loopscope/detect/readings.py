@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .fingerprint import is_negative, output_hash, word_sketch
+from .answers import is_negative
+from .fingerprint import output_hash
 from .information import Echoes, Names, facts
 from .limits import READINGS_KEPT
+from .texts import word_sketch
 
 
 class Readings:

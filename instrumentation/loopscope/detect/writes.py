@@ -19,11 +19,12 @@ from typing import Any, Final, Literal
 
 from .base import BEFORE_RUNGS, Finding, args_preview
 from .events import StepView
-from .fingerprint import FILE_WORD, arg_values, loose_text, output_hash
+from .fingerprint import output_hash
 from .history import History
 from .limits import FOUND_VALUES, NAMING_CHARS
 from .output_stagnation import phrase, values_of
 from .policy import Policy
+from .texts import FILE_WORD, arg_values, loose_text
 
 WriteState = Literal["pending", "ok", "error", "unknown", "absent"]
 
