@@ -15,7 +15,7 @@ from .history import History
 from .kinds import infer_kind
 from .limits import READINGS_KEPT
 from .policy import Policy
-from .writes import WriteLedger
+from .write_ledger import WriteLedger
 
 
 class CallKinds:

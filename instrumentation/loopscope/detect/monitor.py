@@ -51,7 +51,8 @@ from .readings import Readings
 from .registry import DEFAULT_DETECTORS
 from .task import TaskDeadline, counted_words, task_deadline
 from .texts import loose_text, masked, unpositioned
-from .writes import WriteLedger, changes_state, edit_of
+from .write_ledger import WriteLedger
+from .writes import changes_state, edit_of
 
 _HOOKED: Final = {
     hook: tuple(i for i, d in enumerate(DEFAULT_DETECTORS) if hasattr(d, hook))
