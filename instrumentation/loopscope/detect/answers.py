@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from .fingerprint import output_hash, short_hash
-from .limits import MAX_QUANTITIES, SKETCH_CHARS, STATUS_MAX_WORDS
+from .limits import ANSWER_HEAD_CHARS, MAX_QUANTITIES, SKETCH_CHARS, STATUS_CHARS, STATUS_MAX_WORDS
 from .texts import masked, unechoed
 
 TRANSITIONAL: Final = frozenset(
@@ -90,7 +90,7 @@ def is_negative(text: str | None, words: frozenset[str] | None = None) -> bool:
         if words is not None and not _has_all(words, needs):
             continue
         if head is None:
-            head = text[:500].lower()
+            head = text[:ANSWER_HEAD_CHARS].lower()
         if pattern.search(head) is not None:
             return True
     return False
@@ -140,7 +140,7 @@ def is_refusal(text: str | None, words: frozenset[str] | None = None) -> bool:
         return False
     if words is not None and not any(_has_all(words, needs) for needs in _REFUSAL_NEEDS):
         return False
-    return _REFUSAL.search(text, 0, 500) is not None
+    return _REFUSAL.search(text, 0, ANSWER_HEAD_CHARS) is not None
 
 
 _RETRY_AFTER = re.compile(
@@ -157,7 +157,7 @@ def retry_after_s(text: str | None) -> float:
     in 2 minutes", ``"retry_after": 60``), or 0 when it asks for none."""
     if not text:
         return 0.0
-    match = _RETRY_AFTER.search(text, 0, 2000)
+    match = _RETRY_AFTER.search(text, 0, STATUS_CHARS)
     if match is None:
         return 0.0
     value = float(match.group("n"))
@@ -194,7 +194,7 @@ def progress_figures(text: str) -> str:
     """The progress figures of a poll's answer (``_FIGURE``: 37%, 12 of 40, "48,112 rows")
     as one hash: a status whose other numbers move (a lag, a log position, an elapsed time)
     has not progressed while these stand still."""
-    return short_hash("\x00".join(_FIGURE.findall(text[:2000].lower())))
+    return short_hash("\x00".join(_FIGURE.findall(text[:STATUS_CHARS].lower())))
 
 
 def error_shape(text: str, args: Any) -> str:
@@ -216,7 +216,7 @@ def stuck_state(text: str, words: frozenset[str] | None = None) -> str:
         TRANSITIONAL
     ):
         return ""
-    head = text[:2000].lower()
+    head = text[:STATUS_CHARS].lower()
     if _CONTAINER.search(head) is not None:
         return "container"
     if _TERMINAL.search(head) is not None:

@@ -18,7 +18,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from .limits import HASH_CHARS, JSON_DEPTH
+from .limits import HASH_CHARS, JSON_DEPTH, REPR_CHARS
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
@@ -105,7 +105,7 @@ def _safe_repr(value: Any) -> str:
         text = repr(value)
     except Exception:
         return "<unrepresentable>"
-    return _ADDRESS.sub("", text)[:500]
+    return _ADDRESS.sub("", text)[:REPR_CHARS]
 
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"))

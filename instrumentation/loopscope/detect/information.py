@@ -27,7 +27,19 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .limits import FACT_CHARS, MAX_ECHOES, MAX_FACTS, READINGS_KEPT
+from .limits import (
+    ARG_CHARS,
+    ARG_DEPTH,
+    COMMAND_WORDS,
+    ECHO_TOKEN_CHARS,
+    FACT_CHARS,
+    MAX_ECHOES,
+    MAX_FACTS,
+    MIN_VALUE_CHARS,
+    READINGS_KEPT,
+    URL_CHARS,
+    VALUES_PER_LIST,
+)
 from .texts import PAGE_PARAMS
 
 VOLATILE_KEYS: Final = re.compile(
@@ -310,26 +322,26 @@ echoes the call."""
 
 
 def _collect(value: Any, found: set[str], depth: int) -> None:
-    if depth > 3:
+    if depth > ARG_DEPTH:
         return
     if isinstance(value, str):  # (the commonest first: no Mapping ABC check for it)
-        head = value[:200]
+        head = value[:ARG_CHARS]
         digits = has_digit(head)
         text = " ".join((_mask(head) if digits else head).split())
-        if len(text) >= 3 and text != "#":
+        if len(text) >= MIN_VALUE_CHARS and text != "#":
             found.add(text)
         if digits and "=" in value:  # "…?q=x&page=4": "page 4" echoes 4
-            found.update(_PAGE_PARAM.findall(value[:500]))
+            found.update(_PAGE_PARAM.findall(value[:URL_CHARS]))
         if " " in text:  # a command line's specific words echo alone ("Collecting numpy<2")
             found.update(
-                token for word in text.split()[:12]
-                if len(token := word.strip("\"'`")) >= 5 and not token.isalpha()
+                token for word in text.split()[:COMMAND_WORDS]
+                if len(token := word.strip("\"'`")) >= ECHO_TOKEN_CHARS and not token.isalpha()
             )
     elif type(value) is dict or isinstance(value, Mapping):
         for item in value.values():
             _collect(item, found, depth + 1)
     elif isinstance(value, (list, tuple)):
-        for item in value[:20]:
+        for item in value[:VALUES_PER_LIST]:
             _collect(item, found, depth + 1)
     elif (
         isinstance(value, (int, float))

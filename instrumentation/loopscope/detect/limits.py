@@ -23,6 +23,9 @@ stored signatures and output hashes must compare across versions."""
 JSON_DEPTH: Final = 32
 """How deep a value is canonicalised (deeper parts are ``<too deep>``); fixed because it is
 part of a call's signature and bounds the work per call."""
+REPR_CHARS: Final = 500
+"""A value JSON does not know is described by at most this much of its ``repr``: part of a
+call's signature, bounded."""
 
 # Work per step: how much of a text is read
 
@@ -54,6 +57,33 @@ MAX_TEXT: Final = 8_000
 SHELL_NESTING: Final = 4
 """How deep ``bash -c``, ``ssh``, ``sudo`` … may nest before the command is opaque: bounded
 work per command."""
+ANSWER_HEAD_CHARS: Final = 500
+"""The head of an answer read for "nothing found" or a refusal (a page that says so says it
+first; one that lists such words further down is a listing): what those answers are."""
+STATUS_CHARS: Final = 2000
+"""The head of an answer read for a status, its progress figures, the wait it asks for or an
+outcome left unknown: bounded work per step."""
+SHOWN_CHARS: Final = 4000
+"""The head of a look-up's answer searched for a write's own values: bounded work per step."""
+CURSOR_JSON_CHARS: Final = 65536
+"""A JSON answer longer than this is not parsed for a next-page cursor: bounded work per
+step."""
+ARG_DEPTH: Final = 3
+"""How deep arguments are walked for the values that name something or that an answer may
+echo: bounded work per call (names sit near the top)."""
+VALUES_PER_LIST: Final = 20
+"""Items of one list in the arguments walked for those values: bounded work per call."""
+ARG_CHARS: Final = 200
+"""The head of an argument value (or a write's target) that is read and kept: bounded work
+and memory per call."""
+URL_CHARS: Final = 500
+"""The head of an argument value read for a URL's page or offset: bounded work per call."""
+COMMAND_CHARS: Final = 300
+"""The head of a command line read for a write's program, subcommand and files: bounded work
+per call."""
+COMMAND_WORDS: Final = 12
+"""The words of an argument text read for specific tokens an answer may echo ("Collecting
+numpy<2"): bounded work per call."""
 
 # Memory: how much is remembered
 
@@ -97,6 +127,15 @@ STATUS_MAX_WORDS: Final = 16
 a status is."""
 MIN_VALUE_CHARS: Final = 3
 """Argument strings shorter than this (loosened) name nothing ("a", "id"): what a name is."""
+MIN_NAMING_NUMBER: Final = 100
+"""Numbers in the arguments from this on name something (order ids, store ids); smaller ones
+are offsets and limits: what a name is."""
+ECHO_TOKEN_CHARS: Final = 5
+"""A token of an argument text (not a plain word) this long, found in an answer, echoes the
+call: what an echo is."""
+COUNTED_VALUE_CHARS: Final = 40
+"""Argument values shorter than this give the words a count the task states may count
+("receive thirty cartons"): longer ones are prose, not names of things."""
 NAMING_CHARS: Final = 6
 """An argument value this long (loosened) names a record (a title, a reference, an email):
 what a record's name is."""

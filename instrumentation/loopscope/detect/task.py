@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .limits import MARGIN, MIN_MARGIN_S, UNTIL_GRACE_S, UNTIL_UNKNOWN_S
+from .limits import COUNTED_VALUE_CHARS, MARGIN, MIN_MARGIN_S, UNTIL_GRACE_S, UNTIL_UNKNOWN_S
 
 _UNITS: Final = {
     "ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001,
@@ -245,7 +245,7 @@ def counted_words(args: Any, tool: str = "") -> frozenset[str]:
         args = {}
     words: set[str] = set()
     for key, value in ((tool, ""), *args.items()):
-        for text in (str(key), value if isinstance(value, str) and len(value) < 40 else ""):
+        for text in (str(key), value if isinstance(value, str) and len(value) < COUNTED_VALUE_CHARS else ""):
             for word in re.findall(r"[a-z]{3,}", text.lower()):
                 words.add(word[:-1] if word.endswith("s") else word)
     return frozenset(words)

@@ -14,11 +14,15 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from .limits import (
+    ARG_CHARS,
+    ARG_DEPTH,
     ECHO_CHARS,
     ECHO_LABEL_CHARS,
     ECHO_LINE_CHARS,
+    MIN_NAMING_NUMBER,
     MIN_VALUE_CHARS,
     SKETCH_CHARS,
+    VALUES_PER_LIST,
 )
 
 _SPACE_BYTES = bytes.maketrans(string.punctuation.encode(), b" " * len(string.punctuation))
@@ -205,18 +209,19 @@ def arg_values(args: Any, depth: int = 0) -> frozenset[str]:
     or more (order ids, emails, SKUs, store ids). Small numbers (offsets, limits) are not."""
     found: set[str] = set()
     if isinstance(args, Mapping):
-        if depth < 3:
+        if depth < ARG_DEPTH:
             for value in args.values():
                 found |= arg_values(value, depth + 1)
     elif isinstance(args, (list, tuple)):
-        if depth < 3:
-            for value in args[:20]:
+        if depth < ARG_DEPTH:
+            for value in args[:VALUES_PER_LIST]:
                 found |= arg_values(value, depth + 1)
     elif isinstance(args, str):
-        text = loose_text(args[:200])
+        text = loose_text(args[:ARG_CHARS])
         if len(text) >= MIN_VALUE_CHARS:
             found.add(text)
-    elif isinstance(args, (int, float)) and not isinstance(args, bool) and abs(args) >= 100:
+    elif (isinstance(args, (int, float)) and not isinstance(args, bool)
+          and abs(args) >= MIN_NAMING_NUMBER):
         found.add(str(args))
     return frozenset(found)
 
@@ -230,13 +235,13 @@ def path_values(args: Any) -> frozenset[str]:
     while stack:
         value, depth = stack.pop()
         if isinstance(value, Mapping):
-            if depth < 3:
+            if depth < ARG_DEPTH:
                 stack.extend((v, depth + 1) for v in value.values())
         elif isinstance(value, (list, tuple)):
-            if depth < 3:
-                stack.extend((v, depth + 1) for v in value[:20])
+            if depth < ARG_DEPTH:
+                stack.extend((v, depth + 1) for v in value[:VALUES_PER_LIST])
         elif isinstance(value, str) and FILE_WORD.fullmatch(value.strip()):
-            found.add(loose_text(value[:200]))
+            found.add(loose_text(value[:ARG_CHARS]))
     return frozenset(found)
 
 

@@ -9,7 +9,7 @@ from .base import BEFORE_RUNGS, Finding, args_preview
 from .events import StepView
 from .fingerprint import output_hash
 from .history import History
-from .limits import NAMING_CHARS
+from .limits import NAMING_CHARS, SHOWN_CHARS
 from .output_stagnation import phrase, values_of
 from .policy import Policy
 from .texts import loose_text
@@ -132,7 +132,7 @@ def _remade(history: History, step: StepView) -> Finding | None:
         or step.output is None
     ):
         return None
-    shown = loose_text(step.output[:4000])
+    shown = loose_text(step.output[:SHOWN_CHARS])
     named = [v for v in values_of(step) & values_of(last)
              if len(v) >= NAMING_CHARS and phrase(v) and v in shown]
     if not named:

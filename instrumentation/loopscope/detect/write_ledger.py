@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .events import StepView
-from .limits import FOUND_VALUES, NAMING_CHARS
+from .limits import FOUND_VALUES, NAMING_CHARS, SHOWN_CHARS
 from .policy import Policy
 from .texts import arg_values, loose_text
 from .writes import caller_key, unknown_outcome, write_target
@@ -206,7 +206,7 @@ class WriteLedger:
             return False
         if step.output is None:
             return None
-        shown, asked = loose_text(step.output[:4000]), loose_text(step.args_text)
+        shown, asked = loose_text(step.output[:SHOWN_CHARS]), loose_text(step.args_text)
         named = [v for v in record.entities if len(v) >= NAMING_CHARS and v not in asked]
         found = sum(1 for v in named if v in shown)
         if found:  # (beside a value that names the record, its amount shown as a number)

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+from .limits import ARG_CHARS, COMMAND_CHARS, STATUS_CHARS
 from .texts import FILE_WORD
 
 EDIT_PAIRS = (
@@ -98,8 +99,8 @@ def unknown_outcome(text: str | None) -> bool:
     gives no clear answer that it did not happen (``_CLEAR_ANSWER``)."""
     return (
         text is not None
-        and _UNKNOWN_OUTCOME.search(text, 0, 2000) is not None
-        and _CLEAR_ANSWER.search(text, 0, 2000) is None
+        and _UNKNOWN_OUTCOME.search(text, 0, STATUS_CHARS) is not None
+        and _CLEAR_ANSWER.search(text, 0, STATUS_CHARS) is None
     )
 
 
@@ -113,14 +114,14 @@ def write_target(args: Any, args_text: str, *, paths: bool = False) -> str:
             if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value):
                 text = str(value)
                 url = _URL.match(text)
-                return url.group(0) if url else text[:200]
+                return url.group(0) if url else text[:ARG_CHARS]
     url = _URL.search(args_text)
     if url:
         return url.group(0)
     if _is_mapping(args):
         line = args.get("command") or args.get("cmd")
         if isinstance(line, str):
-            words = _COMMAND_HEAD.sub("", line[:300]).split()
+            words = _COMMAND_HEAD.sub("", line[:COMMAND_CHARS]).split()
             files = [w for w in words[2:] if paths and FILE_WORD.fullmatch(w.strip("'\""))]
             return " ".join(words[:2] + files[-1:])
     return ""
