@@ -338,7 +338,7 @@ def cmd_collector(args: argparse.Namespace) -> int:
         if not isinstance(exc, StoreLocked):
             raise
         hint = (" Another collector probably owns it (one writer per file): stop it, or pass "
-                "another --db." if "lock" in str(exc).lower() else "")
+                "another --db." if exc.held else "")
         print(f"loopscope collector: error: cannot open the store {args.db}: {exc}.{hint}",
               file=sys.stderr)
         return 1

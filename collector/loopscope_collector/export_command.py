@@ -63,6 +63,7 @@ def register(
 def cmd_export(args: argparse.Namespace) -> int:
     """``loopscope export``."""
     from .storage import LakeError, SchemaError, open_database, open_lake
+    from .storage.errors import StoreError
     from .storage.export import export_tables
 
     lake = None if args.db else lake_of(args, "export")
@@ -72,7 +73,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     except (FileNotFoundError, SchemaError, LakeError) as exc:
         print(f"loopscope export: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except Exception as exc:  # duckdb.IOException: a running collector holds the lock
+    except StoreError as exc:  # StoreLocked: a running collector holds the lock
         print(f"loopscope export: cannot open {lake or args.db} read-only ({exc})",
               file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -161,12 +161,13 @@ class FileSource:
 
     def __init__(self, path: str) -> None:
         from loopscope_collector.storage import SchemaError, open_database
+        from loopscope_collector.storage.errors import StoreError
 
         try:
             self._db = open_database(path, read_only=True)
         except (FileNotFoundError, SchemaError) as exc:
             raise SourceError(f"cannot browse {path}: {exc}") from None
-        except Exception as exc:  # duckdb.IOException: a running collector holds the lock
+        except StoreError as exc:  # StoreLocked: a running collector holds the lock
             raise SourceError(
                 f"cannot open {path} read-only ({exc}). If a collector is writing it, point "
                 f"the dashboard at the collector instead: `loopscope dashboard --collector URL`"
@@ -176,14 +177,10 @@ class FileSource:
 
     def rows(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Run the named read on a fresh cursor (the read's SQL is the collector's)."""
-        from loopscope_collector.reads import run_read
+        from loopscope_collector.reads import read
 
         given = {k: v for k, v in params.items() if v is not None}  # as HttpSource sends them
-        cur = self._db.cursor()
-        try:
-            return run_read(cur, name, given)
-        finally:
-            cur.close()
+        return read(self._db, name, given)
 
     def save_label(self, label: Mapping[str, Any]) -> dict[str, Any]:
         """Always raises: a snapshot is read-only, and the collector is the only writer."""
@@ -206,13 +203,14 @@ class LakeSource(FileSource):
     def __init__(self, catalog: str, data_path: str) -> None:
         from loopscope_collector.storage import LakeError, SchemaError, open_lake
         from loopscope_collector.storage.ducklake import Lake
+        from loopscope_collector.storage.errors import StoreError
 
         try:
             lake = Lake.parse(catalog, data_path)
             self._db = open_lake(lake, read_only=True)
         except (LakeError, SchemaError) as exc:
             raise SourceError(f"cannot browse the lake: {exc}") from None
-        except Exception as exc:  # duckdb.Error: the catalog cannot be reached
+        except StoreError as exc:  # StoreDown: the catalog cannot be reached
             raise SourceError(f"cannot open the lake {catalog} ({exc})") from None
         self.path = str(lake)
         self.description = f"lake {lake} (read-only)"

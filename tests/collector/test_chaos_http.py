@@ -19,6 +19,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import duckdb
@@ -31,6 +32,7 @@ from loopscope_collector.pipeline.thread import Pipeline
 from loopscope_collector.receive.connections import ConnectionWatch
 from loopscope_collector.serve.http_server import CollectorHTTPServer
 from loopscope_collector.storage import open_database
+from loopscope_collector.storage.errors import store_failures
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -407,6 +409,9 @@ class _FailingReads:
 
     def cursor(self) -> object:
         raise self.error
+
+    def failures(self) -> AbstractContextManager[None]:
+        return store_failures()
 
 
 @pytest.mark.parametrize(("error", "status"), [

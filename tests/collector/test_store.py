@@ -1,6 +1,7 @@
 """The storage port (``storage.port.Store``) on each backend, through the one ``store``
 fixture (tests/conftest.py): a batch written in a transaction is what a named read returns,
-a rolled-back one leaves nothing, and the store says which failures are worth a retry."""
+a rolled-back one leaves nothing, and the store raises its own errors, saying which failures
+are worth a retry."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from loopscope_collector.storage.errors import (
     PermanentStoreError,
     RetryableStoreError,
     StoreError,
-    classify,
 )
 from loopscope_collector.storage.writes import write_labels
 
@@ -34,22 +34,21 @@ def test_a_committed_batch_is_read_back_by_name_and_a_rolled_back_one_is_not(sto
 
 def test_data_the_store_cannot_hold_is_a_permanent_failure(store: Store) -> None:
     cur = store.cursor()
-    with pytest.raises(StoreError) as refused:
+    with pytest.raises(StoreError) as refused, store.failures():
         cur.execute("insert into labels (episode_id, span_id, label) values (NULL, '', 'x')")
     cur.close()
 
-    failure = classify(refused.value)
-
-    assert isinstance(failure, PermanentStoreError) and not failure.retryable
+    assert isinstance(refused.value, PermanentStoreError) and not refused.value.retryable
+    assert "NULL" in str(refused.value)  # the engine's own words
 
 
 def test_a_store_that_cannot_be_read_now_is_a_retryable_failure(store: Store) -> None:
     cur = store.cursor()
     store.close()
-    with pytest.raises(StoreError) as closed:
+    with pytest.raises(StoreError) as closed, store.failures():
         cur.execute("select count(*) from labels").fetchall()
 
-    failure = classify(closed.value)
-
-    assert isinstance(failure, RetryableStoreError) and failure.retryable
+    assert isinstance(closed.value, RetryableStoreError) and closed.value.retryable
+    with pytest.raises(RetryableStoreError):
+        read(store, "label_list", {})  # the named reads raise the store's own errors too
     store.reopen()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from loopscope.detect import EpisodeMonitor, ToolCall, ToolResult
 from loopscope.detect.steps import MessageStep, ToolStep, feed, feed_run, recorded_call
 
@@ -61,7 +63,11 @@ def test_a_recorded_call_is_identified_by_its_arguments_first() -> None:
     assert (cut.args, cut.signature) == ({"input": '{"a": "lo'}, "sig-1")
     assert recorded_call("t", unique="span-9").signature == "nosig:span-9"
     monitor = EpisodeMonitor()
-    first = feed(monitor, ToolStep(recorded_call("t", args={"a": 1}), ToolResult("x")))
+    call = recorded_call("t", args={"a": 1})
+    first = feed(monitor, ToolStep(call, ToolResult("x")))
     again = feed(monitor, ToolStep(recorded_call("t", args_text='{"a":1}', signature="zz"),
                                    ToolResult("x")))
     assert first[0].signature == again[0].signature
+    assert call == recorded_call("t", args={"a": 1})  # built once, complete: never changed
+    with pytest.raises(AttributeError):
+        call.signature = first[0].signature  # type: ignore[misc]

@@ -93,16 +93,17 @@ class LakeAlerts:
         """One look: feed the calls received since the last (with ``LATE_COMMIT_S`` of
         margin); returns how many were read."""
         cur = self.cursor
-        until = cur.execute("select now()::timestamp").fetchall()[0][0]
         since = self._since
-        rows = cur.execute(
-            "select t.span_id, t.end_ns, t.service, t.episode_id, t.collector_progress, "
-            "coalesce(t.collector_streak, 0) from tool_calls t "
-            "join spans s on s.trace_id = t.trace_id and s.span_id = t.span_id "
-            "where t.collector_progress is not null and s.received_at >= "
-            "$since::timestamp - to_seconds($late::double) order by t.end_ns",
-            {"since": since or datetime.datetime(1970, 1, 1),  # noqa: DTZ001 (stored naive)
-             "late": LATE_COMMIT_S}).fetchall()
+        with self.db.failures():  # (the store's own errors: the catalog away is StoreDown)
+            until = cur.execute("select now()::timestamp").fetchall()[0][0]
+            rows = cur.execute(
+                "select t.span_id, t.end_ns, t.service, t.episode_id, t.collector_progress, "
+                "coalesce(t.collector_streak, 0) from tool_calls t "
+                "join spans s on s.trace_id = t.trace_id and s.span_id = t.span_id "
+                "where t.collector_progress is not null and s.received_at >= "
+                "$since::timestamp - to_seconds($late::double) order by t.end_ns",
+                {"since": since or datetime.datetime(1970, 1, 1),  # noqa: DTZ001 (naive)
+                 "late": LATE_COMMIT_S}).fetchall()
         verdicts = [_Verdict(_Row(span, end, service, episode),
                              None if progress == "none" else progress, int(streak))
                     for span, end, service, episode, progress, streak in rows]

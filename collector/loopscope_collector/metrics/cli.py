@@ -212,7 +212,7 @@ def _from_file(
     except SchemaError as exc:
         return _error(str(exc))
     except StoreLocked as exc:
-        if "lock" in str(exc).lower():
+        if exc.held:
             return _error(f"{path} is locked by another process (a running collector?). Read "
                           "through it with --collector http://127.0.0.1:4318, or copy the "
                           "file and pass the copy")

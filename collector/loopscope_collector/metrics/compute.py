@@ -23,7 +23,7 @@ from ..reads import snapshot
 from ..reads.filters import Filters
 
 if TYPE_CHECKING:
-    from ..storage import Database
+    from ..storage import Store
 
 BREAKDOWN_READ: Final = "metrics_breakdown"
 LATENCY_READ: Final = "metrics_unknown_latency"
@@ -51,7 +51,7 @@ Reader = Callable[[str, dict[str, Any]], list[dict[str, Any]]]
 
 
 def compute_metrics(
-    db: Database,
+    db: Store,
     *,
     service: str | None = None,
     agent: str | None = None,

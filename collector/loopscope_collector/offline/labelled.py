@@ -24,7 +24,7 @@ from loopscope.offline.calibration import LabelledRuns
 from ..lake_options import add_lake_options, lake_of
 
 if TYPE_CHECKING:
-    from ..storage import Database
+    from ..storage import Store
 
 __all__ = ["LABELLED_RUNS", "add_arguments", "episodes"]
 
@@ -70,7 +70,7 @@ def episodes(args: argparse.Namespace) -> list[EpisodeRecord] | None:
     return [labelled_episode(run) for run in runs]
 
 
-def _open(path: str | None, lake: Any) -> Database:
+def _open(path: str | None, lake: Any) -> Store:
     """The store, read-only; a ValueError naming it when it cannot be opened."""
     from ..storage import LakeError, SchemaError, open_database, open_lake
     from ..storage.errors import StoreError, StoreLocked
@@ -89,14 +89,14 @@ def _open(path: str | None, lake: Any) -> Database:
         raise ValueError(f"cannot open the store {path}: {exc}") from None
     except StoreLocked as exc:
         hint = (" (locked by a running collector? calibrate on a copy of the file)"
-                if "lock" in str(exc).lower() else "")
+                if exc.held else "")
         raise ValueError(f"cannot open the store {path}{hint}: {exc}") from None
     except StoreError as exc:
         raise ValueError(f"cannot open the store {path}: not a readable DuckDB file "
                          f"({exc})") from None
 
 
-def _read(db: Database, where: str,
+def _read(db: Store, where: str,
           newest: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The ``replay_episodes`` and ``replay_calls`` rows of the newest runs, from one
     snapshot (so the calls belong to the runs listed)."""

@@ -7,7 +7,8 @@ to store than the store has (``TooLargeToStore``: a 413, the client must split i
 cannot be written now
 (``storage.health.StoreUnavailable``: a 503 and failing health until it recovers), or the
 pipeline is full or stopping (``Overloaded``, ``PipelineStopped``: a 503).
-``storage.errors`` sorts an exception from a failed batch into these.
+The store raises its own errors (``storage.errors``: permanent, out of memory, down); the
+pipeline answers each with one of these.
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ class Stats:
     """Spans whose id was stored already with other content (the first is kept)."""
     commit_conflicts: int = 0
     """Batches stored again because their commit lost a race with another collector's on
-    the same lake (``is_conflict``)."""
+    the same lake (``storage.errors.StoreConflict``)."""
     episodes_misrouted: int = 0
     """Episodes this collector was sent whose calls another collector instance had stored:
     the router in front sends one episode to two collectors (docs/deploy.md)."""

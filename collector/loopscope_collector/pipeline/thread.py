@@ -40,11 +40,11 @@ from ..storage import writes as tables
 from ..storage.ducklake.housekeeping import LakeHousekeeping
 from ..storage.errors import (
     Cursor,
-    StoreError,
-    is_conflict,
-    is_data_error,
-    is_out_of_memory,
-    is_store_error,
+    PermanentStoreError,
+    StoreConflict,
+    StoreDown,
+    StoreOutOfMemory,
+    kind_of,
 )
 from ..storage.health import RECOVER_INTERVAL_S, StoreHealth, StoreUnavailable, StoreWatch
 from ..storage.queries import insert_rows
@@ -307,11 +307,11 @@ class Pipeline:
         try:
             return self._store_again_on_conflict(jobs)
         except Exception as exc:
-            if len(jobs) == 1 or is_store_error(exc, lake=self.db.lake is not None):
+            if len(jobs) == 1 or isinstance(exc, StoreDown):
                 self._fail(jobs, exc)
                 return []
             logger.warning("loopscope collector: a batch of %d requests failed (%s: %s); "
-                           "storing them one by one", len(jobs), type(exc).__name__, exc)
+                           "storing them one by one", len(jobs), kind_of(exc), exc)
         results: list[EpisodeResult] = []
         for job in jobs:
             if not self.health.ok:
@@ -325,16 +325,14 @@ class Pipeline:
 
     def _store_again_on_conflict(self, jobs: Sequence[Job]) -> list[EpisodeResult]:
         """``_store``, again when its commit lost a race with another collector's on the same
-        lake (``is_conflict``: it rewrote or merged the files this batch deletes from): the
+        lake (``StoreConflict``: it rewrote or merged the files this batch deletes from): the
         batch rolled back with its in-memory state, and runs over the lake as it is now. The
         store is not at fault: only ``CONFLICT_RETRIES`` lost races in a row count as its
         failure."""
         for _ in range(CONFLICT_RETRIES):
             try:
                 return self._store(jobs)
-            except StoreError as exc:
-                if not is_conflict(exc):
-                    raise
+            except StoreConflict as exc:
                 with self._lock:
                     self.stats.commit_conflicts += 1
                 logger.debug("loopscope collector: a commit lost a race on the lake; storing "
@@ -343,13 +341,13 @@ class Pipeline:
 
     def _fail(self, jobs: list[Job], exc: Exception) -> None:
         spans = sum(len(j.spans) for j in jobs)
-        if is_data_error(exc):
+        if isinstance(exc, PermanentStoreError):
             self.refusals.refused(f"a request of {spans} span(s) (400): the store cannot hold "
                                   f"its data: {exc}", spans)
             error: Exception = Rejected(f"the store cannot hold this request's data: {exc}")
             with self._lock:
                 self.stats.spans_rejected += spans
-        elif is_out_of_memory(exc) and len(jobs) == 1:
+        elif isinstance(exc, StoreOutOfMemory) and len(jobs) == 1:
             # Alone (``_store_jobs`` stores a batch that fails so request by request): the
             # same request runs out of memory again; the client must split it.
             limit = self.db.memory_limit or "default"
@@ -360,27 +358,33 @@ class Pipeline:
                 f"(--store-memory {limit}): send smaller batches, or raise --store-memory")
             with self._lock:
                 self.stats.spans_rejected += spans
-        elif is_store_error(exc, lake=self.db.lake is not None):
+        elif isinstance(exc, StoreDown):
             logger.debug("loopscope collector: a batch of %d spans failed; not acknowledged: "
-                         "%s: %s", spans, type(exc).__name__, exc)
+                         "%s: %s", spans, kind_of(exc), exc)
             self._watch.failed(exc)  # logged once, when health turns
-            error = StoreUnavailable(f"{type(exc).__name__}: {exc}")
+            error = StoreUnavailable(f"{kind_of(exc)}: {exc}")
         else:  # out of memory in a batch, or a bug: this request fails, the store is not at fault
             logger.error("loopscope collector: a request of %d spans failed; not acknowledged: "
-                         "%s: %s", spans, type(exc).__name__, str(exc).split("\n", 1)[0])
-            if is_out_of_memory(exc):
+                         "%s: %s", spans, kind_of(exc), str(exc).split("\n", 1)[0])
+            if isinstance(exc, StoreOutOfMemory):
                 error = StoreUnavailable(
                     f"the store ran out of memory for these {spans} spans (--store-memory "
                     f"{self.db.memory_limit or 'default'}); retry later, or send smaller "
                     "batches")
             else:
-                error = StoreUnavailable(f"not stored ({type(exc).__name__}); retry later")
+                error = StoreUnavailable(f"not stored ({kind_of(exc)}); retry later")
         for job in jobs:
             job.error = error
 
     def _store(self, jobs: Sequence[Job]) -> list[EpisodeResult]:
         """One transaction for the jobs' spans and labels; on rollback the in-memory state
-        is restored too (``BatchUndo``), so a retry is judged as if this never happened."""
+        is restored too (``BatchUndo``), so a retry is judged as if this never happened.
+        What fails in the store is raised as the store's own error (``storage.errors``)."""
+        with self.db.failures():
+            results = self._store_batch(jobs)
+        return results
+
+    def _store_batch(self, jobs: Sequence[Job]) -> list[EpisodeResult]:
         cur = self._cur
         spans = [s for j in jobs for s in j.spans]
         unique, twins = assembly.unique_spans(spans)

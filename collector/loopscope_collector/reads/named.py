@@ -178,12 +178,15 @@ def read(db: Store, name: str, params: Mapping[str, Any] | None = None) -> list[
 
     Raises:
         UnknownRead: as ``run_read``.
+        StoreError: the store failed (``StoreDown``: it cannot be read now).
     """
-    cur = db.cursor()
-    try:
-        return run_read(cur, name, params or {})
-    finally:
-        cur.close()
+    with db.failures():
+        cur = db.cursor()
+        try:
+            rows = run_read(cur, name, params or {})
+        finally:
+            cur.close()
+    return rows
 
 
 @contextlib.contextmanager
@@ -194,14 +197,23 @@ def snapshot(db: Store) -> Iterator[Callable[[str, Mapping[str, Any]], list[dict
 
     Raises:
         UnknownRead: as ``run_read``.
+        StoreError: the store failed (opening the snapshot, or a read in it).
     """
     cur = db.cursor()
     try:
-        cur.execute("begin transaction")
+        with db.failures():
+            cur.execute("begin transaction")
         try:
-            yield partial(run_read, cur)
+            yield partial(_read_in, db, cur)
         finally:
-            with contextlib.suppress(StoreError):
+            with contextlib.suppress(StoreError), db.failures():
                 cur.execute("rollback")  # it only read
     finally:
         cur.close()
+
+
+def _read_in(db: Store, cur: Cursor, name: str, params: Mapping[str, Any]
+             ) -> list[dict[str, Any]]:
+    with db.failures():
+        rows = run_read(cur, name, params)
+    return rows

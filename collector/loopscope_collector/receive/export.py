@@ -9,7 +9,8 @@ both.
 
 Every way an export is not taken is a ``Refused`` with an HTTP status, permanent (the client
 must not send the same request again) or retryable (it may, after ``limits.RETRY_AFTER_S``); the one
-table ``GRPC_CODES`` says which gRPC code answers each status.
+table of answers (``answers``) says which status answers each failure and which gRPC code
+answers each status.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from ..normalize.spans import Decoded
-from ..pipeline.jobs import Job, Overloaded, PipelineStopped, Rejected, TooLargeToStore
+from ..pipeline.jobs import Job, Overloaded
 from ..pipeline.thread import Pipeline
-from ..storage.health import StoreUnavailable
+from .answers import GRPC_CODES, RETRYABLE, status_of
 from .decode import DecodeError, decode_request, decoding, export_answer, inflate
 from .limits import (
     MAX_BODY_BYTES,
@@ -49,18 +50,6 @@ PROTOBUF: Final = "application/x-protobuf"
 MAX_RETRY_AFTER_S: Final = 30
 """The longest ``Retry-After`` a refusal asks for (a queue that takes longer to drain is
 asked about again then)."""
-RETRYABLE: Final = frozenset({429, 503})
-"""The statuses a client should send the same request again for (OTLP's retryable
-codes); every other refusal is permanent."""
-GRPC_CODES: Final = {
-    400: grpc.StatusCode.INVALID_ARGUMENT,
-    401: grpc.StatusCode.UNAUTHENTICATED,
-    413: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    415: grpc.StatusCode.INVALID_ARGUMENT,
-    429: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    503: grpc.StatusCode.UNAVAILABLE,
-}
-"""The one table of answers: the gRPC code for each HTTP status an export is refused with."""
 
 
 class Refused(Exception):
@@ -167,11 +156,10 @@ class OtlpExport:
         them now."""
         try:
             return self.pipeline.submit(spans)
-        except Overloaded as exc:
-            raise Refused(503, f"not stored, retry later: {exc}",
-                          retry_after_s=exc.retry_after_s) from None
-        except (PipelineStopped, StoreUnavailable) as exc:
-            raise Refused(503, f"not stored, retry later: {exc}") from None
+        except Exception as exc:
+            if status_of(exc) != 503:
+                raise
+            raise self.refused(exc) from None
 
     def settle(self, job: Job, spans: Decoded, hold: Hold, *, stored: bool
                ) -> ExportTraceServiceResponse:
@@ -184,18 +172,22 @@ class OtlpExport:
                                f"{ACK_TIMEOUT_S:.0f} s")
         try:
             job.wait(0)
-        except Rejected as exc:
-            self.pipeline.count_rejected(400)
-            raise Refused(400, str(exc)) from None
-        except TooLargeToStore as exc:
-            self.pipeline.count_rejected(413)
-            raise Refused(413, str(exc)) from None
-        except (Overloaded, PipelineStopped, StoreUnavailable) as exc:
-            raise Refused(503, f"not stored, retry later: {exc}") from None
         except Exception as exc:
-            raise Refused(503, f"the store failed, retry later: {type(exc).__name__}"
-                          ) from None
+            raise self.refused(exc) from None
         return export_answer(spans)
+
+    def refused(self, exc: Exception) -> Refused:
+        """The ``Refused`` that answers a request the pipeline did not take or store, by the
+        one table (``answers.status_of``); a permanent refusal is counted."""
+        status = status_of(exc)
+        if status is None:
+            return Refused(503, f"the store failed, retry later: {type(exc).__name__}")
+        if status in RETRYABLE:
+            return Refused(status, f"not stored, retry later: {exc}",
+                           retry_after_s=exc.retry_after_s if isinstance(exc, Overloaded)
+                           else None)
+        self.pipeline.count_rejected(status)
+        return Refused(status, str(exc))
 
 
 def not_admitted(exc: Busy) -> Refused:

@@ -26,7 +26,7 @@ from ..normalize.spans import SpanRecord
 if TYPE_CHECKING:
     from ..pipeline.jobs import Job
     from ..pipeline.thread import Pipeline
-    from ..storage import Database
+    from ..storage import Store as StoragePort
 
 __all__ = ["Store", "StoreCounts", "StoreError"]
 
@@ -61,7 +61,7 @@ class StoreCounts:
 class Store:
     """A DuckDB store written through the collector's ``Pipeline``, as a collector would."""
 
-    def __init__(self, db: Database, pipeline: Pipeline, policy: Policy) -> None:
+    def __init__(self, db: StoragePort, pipeline: Pipeline, policy: Policy) -> None:
         self.db = db
         self.pipeline = pipeline
         self.policy = policy
@@ -88,7 +88,7 @@ class Store:
         try:
             db = open_database(path)
         except engine.StoreLocked as exc:
-            if "lock" in str(exc).lower():
+            if exc.held:
                 raise StoreError(
                     f"{path} is locked by another process (a running `loopscope collector`?). "
                     "Stop it first, or write to another file and browse that one"

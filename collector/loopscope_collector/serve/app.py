@@ -33,7 +33,7 @@ from ..receive.exchange import Exchange, Gone, Receive, Send, on_thread
 from ..receive.export import authorized
 from ..receive.limits import MAX_BODY_BYTES, RETRY_AFTER_S, InFlight
 from ..receive.otlp_http import OtlpHttp
-from ..storage import Database
+from ..storage import Store
 from .labels import label
 from .reads import list_reads, named_read
 
@@ -56,7 +56,7 @@ def _allowed(path: str) -> tuple[str, ...] | None:
 class CollectorApp:
     """The collector's HTTP routes (module docstring); an ASGI 3 application."""
 
-    def __init__(self, *, pipeline: Pipeline, db: Database, auth_token: str | None = None,
+    def __init__(self, *, pipeline: Pipeline, db: Store, auth_token: str | None = None,
                  prometheus: Callable[[], str] | None = None,
                  max_body_bytes: int = MAX_BODY_BYTES, inflight: InFlight | None = None) -> None:
         self.pipeline = pipeline

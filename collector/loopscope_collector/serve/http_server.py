@@ -25,7 +25,7 @@ import uvicorn
 from ..pipeline.thread import Pipeline
 from ..receive.connections import ConnectionWatch, WatchedH11Protocol
 from ..receive.limits import MAX_BODY_BYTES, MAX_HEAD_BYTES, InFlight
-from ..storage import Database
+from ..storage import Store
 from .app import CollectorApp
 
 __all__ = ["MAX_BODY_BYTES", "CollectorHTTPServer"]
@@ -45,7 +45,7 @@ class CollectorHTTPServer:
         address: tuple[str, int],
         *,
         pipeline: Pipeline,
-        db: Database,
+        db: Store,
         auth_token: str | None = None,
         prometheus: Callable[[], str] | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import Final
 
-from ..pipeline.jobs import Rejected
 from ..pipeline.thread import Pipeline
 from ..receive import export
+from ..receive.answers import RETRYABLE, status_of
 from ..receive.decode import PayloadTooLarge
 from ..receive.exchange import UNFRAMED, Exchange
 from ..receive.limits import RETRY_AFTER_S
@@ -47,12 +47,13 @@ async def label(ex: Exchange, pipeline: Pipeline, *, drain_limit: int) -> None:
         if not await export.stored(job):
             raise TimeoutError(f"spans not stored within {export.ACK_TIMEOUT_S:.0f} s")
         job.wait(0)
-    except Rejected as exc:
-        await ex.json(400, {"error": str(exc)})
-        return
-    except Exception as exc:
-        await ex.json(503, {"error": f"not stored, retry later: {exc}"},
-                      {"Retry-After": RETRY_AFTER_S})
+    except Exception as exc:  # answered by the one table (``receive.answers``); else 503
+        status = status_of(exc) or 503
+        if status in RETRYABLE:
+            await ex.json(status, {"error": f"not stored, retry later: {exc}"},
+                          {"Retry-After": RETRY_AFTER_S})
+        else:
+            await ex.json(status, {"error": str(exc)})
         return
     await ex.json(200, {"stored": checked})
 

@@ -16,11 +16,11 @@ from urllib.parse import parse_qsl
 
 from ..reads import READS, UnknownRead
 from ..reads import read as run_named_read
+from ..receive.answers import RETRYABLE, status_of
 from ..receive.exchange import Exchange, on_thread
 from ..receive.limits import RETRY_AFTER_S
-from ..storage import Database
-from ..storage.errors import UNREADABLE_NOW
-from ..storage.health import StoreUnavailable
+from ..storage import Store
+from ..storage.errors import kind_of
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ async def list_reads(ex: Exchange) -> None:
                                   for n, r in sorted(READS.items())}})
 
 
-async def named_read(ex: Exchange, name: str, db: Database, pool: Executor) -> None:
+async def named_read(ex: Exchange, name: str, db: Store, pool: Executor) -> None:
     """A named read: 404 / 400 for what the client asked wrong (a parameter the read does
     not take, one given twice, or a value it cannot take, each named), 503 while the store
     cannot be read, 500 for a read that fails on the collector's side."""
@@ -52,14 +52,13 @@ async def named_read(ex: Exchange, name: str, db: Database, pool: Executor) -> N
         return
     try:
         rows = await on_thread(pool, functools.partial(run_named_read, db, name, params))
-    except (*UNREADABLE_NOW, StoreUnavailable) as exc:
-        await ex.json(503, {"error": f"read {name!r}: the store cannot be read now: "
-                                     f"{exc}"}, {"Retry-After": RETRY_AFTER_S})
-        return
-    except Exception as exc:
-        logger.warning("loopscope collector: read %r failed: %s: %s", name,
-                       type(exc).__name__, exc)
+    except Exception as exc:  # the store cannot be read now (``receive.answers``): 503
+        if status_of(exc) in RETRYABLE:
+            await ex.json(503, {"error": f"read {name!r}: the store cannot be read now: "
+                                         f"{exc}"}, {"Retry-After": RETRY_AFTER_S})
+            return
+        logger.warning("loopscope collector: read %r failed: %s: %s", name, kind_of(exc), exc)
         await ex.json(500, {"error": f"read {name!r} failed on the collector's side: "
-                                     f"{type(exc).__name__}: {exc}"})
+                                     f"{kind_of(exc)}: {exc}"})
         return
     await ex.json(200, {"rows": rows})

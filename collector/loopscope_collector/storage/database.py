@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from contextlib import AbstractContextManager
 
 import duckdb
 
@@ -12,6 +13,7 @@ from .duckdb_file.connect import checkpoint_shortfall, connect
 from .ducklake import ALIAS as LAKE_ALIAS
 from .ducklake import Lake
 from .ducklake import connect as lake_connect
+from .errors import engine_failures, store_failures
 from .schema import LATEST, SchemaError, current_version, migrate
 
 __all__ = ["Database", "check_readable"]
@@ -45,13 +47,18 @@ class Database:
         with self._lock:
             self.left = reason
 
+    def failures(self) -> AbstractContextManager[None]:
+        """Raise the store's own errors (``errors.StoreError``) for what fails inside."""
+        return store_failures(lake=self.lake is not None)
+
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A cursor for the calling thread (DuckDB connections are not shared across threads).
         In a lake, the lake is its default database (``use`` holds for one connection)."""
-        with self._lock:
-            cur = self.con.cursor()
-        if self.lake is not None:
-            cur.execute(f"use {LAKE_ALIAS}")
+        with engine_failures(lake=self.lake is not None):
+            with self._lock:
+                cur = self.con.cursor()
+            if self.lake is not None:
+                cur.execute(f"use {LAKE_ALIAS}")
         return cur
 
     def close(self) -> None:
@@ -70,11 +77,11 @@ class Database:
         after DuckDB invalidated the database. Cursors taken before are closed with it.
 
         Raises:
-            duckdb.Error, SchemaError: as ``open_database``; the old connection stays closed.
+            StoreError, SchemaError: as ``open_database``; the old connection stays closed.
             OSError: the file is not this database any more (``leave_file``); the
                 connection stays open.
         """
-        with self._lock:
+        with self._lock, engine_failures(lake=self.lake is not None):
             self._refuse_if_left()
             with contextlib.suppress(duckdb.Error):
                 self.con.close()
@@ -89,26 +96,27 @@ class Database:
 
     def export(self, path: str) -> None:
         """Write a copy of the open database (schema, keys and rows) to a new file ``path``."""
-        with self._lock:
-            cur = self.con.cursor()
-        try:
-            name = cur.execute("select current_database()").fetchall()[0][0].replace('"', '""')
-            # DuckDB 1.4.4 binds no ATTACH path (a parse error; 2.0.1 binds one): quoted
-            quoted = "'" + path.replace("'", "''") + "'"
-            cur.execute(f"attach {quoted} as loopscope_export")
+        with engine_failures(lake=self.lake is not None):
+            with self._lock:
+                cur = self.con.cursor()
             try:
-                cur.execute(f'copy from database "{name}" to loopscope_export')
+                name = cur.execute("select current_database()").fetchall()[0][0].replace('"', '""')
+                # DuckDB 1.4.4 binds no ATTACH path (a parse error; 2.0.1 binds one): quoted
+                quoted = "'" + path.replace("'", "''") + "'"
+                cur.execute(f"attach {quoted} as loopscope_export")
+                try:
+                    cur.execute(f'copy from database "{name}" to loopscope_export')
+                finally:
+                    cur.execute("detach loopscope_export")
             finally:
-                cur.execute("detach loopscope_export")
-        finally:
-            cur.close()
+                cur.close()
 
     def checkpoint(self) -> None:
         """Write the write-ahead log into the file; raises when the disk cannot take it.
         (A lake has no log of its own: every commit is in the catalog.)"""
         if self.lake is not None:
             return
-        with self._lock:
+        with self._lock, engine_failures():
             self._refuse_if_left()
             self.con.execute("checkpoint")
 

@@ -1,109 +1,157 @@
-"""What a failed store operation means, decided here, where the engine is known.
+"""The store's own errors: what a failed store operation means, decided here, where the
+engine is known, and raised at the port's boundary (``Store.failures``, the open functions,
+the named reads) so that no caller outside ``storage/`` sees an engine's exception.
 
-The pipeline and the receivers answer a failure by what it means, not by the engine's
-exception types: the data itself cannot be stored (``is_data_error``: a 400, the client must
-not retry), another collector's commit on the same lake won a race (``is_conflict``: store
-the batch again), the store cannot be written now (``is_store_error``: a 503 and failing
-health until it recovers), or the store ran out of memory for this batch
-(``is_out_of_memory``: a 503 for this request only). ``StoreError`` is any error the engine
-raises; ``StoreLocked`` one where the file cannot be opened or written (another process
-holds it, or the disk refuses). ``Cursor`` is what a reader or writer is handed.
+Every failure is a ``StoreError``, permanent or retryable, and says which it is:
+
+- ``PermanentStoreError``: the store refused the data itself (a retry fails the same way;
+  the receivers answer 400, the client must not retry);
+- ``RetryableStoreError``: the same operation may succeed later; of these,
+  ``StoreOutOfMemory`` (the store ran out of its memory for this work, ``--store-memory``),
+  ``StoreDown`` (it cannot be written or read now: disk full, I/O error, file gone, database
+  invalidated, a lake's catalog away; health turns failing until it recovers), with
+  ``StoreLocked`` (the file cannot be opened: another process holds it, or the disk refuses)
+  and ``StoreConflict`` (another collector's commit on the same lake won a race: store the
+  batch again) among them.
+
+What a client is answered for each (HTTP and gRPC statuses) is the receive stage's one table
+(``receive/answers.py``), not the store's. ``Cursor`` is what a reader or writer is handed.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, Final, TypeAlias
+import contextlib
+from collections.abc import Iterator
+from typing import ClassVar, TypeAlias
 
 import duckdb
 import pyarrow as pa
 
-__all__ = ["UNREADABLE_NOW", "Cursor", "PermanentStoreError", "RetryableStoreError", "StoreError",
-           "StoreFailure", "StoreLocked", "classify", "is_conflict", "is_data_error",
-           "is_out_of_memory", "is_retryable", "is_store_error"]
+__all__ = ["Cursor", "PermanentStoreError", "RetryableStoreError", "StoreConflict",
+           "StoreDown", "StoreError", "StoreLocked", "StoreOutOfMemory", "classify",
+           "engine_failures", "kind_of", "store_failures"]
 
 Cursor: TypeAlias = duckdb.DuckDBPyConnection
-StoreError: Final = duckdb.Error
-StoreLocked: Final = duckdb.IOException
-UNREADABLE_NOW: Final = (duckdb.IOException, duckdb.FatalException)
-"""What a store that cannot be read now raises (its file gone or locked, the database
-invalidated): a read answers 503 and may be retried."""
 
 
-def is_data_error(exc: BaseException) -> bool:
-    """Whether the store refused the data itself (a retry fails the same way), rather than
-    failed to write it (disk full, file gone: a retry may succeed)."""
-    return isinstance(exc, _DATA_ERRORS) and "invalidated" not in str(exc)
+class StoreError(Exception):
+    """A store operation failed, said by what it means rather than by the engine's exception
+    (which is its ``__cause__``; ``kind`` names it, for logs and answers): ``retryable`` or
+    not. Its message is the engine's."""
+
+    retryable: ClassVar[bool] = True
+
+    def __init__(self, message: str, *, kind: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind or type(self).__name__
+        """The type of the engine's error (``IOException``), or of this one."""
+
+
+def kind_of(exc: BaseException) -> str:
+    """What ``exc`` is, for a log or an answer: the engine's type for a store's error."""
+    return exc.kind if isinstance(exc, StoreError) else type(exc).__name__
+
+
+class PermanentStoreError(StoreError):
+    """The data itself cannot be stored: the same operation fails the same way again."""
+
+    retryable = False
+
+
+class RetryableStoreError(StoreError):
+    """The same operation may succeed later."""
+
+
+class StoreOutOfMemory(RetryableStoreError):
+    """The store ran out of its memory for this work (``--store-memory``)."""
+
+
+class StoreDown(RetryableStoreError):
+    """The store cannot be written or read now (disk full, I/O error, file gone, database
+    invalidated; in a lake, the catalog database or the data path failing): health turns
+    failing until it recovers."""
+
+
+class StoreLocked(StoreDown):
+    """The file cannot be opened or written: another process holds it (``held``), or the
+    disk refuses."""
+
+    @property
+    def held(self) -> bool:
+        """Whether another process holds the file's lock (a running collector)."""
+        return "lock" in str(self).lower()
+
+
+class StoreConflict(StoreDown):
+    """A commit failed because other transactions on the same lake changed what it touched
+    first (DuckLake: "Transaction conflict - attempting to delete from table … but another
+    transaction has compacted it"; or its own retries of the catalog's commit ran out while
+    many committed at once): storing the batch again succeeds."""
 
 
 _DATA_ERRORS = (
     duckdb.DataError, duckdb.IntegrityError, duckdb.InvalidInputException, pa.ArrowException,
     UnicodeError, OverflowError, RecursionError,
 )
+"""What the store raises for data it refuses (also from the Python side of a write: text
+that does not encode, a number out of range, a value nested too deep)."""
+_CONFLICTS = ("Transaction conflict", "Exceeded the maximum retry count")
 
 
-_CONFLICTS: Final = ("Transaction conflict", "Exceeded the maximum retry count")
-
-
-def is_conflict(exc: BaseException) -> bool:
-    """Whether a commit failed because other transactions on the same lake changed what it
-    touched first (DuckLake: "Transaction conflict - attempting to delete from table … but
-    another transaction has compacted it"; or its own retries of the catalog's commit ran
-    out while many committed at once): storing the batch again succeeds."""
-    return isinstance(exc, duckdb.Error) and any(c in str(exc) for c in _CONFLICTS)
-
-
-def is_out_of_memory(exc: BaseException) -> bool:
-    """Whether the store ran out of its memory for this work (``--store-memory``)."""
-    return isinstance(exc, duckdb.OutOfMemoryException)
-
-
-def is_store_error(exc: BaseException, *, lake: bool = False) -> bool:
-    """Whether the store could not write (disk full, I/O error, file gone, database
-    invalidated): health turns failing until it recovers. In a ``lake``, any DuckDB error
-    that is not the data's: the catalog database or the data path failing comes as a plain
+def classify(exc: BaseException, *, lake: bool = False) -> StoreError | None:
+    """``exc`` as the store's own error, or None for one that says nothing about the store
+    (a bug, an interrupt). In a ``lake``, any engine error that is not the data's is the
+    store's being down: the catalog database or the data path failing comes as a plain
     ``duckdb.Error`` ("Failed to query most recent snapshot for DuckLake: ... server closed
     the connection")."""
-    if isinstance(exc, duckdb.OutOfMemoryException):
-        return False
-    if lake and isinstance(exc, duckdb.Error) and not is_data_error(exc):
-        return True
-    return (isinstance(exc, duckdb.IOException | duckdb.FatalException
-                       | duckdb.TransactionException | OSError)
-            or "invalidated" in str(exc))
-
-
-class StoreFailure(Exception):
-    """A store operation failed, said by what it means rather than by the engine's exception
-    (which is its ``__cause__``): ``retryable`` or not. What a client is answered for each
-    (HTTP and gRPC statuses) is the receive stage's table, not the store's."""
-
-    retryable: ClassVar[bool]
-
-
-class RetryableStoreError(StoreFailure):
-    """The same operation may succeed later: the store cannot be written or read now, ran
-    out of memory for this work, or lost a commit race on a lake."""
-
-    retryable = True
-
-
-class PermanentStoreError(StoreFailure):
-    """The data itself cannot be stored: the same operation fails the same way again."""
-
-    retryable = False
-
-
-def is_retryable(exc: BaseException) -> bool:
-    """Whether the operation that raised ``exc`` may succeed if tried again later: every
-    failure but the data's own (``is_data_error``)."""
-    if isinstance(exc, StoreFailure):
-        return exc.retryable
-    return not is_data_error(exc)
-
-
-def classify(exc: BaseException) -> StoreFailure:
-    """``exc`` as the store's own failure (``raise classify(exc) from exc``)."""
-    if isinstance(exc, StoreFailure):
+    if isinstance(exc, StoreError):
         return exc
-    kind = RetryableStoreError if is_retryable(exc) else PermanentStoreError
-    return kind(str(exc) or type(exc).__name__)
+    message, kind = str(exc) or type(exc).__name__, type(exc).__name__
+    invalidated = "invalidated" in str(exc)
+    if isinstance(exc, _DATA_ERRORS) and not invalidated:
+        return PermanentStoreError(message, kind=kind)
+    if isinstance(exc, duckdb.OutOfMemoryException):
+        return StoreOutOfMemory(message, kind=kind)
+    engine = isinstance(exc, duckdb.Error)
+    if engine and any(c in str(exc) for c in _CONFLICTS):
+        return StoreConflict(message, kind=kind)
+    if isinstance(exc, duckdb.IOException):
+        return StoreLocked(message, kind=kind)
+    if (lake and engine) or invalidated or isinstance(
+            exc, duckdb.FatalException | duckdb.TransactionException | OSError):
+        return StoreDown(message, kind=kind)
+    if engine:
+        return RetryableStoreError(message, kind=kind)
+    return None
+
+
+def _engine_failure(exc: duckdb.Error, *, lake: bool) -> StoreError:
+    failure = classify(exc, lake=lake)
+    assert failure is not None  # (every engine error is the store's)
+    return failure
+
+
+@contextlib.contextmanager
+def store_failures(*, lake: bool = False) -> Iterator[None]:
+    """Raise what a failure inside means (``classify``), with the engine's error as its
+    cause; an exception that says nothing about the store passes unchanged."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except Exception as exc:
+        failure = classify(exc, lake=lake)
+        if failure is None:
+            raise
+        raise failure from exc
+
+
+@contextlib.contextmanager
+def engine_failures(*, lake: bool = False) -> Iterator[None]:
+    """``store_failures`` for the engine's own errors only: what the code inside raises
+    itself (``FileNotFoundError``, ``SchemaError``) passes unchanged. The open functions and
+    the ``Store`` methods raise through it."""
+    try:
+        yield
+    except duckdb.Error as exc:
+        raise _engine_failure(exc, lake=lake) from exc

@@ -40,6 +40,7 @@ from typing import Final
 
 from . import Store
 from .duckdb_file.connect import CHECKPOINT_BYTES, DUCKDB_MAGIC, RECOVERED, checkpoint_shortfall
+from .errors import kind_of
 
 logger = logging.getLogger(__name__)
 
@@ -192,7 +193,7 @@ class StoreWatch:
 
     def failed(self, exc: BaseException) -> None:
         """A write failed for the store's sake (not the data's): turn health failing."""
-        self.health.fail(f"{type(exc).__name__}: {exc}")
+        self.health.fail(f"{kind_of(exc)}: {exc}")
 
     def verify(self) -> None:
         """Raise ``StoreUnavailable`` (and turn health failing) if the file is not the one

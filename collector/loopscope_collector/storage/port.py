@@ -7,11 +7,14 @@ cursors for transactions, look-ups, batch writes (``writes/``) and named reads (
 and the life of the store (checkpoint, reopen, export, close). Two engines implement it
 today, each opened by its own function: the embedded DuckDB file (``open_database``) and the
 DuckLake (``open_lake``, ``ducklake/``). What a failure of either means is decided in
-``errors.py`` (``retryable`` / ``classify``), never by a caller looking at engine exceptions.
+``errors.py``: the open functions, the methods below and whatever runs inside
+``failures()`` raise the store's own errors (``StoreError``: permanent or retryable, and
+which), never an engine's exception for a caller to look at.
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Protocol
 
 from .errors import Cursor
@@ -46,6 +49,11 @@ class Store(Protocol):
 
     def cursor(self) -> Cursor:
         """A cursor for the calling thread."""
+        ...
+
+    def failures(self) -> AbstractContextManager[None]:
+        """Around work on this store's cursors: what fails inside is raised as the store's
+        own error (``errors.StoreError``, with the engine's as its cause)."""
         ...
 
     def leave_file(self, reason: str) -> None:

@@ -13,7 +13,8 @@ import duckdb
 import pyarrow as pa
 
 from .arrow import registered
-from .ducklake import is_lake
+from .duckdb_file.dialect import keyed_inserts
+from .ducklake.dialect import is_lake, keyless_inserts
 
 R = TypeVar("R")
 
@@ -83,30 +84,18 @@ def insert_statements(
     """The statements that insert the rows of ``view`` into ``table`` by name, skipping (or
     with ``on_conflict="replace"``, replacing) rows whose key is stored.
 
-    In a DuckDB file the table's primary key does it. A lake has no keys
-    (``lake.lake_ddl``): the rows whose key is stored are left out (or deleted first), one
-    row per key is kept from the batch, and the time stamp a default fills in a file is set
-    (unless ``stamped``: the rows bring theirs, from another store).
+    In a DuckDB file the table's primary key does it (``duckdb_file.dialect``). A lake has
+    no keys (``ducklake.dialect``): the rows whose key is stored are left out (or deleted
+    first), one row per key is kept from the batch, and the time stamp a default fills in a
+    file is set (unless ``stamped``: the rows bring theirs, from another store).
     """
     if table not in TABLES:
         raise ValueError(f"not a loopscope table: {table!r}")
     if not is_lake(cur):
-        verb = "insert or ignore" if on_conflict == "ignore" else "insert or replace"
-        return [f"{verb} into {table} by name select * from {view}"]
-    keys = TABLES[table]
-    match = " and ".join(f"t.{k} = i.{k}" for k in keys)
-    stamp = (f", now()::timestamp as {STAMPED[table]}"
-             if table in STAMPED and not stamped else "")
-    statements = []
-    if on_conflict == "replace":
-        statements.append(f"delete from {table} t where exists "
-                          f"(select 1 from {view} i where {match})")
-    statements.append(
-        f"insert into {table} by name select * exclude (rn) from ("
-        f"select *{stamp}, row_number() over (partition by {', '.join(keys)}) as rn "
-        f"from {view} i where not exists (select 1 from {table} t where {match})"
-        f") where rn = 1")
-    return statements
+        return keyed_inserts(table, view, on_conflict=on_conflict)
+    return keyless_inserts(table, view, TABLES[table],
+                           stamp=None if stamped else STAMPED.get(table),
+                           on_conflict=on_conflict)
 
 
 TABLES: Final[dict[str, tuple[str, ...]]] = {

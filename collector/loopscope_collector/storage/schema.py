@@ -13,7 +13,7 @@ from typing import Final
 
 import duckdb
 
-from .ducklake import lake_ddl
+from .ducklake.dialect import lake_ddl
 
 DDL = files(__package__).joinpath("sql", "ddl")
 
@@ -47,9 +47,10 @@ def current_version(con: duckdb.DuckDBPyConnection) -> int:
 def migrate(con: duckdb.DuckDBPyConnection, *, lake: bool = False) -> int:
     """Bring the schema up to ``LATEST``; returns the version it started from.
 
-    ``lake``: the database is a DuckLake (``lake.lake_ddl``). Collectors that start together
-    on one lake race to migrate it: DuckLake lets one commit and fails the others, which then
-    find the version applied and go on.
+    ``lake``: the database is a DuckLake (its DDL in the lake's dialect:
+    ``ducklake.dialect.lake_ddl``). Collectors that start together on one lake race to
+    migrate it: DuckLake lets one commit and fails the others, which then find the version
+    applied and go on.
     """
     stamp = "" if lake else " not null default current_timestamp"
     key = "" if lake else " primary key"

@@ -3,16 +3,17 @@
 Declared by the call or the policy; else inferred from the tool's MCP annotations, HTTP
 method or name (``kinds.infer_kind``), where a write or a poll counts at once and a read gives
 way to the evidence of polling; else judged by shape (``None``). ``CallKinds`` holds one
-episode's inferences (bounded) and reads its history and write ledger for the evidence.
+episode's inferences (bounded) and reads its history and write ledger for the evidence;
+``judge_by_answer`` reads what a call answered (a poll by shape, a write by outcome).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .events import KindSource, ToolCall
-from .history import History
-from .kinds import infer_kind
+from .events import KindSource, StepView, ToolCall
+from .history import History, SignatureStats
+from .kinds import confirms_change, infer_kind
 from .limits import READINGS_KEPT
 from .policy import Policy
 from .write_ledger import WriteLedger
@@ -89,3 +90,32 @@ class CallKinds:
             return True  # asked again after a real wait for a result (or "still waiting"),
             # not after other work that took the time
         return stats.transitional  # a status on its way: its state can still change
+
+
+def judge_by_answer(step: StepView, stats: SignatureStats | None) -> bool:
+    """Judge a completed call's kind by what it answered (``step.output``): a read or an
+    undeclared call whose answer changed polls (by shape); an undeclared call that says it
+    did something was a write (by outcome: returns ``True``). ``stats`` are its signature's
+    before it was appended."""
+    if (
+        step.kind in (None, "read")
+        and step.kind_source != "declared"
+        and step.status == "ok"
+        and stats is not None
+        and stats.infos
+        and step.info not in stats.infos
+    ):
+        step.kind = "poll"  # same call, what it says has changed: polling by shape
+        step.kind_source = None
+    text = step.output
+    if (
+        step.kind is None
+        and step.status == "ok"
+        and text is not None
+        and not step.wait
+        and confirms_change(text, step.words)
+    ):  # nothing told its kind, and it says it did something: it was a write
+        step.kind = "write"
+        step.kind_source = "outcome"
+        return True
+    return False

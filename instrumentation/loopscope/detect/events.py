@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, Literal, NamedTuple, get_args
 
 # The vocabularies, each spelled once. Every other spelling in the tree (argparse choices,
 # validation, dashboard option lists) is derived from these; the SQL files, which cannot
@@ -65,12 +65,11 @@ PROGRESS_MARKERS: Final = (
 poll before its deadline, which neither extends nor resets the no-progress streak."""
 
 
-@dataclass(slots=True)
-class ToolCall:
-    """One tool call as known before it runs. (Not frozen, as ``ToolResult``: one is made
-    for every call, and a frozen dataclass sets each field through ``object.__setattr__``,
-    several times slower. No one changes one once built: a replay builds it with its
-    recorded fields.)
+class ToolCall(NamedTuple):
+    """One tool call as known before it runs: built once, complete, and never changed (a
+    replay builds it with its recorded fields). A named tuple rather than a frozen dataclass:
+    one is made for every call, and a frozen dataclass sets each field through
+    ``object.__setattr__``, several times slower to build.
 
     ``args`` may be ``None`` when the caller did not capture arguments; ``signature`` is then
     required. ``signature`` and ``args_text`` are computed from ``args`` when left empty.

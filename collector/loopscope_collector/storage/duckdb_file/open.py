@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..database import Database, check_readable
+from ..errors import engine_failures
 from ..schema import LATEST, SchemaError, current_version, migrate
 from .connect import (
     _migrate_file,
@@ -28,12 +29,20 @@ def open_database(path: str | Path, *, read_only: bool = False,
     Raises:
         SchemaError: the file is from a newer loopscope, or (read-only) is not a loopscope
             store at all.
-        duckdb.IOException: the file is locked by another process (a running collector).
+        FileNotFoundError: (read-only) there is no such file.
+        StoreLocked: the file is locked by another process (a running collector: ``held``),
+            or cannot be opened.
+        StoreError: DuckDB cannot open it otherwise.
     """
     path = str(path)
+    if read_only and not Path(path).exists():
+        raise FileNotFoundError(f"no such DuckDB file: {path}")
+    with engine_failures():
+        return _open(path, read_only=read_only, memory_limit=memory_limit)
+
+
+def _open(path: str, *, read_only: bool, memory_limit: str | None) -> Database:
     if read_only:
-        if not Path(path).exists():
-            raise FileNotFoundError(f"no such DuckDB file: {path}")
         con = connect(path, read_only=True)
         try:
             check_readable(con, path)

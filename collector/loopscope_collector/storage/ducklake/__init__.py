@@ -4,8 +4,8 @@ in a shared directory or S3-compatible storage (docs/deploy.md).
 
 DuckDB runs in memory and ATTACHes the lake as its default database, so the writers' and the
 reads' SQL is the one over a file. DuckLake has no primary keys, no indexes and only literal
-defaults: the schema's DDL is read in the lake's dialect (``lake_ddl``) and the writers insert
-what is not stored yet instead of relying on a key (``queries.insert_statement``). Several
+defaults: the schema's DDL is read in the lake's dialect and the writers insert what is not
+stored yet instead of relying on a key (``dialect``: all the SQL that differs in a lake). Several
 collectors commit to one lake concurrently: each commit is a DuckLake transaction, retried by
 DuckLake on conflict; a 200 means it committed.
 
@@ -172,26 +172,3 @@ def _s3_secret(con: duckdb.DuckDBPyConnection) -> None:
 
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
-
-
-_PRIMARY_KEY: Final = re.compile(r",\s*primary key\s*\([^)]*\)|\s+primary key\b", re.IGNORECASE)
-_INDEX: Final = re.compile(r"create\s+index[^;]*;", re.IGNORECASE)
-_STAMP: Final = re.compile(r"\s+not null\s+default\s+current_timestamp", re.IGNORECASE)
-_BOOLEAN_DEFAULT: Final = re.compile(r"default\s+(true|false)\b", re.IGNORECASE)
-
-
-def lake_ddl(ddl: str) -> str:
-    """A schema version's DDL as DuckLake takes it: no primary keys or indexes (the writers
-    insert only what is not stored: ``queries.insert_statement``), time stamps filled by the
-    writers (``STAMPED``) rather than by a default, boolean defaults as literals."""
-    ddl = _PRIMARY_KEY.sub("", ddl)
-    ddl = _INDEX.sub("", ddl)
-    ddl = _STAMP.sub("", ddl)
-    return _BOOLEAN_DEFAULT.sub(lambda m: f"default '{m.group(1).lower()}'", ddl)
-
-
-def is_lake(cur: duckdb.DuckDBPyConnection) -> bool:
-    """Whether ``cur``'s default database is a lake (the writers' dialect)."""
-    found = cur.execute("select type from duckdb_databases() "
-                        "where database_name = current_database()").fetchall()
-    return bool(found) and found[0][0] == "ducklake"

@@ -9,6 +9,7 @@ from typing import Final
 import duckdb
 
 from ..database import Database, check_readable
+from ..errors import engine_failures
 from ..schema import migrate
 from . import Lake
 from . import connect as lake_connect
@@ -27,10 +28,15 @@ def open_lake(lake: Lake, *, memory_limit: str | None = None,
 
     Raises:
         LakeError: the extensions cannot be loaded.
-        duckdb.Error: the catalog or the data path cannot be reached.
+        StoreError: the catalog or the data path cannot be reached.
         SchemaError: the lake is from a newer loopscope, or (read-only) holds no loopscope
             store.
     """
+    with engine_failures(lake=True):
+        return _open(lake, memory_limit=memory_limit, read_only=read_only)
+
+
+def _open(lake: Lake, *, memory_limit: str | None, read_only: bool) -> Database:
     con = _attach_lake(lake, memory_limit=memory_limit, read_only=read_only)
     try:
         if read_only:

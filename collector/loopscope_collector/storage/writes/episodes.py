@@ -6,7 +6,6 @@ Only the pipeline thread calls this, inside its transaction, on its own cursor. 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -15,7 +14,7 @@ import pyarrow as pa
 
 from ...normalize.rows import EpisodeRow, ToolCallRow
 from ..arrow import registered, schema
-from ..ducklake import is_lake
+from ..ducklake.dialect import as_merge, is_lake
 from ..queries import statements
 
 EPISODES: Final = schema([
@@ -30,20 +29,7 @@ EPISODES: Final = schema([
 _SQL: Final = statements("episodes")
 
 
-def _as_merge(upsert: str) -> str:
-    """The upsert as a MERGE on the episode id, for a lake (no key to conflict on): the same
-    columns, each by the same rule (``excluded`` names the incoming row in both)."""
-    head, rules = upsert.split("on conflict (episode_id) do update set", 1)
-    source = re.sub(r"\s+from incoming_episodes\s*$",
-                    ", now()::timestamp as updated_at from incoming_episodes",
-                    head.split("insert into episodes by name", 1)[1].rstrip())
-    rules = rules.replace("updated_at = now()", "updated_at = now()::timestamp")
-    return (f"merge into episodes using ({source}) as excluded "
-            f"on episodes.episode_id = excluded.episode_id "
-            f"when matched then update set {rules} when not matched then insert by name")
-
-
-_LAKE_UPSERT: Final = _as_merge(_SQL["upsert"])
+_LAKE_UPSERT: Final = as_merge(_SQL["upsert"])
 
 
 def upsert_episodes(
