@@ -7,10 +7,13 @@ Reports steps/s and the ratios, which stay comparable when the machine's speed d
 are this process's CPU time (``time.process_time``), so other work on the machine slows the
 numbers less than it would wall-clock time.
 
-The core remembers its reading of an output (facts, word sketch) process-wide, so another
-run that gets the same answer from the same backend is not read again; each round starts
-with nothing remembered. ``loopscope_cold`` forgets before every episode: the speed when no
-two runs ever share an answer.
+A round's runs share one memo of what was read (``readings.Readings``: facts, word sketch),
+as ``analyze`` shares one across the runs it replays, so another run that gets the same answer
+from the same backend is not read again; each round starts with nothing remembered.
+``loopscope_cold`` gives each run a memo of its own: the speed when no two runs ever share an
+answer. A core that keeps memos process-wide (functools caches) has them emptied at each
+round's start too (``_forget_memos``): otherwise its later rounds would find what the first
+one read, which no monitor-owned memo can.
 
 With ``--against CHECKOUT`` (another checkout of loopscope, e.g. ``git worktree add --detach
 /tmp/before <commit>``) that checkout's detection core is loaded beside this one under
@@ -27,11 +30,12 @@ import glob
 import importlib
 import json
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 from _against import load_package
 
@@ -81,11 +85,13 @@ def main() -> None:
             naive_baseline(episode)
 
     def core() -> None:
+        _forget_memos("loopscope.detect")
         readings = Readings()  # (each round starts with nothing read, shared by its runs)
         for episode in episodes:
             replay(episode, readings=readings)
 
     def core_cold() -> None:
+        _forget_memos("loopscope.detect")
         for episode in episodes:
             replay(episode)  # no output read in another run is remembered
 
@@ -94,9 +100,7 @@ def main() -> None:
     if args.against is not None:
         other = load_core(args.against.resolve())
         other_episodes = [other.parse_episode_line(line) for line in lines]
-
-        forget = getattr(importlib.import_module("loopscope_against_detect.monitor"),
-                         "forget_readings", lambda: None)
+        other_round = _other_rounds(other)
 
     timings: dict[str, list[float]] = {name: [] for name, _ in passes}
     paired: list[float] = []
@@ -106,7 +110,7 @@ def main() -> None:
             fn()
             timings[name].append(time.process_time() - start)
         if args.against is not None:
-            this, that = _paired_round(episodes, other_episodes, other.replay, forget, round_)
+            this, that = _paired_round(episodes, other_episodes, other_round(), round_)
             paired.append(that / this)
     median = {k: statistics.median(v) for k, v in timings.items()}
     print(
@@ -133,13 +137,48 @@ CHUNK = 20
 both alike."""
 
 
+def _other_rounds(other: ModuleType) -> Callable[[], Callable[[Any], Any]]:
+    """For each round, how the other core replays a run: sharing what it reads across the
+    round's runs as this core does (a ``Readings`` of its own per round, or, for a core that
+    kept its memo process-wide, that memo forgotten at the round's start)."""
+    try:
+        memo = importlib.import_module("loopscope_against_detect.readings").Readings
+    except ModuleNotFoundError:
+        forget = getattr(importlib.import_module("loopscope_against_detect.monitor"),
+                         "forget_readings", lambda: None)
+
+        def process_wide() -> Callable[[Any], Any]:
+            forget()
+            return cast(Callable[[Any], Any], other.replay)
+
+        return process_wide
+
+    def owned() -> Callable[[Any], Any]:
+        readings = memo()
+        return lambda episode: other.replay(episode, readings=readings)
+
+    return owned
+
+
+def _forget_memos(package: str) -> None:
+    """Empty the functools caches of ``package``'s modules (a round starts with nothing
+    remembered)."""
+    for name, module in list(sys.modules.items()):
+        if name == package or name.startswith(f"{package}."):
+            for value in list(vars(module).values()):
+                clear = getattr(value, "cache_clear", None)
+                if callable(clear):
+                    clear()
+
+
 def _paired_round(
-    episodes: list[EpisodeRecord], other_episodes: list[Any], other_replay: Callable[[Any], Any],
-    forget_other: Callable[[], None], round_: int,
+    episodes: list[EpisodeRecord], other_episodes: list[Any],
+    other_replay: Callable[[Any], Any], round_: int,
 ) -> tuple[float, float]:
     """CPU seconds of this core and the other over all episodes, taking turns by chunk."""
-    readings = Readings()  # (as the other's memo, forgotten: shared by this round's runs)
-    forget_other()
+    readings = Readings()  # (shared by this round's runs, as the other's memo is by its)
+    _forget_memos("loopscope.detect")
+    _forget_memos("loopscope_against_detect")
     this = that = 0.0
     for index, at in enumerate(range(0, len(episodes), CHUNK)):
         for which in ("this", "that") if (index + round_) % 2 else ("that", "this"):

@@ -42,7 +42,7 @@ DOWN_BACKOFF_S: Final = 5.0
 """After a refused connection, batches are dropped at once for this long (then one is tried)."""
 EXIT_FLUSH_S: Final = 5.0
 """At shutdown (process exit), the time given to send what is queued; the rest is dropped."""
-MAX_RETRY_AFTER_S: Final = 60.0
+MAX_WAIT_S: Final = 60.0
 """The longest ``Retry-After`` a batch waits out before it is sent (a longer one is cut)."""
 THROTTLING_STATUSES: Final = frozenset({429, 502, 503, 504})
 """The answers OTLP defines as retryable: the collector (or a proxy before it) is busy."""
@@ -154,7 +154,7 @@ class ResilientExporter(SpanExporter):
         self._attempt = attempt
         if attempt.throttled:
             wait = attempt.retry_after_s
-            self._not_before = time.monotonic() + min(wait or 0.0, MAX_RETRY_AFTER_S)
+            self._not_before = time.monotonic() + min(wait or 0.0, MAX_WAIT_S)
             after = f"Retry-After {wait:g} s" if wait is not None else "backing off"
             self._tell("busy", "loopscope: collector busy, retrying (HTTP %s at %s, %s); "
                        "spans wait in the queue (the agent is unaffected)",

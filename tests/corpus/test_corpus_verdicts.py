@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from loopscope.detect.ladder import PARALLEL_S
+from loopscope.detect.limits import PARALLEL_S
 from loopscope.detect.replay import EpisodeRecord, parse_episode, replay
 from loopscope.offline.evaluation import evaluate
 

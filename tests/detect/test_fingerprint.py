@@ -17,15 +17,10 @@ from episode_steps import flags_by, run, tool
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopscope.detect import EpisodeMonitor, Policy, call_signature, canonical_json, fingerprint
-from loopscope.detect.fingerprint import (
-    is_negative,
-    is_refusal,
-    loose_text,
-    normalize,
-    output_text,
-    word_sketch,
-)
+from loopscope.detect import EpisodeMonitor, Policy, call_signature, canonical_json, texts
+from loopscope.detect.answers import is_negative, is_refusal
+from loopscope.detect.fingerprint import normalize, output_text
+from loopscope.detect.texts import loose_text, word_sketch
 
 # -- strategies ------------------------------------------------------------------------------
 
@@ -284,9 +279,9 @@ def test_word_sketch_keeps_real_words_and_numbers():
 def test_word_sketch_blanks_what_the_whole_patterns_blank(parts):
     """The fast tail search finds exactly what the plain patterns find, overlaps included."""
     text = "".join(parts)
-    whole = fingerprint._UUID.sub(" ", fingerprint._TIMESTAMP.sub(" ", text))
+    whole = texts._UUID.sub(" ", texts._TIMESTAMP.sub(" ", text))
     if text.count("-") < 4:  # (the sketch skips the UUID pattern when it cannot match)
-        whole = fingerprint._TIMESTAMP.sub(" ", text)
+        whole = texts._TIMESTAMP.sub(" ", text)
     expected = frozenset(whole.translate(_PUNCTUATION_AS_SPACES).split())
     expected = frozenset(
         w for w in expected if not (len(w) >= 8 and not w.isalpha() and set(w) <= set("0123456789abcdef"))
@@ -302,7 +297,7 @@ _PUNCTUATION_AS_SPACES = str.maketrans({c: " " for c in string.punctuation})
 def test_punctuation_is_spaced_out_in_any_text(text):
     """The byte-table translation gives what a plain ``str.translate`` gives, for text beyond
     ASCII and lone surrogates too."""
-    assert fingerprint._unpunctuated(text) == text.translate(_PUNCTUATION_AS_SPACES)
+    assert texts._unpunctuated(text) == text.translate(_PUNCTUATION_AS_SPACES)
     assert loose_text(text) == " ".join(text.lower().translate(_PUNCTUATION_AS_SPACES).split())
 
 
@@ -315,7 +310,7 @@ def test_nothing_found_is_read_however_it_is_spelled(text):
     assert is_negative(text, word_sketch(text))
 
 
-NOTHING_FOUND = re.compile(  # the plain spelling of what fingerprint._NEGATIVE finds
+NOTHING_FOUND = re.compile(  # the plain spelling of what answers._NEGATIVE finds
     r"\b(?:no|zero|0)\s+(?:\w+\s+)?(?:found|results?|match(?:es)?|hits?|records?|items?|"
     r"entries|data|flights?|orders?|pages?|files?|documents?|information|such)\b"
     r"|\bnot (?:found|available)\b|\bdoes not exist\b|\bnothing (?:found|matched)\b"

@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopscope.detect import Decision, EpisodeMonitor, ToolResult
-from loopscope.detect.fingerprint import word_sketch
 from loopscope.detect.kinds import confirms_change, idempotent_hint, infer_kind
 from loopscope.detect.shell import command_kind
 from loopscope.detect.steps import MessageStep, ToolStep, feed, recorded_call
+from loopscope.detect.texts import word_sketch
 from loopscope.detect.verbs import name_kind, name_words, statement_kind
 
 # -- the order of the sources -----------------------------------------------------------------

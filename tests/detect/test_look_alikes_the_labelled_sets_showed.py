@@ -8,7 +8,7 @@ import json
 
 from episode_steps import describe, msg, run, tool
 
-from loopscope.detect.fingerprint import error_shape
+from loopscope.detect.answers import error_shape
 from loopscope.detect.kinds import infer_kind
 from loopscope.detect.task import task_deadline
 

@@ -10,8 +10,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from loopscope.detect import EpisodeMonitor, Policy, ToolCall, ToolResult
-from loopscope.detect.monologue import IDLE_MESSAGES, idle
-from loopscope.detect.nudges import CONTINUE, NUDGE_CHARS, SAID_KEPT
+from loopscope.detect.limits import IDLE_MESSAGES, NUDGE_CHARS, SAID_KEPT
+from loopscope.detect.monologue import idle
+from loopscope.detect.nudges import CONTINUE
 
 POD = "NAME READY STATUS RESTARTS AGE\napi-7d9c 0/1 {state} {restarts} {age}m"
 

@@ -13,10 +13,10 @@ from typing import Any
 
 from .events import KindSource, StepView, ToolCall
 from .history import History, SignatureStats
-from .information import READINGS_KEPT
 from .kinds import confirms_change, infer_kind
+from .limits import READINGS_KEPT
 from .policy import Policy
-from .writes import WriteLedger
+from .write_ledger import WriteLedger
 
 
 class CallKinds:

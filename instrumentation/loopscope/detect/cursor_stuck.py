@@ -9,6 +9,7 @@ from .base import AFTER_RUNGS, Finding
 from .events import StepView
 from .fingerprint import canonical_json
 from .history import History
+from .limits import CURSOR_JSON_CHARS
 from .policy import Policy
 
 CURSOR_KEYS: Final = (
@@ -36,7 +37,7 @@ def cursor_of(args: Any) -> tuple[str, Any] | None:
 
 def next_cursor_of(output: str | None) -> Any:
     """The next-page cursor a JSON object output announces, or ``None``."""
-    if not output or output[:1] != "{" or len(output) > 65536:
+    if not output or output[:1] != "{" or len(output) > CURSOR_JSON_CHARS:
         return None
     try:
         data = json.loads(output)

@@ -17,9 +17,8 @@ from collections import deque
 from .base import AFTER_RUNGS, BEFORE_RUNGS, Finding, args_preview
 from .events import StepView
 from .history import History
+from .limits import MAX_TARGETS
 from .policy import Policy
-
-MAX_TARGETS = 64
 
 
 class EditRevert:

@@ -269,7 +269,7 @@ class StepView:
     """The tool-call ordinal (1 = the episode's first tool call): the number a person reads
     in tables, diagnostics and logs."""
     values: frozenset[str] | None = None
-    """The argument values that name something (``fingerprint.arg_values``); read them with
+    """The argument values that name something (``texts.arg_values``); read them with
     ``values_of``, which computes them from the canonical arguments when first needed."""
     edit: tuple[str, str, str] | None = None
     """(target, old, new) when the call replaces text (``writes.edit_of``), computed once."""
@@ -285,16 +285,16 @@ class StepView:
     """The call only waits (a ``sleep`` tool, ``sleep 30`` in a shell): pacing, judged by no
     detector (``kinds.is_wait``)."""
     figures: int = 0
-    """For a poll: its answer's progress figures (``fingerprint.figures``)."""
+    """For a poll: its answer's progress figures (``answers.figures``)."""
     quantities: tuple[float, ...] = ()
-    """For a poll: those figures as numbers (``fingerprint.quantities``)."""
+    """For a poll: those figures as numbers (``answers.quantities``)."""
     stuck: str = ""
-    """What the output says that waiting will not change (``fingerprint.stuck_state``)."""
+    """What the output says that waiting will not change (``answers.stuck_state``)."""
     retry_after: float = 0.0
     """Seconds a failure asked the caller to wait before retrying (``Retry-After: 30``)."""
     failure: str = ""
     """For a failure: the hash of its output with the places in the source it names masked
-    (``fingerprint.unpositioned``): the same failure raised from code an edit moved."""
+    (``texts.unpositioned``): the same failure raised from code an edit moved."""
     facts: frozenset[int] | None = None
     """The output's facts (``information.facts``), for the step being checked only."""
     info: int = 0

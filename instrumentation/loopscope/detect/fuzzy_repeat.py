@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from .base import AFTER_RUNGS, Finding, args_preview
 from .events import StepView
-from .fingerprint import similar, trigrams
 from .history import History
 from .output_stagnation import judge
 from .policy import Policy
+from .texts import similar, trigrams
 
 
 class FuzzyRepeat:

@@ -12,21 +12,23 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Final
 
+from .answers import TRANSITIONAL, is_transitional
 from .events import Status, StepView
-from .fingerprint import TRANSITIONAL, is_transitional
-from .ladder import PARALLEL_S
+from .limits import (
+    MAX_FAILS,
+    MAX_OUTPUTS_PER_SIGNATURE,
+    MAX_SEEN_FACTS,
+    PARALLEL_S,
+    READINGS_KEPT,
+)
 from .task import intended_repeats
 
-MAX_OUTPUTS_PER_SIGNATURE = 8
-MAX_FAILS = 16
-MAX_SEEN_FACTS = 200_000
 TRANSIENT: Final = frozenset(
     ["timeout", "timeouterror", "timed", "temporarily", "unavailable", "overloaded", "throttled", "throttling", "429", "502", "503", "504", "busy", "later", "econnreset", "etimedout", "econnaborted", "gateway"]
 )
 """Words of a failure that a plain retry may cure."""
 BROUGHT: Final = frozenset({"new_info", "cursor_advance", "state_change"})
 """Progress markers of a call whose answer was new to the episode: it brought the answer."""
-"""Distinct outputs remembered per signature: enough to tell 'changing' from 'fixed'."""
 
 
 @dataclass(slots=True)
@@ -67,7 +69,7 @@ class SignatureStats:
     stuck: str = ""
     """What the last answer says that waiting will not change: a terminal failure ("Failed",
     "CrashLoopBackOff", "exited with code 1") or a progress figure with a status still
-    running ("stalled"); ``""`` when neither (``fingerprint.stuck_state``)."""
+    running ("stalled"); ``""`` when neither (``answers.stuck_state``)."""
     same_state_run: int = 0
     """Answers in a row with the same stuck state and the same shape (numbers masked: a
     restart count may move, the state does not; for a stalled poll, its progress figures)."""
@@ -115,6 +117,7 @@ class History:
 
     __slots__ = (
         "_by_sig",
+        "_counted",
         "_intended",
         "_recent",
         "asked",
@@ -141,6 +144,9 @@ class History:
         """What the current user turn says (the task too, in the first turn): the repeats
         it asks for are read from it (``intended_repeats``)."""
         self._intended: int | None = None
+        self._counted: dict[frozenset[str], int] = {}
+        """``intended_repeats`` of this turn by the words counted (a write repeated in a loop
+        counts the same words each time: read once)."""
         self.seen_outputs: set[str] = set()
         self.seen_facts: set[int] = set()
         """Every fact an output of the episode has told (``information.facts``)."""
@@ -180,12 +186,19 @@ class History:
             self._intended = max((intended_repeats(text) for text in self.asked), default=1)
         if not counted:
             return self._intended
-        return max(self._intended, *(intended_repeats(text, counted) for text in self.asked))
+        found = self._counted.get(counted)
+        if found is None:
+            if len(self._counted) >= READINGS_KEPT:
+                self._counted.clear()
+            found = self._counted[counted] = max(
+                self._intended, *(intended_repeats(text, counted) for text in self.asked))
+        return found
 
     def said(self, asked: tuple[str, ...]) -> None:
         """The current turn now says ``asked``."""
         self.asked = asked
         self._intended = None
+        self._counted.clear()
 
     def in_stretch(self, step: StepView) -> bool:
         """Whether ``step`` is inside the current no-progress stretch."""

@@ -25,22 +25,22 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any, Final
 
-from .fingerprint import PAGE_PARAMS
-
-READINGS_KEPT: Final = 2048
-"""Outputs whose reading (word sketch, facts) is remembered, process-wide: an output read
-once is not read again, whether a loop repeats it or another run of the same agent gets the
-same answer from the same backend (bounded memory; O(1) per step). Arguments' echoes too."""
-FACT_CHARS: Final = 4_000
-"""Only this much of an output is read for facts: bounded work per step (twice what the word
-sketch reads)."""
-MAX_FACTS: Final = 400
-"""Facts kept per output (records of a very long list beyond this are not read)."""
-MAX_ECHOES: Final = 12
-"""Argument values masked as echoes, longest first."""
+from .limits import (
+    ARG_CHARS,
+    ARG_DEPTH,
+    COMMAND_WORDS,
+    ECHO_TOKEN_CHARS,
+    FACT_CHARS,
+    MAX_ECHOES,
+    MAX_FACTS,
+    MIN_VALUE_CHARS,
+    READINGS_KEPT,
+    URL_CHARS,
+    VALUES_PER_LIST,
+)
+from .texts import PAGE_PARAMS
 
 VOLATILE_KEYS: Final = re.compile(
     r"(?:^|_)(?:request|search|trace|span|correlation|session|query|run|response|event|"
@@ -85,13 +85,15 @@ separators U+001C to U+001F, which ASCII's lacks: they are named."""
 
 
 def facts(
-    text: str | None, args: Any = None, args_key: str = "", echoes: Echoes | None = None
+    text: str | None, args: Any = None, args_key: str = "", echoes: Echoes | None = None,
+    names: Names | None = None,
 ) -> frozenset[int] | None:
     """The hashed facts of an output (``None`` when the output was not captured; an empty
     set when it says nothing). ``args`` are the call's arguments, whose echoes are masked;
     ``args_key``, when given with an ``echoes`` memo (``readings.Readings`` holds one), names
     them (their canonical text): what they echo is then worked out once for every output of
-    the same arguments. Never raises: an output it
+    the same arguments. ``names``, a memo of the keys met (``Names``), is shared the same
+    way. Never raises: an output it
     cannot read (nested past Python's recursion limit, a number of 5,000 digits) is one
     fact, its text."""
     if text is None:
@@ -101,23 +103,24 @@ def facts(
             text,
             _echoes_named(args, args_key, echoes)
             if args_key and echoes is not None else _echoes(args),
+            {} if names is None else names,
         )
     except (RecursionError, ValueError, TypeError, MemoryError):
         return frozenset((hash(text[:FACT_CHARS]),))
 
 
-def _facts(text: str, echoes: _Echoes) -> frozenset[int]:
+def _facts(text: str, echoes: _Echoes, names: Names) -> frozenset[int]:
     text = _mask(text[:FACT_CHARS])
     if text.lstrip()[:1] in ("{", "[") and len(text) < FACT_CHARS:
         try:
-            value = json.loads(_echoed(_nulled(text), echoes[0], ECHO))
+            value = json.loads(_echoed(_nulled(text, names), echoes[0], ECHO))
         except ValueError:
             pass
         else:
             found: set[int] = set()
             _walk(value, "", echoes[1], found)
             return frozenset(found)
-    lines = _echoed(_unfielded(text).lower(), tuple(echo.lower() for echo in echoes[0]), "\x00")
+    lines = _echoed(_unfielded(text, names).lower(), tuple(echo.lower() for echo in echoes[0]), "\x00")
     if echoes[1] is not None:
         lines = echoes[1].sub("\x00", lines)
     found = set(map(hash, map(" ".join, map(str.split, lines.splitlines()[:MAX_FACTS]))))
@@ -139,32 +142,23 @@ with a literal is found by a fast scan; one that opens with ``^`` is tried at ev
 character)."""
 
 
-def _unfielded(text: str) -> str:
+def _unfielded(text: str, names: Names) -> str:
     """Text whose ``key: value`` lines with a volatile key (``VOLATILE_KEYS``: a process id,
     a request id, a duration) have their value masked, as a JSON answer's are."""
-    pattern = _volatile_pattern(_FIELD.findall("\n" + text), r"^([ \t]*(?:{})[ \t]*[:=]).*$")
+    pattern = _volatile_pattern(
+        _FIELD.findall("\n" + text), r"^([ \t]*(?:{})[ \t]*[:=]).*$", names)
     return pattern.sub(r"\1 #", text) if pattern is not None else text
 
 
-_PATTERNS: dict[tuple[str, frozenset[str]], re.Pattern[str]] = {}
-
-
-def _volatile_pattern(keys: list[str], template: str) -> re.Pattern[str] | None:
+def _volatile_pattern(keys: list[str], template: str, names: Names) -> re.Pattern[str] | None:
     """A pattern for the fields of ``keys`` whose name is volatile (each distinct key judged
     once), made from ``template`` (``{}`` stands for the names), or ``None`` when none is:
     masking them is then one substitution at C speed."""
-    volatile = frozenset(k for k in set(keys) if _name(k.replace(" ", "_")) is None)
+    volatile = frozenset(k for k in set(keys) if _name(k.replace(" ", "_"), names) is None)
     if not volatile:
         return None
-    pattern = _PATTERNS.get((template, volatile))
-    if pattern is None:
-        if len(_PATTERNS) > 512:
-            _PATTERNS.clear()
-        names = "|".join(map(re.escape, sorted(volatile, key=len, reverse=True)))
-        pattern = _PATTERNS[template, volatile] = re.compile(
-            template.replace("{}", names), re.MULTILINE
-        )
-    return pattern
+    either = "|".join(map(re.escape, sorted(volatile, key=len, reverse=True)))
+    return re.compile(template.replace("{}", either), re.MULTILINE)
 
 
 def _mask(text: str) -> str:
@@ -202,10 +196,10 @@ never tried again, as no shorter run could be followed by the quote or the colon
 _VALUE = r'(?:"(?:[^"\\]|\\.)*"|[-+\w.]+)'
 
 
-def _nulled(text: str) -> str:
+def _nulled(text: str, names: Names) -> str:
     """A JSON text whose volatile fields (``VOLATILE_KEYS``) hold ``null``: the same value in
     every answer, so they say nothing. Done on the text rather than on the decoded objects."""
-    pattern = _volatile_pattern(_KEY.findall(text), r'("(?:{})"\s*:\s*)' + _VALUE)
+    pattern = _volatile_pattern(_KEY.findall(text), r'("(?:{})"\s*:\s*)' + _VALUE, names)
     return pattern.sub(r"\1null", text) if pattern is not None else text
 
 
@@ -243,18 +237,19 @@ def _record(item: Any) -> Any:
     return _CANONICAL(item) if isinstance(item, list) else item
 
 
-_NAMES: dict[str, str | None] = {}
-"""Key → its normalised name, or ``None`` for a volatile key (a JSON result repeats the same
-few keys: each is judged once)."""
+Names = dict[str, "str | None"]
+"""A memo of keys (of JSON objects, of ``key: value`` lines) → their normalised name, or
+``None`` for a volatile key (a result repeats the same few keys: each is judged once), owned
+by its caller (``readings.Readings``): the core keeps no memo of its own."""
 
 
-def _name(key: str) -> str | None:
-    name = _NAMES.get(key, "")
+def _name(key: str, names: Names) -> str | None:
+    name = names.get(key, "")
     if name == "":
-        if len(_NAMES) > 4096:
-            _NAMES.clear()
+        if len(names) >= READINGS_KEPT:
+            names.clear()
         normal = _CAMEL.sub("_", key).lower().replace("-", "_")
-        name = _NAMES[key] = None if VOLATILE_KEYS.search(normal) else normal
+        name = names[key] = None if VOLATILE_KEYS.search(normal) else normal
     return name
 
 
@@ -296,9 +291,9 @@ def _echoes(args: Any) -> _Echoes:
     return tuple(texts[:MAX_ECHOES]), _numbers_pattern(tuple(numbers[:MAX_ECHOES]))
 
 
-@lru_cache(maxsize=512)
 def _numbers_pattern(numbers: tuple[str, ...]) -> re.Pattern[str] | None:
-    """One pattern for a call's numbers as whole numbers (built once per set of numbers)."""
+    """One pattern for a call's numbers as whole numbers (``re`` keeps the patterns it
+    compiled, so a call's arguments seen again cost no compiling)."""
     if not numbers:
         return None
     return re.compile(r"(?<![\w.])(?:" + "|".join(map(re.escape, numbers)) + r")(?!\w|\.\d)")
@@ -327,26 +322,26 @@ echoes the call."""
 
 
 def _collect(value: Any, found: set[str], depth: int) -> None:
-    if depth > 3:
+    if depth > ARG_DEPTH:
         return
     if isinstance(value, str):  # (the commonest first: no Mapping ABC check for it)
-        head = value[:200]
+        head = value[:ARG_CHARS]
         digits = has_digit(head)
         text = " ".join((_mask(head) if digits else head).split())
-        if len(text) >= 3 and text != "#":
+        if len(text) >= MIN_VALUE_CHARS and text != "#":
             found.add(text)
         if digits and "=" in value:  # "…?q=x&page=4": "page 4" echoes 4
-            found.update(_PAGE_PARAM.findall(value[:500]))
+            found.update(_PAGE_PARAM.findall(value[:URL_CHARS]))
         if " " in text:  # a command line's specific words echo alone ("Collecting numpy<2")
             found.update(
-                token for word in text.split()[:12]
-                if len(token := word.strip("\"'`")) >= 5 and not token.isalpha()
+                token for word in text.split()[:COMMAND_WORDS]
+                if len(token := word.strip("\"'`")) >= ECHO_TOKEN_CHARS and not token.isalpha()
             )
     elif type(value) is dict or isinstance(value, Mapping):
         for item in value.values():
             _collect(item, found, depth + 1)
     elif isinstance(value, (list, tuple)):
-        for item in value[:20]:
+        for item in value[:VALUES_PER_LIST]:
             _collect(item, found, depth + 1)
     elif (
         isinstance(value, (int, float))

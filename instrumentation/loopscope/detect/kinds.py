@@ -47,6 +47,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from .events import KindSource, ToolKind
+from .limits import CONFIRM_CHARS
 from .shell import command_kind, known_program
 from .verbs import HTTP_METHOD_KINDS, KindGuess, name_kind, name_words, statement_kind
 
@@ -268,9 +269,6 @@ CONFIRM_WORDS: Final = frozenset({
 })
 """Words of an answer that confirms an action done: one of them must be in its word sketch
 before ``_CONFIRMS`` is read."""
-CONFIRM_CHARS: Final = 600
-"""Only the head of an answer is read for a confirmation (a page that lists "Sent" items
-further down confirms nothing)."""
 _CONFIRMS: Final = re.compile(
     r"(?<![\w-])(?:successful(?:ly)?\b(?! *(?:=|:|\"))"
     r"|(?:has been|have been|was|were|is now|are now)\s+(?:sent|posted|published|submitted"

@@ -12,14 +12,8 @@ back at the bottom. So the guard nudges first and stops only when the nudge is i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
 
-PARALLEL_S: Final = 0.25
-"""Calls that start this close together (but not at the very same recorded time, which means
-no timing was recorded) were issued in one model turn."""
-SAME_TIME_S: Final = 1e-6
-"""Closer than this is the same recorded time (a recorder that spaces untimed steps a
-nanosecond apart, to keep their order, recorded no timing either)."""
+from .limits import PARALLEL_S, SAME_TIME_S
 
 
 def same_turn(earlier: float | None, later: float | None) -> bool:

@@ -23,7 +23,8 @@ from .escalation import Escalation, ladders_of
 from .events import Decision, Flag, StepView, ToolCall, ToolResult
 from .expectations import AnswerCheck, ExpectationTracker
 from .history import History
-from .monologue import IDLE_MESSAGES, idle
+from .limits import IDLE_MESSAGES
+from .monologue import idle
 from .nudges import UserNudges
 from .open_calls import OpenCalls
 from .output_stagnation import same_info_indexes
@@ -32,7 +33,8 @@ from .progress import ProgressJudge
 from .readings import Readings
 from .registry import DEFAULT_DETECTORS
 from .results import read_result, read_shapes
-from .writes import WriteLedger, changes_state
+from .write_ledger import WriteLedger
+from .writes import changes_state
 
 _HOOKED: Final = {
     hook: tuple(i for i, d in enumerate(DEFAULT_DETECTORS) if hasattr(d, hook))

@@ -23,25 +23,26 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Final
 
 from .base import MESSAGE_RUNGS, Finding
 from .events import StepView
-from .fingerprint import SKETCH_CHARS, similar
 from .history import History
 from .information import has_digit
+from .limits import (
+    BLOCK_LINES,
+    CHANT_MIN_CHARS,
+    CHANT_SHARE,
+    ECHO_MESSAGES,
+    IDLE_MAX_CHARS,
+    IDLE_MAX_WORDS,
+    IDLE_MESSAGES,
+    MESSAGE_CHARS,
+    SKETCH_CHARS,
+)
 from .policy import Policy
+from .texts import similar
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-ECHO_MESSAGES: Final = 8
-"""Assistant messages before the current one an echo is looked for in (bounded memory)."""
-IDLE_MESSAGES = 7
-"""Idle messages in a row (both sides, no tool call) that make a conversation idle talk:
-a closing exchange ("Thanks!" / "You're welcome, have a great day!") ends in far fewer."""
-IDLE_MAX_WORDS = 40
-IDLE_MAX_CHARS = 400
-"""Longer than this, a message says more than idle talk does, however few its words (a
-message is measured before it is read)."""
 
 
 def idle(content: str) -> bool:
@@ -52,13 +53,6 @@ def idle(content: str) -> bool:
     if len(content) > IDLE_MAX_CHARS or "?" in content or has_digit(content):
         return False
     return 0 < len(content.split(maxsplit=IDLE_MAX_WORDS)) <= IDLE_MAX_WORDS
-MESSAGE_CHARS = 20_000
-
-
-CHANT_MIN_CHARS = 60
-"""Shorter than this, a message cannot hold three sentences worth chanting."""
-CHANT_SHARE = 0.5
-"""A message is chanting when at least this share of its sentences are repeats."""
 
 
 def pieces(text: str) -> list[str]:
@@ -95,12 +89,6 @@ def chanted(text: str, min_words: int, min_count: int = 3) -> tuple[str, int]:
 
 def _sketch(text: str) -> frozenset[str]:
     return frozenset(text[:SKETCH_CHARS].lower().split())
-
-
-BLOCK_LINES = 2
-"""A message says again what an earlier one said when at least this many of its lines, and
-at least half of them, are lines of the earlier one (a plan restated word for word under
-another opening sentence)."""
 
 
 def _lines(text: str, min_words: int) -> tuple[frozenset[str], int]:

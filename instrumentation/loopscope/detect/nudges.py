@@ -11,11 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-SAID_KEPT: Final = 16
-"""User messages remembered to tell an automatic nudge sent again (bounded memory)."""
-NUDGE_CHARS: Final = 2_000
-"""An automatic nudge is short: a longer user message is always a new intent (and is not
-normalised to be compared with the last few)."""
+from .limits import NUDGE_CHARS, SAID_KEPT, SENT_KEPT, SENT_MIN_CHARS
+
 CONTINUE: Final = re.compile(
     r"\b(?:continue|keep (?:going|working)|go on|proceed|carry on|resume|next steps?"
     r"|are you (?:done|finished)|say done|if you are done|if you're done|error|invalid"
@@ -24,11 +21,6 @@ CONTINUE: Final = re.compile(
 """What an automatic nudge says: the same message again, asking to go on, reporting an error
 in the last reply, or a bare tag (``[heartbeat]``), is no new intent (a person asking "any
 update?" twice, or for "another one", still is)."""
-SENT_MIN_CHARS: Final = 40
-"""A text a call sends is its own words handed back, when a user message repeats it, from this
-long (shorter ones, "yes", "continue", are what anyone may say)."""
-SENT_KEPT: Final = 8
-"""Texts of the last calls remembered for that (bounded memory)."""
 
 
 def _sent_texts(args: Any) -> tuple[str, ...]:

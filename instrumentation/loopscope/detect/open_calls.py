@@ -13,12 +13,14 @@ from typing import Any, Literal
 
 from .call_kinds import CallKinds
 from .events import StepView, ToolCall, ToolResult
-from .fingerprint import call_signature, canonical_json, loose_text
+from .fingerprint import call_signature, canonical_json
 from .history import History
 from .kinds import is_wait
 from .policy import Policy
 from .task import TaskDeadline, counted_words, task_deadline
-from .writes import WriteLedger, edit_of
+from .texts import loose_text
+from .write_ledger import WriteLedger
+from .writes import edit_of
 
 
 class OpenCalls:

@@ -17,14 +17,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from functools import lru_cache
 from typing import Final
 
+from .answers import is_refusal
 from .base import AFTER_RUNGS, Finding
 from .events import Action, StepView
-from .fingerprint import PAGE_PARAMS, arg_values, is_refusal, path_values, similar
 from .history import History
+from .limits import SUBSTANTIVE_FACTS
 from .policy import Policy
+from .texts import PAGE_PARAMS, arg_values, path_values, similar
 
 
 def same_info_indexes(
@@ -113,16 +114,9 @@ def judge(group: list[StepView]) -> tuple[Action, ...] | None:
 _PAGED: Final = re.compile(rf"\b({PAGE_PARAMS}) \d+\b")
 
 
-@lru_cache(maxsize=1024)
 def _unpaged(value: str) -> str:
-    """A loosened argument value with its page or offset left out ("jobs q x page 4"); each
-    value worked out once (a step is compared with every step of its window)."""
+    """A loosened argument value with its page or offset left out ("jobs q x page 4")."""
     return _PAGED.sub(r"\1 #", value) if " " in value else value
-
-
-SUBSTANTIVE_FACTS: Final = 3
-"""An answer with at least this many facts is a result set, not a verdict: different
-questions that get the same result set back are jitter, not a sweep (issue 16, point 1)."""
 
 
 def reworded(steps: list[StepView], *, keeping: bool = False) -> bool:

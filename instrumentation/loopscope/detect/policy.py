@@ -2,7 +2,8 @@
 
 A policy is data: the guard, ``loopscope analyze`` and the collector build one (from keyword
 arguments, a JSON file or defaults) and hand it to ``EpisodeMonitor``. ``Policy.from_mapping``
-validates untrusted input and names the bad field.
+validates untrusted input and names the bad field. The numbers a user does not tune (how
+much of a text is read, how much is remembered) are in ``limits``.
 """
 
 from __future__ import annotations

@@ -8,16 +8,11 @@ else the task type's default. The monitor puts that deadline on the candidate.
 
 from __future__ import annotations
 
-from typing import Final
-
 from .base import BEFORE_RUNGS, Finding, args_preview
 from .events import StepView
 from .history import History
+from .limits import COUNT_ADVANCES
 from .policy import Policy
-
-COUNT_ADVANCES: Final = 2
-"""A poll whose answers moved one way this many times in a row is a count on its way (rows
-copied: 0, 6.1M, 12.4M): when it stops moving, it has stalled as a progress figure has."""
 
 
 class PollTimeout:

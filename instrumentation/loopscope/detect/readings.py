@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .fingerprint import is_negative, output_hash, word_sketch
-from .information import READINGS_KEPT, Echoes, facts
+from .answers import is_negative
+from .fingerprint import output_hash
+from .information import Echoes, Names, facts
+from .limits import READINGS_KEPT
+from .texts import word_sketch
 
 
 class Readings:
@@ -19,18 +22,20 @@ class Readings:
     output hash recorded by someone else may not be one of this text), and for facts by the
     arguments too (their echoes are masked). Each memo holds at most ``READINGS_KEPT``."""
 
-    __slots__ = ("_echoes", "_facts", "_readings")
+    __slots__ = ("_echoes", "_facts", "_names", "_readings")
 
     def __init__(self) -> None:
         self._readings: dict[tuple[int, int], tuple[str, frozenset[str], bool]] = {}
         self._facts: dict[tuple[int, int, str], frozenset[int]] = {}
         self._echoes: Echoes = {}
+        self._names: Names = {}
 
     def forget(self) -> None:
         """Forget every reading (a benchmark round that reads each output afresh)."""
         self._readings.clear()
         self._facts.clear()
         self._echoes.clear()
+        self._names.clear()
 
     def facts_of(self, text: str, args_text: str, args: Any) -> frozenset[int]:
         """The output's facts (``information.facts``); an output seen again for the same
@@ -41,7 +46,7 @@ class Readings:
         if found is None:
             if len(memo) >= READINGS_KEPT:
                 memo.clear()
-            found = memo[key] = facts(text, args, args_text, self._echoes) or frozenset()
+            found = memo[key] = facts(text, args, args_text, self._echoes, self._names) or frozenset()
         return found
 
     def reading_of(self, text: str) -> tuple[str, frozenset[str], bool]:

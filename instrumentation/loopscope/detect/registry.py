@@ -20,7 +20,7 @@ from .output_stagnation import OutputStagnation
 from .poll_timeout import PollTimeout
 from .repeat_same_error import RepeatSameError
 from .state_cycle import StateCycle
-from .writes import WriteDuplicate
+from .write_duplicate import WriteDuplicate
 
 DEFAULT_DETECTORS: Final = (
     PollTimeout,

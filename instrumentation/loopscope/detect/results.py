@@ -9,19 +9,11 @@ says waiting will not change.
 
 from __future__ import annotations
 
+from .answers import error_shape, figures, progress_figures, quantities, retry_after_s, stuck_state
 from .events import StepView, ToolResult
-from .fingerprint import (
-    error_shape,
-    figures,
-    masked,
-    output_hash,
-    progress_figures,
-    quantities,
-    retry_after_s,
-    stuck_state,
-    unpositioned,
-)
+from .fingerprint import output_hash
 from .readings import Readings
+from .texts import masked, unpositioned
 
 
 def read_result(step: StepView, result: ToolResult, readings: Readings) -> bool:

@@ -28,27 +28,13 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Final
 
-from .programs import (
-    DEV_NULL,
-    Seg,
-    after_options,
-    is_assignment,
-    known,
-    program_kind,
-    program_name,
-)
+from .limits import MAX_TEXT, SHELL_NESTING
+from .options import after_options
+from .program_tables import DEV_NULL, Seg
+from .programs import is_assignment, known, program_kind, program_name
 from .verbs import KindGuess
-
-MAX_TEXT: Final = 8_000
-"""Longer command lines are not parsed (opaque): the parser is Python, and a 64 KB line
-(a `python -c` script) took 100 ms, inside the guard."""
-MAX_CACHED: Final = 4096
-"""Command lines up to this length are remembered (an agent in a loop sends the same one)."""
-SHELL_NESTING: Final = 4
-"""How deep ``bash -c``, ``ssh``, ``sudo`` … may nest before the command is opaque."""
 
 KEYWORDS: Final = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "{",
                              "}", "time"})
@@ -86,18 +72,13 @@ def command_kind(text: str) -> KindGuess | None:
     """What a shell command line does (the module docstring); ``None`` when it is empty."""
     if len(text) > MAX_TEXT:
         return "opaque"
-    return _cached_line(text) if len(text) <= MAX_CACHED else _line(text, 0)
+    return _line(text, 0)
 
 
 def known_program(word: str) -> bool:
     """Whether ``word`` names a program the tables know (a line starting with it is a
     command line, whatever its tool is called)."""
     return known(program_name(word))
-
-
-@lru_cache(maxsize=1024)
-def _cached_line(text: str) -> KindGuess | None:
-    return _line(text, 0)
 
 
 @dataclass(frozen=True, slots=True)

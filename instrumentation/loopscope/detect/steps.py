@@ -100,7 +100,7 @@ def feed_run(monitor: EpisodeMonitor, steps: Iterable[Step]) -> Iterator[Fed]:
     as a live guard sees parallel calls: a warning delivered with the first result cannot
     have been read by the others. Calls ran in parallel when the record says so by their
     times: one started before the turn's calls returned (``ToolStep.end``), or, where no
-    return time is recorded, within ``ladder.PARALLEL_S`` of the one before (not at the very
+    return time is recorded, within ``limits.PARALLEL_S`` of the one before (not at the very
     same recorded time). Each is a different call under another call id: the same call
     again, however soon, came after the first one's result (a loop in code that calls a tool
     back to back is not parallel work).

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Final
+
+from .limits import COUNTED_VALUE_CHARS, MARGIN, MIN_MARGIN_S, UNTIL_GRACE_S, UNTIL_UNKNOWN_S
 
 _UNITS: Final = {
     "ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001,
@@ -74,15 +75,6 @@ _NEXT = re.compile(
     re.IGNORECASE,
 )
 """A stated span of work from now: "for the next hour", "over the next 30 minutes"."""
-UNTIL_GRACE_S: Final = 60.0
-"""A check at the stated end ("until noon": the noon check; "for the next hour": the check
-at the hour) is still on schedule."""
-UNTIL_UNKNOWN_S: Final = 12 * 3600.0
-"""How long "check every 15 minutes until noon" may go on when the task does not say what
-time it is now."""
-MARGIN: Final = 0.5
-"""An estimate ("usually takes 10 minutes") gets this share of its upper bound on top."""
-MIN_MARGIN_S: Final = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +208,6 @@ _AGAIN = re.compile(
 )
 
 
-@lru_cache(maxsize=256)
 def intended_repeats(text: str | None, counted: frozenset[str] = frozenset()) -> int:
     """How many identical writes ``text`` asks for: 1 when it asks for none in particular.
 
@@ -254,7 +245,7 @@ def counted_words(args: Any, tool: str = "") -> frozenset[str]:
         args = {}
     words: set[str] = set()
     for key, value in ((tool, ""), *args.items()):
-        for text in (str(key), value if isinstance(value, str) and len(value) < 40 else ""):
+        for text in (str(key), value if isinstance(value, str) and len(value) < COUNTED_VALUE_CHARS else ""):
             for word in re.findall(r"[a-z]{3,}", text.lower()):
                 words.add(word[:-1] if word.endswith("s") else word)
     return frozenset(words)

@@ -26,7 +26,6 @@ Example:
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from typing import Final, Literal
 
 KindGuess = Literal["read", "write", "poll", "opaque"]
@@ -78,13 +77,11 @@ UI_PHRASES: Final = frozenset({("select", "option"), ("file", "upload"), ("handl
 _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+")
 
 
-@lru_cache(maxsize=4096)
 def name_words(name: str) -> tuple[str, ...]:
     """The lower-case words of a tool name: ``sendSlackMessage`` → send, slack, message."""
     return tuple(word.lower() for word in _WORD.findall(name))
 
 
-@lru_cache(maxsize=4096)
 def name_kind(name: str) -> KindGuess | None:
     """What the words of ``name`` say the call does, or ``None`` when they say nothing."""
     return words_kind(name_words(name))
@@ -152,7 +149,6 @@ _SQL_EXPLAIN = re.compile(r"EXPLAIN\s*(?:\(([^)]*)\))?\s*((?:ANALY[SZ]E\b)?)\s*(
 _SQL_KEYWORD = re.compile(r"[A-Z]+")
 
 
-@lru_cache(maxsize=1024)
 def statement_kind(sql: str) -> KindGuess | None:
     """What a SQL text does: a write if any statement writes, a read if they all read.
 

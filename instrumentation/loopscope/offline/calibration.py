@@ -37,7 +37,7 @@ MIN_HEALTHY: Final = 20
 still allows 17%)."""
 MIN_LOOPS: Final = 5
 """Fewer labelled loops than this cannot tell one policy from another."""
-IGNORED_CALLS: Final = (2, 3, 4)
+IGNORED_CALLS_SEARCHED: Final = (2, 3, 4)
 """The ``ignored_calls`` values searched."""
 
 
@@ -179,7 +179,7 @@ def calibrate(
     """Search the policy that, over ``episodes`` (Episode JSONL records, or stored runs as
     the core replays them: ``RecordedRun``), makes no false kill and catches the most
     labelled loops (then ends the most): per evidence source, the highest action that never
-    killed a healthy run; then ``ignored_calls`` (``IGNORED_CALLS``).
+    killed a healthy run; then ``ignored_calls`` (``IGNORED_CALLS_SEARCHED``).
 
     Raises:
         TooFewLabels: see ``check_labels``.
@@ -192,7 +192,7 @@ def calibrate(
     tried: list[dict[str, Any]] = []
     quiet: list[EpisodeReport] | None = None
     active: list[EpisodeRecord | RecordedRun] = list(episodes)
-    for ignored in IGNORED_CALLS:
+    for ignored in IGNORED_CALLS_SEARCHED:
         say(f"ignored_calls={ignored}: replaying {len(active)} runs…")
         caps, reports = _caps_for(active, dataclasses.replace(base, ignored_calls=ignored),
                                   sources if ignored == base.ignored_calls else None, say)

@@ -18,7 +18,7 @@ from typing import Any
 SOURCE = "authored: loopscope.offline.scenarios"
 PRICE_IN_USD = 2.5e-6
 PRICE_OUT_USD = 1e-5
-TIMEOUT_S = 30.0
+CALL_TIMEOUT_S = 30.0
 _THOUGHTS = (
     "That narrows it down. Checking the next piece.",
     "Good, that is new information. Next I need the related record.",
@@ -123,7 +123,7 @@ class EpisodeBuilder:
             kind: ``read``, ``write``, ``poll`` or None.
             status: ``ok``, ``error`` or ``timeout``.
             latency: Seconds until the next step may start; default 0.6-3 s, or
-                ``TIMEOUT_S`` plus a little for a timeout. Polls pass their interval.
+                ``CALL_TIMEOUT_S`` plus a little for a timeout. Polls pass their interval.
             **extra: Extra step fields the detector understands (``intent``,
                 ``reconciles``, ``found``, ``deadline_s``).
         """
@@ -148,7 +148,7 @@ class EpisodeBuilder:
         if latency is None:
             latency = self.rng.uniform(0.6, 3.0)
             if status == "timeout":
-                latency += TIMEOUT_S
+                latency += CALL_TIMEOUT_S
         self.clock += latency
         return len(self.steps) - 1
 

@@ -13,7 +13,7 @@ import json
 import random
 from typing import Any
 
-from ._episode import TIMEOUT_S, cost_usd
+from ._episode import CALL_TIMEOUT_S, cost_usd
 from .errors import VAGUE_ERROR
 
 FAULTS = ("timeout", "duplicate_return", "vague_error")
@@ -46,7 +46,7 @@ def inject_fault(episode: dict[str, Any], fault: str, rng: random.Random) -> dic
         raise ValueError(f"unknown fault {fault!r}; valid faults: {', '.join(FAULTS)}")
     new = copy.deepcopy(episode)
     if fault == "timeout":
-        index = _fail_and_retry(new, rng, "timeout", FAULT_TIMEOUT_OUTPUT, TIMEOUT_S)
+        index = _fail_and_retry(new, rng, "timeout", FAULT_TIMEOUT_OUTPUT, CALL_TIMEOUT_S)
     elif fault == "duplicate_return":
         index = _duplicate_return(new, rng)
     else:
