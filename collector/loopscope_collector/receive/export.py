@@ -190,7 +190,10 @@ class OtlpExport:
         except TooLargeToStore as exc:
             self.pipeline.count_rejected(413)
             raise Refused(413, str(exc)) from None
-        except (Overloaded, PipelineStopped, StoreUnavailable) as exc:
+        except Overloaded as exc:  # (its spans waited too long for a batch: MAX_JOB_WAIT_S)
+            raise Refused(503, f"not stored, retry later: {exc}",
+                          retry_after_s=exc.retry_after_s) from None
+        except (PipelineStopped, StoreUnavailable) as exc:
             raise Refused(503, f"not stored, retry later: {exc}") from None
         except Exception as exc:
             raise Refused(503, f"the store failed, retry later: {type(exc).__name__}"

@@ -100,7 +100,8 @@ class Store:
         except (engine.StoreError, SchemaError) as exc:
             raise StoreError(f"cannot use {path} as a loopscope store: {exc}") from None
         policy = policy or Policy()
-        return cls(db, Pipeline(db, policy=policy).start(), policy)
+        # (No expiry: this writer waits for its own jobs, however slow the machine.)
+        return cls(db, Pipeline(db, policy=policy, max_job_wait_s=None).start(), policy)
 
     def submit(self, spans: Sequence[SpanRecord]) -> None:
         """Queue spans for storing; waits when too many are still being stored, or when the
