@@ -330,8 +330,11 @@ def test_a_burst_past_the_queue_is_counted_not_lost_silently(
     stuck on a collector that does not answer, a burst of 2000 spans: at most 1112 can be
     held, the others are counted as dropped for a full queue (told once); the shutdown then
     counts the rest as dropped at exit. Every span is in one counter."""
+    from loopscope import _export
+
     monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "600")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "30")
+    monkeypatch.setattr(_export, "EXIT_ANSWER_S", 0.5)  # (no answer comes: not 5 s for it)
     caplog.set_level(logging.WARNING, logger="loopscope")
     _run_agent(f"http://127.0.0.1:{silent_port}", calls=1999)
     processor = _config._STATE.processor
