@@ -147,20 +147,31 @@ class Pipeline:
                 raise PipelineStopped("the collector is shutting down")
             if not self.health.ok:
                 raise StoreUnavailable(self.health.reason)
-            if self._queued and self._queued + len(spans) > self.max_queue_spans:
-                self.stats.requests_overloaded += 1
-                raise Overloaded(f"{self._queued} spans queued")
-            wait_s = self.throughput.drain_s(self._queued + len(spans))
-            if self._waiting and wait_s > self.max_queue_wait_s:
-                self.stats.requests_overloaded += 1
-                raise Overloaded(f"{self._queued} spans queued would keep this request "
-                                 f"waiting about {wait_s:.1f} s", retry_after_s=wait_s)
+            self._admit(len(spans))
             self._queued += len(spans)
             self._waiting += len(spans)
             self.stats.queue_spans = self._queued
             self.stats.spans_received += len(spans)
         self._queue.put(job)
         return job
+
+    def admit(self, spans: int) -> None:
+        """Raise ``Overloaded`` if a request of ``spans`` spans would be refused now, as
+        ``submit`` would refuse it: a receiver asks before it builds the spans' records, so a
+        request refused under overload costs no more than its parse (``submit`` asks again)."""
+        with self._lock:
+            self._admit(spans)
+
+    def _admit(self, spans: int) -> None:
+        """``admit``, under the lock; counts a refusal."""
+        if self._queued and self._queued + spans > self.max_queue_spans:
+            self.stats.requests_overloaded += 1
+            raise Overloaded(f"{self._queued} spans queued")
+        wait_s = self.throughput.drain_s(self._queued + spans)
+        if self._waiting and wait_s > self.max_queue_wait_s:
+            self.stats.requests_overloaded += 1
+            raise Overloaded(f"{self._queued} spans queued would keep this request "
+                             f"waiting about {wait_s:.1f} s", retry_after_s=wait_s)
 
     def submit_labels(self, labels: list[Label]) -> Job:
         """Queue human labels (validated by the caller: see ``labels.check_label``);

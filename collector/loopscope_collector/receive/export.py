@@ -29,6 +29,7 @@ from ..pipeline.jobs import Job, Overloaded, PipelineStopped, Rejected, TooLarge
 from ..pipeline.thread import Pipeline
 from ..storage.health import StoreUnavailable
 from .decode import DecodeError, decode_request, decoding, export_answer, inflate
+from .errors import AdmissionError
 from .limits import (
     MAX_BODY_BYTES,
     RETRY_AFTER_S,
@@ -61,6 +62,16 @@ GRPC_CODES: Final = {
     503: grpc.StatusCode.UNAVAILABLE,
 }
 """The one table of answers: the gRPC code for each HTTP status an export is refused with."""
+
+
+class NoRoom(AdmissionError):
+    """The pipeline's queue has no room for a request now (its ``Overloaded``), told while
+    the request is decoded (the decoder passes admission's errors on, and makes any other a
+    400)."""
+
+    def __init__(self, overloaded: Overloaded) -> None:
+        super().__init__(str(overloaded))
+        self.overloaded = overloaded
 
 
 class Refused(Exception):
@@ -153,7 +164,7 @@ class OtlpExport:
                 spans = decode_request(
                     data, content_type=content_type, content_encoding=None,
                     max_bytes=self.max_request_bytes,
-                    admit=lambda count: charge_counted(hold, count, wire))
+                    admit=lambda count: self.admit(hold, count, wire))
                 size = estimate_decoded(len(spans), len(data), attribute_count(spans))
                 charge_decoded(hold, size)
             return spans
@@ -161,6 +172,19 @@ class OtlpExport:
             return self.refuse(exc.http_status, str(exc), source=source, spans=exc.spans)
         except Busy as exc:
             return not_admitted(exc)
+        except NoRoom as exc:
+            return overloaded(exc.overloaded)
+
+    def admit(self, hold: Hold, count: int, wire: int) -> None:
+        """Once the request's ``count`` spans are known, before their records are built: is
+        there room in the pipeline's queue (``NoRoom`` if not: under overload most requests
+        are refused, and building their records would take the pipeline's CPU), then in
+        memory (``limits.charge_counted``)."""
+        try:
+            self.pipeline.admit(count)
+        except Overloaded as exc:
+            raise NoRoom(exc) from None
+        charge_counted(hold, count, wire)
 
     def submit(self, spans: Decoded) -> Job:
         """Queue the spans for the pipeline; raises ``Refused`` (503) when it cannot take
@@ -168,8 +192,7 @@ class OtlpExport:
         try:
             return self.pipeline.submit(spans)
         except Overloaded as exc:
-            raise Refused(503, f"not stored, retry later: {exc}",
-                          retry_after_s=exc.retry_after_s) from None
+            raise overloaded(exc) from None
         except (PipelineStopped, StoreUnavailable) as exc:
             raise Refused(503, f"not stored, retry later: {exc}") from None
 
@@ -191,14 +214,18 @@ class OtlpExport:
             self.pipeline.count_rejected(413)
             raise Refused(413, str(exc)) from None
         except Overloaded as exc:  # (its spans waited too long for a batch: MAX_JOB_WAIT_S)
-            raise Refused(503, f"not stored, retry later: {exc}",
-                          retry_after_s=exc.retry_after_s) from None
+            raise overloaded(exc) from None
         except (PipelineStopped, StoreUnavailable) as exc:
             raise Refused(503, f"not stored, retry later: {exc}") from None
         except Exception as exc:
             raise Refused(503, f"the store failed, retry later: {type(exc).__name__}"
                           ) from None
         return export_answer(spans)
+
+
+def overloaded(exc: Overloaded) -> Refused:
+    """A request the pipeline cannot take now: 503, retry after the queue's drain time."""
+    return Refused(503, f"not stored, retry later: {exc}", retry_after_s=exc.retry_after_s)
 
 
 def not_admitted(exc: Busy) -> Refused:
