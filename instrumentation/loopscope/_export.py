@@ -13,7 +13,9 @@ out ``Retry-After``) until its export timeout runs out. Around it, loopscope:
 - logs each of these once as it begins, and once when spans go out again;
 - keeps the batch processor's burst queue, but counts the spans it cannot hold instead of
   letting its deque drop them silently;
-- bounds the flush at exit (``EXIT_FLUSH_S``): what is not sent by then is dropped and counted;
+- bounds the flush at exit (``EXIT_FLUSH_S``): what is not sent by then is dropped and counted,
+  but a batch being sent then is counted by its answer, if it comes within ``EXIT_ANSWER_S``
+  more (the collector may store it: counting it dropped would count a stored span as lost);
 - after spans were dropped, sends the counts (and the runs that lost spans) to the collector
   with the next batch that gets through (``_export_report``).
 
@@ -42,6 +44,11 @@ DOWN_BACKOFF_S: Final = 5.0
 """After a refused connection, batches are dropped at once for this long (then one is tried)."""
 EXIT_FLUSH_S: Final = 5.0
 """At shutdown (process exit), the time given to send what is queued; the rest is dropped."""
+EXIT_ANSWER_S: Final = 5.0
+"""After ``EXIT_FLUSH_S``, the longest the batch then being sent waits for its answer, which
+counts it (exported, or dropped at exit); with no answer by then it is dropped at exit (a
+collector answers within about a second; one that keeps a request waiting longer may still
+store it)."""
 MAX_WAIT_S: Final = 60.0
 """The longest ``Retry-After`` a batch waits out before it is sent (a longer one is cut)."""
 THROTTLING_STATUSES: Final = frozenset({429, 502, 503, 504})
@@ -68,7 +75,8 @@ class ExportStats:
     dropped_queue_full: int = 0
     """Ended while the queue already held ``OTEL_BSP_MAX_QUEUE_SIZE`` spans."""
     dropped_at_exit: int = 0
-    """Still queued, or being sent, when the flush at exit ran out of time."""
+    """Still queued when the flush at exit ran out of time, or being sent then and not
+    answered within ``EXIT_ANSWER_S`` more (or answered with a failure)."""
     failed_exports: int = 0
     """Batches the exporter tried to send and could not."""
 
@@ -124,7 +132,8 @@ class ResilientExporter(SpanExporter):
 
     ``export`` runs on the batch processor's thread (or a ``force_flush`` caller's; the batch
     processor never runs two at once). ``note`` is called by the exporter's HTTP session on
-    that thread, once per attempt. ``begin_exit`` and ``abandon`` come from ``shutdown``.
+    that thread, once per attempt. ``begin_exit``, ``abandon`` and ``give_up`` come from
+    ``shutdown``.
     """
 
     def __init__(self, inner: SpanExporter, stats: ExportStats, *, endpoint: str,
@@ -188,8 +197,9 @@ class ResilientExporter(SpanExporter):
             logger.debug("loopscope: span export raised", exc_info=True)
             result = SpanExportResult.FAILURE
         with self._lock:
+            counted = not self._in_flight  # (``give_up`` counted it while it was sent)
             self._in_flight = 0
-            if not self._abandoned:
+            if not counted:
                 self._count(result, count)
                 if result is not SpanExportResult.SUCCESS:
                     self.report.dropped(spans)
@@ -259,16 +269,25 @@ class ResilientExporter(SpanExporter):
             self.stats.dropped_at_exit += count
 
     def abandon(self, queued: int) -> int:
-        """Give up on the batch being sent and on ``queued`` spans still in the queue: count
-        them as dropped at exit (the export thread, left behind, counts nothing more) and stop
-        the OTLP exporter's retries. Returns how many were counted."""
+        """Give up on the ``queued`` spans still in the queue: count them as dropped at exit
+        (batches handed over from now on are not sent) and stop the OTLP exporter's retries.
+        The batch being sent, if any, is still counted by its answer (``export``) unless
+        ``give_up`` comes first. Returns how many were counted."""
         with self._lock:
             if self._abandoned:
                 return 0
             self._abandoned = True
-            lost = self._in_flight + max(queued, 0)
+            lost = max(queued, 0)
             self.stats.dropped_at_exit += lost
         self._shut_inner()
+        return lost
+
+    def give_up(self) -> int:
+        """Count the batch still being sent as dropped at exit (no answer came in time; the
+        export thread, left behind, counts nothing more). Returns how many were counted."""
+        with self._lock:
+            lost, self._in_flight = self._in_flight, 0
+            self.stats.dropped_at_exit += lost
         return lost
 
     def shutdown(self) -> None:
@@ -299,7 +318,8 @@ class ExportProcessor(SpanProcessor):
     queue is full, in which case the span is dropped and counted (the batch processor's deque
     would drop one silently). The queue's length is known without looking inside it: spans
     handed in minus spans the exporter was given is never less than what the queue holds.
-    ``shutdown`` gives the queue ``EXIT_FLUSH_S`` to go out and counts the rest.
+    ``shutdown`` gives the queue ``EXIT_FLUSH_S`` to go out and counts the rest (a batch being
+    sent then, by its answer within ``EXIT_ANSWER_S``).
     """
 
     def __init__(self, exporter: ResilientExporter, *, max_queue: int,
@@ -348,12 +368,13 @@ class ExportProcessor(SpanProcessor):
         return self.batch.force_flush(timeout_millis)
 
     def shutdown(self) -> None:
-        """Send what is queued within ``EXIT_FLUSH_S``, then drop (and count) the rest.
+        """Send what is queued within ``EXIT_FLUSH_S``, then drop (and count) the rest; a
+        batch being sent then is counted by its answer, if it comes within ``EXIT_ANSWER_S``.
 
         Called at process exit (the provider's ``atexit``) or when a second ``instrument()``
-        replaces this processor; returns within about ``EXIT_FLUSH_S`` whatever the collector
-        does: the batch processor's own shutdown runs on a thread of its own, which is left
-        behind if it is still sending by then.
+        replaces this processor; returns within ``EXIT_FLUSH_S`` (and ``EXIT_ANSWER_S`` when a
+        batch is still being sent then) whatever the collector does: the batch processor's own
+        shutdown runs on a thread of its own, which is left behind if it is still sending.
         """
         with self._lock:
             if self._closed:
@@ -371,6 +392,9 @@ class ExportProcessor(SpanProcessor):
             flusher.join(EXIT_FLUSH_S)
             if flusher.is_alive():
                 self.exporter.abandon(self._accepted - self.exporter.handed)
+                flusher.join(EXIT_ANSWER_S)  # (the batch being sent: its answer counts it)
+                if flusher.is_alive():
+                    self.exporter.give_up()
         lost = self.stats.dropped_at_exit - before
         if lost:
             logger.warning("loopscope: %d spans were not sent within %g s at shutdown and are "

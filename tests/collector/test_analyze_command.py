@@ -249,6 +249,61 @@ def test_db_locked_by_a_running_collector_is_refused(
         holder.communicate("", timeout=30)
 
 
+@pytest.mark.parametrize("knob", [{"max_queue_wait_s": 0.0}, {"max_queue_spans": 1}],
+                         ids=["queue-would-wait-too-long", "queue-full"])
+def test_db_waits_for_a_busy_pipeline_instead_of_being_refused(
+        tmp_path: Path, knob: dict[str, Any]) -> None:
+    """``analyze --db`` feeds the collector's pipeline as fast as it reads; where the live
+    admission answers a client 503 (any wait too long, or a queue of one span, while a batch
+    is held by the pipeline's after-batch hook), the offline store waits for room and stores
+    everything: it was refused with ``Overloaded`` on a loaded machine."""
+    import threading
+
+    from loopscope_collector.pipeline.thread import Pipeline
+    from loopscope_collector.runs.store import Store
+
+    holding, released = threading.Event(), threading.Event()
+
+    def hold(pipeline: object, results: object) -> None:
+        if holding.is_set():
+            released.wait(60)
+
+    db = open_database(tmp_path / "offline.duckdb")
+    pipeline = Pipeline(db, on_batch=hold, **knob).start()
+    store = Store(db, pipeline, Policy())
+    episodes = [parse_episode({"episode_id": f"run-{n}", "steps": [
+        {"type": "tool", "tool": "search", "args": {"q": f"order {n} {i}"}}
+        for i in range(3)]}) for n in range(3)]
+    spans = [episode_spans(e, service="offline", base_ns=10**18 + n * 10**12)
+             for n, e in enumerate(episodes)]
+    try:
+        pipeline.submit(spans[0]).wait(60)  # one batch measured: the wait rule has a rate
+        holding.set()
+        errors: list[BaseException] = []
+
+        def feed() -> None:
+            try:
+                store.submit(spans[1])  # taken, and held after its commit
+                store.submit(spans[2])  # waits for room (was: Overloaded)
+            except BaseException as exc:
+                errors.append(exc)
+
+        feeder = threading.Thread(target=feed)
+        feeder.start()
+        while not pipeline.stats.requests_overloaded and feeder.is_alive():
+            feeder.join(0.05)
+        released.set()
+        feeder.join(60)
+        assert not errors, errors
+        counts = store.finish(e.episode_id for e in episodes)
+    finally:
+        released.set()
+        store.close()
+    assert pipeline.stats.requests_overloaded  # the live rule did refuse; the store waited
+    assert counts.episodes == 3 and counts.tool_calls == 9
+    assert counts.spans_new == sum(len(s) for s in spans)
+
+
 def test_episode_jsonl_into_the_store_prints_what_it_stored(
     shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -400,10 +400,15 @@ def test_large_concurrent_requests_are_admitted_a_few_at_a_time(tmp_path: Path) 
                 span.attributes.add(key="padding").value.string_value = "p" * 1000
             bodies.append(req.SerializeToString())
         refused: list[int] = []
+        gave_up: list[int] = []
 
         def send(body: bytes) -> None:
             while True:
-                status, headers, _ = collector.post(body)
+                try:
+                    status, headers, _ = collector.post(body)
+                except TimeoutError:  # (no answer in 30 s on a loaded machine: sent again,
+                    gave_up.append(1)  # as an exporter does; its answer may be counted)
+                    continue
                 if status != 503:
                     assert status == 200
                     return
@@ -419,11 +424,13 @@ def test_large_concurrent_requests_are_admitted_a_few_at_a_time(tmp_path: Path) 
         metrics = collector.get("/metrics")
         # Every 503 is one of these: not admitted (the memory cap), evicted (a slow body;
         # one whose last bytes had arrived as it was evicted is still stored: 200), or
-        # overloaded (its batch would take too long: issue 29).
+        # overloaded (it would wait too long, or waited too long for a batch: issue 29).
+        # A request the client gave up waiting for may have been refused all the same.
         capped, overloaded, evicted = (metric_value(metrics, name) for name in (
             "loopscope_requests_not_admitted_total", "loopscope_requests_overloaded_total",
             "loopscope_inflight_bodies_evicted_total"))
-        assert capped + overloaded <= len(refused) <= capped + overloaded + evicted
+        assert capped + overloaded <= len(refused) + len(gave_up)
+        assert len(refused) <= capped + overloaded + evicted
         assert "loopscope_inflight_bytes 0" in metrics
         assert collector.read("summary")[0]["tool_calls"] == 16_000
     finally:

@@ -85,6 +85,42 @@ def test_full_queue_gives_503_with_retry_after_then_recovers(tmp_path: Path) -> 
         db.close()
 
 
+def test_spans_that_waited_too_long_for_a_batch_are_not_stored(tmp_path: Path) -> None:
+    """A request whose spans waited over ``max_job_wait_s`` for a batch to take them (here:
+    the pipeline not yet running) is answered 503 with Retry-After and is not stored, so a
+    client that gave up on it (OpenTelemetry's exporters wait 10 s) never finds it stored
+    after all; its retry is stored, once."""
+    db = open_database(tmp_path / "x.duckdb")
+    pipeline = Pipeline(db, max_job_wait_s=0.5)  # not started yet: nothing drains
+    server = CollectorHTTPServer(("127.0.0.1", 0), pipeline=pipeline, db=db,
+                                 prometheus=lambda: prometheus.render(pipeline))
+    server.serve_in_thread()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        body = episode_request(8)[0].SerializeToString()
+        answers: list[tuple[int, dict[str, str]]] = []
+        waiting = threading.Thread(target=lambda: answers.append(_post(url, body)))
+        waiting.start()
+        while pipeline.stats.queue_spans < 8:  # queued, unacknowledged
+            waiting.join(0.01)
+        waiting.join(0.6)  # (longer than its spans may wait)
+        pipeline.start()
+        waiting.join(30)
+        [(status, headers)] = answers
+        assert status == 503 and int(headers["Retry-After"]) >= 1
+        assert pipeline.stats.requests_overloaded == 1
+        assert read(db, "summary")[0]["tool_calls"] == 0
+        pipeline.max_job_wait_s = None  # (the retry waits however long the machine takes)
+        assert _post(url, body)[0] == 200
+        assert read(db, "summary")[0]["tool_calls"] == 8
+        assert pipeline.stats.spans_duplicate == 0
+    finally:
+        server.shutdown()
+        server.server_close()
+        pipeline.stop()
+        db.close()
+
+
 def test_a_request_that_would_wait_too_long_is_throttled_with_the_queue_s_drain_time(
     tmp_path: Path,
 ) -> None:

@@ -6,8 +6,9 @@ the SDK's queue to fill and drain many times over; unset, it is skipped: see its
 processes hold both cores for the whole run (started and stopped here, and bounded by a
 deadline of their own); two agents, each at the collector's measured capacity, export
 through loopscope's SDK, which honours the collector's Retry-After. Each agent flushes before
-it exits, as one that wants every span must (the SDK's exit is bounded: a batch still in
-flight when that bound runs out is counted as dropped at exit, though it may yet arrive).
+it exits, as one that wants every span must (the SDK's exit is bounded; a batch still being
+sent when the flush's time runs out is counted by its answer, which the collector's bounded
+answers bring within that wait).
 """
 
 from __future__ import annotations
@@ -28,10 +29,11 @@ from otlp_requests import episode_request
 SECONDS = float(os.environ.get("LOOPSCOPE_OVERLOAD_TEST_S", "60"))
 pytestmark = pytest.mark.skipif(
     "LOOPSCOPE_OVERLOAD_TEST_S" not in os.environ,
-    reason="opt-in (about 80 s): set LOOPSCOPE_OVERLOAD_TEST_S=60 to run it. It passes on a "
-           "loaded sandbox but failed in a loaded CI run: the SDK gave up on 43 spans (export "
-           "timeout) that the collector then stored, so issue 29's bounded answer is not yet "
-           "met under every load")
+    reason="opt-in (80 s and more): set LOOPSCOPE_OVERLOAD_TEST_S=60 to run it. Passed at "
+           "20 s on a sandbox loaded to 18; failed at 60 s loaded to 14-24: a retry sent after "
+           "a Retry-After of 6-8 s has only the rest of the SDK's 10 s export timeout, a batch "
+           "of 512 spans took longer than that, and the collector stored what the SDK counted "
+           "as timed out")
 CALLS_PER_EPISODE = 20
 
 HOG = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end: pass\n"

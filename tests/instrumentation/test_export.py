@@ -276,6 +276,53 @@ def test_exit_is_bounded_and_what_is_left_is_counted(
 
 
 @pytest.mark.timeout(90)
+def test_a_batch_being_stored_at_exit_is_counted_by_its_answer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At exit, a batch the collector is still storing when the flush's time (1 s here) runs
+    out is counted by its answer: the collector stores it, so the SDK counts it exported (it
+    counted it dropped at exit, and its counts disagreed with the store's: issue 29). What
+    was still queued then is dropped at exit; each span is in one counter."""
+    from loopscope import _export
+    from loopscope_collector.pipeline.thread import Pipeline
+    from loopscope_collector.reads import read
+    from loopscope_collector.serve.http_server import CollectorHTTPServer
+    from loopscope_collector.storage import open_database
+
+    monkeypatch.setattr(_export, "EXIT_FLUSH_S", 1.0)
+    storing, answer = threading.Event(), threading.Event()
+
+    def hold_the_answer(pipeline: object, results: object) -> None:  # (after the commit)
+        storing.set()
+        answer.wait(60)
+
+    db = open_database(tmp_path / "store.duckdb")
+    pipeline = Pipeline(db, on_batch=hold_the_answer).start()
+    server = CollectorHTTPServer(("127.0.0.1", 0), pipeline=pipeline, db=db)
+    server.serve_in_thread()
+    try:
+        episode_id = _run_agent(f"http://127.0.0.1:{server.server_address[1]}")
+        assert storing.wait(60)
+        processor = _config._STATE.processor
+        assert processor is not None
+        exiting = threading.Thread(target=processor.shutdown)
+        exiting.start()
+        exiting.join(2.0)  # (past the flush's 1 s: the batch is still being sent)
+        answer.set()
+        exiting.join(30)
+        stored = len(read(db, "episode_spans", {"episode_id": episode_id}))
+        assert stored == pipeline.stats.spans_stored
+    finally:
+        answer.set()
+        server.shutdown()
+        server.server_close()
+        pipeline.stop()
+        db.close()
+    stats = _config.export_stats()
+    assert stats["exported"] == stored > 0
+    _only(stats, exported=stored, dropped=SPANS - stored, dropped_at_exit=SPANS - stored)
+
+
+@pytest.mark.timeout(90)
 def test_a_burst_past_the_queue_is_counted_not_lost_silently(
         silent_port: int, caplog: pytest.LogCaptureFixture,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -283,8 +330,11 @@ def test_a_burst_past_the_queue_is_counted_not_lost_silently(
     stuck on a collector that does not answer, a burst of 2000 spans: at most 1112 can be
     held, the others are counted as dropped for a full queue (told once); the shutdown then
     counts the rest as dropped at exit. Every span is in one counter."""
+    from loopscope import _export
+
     monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "600")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "30")
+    monkeypatch.setattr(_export, "EXIT_ANSWER_S", 0.5)  # (no answer comes: not 5 s for it)
     caplog.set_level(logging.WARNING, logger="loopscope")
     _run_agent(f"http://127.0.0.1:{silent_port}", calls=1999)
     processor = _config._STATE.processor

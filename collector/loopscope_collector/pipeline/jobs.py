@@ -133,10 +133,12 @@ class Stats:
 
 
 class Throughput:
-    """How long the pipeline takes to store a batch, measured over its last ``WINDOW``
-    batches: a cost per batch and a cost per span (a least-squares line through the batches'
-    spans and seconds: a batch of a few spans costs about as much as a batch of none), and so
-    how long a batch of N spans would keep its requests waiting. Thread-safe."""
+    """How fast the pipeline stores spans, measured over its last ``WINDOW`` batches (spans
+    stored per second of its work, the batches' fixed costs included), and so how long the
+    spans queued take to store. Measured where the pipeline works: under load its batches
+    grow, each one's fixed cost (transaction, look-ups, commit) is shared by more spans and
+    the rate rises with them, so admission by this rate lets batches grow as far as the
+    answers' bound allows. Thread-safe."""
 
     WINDOW: Final = 32
 
@@ -158,27 +160,17 @@ class Throughput:
             self._spans += spans
             self._seconds += seconds
 
-    def batch_s(self, spans: int) -> float:
-        """How long a batch of ``spans`` would take (0 before a batch is measured)."""
-        with self._lock:
-            batches = list(self._batches)
-        if not batches:
-            return 0.0
-        n = len(batches)
-        mean_x = sum(x for x, _ in batches) / n
-        mean_y = sum(y for _, y in batches) / n
-        var = sum((x - mean_x) ** 2 for x, _ in batches)
-        cov = sum((x - mean_x) * (y - mean_y) for x, y in batches)
-        if var <= 0 or cov <= 0:  # (one size of batch, or noise: cost in proportion)
-            return spans * mean_y / mean_x if mean_x else mean_y
-        per_span = cov / var
-        return max(0.0, mean_y - per_span * mean_x) + per_span * spans
-
     @property
     def spans_per_s(self) -> float | None:
         """Spans stored per second of the pipeline's work; None before a batch is measured."""
         with self._lock:
             return self._spans / self._seconds if self._spans and self._seconds > 0 else None
+
+    def drain_s(self, spans: int) -> float:
+        """How long ``spans`` queued take to store at the measured rate (0 before a batch is
+        measured)."""
+        rate = self.spans_per_s
+        return spans / rate if rate else 0.0
 
     def waited(self, seconds: float, now: float) -> None:
         """A request's spans waited ``seconds`` from being queued until the pipeline was done
@@ -226,15 +218,22 @@ class AnswerTimes:
             return out
 
 
-MAX_QUEUE_WAIT_S: Final = 0.4
-"""The longest the next batch, with a request's spans in it, may take to store as the
-pipeline measures its batches (``Throughput``) for the request to be taken while spans wait
-for that batch: past it the request is answered at once, 503 with a ``Retry-After`` of the
-time the queue takes to drain. A request that finds no spans waiting is always taken (it
-heads the next batch, whatever the machine's speed), and where a batch's fixed cost alone is
-over half of this, the limit is twice that cost. So an answer (200 or retry later) comes
-within the batch being stored and the request's own, about twice this, at any load
-(BENCHMARKS.md, "Answer time under overload")."""
+MAX_QUEUE_WAIT_S: Final = 0.8
+"""The longest a request may be expected to wait for its answer (200) for it to be taken
+while other spans wait for the next batch: the time the spans queued ahead of it (the batch
+being stored included) and its own take to store at the rate the pipeline measures
+(``Throughput``). Past it the request is answered at once, 503 with a ``Retry-After`` of that
+time. A request that finds no spans waiting is always taken (it heads the next batch, whatever
+the machine's speed). Under a sustained overload, two batches in a row then take about this
+long together, so a 200 comes within about this, a refusal at once, and each batch's fixed
+cost is shared by as many spans as that bound allows (BENCHMARKS.md, "Answer time under
+overload")."""
+MAX_JOB_WAIT_S: Final = 5.0
+"""The longest a request's spans wait in the queue for a batch to take them: past it they are
+not stored and the request is answered 503 (retry later). So a request is either stored within
+this and one batch, or not at all, and never stored after its client gave up on it
+(OpenTelemetry's exporters wait 10 s by default); admission keeps the wait far below this, which
+only a machine that suddenly slows down reaches."""
 SLOW_S: Final = 1.0
 """Answers that waited longer than this in the last ``RECENT_S`` make ``/healthz`` say
 ``slow``."""

@@ -4,11 +4,13 @@ Receivers (HTTP, gRPC) decode a request and ``submit`` its spans; the pipeline t
 queued as one batch, stores it in one transaction, runs streaming detection, commits, and
 only then releases the receivers, which acknowledge: a 200 means the spans are durably
 stored. Ingest is idempotent by (trace_id, span_id): spans already stored are skipped, so a
-client's retry never double-counts. When spans wait for the next batch and that batch, with
-the request's spans, would take longer than ``MAX_QUEUE_WAIT_S`` to store as the pipeline
-measures its batches (``Throughput``), or the queue is full, ``submit`` raises
-``Overloaded`` and the receiver answers 503 with a Retry-After of the time the queue takes
-to drain.
+client's retry never double-counts. When spans wait for the next batch and what is queued,
+with the request's spans, would take longer than ``MAX_QUEUE_WAIT_S`` to store at the rate the
+pipeline measures (``Throughput``), or the queue is full, ``submit`` raises ``Overloaded`` and
+the receiver answers 503 with a Retry-After of the time the queue takes to drain. Batching is
+apart from admission: each batch takes everything admitted (up to ``max_batch_spans``). Spans
+that waited ``MAX_JOB_WAIT_S`` for a batch are not stored (503): a request is stored soon or
+not at all.
 
 A batch fails as a whole or not at all, in memory too (``BatchUndo``). When the store refuses
 a batch's data, its requests are stored one by one, so only the request at fault is refused
@@ -53,6 +55,7 @@ from .batch_undo import BatchUndo
 from .detection import EpisodeResult, StreamingDetector
 from .jobs import (
     CONFLICT_RETRIES,
+    MAX_JOB_WAIT_S,
     MAX_QUEUE_WAIT_S,
     RECENT_S,
     SLOW_S,
@@ -85,6 +88,7 @@ class Pipeline:
         instance: str = "",
         housekeeping: LakeHousekeeping | None = None,
         max_queue_wait_s: float = MAX_QUEUE_WAIT_S,
+        max_job_wait_s: float | None = MAX_JOB_WAIT_S,
     ) -> None:
         self.db = db
         self.housekeeping = housekeeping
@@ -99,6 +103,9 @@ class Pipeline:
         self.on_batch = on_batch
         self.stats = Stats()
         self.max_queue_wait_s = max_queue_wait_s
+        self.max_job_wait_s = max_job_wait_s
+        """``MAX_JOB_WAIT_S``; None: spans wait for a batch however long (an offline writer,
+        which waits for its jobs itself)."""
         self.throughput = Throughput()
         self.answer_times = AnswerTimes()
         """How long export requests waited for their answers (the receivers record them)."""
@@ -128,7 +135,9 @@ class Pipeline:
         """Queue a request's spans; returns the job to ``wait`` on.
 
         Raises:
-            Overloaded: the queue holds ``max_queue_spans`` spans already.
+            Overloaded: the queue holds ``max_queue_spans`` spans already, or spans wait for
+                the next batch and what is queued would keep this request waiting over
+                ``max_queue_wait_s``.
             PipelineStopped: the collector is shutting down.
             StoreUnavailable: the store cannot be written now (see ``health``).
         """
@@ -138,24 +147,31 @@ class Pipeline:
                 raise PipelineStopped("the collector is shutting down")
             if not self.health.ok:
                 raise StoreUnavailable(self.health.reason)
-            if self._queued and self._queued + len(spans) > self.max_queue_spans:
-                self.stats.requests_overloaded += 1
-                raise Overloaded(f"{self._queued} spans queued")
-            batch_s = self.throughput.batch_s(self._waiting + len(spans))
-            # (On a machine so slow that a batch's fixed cost alone is over the limit, the
-            # limit is twice that cost: refusing cannot make a batch cheaper than empty.)
-            limit = max(self.max_queue_wait_s, 2 * self.throughput.batch_s(0))
-            if self._waiting and batch_s > limit:
-                self.stats.requests_overloaded += 1
-                drain_s = self.throughput.batch_s(self._queued + len(spans))
-                raise Overloaded(f"{self._queued} spans queued would keep this request "
-                                 f"waiting about {drain_s:.1f} s", retry_after_s=drain_s)
+            self._admit(len(spans))
             self._queued += len(spans)
             self._waiting += len(spans)
             self.stats.queue_spans = self._queued
             self.stats.spans_received += len(spans)
         self._queue.put(job)
         return job
+
+    def admit(self, spans: int) -> None:
+        """Raise ``Overloaded`` if a request of ``spans`` spans would be refused now, as
+        ``submit`` would refuse it: a receiver asks before it builds the spans' records, so a
+        request refused under overload costs no more than its parse (``submit`` asks again)."""
+        with self._lock:
+            self._admit(spans)
+
+    def _admit(self, spans: int) -> None:
+        """``admit``, under the lock; counts a refusal."""
+        if self._queued and self._queued + spans > self.max_queue_spans:
+            self.stats.requests_overloaded += 1
+            raise Overloaded(f"{self._queued} spans queued")
+        wait_s = self.throughput.drain_s(self._queued + spans)
+        if self._waiting and wait_s > self.max_queue_wait_s:
+            self.stats.requests_overloaded += 1
+            raise Overloaded(f"{self._queued} spans queued would keep this request "
+                             f"waiting about {wait_s:.1f} s", retry_after_s=wait_s)
 
     def submit_labels(self, labels: list[Label]) -> Job:
         """Queue human labels (validated by the caller: see ``labels.check_label``);
@@ -171,8 +187,7 @@ class Pipeline:
 
     def queue_wait_s(self) -> float:
         """How long the spans queued now take to store (as the pipeline measures batches)."""
-        queued = self._queued
-        return self.throughput.batch_s(queued) if queued else 0.0
+        return self.throughput.drain_s(self._queued)
 
     def slow(self) -> str | None:
         """Why the pipeline keeps clients waiting, or None while it answers in time: a
@@ -222,6 +237,7 @@ class Pipeline:
         self.detector.load = lambda ids: self._load_steps(self._cur, ids)
         while True:
             jobs, last = self._next_batch()
+            jobs = self._expire(jobs)
             writable = self._writable()
             if jobs and writable:
                 self._process_jobs(jobs)
@@ -243,6 +259,22 @@ class Pipeline:
         if self.db.generation is not generation:
             self._cur = self.db.cursor()
         return writable
+
+    def _expire(self, jobs: list[Job]) -> list[Job]:
+        """Fail (503) the jobs whose spans waited over ``max_job_wait_s`` for this batch;
+        returns the others."""
+        if self.max_job_wait_s is None:
+            return jobs
+        since = time.monotonic() - self.max_job_wait_s
+        expired = [job for job in jobs if job.spans and job.queued_at < since]
+        if not expired:
+            return jobs
+        with self._lock:
+            self.stats.requests_overloaded += len(expired)
+        self._finish(expired, Overloaded(
+            f"not stored: waited over {self.max_job_wait_s:g} s for the store",
+            retry_after_s=self.queue_wait_s()))
+        return [job for job in jobs if job not in expired]
 
     def _finish(self, jobs: list[Job], error: Exception) -> None:
         for job in jobs:

@@ -30,6 +30,7 @@ from ..pipeline.jobs import Job, Overloaded
 from ..pipeline.thread import Pipeline
 from .answers import GRPC_CODES, RETRYABLE, status_of
 from .decode import DecodeError, decode_request, decoding, export_answer, inflate
+from .errors import AdmissionError
 from .limits import (
     MAX_BODY_BYTES,
     RETRY_AFTER_S,
@@ -50,6 +51,16 @@ PROTOBUF: Final = "application/x-protobuf"
 MAX_RETRY_AFTER_S: Final = 30
 """The longest ``Retry-After`` a refusal asks for (a queue that takes longer to drain is
 asked about again then)."""
+
+
+class NoRoom(AdmissionError):
+    """The pipeline's queue has no room for a request now (its ``Overloaded``), told while
+    the request is decoded (the decoder passes admission's errors on, and makes any other a
+    400)."""
+
+    def __init__(self, overloaded: Overloaded) -> None:
+        super().__init__(str(overloaded))
+        self.overloaded = overloaded
 
 
 class Refused(Exception):
@@ -142,7 +153,7 @@ class OtlpExport:
                 spans = decode_request(
                     data, content_type=content_type, content_encoding=None,
                     max_bytes=self.max_request_bytes,
-                    admit=lambda count: charge_counted(hold, count, wire))
+                    admit=lambda count: self.admit(hold, count, wire))
                 size = estimate_decoded(len(spans), len(data), attribute_count(spans))
                 charge_decoded(hold, size)
             return spans
@@ -150,6 +161,19 @@ class OtlpExport:
             return self.refuse(exc.http_status, str(exc), source=source, spans=exc.spans)
         except Busy as exc:
             return not_admitted(exc)
+        except NoRoom as exc:
+            return self.refused(exc.overloaded)
+
+    def admit(self, hold: Hold, count: int, wire: int) -> None:
+        """Once the request's ``count`` spans are known, before their records are built: is
+        there room in the pipeline's queue (``NoRoom`` if not: under overload most requests
+        are refused, and building their records would take the pipeline's CPU), then in
+        memory (``limits.charge_counted``)."""
+        try:
+            self.pipeline.admit(count)
+        except Overloaded as exc:
+            raise NoRoom(exc) from None
+        charge_counted(hold, count, wire)
 
     def submit(self, spans: Decoded) -> Job:
         """Queue the spans for the pipeline; raises ``Refused`` (503) when it cannot take

@@ -35,6 +35,9 @@ CHUNK_SPANS: Final = 5_000
 """Spans per pipeline job: well under the pipeline's queue limit."""
 IN_FLIGHT_SPANS: Final = 40_000
 """Spans submitted but not yet committed before the reader waits for the pipeline."""
+RETRY_EMPTY_S: Final = 0.1
+"""How long to wait before asking again when the pipeline has no room though none of this
+store's chunks is in it (another writer's are)."""
 STORE_TIMEOUT_S: Final = 600.0
 
 
@@ -98,16 +101,34 @@ class Store:
         except (engine.StoreError, SchemaError) as exc:
             raise StoreError(f"cannot use {path} as a loopscope store: {exc}") from None
         policy = policy or Policy()
-        return cls(db, Pipeline(db, policy=policy).start(), policy)
+        # (No expiry: this writer waits for its own jobs, however slow the machine.)
+        return cls(db, Pipeline(db, policy=policy, max_job_wait_s=None).start(), policy)
 
     def submit(self, spans: Sequence[SpanRecord]) -> None:
-        """Queue spans for storing; waits when too many are still being stored."""
+        """Queue spans for storing; waits when too many are still being stored, or when the
+        pipeline has no room for them now."""
         for start in range(0, len(spans), CHUNK_SPANS):
             chunk = list(spans[start:start + CHUNK_SPANS])
-            self._jobs.append(self.pipeline.submit(chunk))
+            self._jobs.append(self._queue(chunk))
             self._in_flight += len(chunk)
             while self._in_flight > IN_FLIGHT_SPANS:
                 self._wait_oldest()
+
+    def _queue(self, chunk: list[SpanRecord]) -> Job:
+        """Submit ``chunk``, waiting for room: the pipeline's admission is a live client's
+        (``Overloaded`` when its queue would keep a request waiting too long, or is full: the
+        collector's 503). An offline run is no client to answer at once; it waits for its
+        oldest chunk to be stored (backpressure) and asks again, and is never refused."""
+        from ..pipeline.jobs import Overloaded
+
+        while True:
+            try:
+                return self.pipeline.submit(chunk)
+            except Overloaded:
+                if self._jobs:
+                    self._wait_oldest()
+                else:
+                    time.sleep(RETRY_EMPTY_S)
 
     def _wait_oldest(self) -> None:
         job = self._jobs.popleft()
