@@ -39,8 +39,9 @@ from typing import Any, cast
 
 from _against import load_package
 
+from loopscope.detect.episode_records import EpisodeRecord, parse_episode_line
 from loopscope.detect.readings import Readings
-from loopscope.detect.replay import EpisodeRecord, parse_episode_line, replay
+from loopscope.detect.replay import replay
 from loopscope.offline.evaluation import naive_baseline
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
@@ -99,7 +100,10 @@ def main() -> None:
               ("loopscope_cold", core_cold)]
     if args.against is not None:
         other = load_core(args.against.resolve())
-        other_episodes = [other.parse_episode_line(line) for line in lines]
+        records = (importlib.import_module("loopscope_against_detect.episode_records")
+                   if (args.against / "instrumentation/loopscope/detect/episode_records.py").exists()
+                   else other)  # (before the records moved out of replay.py)
+        other_episodes = [records.parse_episode_line(line) for line in lines]
         other_round = _other_rounds(other)
 
     timings: dict[str, list[float]] = {name: [] for name, _ in passes}

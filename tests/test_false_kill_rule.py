@@ -14,8 +14,9 @@ import pandas as pd
 import pytest
 
 from loopscope.detect import Policy
+from loopscope.detect.episode_records import parse_episode
 from loopscope.detect.false_kill import kill_was_false
-from loopscope.detect.replay import parse_episode, replay
+from loopscope.detect.replay import replay
 from loopscope.offline.cli import main
 from loopscope.offline.evaluation import evaluate
 from loopscope.policy_file import load_policy

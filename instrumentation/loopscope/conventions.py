@@ -10,7 +10,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, Protocol
 
-from .detect.replay import check_label
+from .detect.episode_records import check_label
 
 # -- OpenTelemetry GenAI semantic conventions -----------------------------------------------
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"

@@ -47,8 +47,8 @@ from test_analyze_command import otlp_json_line
 
 from loopscope import conventions as c
 from loopscope.detect import Policy
+from loopscope.detect.episode_records import parse_episode
 from loopscope.detect.ladder import same_turn
-from loopscope.detect.replay import parse_episode
 from loopscope.offline import cli
 from loopscope.offline.scenarios import generate
 from loopscope_collector.normalize.spans import SpanRecord

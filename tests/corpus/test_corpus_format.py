@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-from loopscope.detect.replay import EpisodeRecord, parse_episode_line
+from loopscope.detect.episode_records import EpisodeRecord, parse_episode_line
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from loopscope.detect.episode_records import EpisodeRecord, parse_episode
 from loopscope.detect.limits import PARALLEL_S
-from loopscope.detect.replay import EpisodeRecord, parse_episode, replay
+from loopscope.detect.replay import replay
 from loopscope.offline.evaluation import evaluate
 
 CORPUS = Path(__file__).with_name("corpus.jsonl")

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from loopscope.detect import Policy
+from loopscope.detect.episode_records import parse_episode
 from loopscope.detect.events import Flag
-from loopscope.detect.replay import EpisodeReport, parse_episode, replay
+from loopscope.detect.replay import EpisodeReport, replay
 
 
 def tool(

@@ -12,7 +12,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = """
 import glob, hashlib, json, sys
-from loopscope.detect.replay import parse_episode_line, replay
+from loopscope.detect.episode_records import parse_episode_line
+from loopscope.detect.replay import replay
 out = []
 for path in sys.argv[1:]:
     for line in open(path, encoding="utf-8"):

@@ -15,14 +15,10 @@ from loopscope.detect import (
     ToolCall,
     ToolResult,
 )
+from loopscope.detect.episode_records import EpisodeFormatError, parse_episode, parse_episode_line
 from loopscope.detect.fingerprint import output_hash
 from loopscope.detect.policy import DEFAULT_NO_PROGRESS_K
-from loopscope.detect.replay import (
-    EpisodeFormatError,
-    parse_episode,
-    parse_episode_line,
-    replay,
-)
+from loopscope.detect.replay import replay
 
 # -- Policy.from_mapping ---------------------------------------------------------------------
 

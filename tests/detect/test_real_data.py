@@ -5,7 +5,8 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from loopscope.detect.replay import EpisodeReport, parse_episode_line, replay
+from loopscope.detect.episode_records import parse_episode_line
+from loopscope.detect.replay import EpisodeReport, replay
 
 
 @cache

@@ -22,7 +22,7 @@ from lake_place import LakePlace, Postgres
 from streamlit.testing.v1 import AppTest
 
 import loopscope_dashboard
-from loopscope.detect.replay import parse_episode
+from loopscope.detect.episode_records import parse_episode
 from loopscope.offline.cli import main
 from loopscope.offline.scenarios import generate
 from loopscope_collector.metrics.compute import compute_metrics

@@ -17,8 +17,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from loopscope.detect import Decision, EpisodeMonitor, Flag, Policy
+from loopscope.detect.episode_records import EpisodeRecord, episode_steps
 from loopscope.detect.readings import Readings
-from loopscope.detect.replay import EpisodeRecord, EpisodeReport, episode_report, episode_steps
+from loopscope.detect.replay import EpisodeReport, episode_report
 from loopscope.detect.steps import Step, ToolStep, feed_run
 
 from ..normalize.assembly import sort_key

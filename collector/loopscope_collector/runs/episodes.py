@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from loopscope.detect.episode_records import EpisodeRecord
 from loopscope.detect.events import STATUSES, TOOL_KINDS
-from loopscope.detect.replay import EpisodeRecord
 from loopscope.detect.steps import Step, recorded_args
 
 from ..normalize import assembly

@@ -21,13 +21,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Final, TextIO
 
+from loopscope.detect.episode_records import EpisodeFormatError, EpisodeRecord, parse_episode_line
 from loopscope.detect.policy import Policy
-from loopscope.detect.replay import (
-    EpisodeFormatError,
-    EpisodeRecord,
-    EpisodeReport,
-    parse_episode_line,
-)
+from loopscope.detect.replay import EpisodeReport
 from loopscope.offline.analysis import Problem, analyze, read_episodes
 
 from .otlp_files import OTLP_KEYS, EpisodeGrouper, detect_runs, read_otlp_file

@@ -18,8 +18,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from loopscope.detect.episode_records import EpisodeRecord
 from loopscope.detect.policy import Policy
-from loopscope.detect.replay import EpisodeRecord, EpisodeReport
+from loopscope.detect.replay import EpisodeReport
 from loopscope.detect.steps import Step
 
 from ..normalize.spans import SpanRecord

@@ -19,7 +19,8 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
-from loopscope.detect.replay import EpisodeRecord, RecordedRun
+from loopscope.detect.episode_records import EpisodeRecord
+from loopscope.detect.replay import RecordedRun
 from loopscope.detect.steps import Step
 
 from ..normalize.assembly import sort_key

@@ -15,10 +15,11 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from loopscope import conventions as c
+from loopscope.detect.episode_records import EpisodeRecord
 from loopscope.detect.events import Decision
 from loopscope.detect.fingerprint import canonical_json, output_hash, output_text
 from loopscope.detect.policy import Policy
-from loopscope.detect.replay import EpisodeRecord, replay
+from loopscope.detect.replay import replay
 
 from ..normalize.spans import SpanRecord
 

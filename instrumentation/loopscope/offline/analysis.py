@@ -17,14 +17,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..detect import Policy
+from ..detect.episode_records import EpisodeFormatError, EpisodeRecord, parse_episode_line
 from ..detect.readings import Readings
-from ..detect.replay import (
-    EpisodeFormatError,
-    EpisodeRecord,
-    EpisodeReport,
-    parse_episode_line,
-    replay,
-)
+from ..detect.replay import EpisodeReport, replay
 from ..detect.steps import ToolStep
 
 FORMATS = ("auto", "episodes")

@@ -25,11 +25,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ..detect.episode_records import EpisodeRecord
 from ..detect.events import Flag
 from ..detect.false_kill import is_detector_kill
 from ..detect.policy import Policy
 from ..detect.readings import Readings
-from ..detect.replay import EpisodeRecord, EpisodeReport, RecordedRun, replay
+from ..detect.replay import EpisodeReport, RecordedRun, replay
 from .scoring import SetScore, score_runs
 
 MIN_HEALTHY: Final = 20

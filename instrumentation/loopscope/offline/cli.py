@@ -134,7 +134,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """``loopscope eval``."""
-    from ..detect.replay import parse_episode
+    from ..detect.episode_records import parse_episode
     from .analysis import analyze, read_episodes
     from .evaluation import as_text, evaluate
     from .scoring import as_text as sets_text

@@ -18,9 +18,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..detect.episode_records import EpisodeRecord
 from ..detect.false_kill import first_kill, kill_was_false
 from ..detect.fingerprint import canonical_json
-from ..detect.replay import EpisodeRecord, EpisodeReport
+from ..detect.replay import EpisodeReport
 
 Z95 = 1.959963984540054
 
