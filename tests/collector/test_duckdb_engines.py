@@ -57,8 +57,9 @@ decoder's 4xx, the empty acknowledgement, the token and the bind rule), so a sec
 would run the same code to the same answer. Every test that writes, reads, migrates, locks,
 checkpoints or recovers a store still runs on both engines."""
 
-TEST_TOOLS: Final = ("pytest", "pytest-timeout", "hypothesis")
-"""What those tests need beyond the collector extra (taken at the dev extra's versions)."""
+TEST_TOOLS: Final = ("pytest", "pytest-timeout", "pytest-xdist", "hypothesis")
+"""What those tests need beyond the collector extra (taken at the dev extra's versions;
+pytest-xdist because pyproject's pytest options spread the tests over two processes)."""
 
 
 def _dev_specs(names: tuple[str, ...]) -> list[str]:
