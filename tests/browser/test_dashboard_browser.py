@@ -4,6 +4,7 @@ output folder) for people to look at."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -11,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import urllib.request
@@ -36,13 +38,16 @@ def free_port() -> int:
 
 @pytest.fixture(scope="session")
 def chromium() -> str:
-    """Debian's Chromium; installed with apt-get when absent (the test command's job)."""
+    """Debian's Chromium; installed with apt-get when absent (the test command's job), by one
+    test process at a time (the other waits on the lock, then finds it installed)."""
     path = shutil.which("chromium") or "/usr/bin/chromium"
-    if not Path(path).exists():
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env, timeout=600)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True, env=env,
-                       timeout=900)
+    with (Path(tempfile.gettempdir()) / "loopscope-tests-chromium.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not Path(path).exists():
+            env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+            subprocess.run(["apt-get", "update", "-qq"], check=True, env=env, timeout=600)
+            subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True,
+                           env=env, timeout=900)
     return path
 
 

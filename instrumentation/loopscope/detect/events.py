@@ -14,7 +14,7 @@ from typing import Any, Final, Literal, NamedTuple, get_args
 
 # The vocabularies, each spelled once. Every other spelling in the tree (argparse choices,
 # validation, dashboard option lists) is derived from these; the SQL files, which cannot
-# import them, are held to them by tests/test_value_sets.py.
+# import them, are held to them by tests/detect/test_events.py.
 Mode = Literal["observe", "warn", "enforce"]
 """How a guard applies a decision: record it only, nudge the model, or block and stop."""
 ToolKind = Literal["read", "write", "poll"]

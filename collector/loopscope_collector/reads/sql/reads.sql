@@ -167,7 +167,7 @@ case when e.root_span_id is not null or e.stop_reason is not null or e.outcome i
 
 -- fragment: false_kill_rule
 -- The false-kill rule (docs/metrics.md, "False-kill rate"), as loopscope.detect.false_kill's
--- kill_was_false says it in Python (tests/test_false_kill_rule.py holds the two equal): of a
+-- kill_was_false says it in Python (tests/detect/test_false_kill.py holds the two equal): of a
 -- run's first kill, from the columns of k: human_false_kill (a human said the kill was
 -- wrong), loop_label (true a loop, false no loop, null unlabelled), first_loop_step,
 -- kill_step, outcome, progress_after_kill. True a false kill, false a right one, null not

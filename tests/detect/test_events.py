@@ -28,7 +28,7 @@ from loopscope.detect.registry import DETECTOR_NAMES
 from loopscope_collector.storage.writes.labels import LABEL_VALUES
 from loopscope_dashboard import charts, truth, uploads
 
-COLLECTOR = Path(__file__).resolve().parents[1] / "collector" / "loopscope_collector"
+COLLECTOR = Path(__file__).resolve().parents[2] / "collector" / "loopscope_collector"
 SQL = COLLECTOR / "storage" / "sql"
 SQL_FILES = (SQL, COLLECTOR / "reads" / "sql")
 """The store's SQL (its DDL and writes) and the named reads' (a stage of their own)."""
