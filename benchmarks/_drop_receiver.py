@@ -11,7 +11,7 @@ import sys
 import threading
 from typing import Any
 
-from loopscope_collector.pipeline.jobs import Job, Stats
+from loopscope_collector.pipeline.jobs import AnswerTimes, Job, Stats
 from loopscope_collector.serve.http_server import CollectorHTTPServer
 from loopscope_collector.storage import open_database
 from loopscope_collector.storage.health import StoreHealth
@@ -23,6 +23,7 @@ class DropPipeline:
     def __init__(self) -> None:
         self.stats = Stats()
         self.health = StoreHealth()
+        self.answer_times = AnswerTimes()
         self._lock = threading.Lock()
 
     def count_rejected(self, status: int) -> None:
@@ -33,6 +34,12 @@ class DropPipeline:
         with self._lock:
             self.stats.requests_rejected[str(status)] += 1
             self.stats.spans_rejected += spans
+
+    def admit(self, count: int) -> None:
+        """Room for every request (nothing is queued)."""
+
+    def slow(self) -> None:
+        """Never keeps a client waiting (``/healthz``)."""
 
     def submit(self, spans: list[Any]) -> Job:
         with self._lock:

@@ -145,10 +145,10 @@ def flag_calls(detections: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
     ordinals = flagged["ordinal"] if "ordinal" in flagged.columns else None
 
     def after(received: int) -> int:
-        """The number of the call after the first ``received`` calls that arrived."""
-        if 0 < received <= len(numbers):
-            return numbers[received - 1] + 1
-        return received + 1
+        """The number of a message after the first ``received`` calls that arrived, by the
+        core's rule (``steps.call_numbers``: the call that would follow it)."""
+        own = numbers[:received] if received <= len(numbers) else ()
+        return call_numbers([True] * received + [False], own)[-1]
 
     flagged.insert(0, "call", [
         by_span.get(span, None if ordinals is None else after(int(ordinals.iloc[i])))
