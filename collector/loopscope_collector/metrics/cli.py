@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loopscope.detect.events import OUTCOMES
+from loopscope.environment_variables import DEFAULT_ENDPOINT
 from loopscope.exit_codes import EXIT_BAD_INPUT, EXIT_OK
 
 from .. import environment_variables as env
@@ -62,7 +63,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                              f"./{env.DEFAULT_DB})")
     source.add_argument("--collector", metavar="URL",
                         help="read through a running collector's API, e.g. "
-                             "http://127.0.0.1:4318")
+                             f"{DEFAULT_ENDPOINT}")
     add_lake_options(p, "instead of --db: read this DuckLake, every collector's rows")
     p.add_argument("--auth-token", default=os.environ.get(env.TOKEN_ENV),
                    help=f"bearer token for --collector (default: ${env.TOKEN_ENV})")
@@ -214,7 +215,7 @@ def _from_file(
     except StoreLocked as exc:
         if exc.held:
             return _error(f"{path} is locked by another process (a running collector?). Read "
-                          "through it with --collector http://127.0.0.1:4318, or copy the "
+                          f"through it with --collector {DEFAULT_ENDPOINT}, or copy the "
                           "file and pass the copy")
         return _error(f"cannot open {path}: {exc}")
     except StoreError as exc:
