@@ -66,7 +66,7 @@ def _sql_comparisons() -> list[tuple[str, str, frozenset[str]]]:
             for match in _COMPARISON.finditer(code):
                 literals = frozenset(re.findall(r"'([^']*)'", match["rhs"]))
                 columns = {name.rsplit(".", 1)[-1] for name in re.findall(r"[\w.]+", match["lhs"])}
-                for column in columns & VOCABULARIES.keys():
+                for column in sorted(columns & VOCABULARIES.keys()):
                     found.append((f"{path.name}:{number}", column, literals))
     return found
 
