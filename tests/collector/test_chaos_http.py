@@ -458,6 +458,7 @@ _BAD_VALUES: dict[str, tuple[str, ...]] = {
     "until_ns": ("99999999999999999999", "x"),
     "bucket_s": ("0", "-60", "9223372036854775807"),
     "stale_s": ("-1", "9223372036854775807"),
+    "points": ("0", "-5", "abc", "99999999999999999999"),
     "prices": ("abc", '{"gpt-4o": 1}', '{"gpt-4o": {"input": "x", "output": 1}}',
                '{"gpt-4o": {"input": 1e400, "output": 1}}', '{"gpt-4o": {"input": 1}}', "[]"),
     "flagged": ("maybe",), "ascending": ("yes please",),
@@ -469,7 +470,7 @@ _BAD_VALUES: dict[str, tuple[str, ...]] = {
 }
 _GOOD_VALUES: dict[str, str] = {
     "limit": "5", "offset": "0", "since_ns": "0", "until_ns": "9223372036854775807",
-    "bucket_s": "60", "stale_s": "300", "flagged": "false", "ascending": "true",
+    "bucket_s": "60", "stale_s": "300", "points": "300", "flagged": "false", "ascending": "true",
     "prices": '{"gpt-4o": {"input": 2.5, "output": 10}}', "sort": "cost",
     "verdict": "not flagged", "status": "ended", "service": "load", "agent": "a",
     "model": "gpt-4o", "tool": "search", "outcome": "success", "episode_id": "e-1",

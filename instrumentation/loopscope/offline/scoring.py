@@ -17,7 +17,8 @@ detector's verdict. ``loopscope eval`` prints these per file and overall; ``loop
 calibrate`` searches for the policy that keeps them best with no false kill.
 
 Example:
-    >>> from loopscope.detect.replay import parse_episode, replay
+    >>> from loopscope.detect.episode_records import parse_episode
+    >>> from loopscope.detect.replay import replay
     >>> spin = {"episode_id": "spin", "label": {"loop": True, "first_loop_step": 0},
     ...         "steps": [{"type": "tool", "tool": "search", "kind": "read", "args": {"q": "x"},
     ...                    "output": "no results"} for _ in range(6)]}
