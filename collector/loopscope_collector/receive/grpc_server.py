@@ -30,6 +30,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from ..pipeline.thread import Pipeline
+from .answers import GRPC_CODES
 from .export import OtlpExport, Refused, authorized, not_admitted
 from .limits import MAX_BODY_BYTES, Busy, InFlight
 
@@ -80,7 +81,7 @@ class _TokenInterceptor(grpc.ServerInterceptor):
         self.token = token
 
         def refuse(_request: bytes, context: grpc.ServicerContext) -> None:
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+            context.abort(GRPC_CODES[401], "missing or wrong bearer token")
 
         self._refuse: grpc.RpcMethodHandler[bytes, bytes] = (
             grpc.unary_unary_rpc_method_handler(refuse))

@@ -185,7 +185,6 @@ class Escalation:
         }
         if step is not None:
             diagnostic["call"] = step.call
-        if step is not None:
             diagnostic.update(tool=step.tool, args=args_preview(step))
             if step.kind is not None:
                 diagnostic.update(tool_kind=step.kind, kind_source=step.kind_source or "shape")
