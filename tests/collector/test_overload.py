@@ -3,10 +3,12 @@ it keeps clients waiting shows on /healthz and /metrics."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -40,17 +42,29 @@ def _get(url: str) -> str:
         return text
 
 
+@contextlib.contextmanager
+def _served(pipeline: Pipeline) -> Iterator[str]:
+    """``pipeline`` (and its store) behind the collector's HTTP server on a free loopback port:
+    yields its URL; at the end the server, the pipeline and the store are closed."""
+    server = CollectorHTTPServer(("127.0.0.1", 0), pipeline=pipeline, db=pipeline.db,
+                                 prometheus=lambda: prometheus.render(pipeline))
+    server.serve_in_thread()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        pipeline.stop()
+        pipeline.db.close()
+
+
 def test_full_queue_gives_503_with_retry_after_then_recovers(tmp_path: Path) -> None:
     """With the pipeline not yet draining and its queue holding spans, a new request is refused
     with 503 and a Retry-After of 1-5 s (clients retry 503); once the pipeline runs, the
     queued request is acknowledged and a retry succeeds."""
     db = open_database(tmp_path / "x.duckdb")
     pipeline = Pipeline(db, max_queue_spans=10)  # not started yet: nothing drains
-    server = CollectorHTTPServer(("127.0.0.1", 0), pipeline=pipeline, db=db,
-                                 prometheus=lambda: prometheus.render(pipeline))
-    server.serve_in_thread()
-    url = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with _served(pipeline) as url:
         first, _ = episode_request(8)
         answers: list[int] = []
         waiting = threading.Thread(target=lambda: answers.append(
@@ -78,11 +92,6 @@ def test_full_queue_gives_503_with_retry_after_then_recovers(tmp_path: Path) -> 
         assert 'loopscope_export_answer_seconds_count{outcome="throttled"} 1' in metrics
         assert 'loopscope_export_answer_seconds_bucket{le="1",outcome="stored"} 1' in metrics
         assert "loopscope_pipeline_queue_wait_seconds 0" in metrics
-    finally:
-        server.shutdown()
-        server.server_close()
-        pipeline.stop()
-        db.close()
 
 
 def test_spans_that_waited_too_long_for_a_batch_are_not_stored(tmp_path: Path) -> None:
@@ -92,11 +101,7 @@ def test_spans_that_waited_too_long_for_a_batch_are_not_stored(tmp_path: Path) -
     after all; its retry is stored, once."""
     db = open_database(tmp_path / "x.duckdb")
     pipeline = Pipeline(db, max_job_wait_s=0.5)  # not started yet: nothing drains
-    server = CollectorHTTPServer(("127.0.0.1", 0), pipeline=pipeline, db=db,
-                                 prometheus=lambda: prometheus.render(pipeline))
-    server.serve_in_thread()
-    url = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with _served(pipeline) as url:
         body = episode_request(8)[0].SerializeToString()
         answers: list[tuple[int, dict[str, str]]] = []
         waiting = threading.Thread(target=lambda: answers.append(_post(url, body)))
@@ -114,11 +119,6 @@ def test_spans_that_waited_too_long_for_a_batch_are_not_stored(tmp_path: Path) -
         assert _post(url, body)[0] == 200
         assert read(db, "summary")[0]["tool_calls"] == 8
         assert pipeline.stats.spans_duplicate == 0
-    finally:
-        server.shutdown()
-        server.server_close()
-        pipeline.stop()
-        db.close()
 
 
 def test_a_request_that_would_wait_too_long_is_throttled_with_the_queue_s_drain_time(
@@ -131,54 +131,47 @@ def test_a_request_that_would_wait_too_long_is_throttled_with_the_queue_s_drain_
     answered UNAVAILABLE with RetryInfo; clients that honour it get everything stored, once."""
     db = open_database(tmp_path / "x.duckdb")
     pipeline = Pipeline(db, max_queue_wait_s=0.0).start()
-    server = CollectorHTTPServer(("127.0.0.1", 0), pipeline=pipeline, db=db,
-                                 prometheus=lambda: prometheus.render(pipeline))
-    server.serve_in_thread()
-    url = f"http://127.0.0.1:{server.server_address[1]}"
-    grpc_port = free_port()
-    rpc = serve_grpc(pipeline, "127.0.0.1", grpc_port)
-    try:
-        assert _post(url, episode_request(20)[0].SerializeToString())[0] == 200  # measured
-        assert pipeline.throughput.spans_per_s
-        throttled: list[dict[str, str]] = []
+    with _served(pipeline) as url:
+        grpc_port = free_port()
+        rpc = serve_grpc(pipeline, "127.0.0.1", grpc_port)
+        try:
+            assert _post(url, episode_request(20)[0].SerializeToString())[0] == 200  # measured
+            assert pipeline.throughput.spans_per_s
+            throttled: list[dict[str, str]] = []
 
-        def send(seed: int) -> None:
-            for _ in range(5):
-                body = episode_request(200)[0].SerializeToString()
-                while (answer := _post(url, body))[0] == 503:
-                    throttled.append(answer[1])
-                    time.sleep(0.05)  # (sooner than asked: more refusals to look at)
-                assert answer[0] == 200
+            def send(seed: int) -> None:
+                for _ in range(5):
+                    body = episode_request(200)[0].SerializeToString()
+                    while (answer := _post(url, body))[0] == 503:
+                        throttled.append(answer[1])
+                        time.sleep(0.05)  # (sooner than asked: more refusals to look at)
+                    assert answer[0] == 200
 
-        threads = [threading.Thread(target=send, args=(i,)) for i in range(6)]
-        for thread in threads:
-            thread.start()
-        with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
-            export = channel.unary_unary(EXPORT)
-            refused_rpc = None
-            while refused_rpc is None and any(t.is_alive() for t in threads):
-                try:
-                    export(episode_request(200)[0].SerializeToString(), timeout=30)
-                except grpc.RpcError as exc:
-                    refused_rpc = exc
-        for thread in threads:
-            thread.join(120)
-        assert throttled and all(int(h["Retry-After"]) >= 1 for h in throttled)
-        assert pipeline.stats.requests_overloaded >= len(throttled)
-        assert refused_rpc is not None
-        assert refused_rpc.code() == grpc.StatusCode.UNAVAILABLE
-        assert "would keep this request waiting" in (refused_rpc.details() or "")
-        info = RetryInfo.FromString(dict(refused_rpc.trailing_metadata() or ())[
-            "google.rpc.retryinfo-bin"])
-        assert info.retry_delay.seconds >= 1
-        stored = read(db, "summary")[0]["tool_calls"]
-        assert stored == pipeline.stats.spans_stored  # every 200 stored, none twice
-        metrics = _get(url + "/metrics")
-        count = 'loopscope_export_answer_seconds_count{outcome="throttled"} '
-        assert f"{count}{len(throttled) + 1}" in metrics
-    finally:
-        rpc.stop(0)
-        server.shutdown()
-        server.server_close()
-        pipeline.stop()
-        db.close()
+            threads = [threading.Thread(target=send, args=(i,)) for i in range(6)]
+            for thread in threads:
+                thread.start()
+            with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+                export = channel.unary_unary(EXPORT)
+                refused_rpc = None
+                while refused_rpc is None and any(t.is_alive() for t in threads):
+                    try:
+                        export(episode_request(200)[0].SerializeToString(), timeout=30)
+                    except grpc.RpcError as exc:
+                        refused_rpc = exc
+            for thread in threads:
+                thread.join(120)
+            assert throttled and all(int(h["Retry-After"]) >= 1 for h in throttled)
+            assert pipeline.stats.requests_overloaded >= len(throttled)
+            assert refused_rpc is not None
+            assert refused_rpc.code() == grpc.StatusCode.UNAVAILABLE
+            assert "would keep this request waiting" in (refused_rpc.details() or "")
+            info = RetryInfo.FromString(dict(refused_rpc.trailing_metadata() or ())[
+                "google.rpc.retryinfo-bin"])
+            assert info.retry_delay.seconds >= 1
+            stored = read(db, "summary")[0]["tool_calls"]
+            assert stored == pipeline.stats.spans_stored  # every 200 stored, none twice
+            metrics = _get(url + "/metrics")
+            count = 'loopscope_export_answer_seconds_count{outcome="throttled"} '
+            assert f"{count}{len(throttled) + 1}" in metrics
+        finally:
+            rpc.stop(0)
