@@ -82,7 +82,27 @@ class CollectorProcess:
 def start_collector(db: Path, *, token: str | None = None, extra: list[str] | None = None,
                     grpc: bool = True, http_port: int | None = None) -> CollectorProcess:
     """Start ``python -m loopscope collector`` and wait until it answers /healthz
-    (``http_port``: the port of one stopped before, to restart it)."""
+    (``http_port``: the port of one stopped before, to restart it).
+
+    A free port is only free until someone binds it: under pytest-xdist another worker's
+    process (or an outgoing connection's ephemeral port) may take it between ``free_port()``
+    and the collector's bind. A collector that exits because its port is taken is started
+    again on new ports, up to five times; a port the caller chose is never changed."""
+    for attempt in range(5):
+        try:
+            return _start_once(db, token=token, extra=extra, grpc=grpc, http_port=http_port)
+        except _PortTaken:
+            if attempt == 4:
+                raise
+    raise AssertionError("unreachable")
+
+
+class _PortTaken(RuntimeError):
+    """The collector exited because a port it was given is taken."""
+
+
+def _start_once(db: Path, *, token: str | None, extra: list[str] | None, grpc: bool,
+                http_port: int | None) -> CollectorProcess:
     http_port, grpc_port = http_port or free_port(), free_port() if grpc else 0
     args = [sys.executable, "-m", "loopscope", "collector", "--db", str(db),
             "--http-port", str(http_port), "--grpc-port", str(grpc_port), *(extra or [])]
@@ -96,7 +116,9 @@ def start_collector(db: Path, *, token: str | None = None, extra: list[str] | No
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"collector exited: {proc.stderr.read() if proc.stderr else ''}")
+            stderr = proc.stderr.read() if proc.stderr else ""
+            taken = "port is taken" in stderr or "address already in use" in stderr.lower()
+            raise (_PortTaken if taken else RuntimeError)(f"collector exited: {stderr}")
         try:
             collector.get("/healthz")
             return collector

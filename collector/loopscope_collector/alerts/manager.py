@@ -131,7 +131,7 @@ class SpikeDetector:
                 episodes=episodes, fired_at=now, message=(
                     f"no-progress spike in service {self.service}: {rate:.0%} of {volume} tool "
                     f"calls in the last {s.window_s:g} s made no progress ({why}); "
-                    f"{in_streak} of {episodes} episodes in a no-progress streak"))
+                    f"{in_streak} of {episodes} runs in a no-progress streak"))
             return self.firing
         self._taint(index)
         calm = rate < self._level * s.hysteresis or volume < s.min_volume * s.hysteresis
