@@ -3,8 +3,12 @@
 Spans an agent's process drops never reach the collector, so the process says so itself:
 after a span was dropped, the next batch the exporter sends carries one more span, named
 ``loopscope.export_report``, whose attributes are the process's counts so far (spans started,
-exported, dropped by reason) and the runs that lost spans since the last report got through,
-each with how many. It is an ordinary span on the process's resource (with a
+exported — the report's own batch included —, dropped by reason) and the runs that lost spans
+since the last report got through, each with how many. Batches go on carrying one until a
+report that accounts for every span started (exported or dropped: none left in the queue or
+in flight) was acknowledged, so the store's latest report equals the process's own counts
+once the process has sent what it had, not only the counts as of the first batch after the
+loss. It is an ordinary span on the process's resource (with a
 ``service.instance.id``: the process's, or one loopscope makes up), so any OTLP collector
 takes it; loopscope's stores it per service and instance. The counts are cumulative, so a
 report lost with its batch is made good by the next one; a run is named again until a report
@@ -59,7 +63,10 @@ class LossReport:
         self._lock = threading.Lock()
         self._runs: dict[str, int] = {}
         self._acked_dropped = 0
-        self._sent: tuple[int, dict[str, int]] | None = None
+        self._sent: tuple[int, dict[str, int], bool] | None = None
+        self._accounted = True
+        """The last report acknowledged accounted for every span started (none was owed
+        before the first drop)."""
 
     def dropped(self, spans: Iterable[ReadableSpan]) -> None:
         """Remember the runs of ``spans``, which were dropped (their count is in ``stats``)."""
@@ -70,15 +77,19 @@ class LossReport:
                     self._runs[run] = self._runs.get(run, 0) + 1
 
     def attach(self, spans: Sequence[ReadableSpan]) -> Sequence[ReadableSpan]:
-        """``spans``, plus a report when spans were dropped since the last one acknowledged."""
+        """``spans``, plus a report when spans were dropped since the last one acknowledged,
+        or when that one did not account for every span started yet."""
         with self._lock:
-            dropped = self.stats.dropped
-            if not spans or (dropped == self._acked_dropped and not self._runs):
+            stats = self.stats
+            dropped = stats.dropped
+            if not spans or (dropped == self._acked_dropped and not self._runs
+                             and self._accounted):
                 self._sent = None
                 return spans
             runs = dict(list(self._runs.items())[:RUNS_PER_REPORT])
-            self._sent = (dropped, runs)
-        return [*spans, self._span(spans[0].resource, runs)]
+            exported = stats.exported + len(spans)  # (the report arrives only with them)
+            self._sent = (dropped, runs, stats.started <= exported + dropped)
+        return [*spans, self._span(spans[0].resource, runs, exported)]
 
     def settle(self, acknowledged: bool) -> None:
         """The batch with the last report attached was acknowledged, or not."""
@@ -86,6 +97,7 @@ class LossReport:
         if sent is None or not acknowledged:
             return
         with self._lock:
+            self._accounted = sent[2]
             self._acked_dropped = max(self._acked_dropped, sent[0])
             for run, count in sent[1].items():
                 left = self._runs.get(run, 0) - count
@@ -94,11 +106,11 @@ class LossReport:
                 else:
                     self._runs.pop(run, None)
 
-    def _span(self, resource: Resource, runs: dict[str, int]) -> ReadableSpan:
+    def _span(self, resource: Resource, runs: dict[str, int], exported: int) -> ReadableSpan:
         stats = self.stats
         attributes: dict[str, int | str | list[str] | list[int]] = {
             c.SDK_SPANS_STARTED: stats.started,
-            c.SDK_SPANS_EXPORTED: stats.exported,
+            c.SDK_SPANS_EXPORTED: exported,
             **{c.SDK_SPANS_DROPPED + reason: getattr(stats, f"dropped_{reason}")
                for reason in c.DROP_REASONS},
             c.SERVICE_INSTANCE_ID: instance_of(resource),
