@@ -113,7 +113,7 @@ def _start_once(db: Path, *, token: str | None, extra: list[str] | None, grpc: b
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env)
     collector = CollectorProcess(proc, db, http_port, grpc_port, token)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90  # (a lake collector loaded to 20 took over 30 s)
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             stderr = proc.stderr.read() if proc.stderr else ""
@@ -125,7 +125,7 @@ def _start_once(db: Path, *, token: str | None, extra: list[str] | None, grpc: b
         except OSError:
             time.sleep(0.05)
     proc.kill()
-    raise RuntimeError("collector did not start within 30 s")
+    raise RuntimeError("collector did not start within 90 s")
 
 
 def metric_value(text: str, name: str) -> float:
