@@ -577,11 +577,12 @@ class Pipeline:
                                              lambda traces: self._episodes_of(cur, traces))
         for trace_id, episode_id in revealed.items():
             self._remember(self._trace_episode, trace_id, episode_id)
-        for ep in episodes:  # the root revealed a conversation id for calls stored under the trace
-            if ep.episode_id != ep.trace_id and tables.rebind_trace(cur, ep.trace_id,
-                                                                    ep.episode_id):
-                self.detector.forget(ep.trace_id)
-                self.detector.forget(ep.episode_id)
+        # the root revealed a conversation id for calls stored under the trace
+        for trace_id, episode_id in tables.rebind_traces(cur, [
+                (ep.trace_id, ep.episode_id) for ep in episodes
+                if ep.episode_id != ep.trace_id]):
+            self.detector.forget(trace_id)
+            self.detector.forget(episode_id)
 
     def _episodes_of(self, cur: Cursor, traces: Sequence[str]) -> dict[str, str]:
         unknown = [t for t in traces if t not in self._trace_episode]

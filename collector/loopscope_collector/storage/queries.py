@@ -36,15 +36,14 @@ def by_episode(
     cur: duckdb.DuckDBPyConnection, sql: str, episode_ids: Sequence[str],
     fields: Collection[str], make: Callable[[dict[str, Any]], R],
 ) -> dict[str, list[R]]:
-    """The rows ``sql`` returns for these episodes (it joins ``incoming_episode_ids``), each
+    """The rows ``sql`` returns for these episodes (it takes them as ``$episode_ids``), each
     made by ``make`` from its ``fields`` columns, grouped by episode id in one query; episodes
     with none are absent from the result."""
     if not episode_ids:
         return {}
-    with registered(cur, "incoming_episode_ids", {"episode_id": list(episode_ids)}):
-        result = cur.execute(sql)
-        columns = [d[0] for d in result.description or ()]
-        found = result.fetchall()
+    result = cur.execute(sql, {"episode_ids": list(episode_ids)})
+    columns = [d[0] for d in result.description or ()]
+    found = result.fetchall()
     keep = [i for i, name in enumerate(columns) if name in fields]
     grouped: dict[str, list[R]] = {}
     for values in found:

@@ -10,6 +10,7 @@ rewritten (``lake_ddl``), the writers insert what is not stored yet rather than 
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Sequence
 from typing import Final
 
@@ -33,11 +34,21 @@ def lake_ddl(ddl: str) -> str:
     return _BOOLEAN_DEFAULT.sub(lambda m: f"default '{m.group(1).lower()}'", ddl)
 
 
+_DIALECTS: Final[weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, bool]] = (
+    weakref.WeakKeyDictionary())
+"""``is_lake``'s answer per cursor: a cursor's default database is set once, when it is
+opened (``ducklake.connect``, ``Database.cursor``), so DuckDB is asked once per cursor, not
+in a statement of its own before each of a batch's writes."""
+
+
 def is_lake(cur: duckdb.DuckDBPyConnection) -> bool:
     """Whether ``cur``'s default database is a lake (the writers' dialect)."""
-    found = cur.execute("select type from duckdb_databases() "
-                        "where database_name = current_database()").fetchall()
-    return bool(found) and found[0][0] == "ducklake"
+    known = _DIALECTS.get(cur)
+    if known is None:
+        found = cur.execute("select type from duckdb_databases() "
+                            "where database_name = current_database()").fetchall()
+        known = _DIALECTS[cur] = bool(found) and found[0][0] == "ducklake"
+    return known
 
 
 def keyless_inserts(table: str, view: str, keys: Sequence[str], *, stamp: str | None,

@@ -20,7 +20,7 @@ from .tool_calls import (
     insert_tool_calls,
     load_tool_calls,
     loopscope_spans_of_traces,
-    rebind_trace,
+    rebind_traces,
     stored_dedup_keys,
     update_verdicts,
 )
@@ -33,6 +33,6 @@ __all__ = [
     "episodes_stored_elsewhere",
     "existing_keys", "foreign_calls_of_traces", "insert_export_reports", "insert_messages", "insert_tool_calls",
     "load_messages", "load_tool_calls", "loopscope_spans_of_traces", "name_agents",
-    "rebind_trace", "span_row", "stored_dedup_keys", "update_verdicts", "upsert_episodes",
+    "rebind_traces", "span_row", "stored_dedup_keys", "update_verdicts", "upsert_episodes",
     "write_detections", "write_guard_decisions", "write_labels", "write_unknown_writes",
 ]

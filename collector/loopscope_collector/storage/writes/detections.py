@@ -1,6 +1,7 @@
 """The ``detections`` table: the collector's flags, one row per flag on a call or a message.
 
-Only the pipeline thread calls this, inside its transaction, on its own cursor.
+Only the pipeline thread calls this, inside its transaction, on its own cursor. The SQL is in
+``sql/writes/detections.sql``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pyarrow as pa
 
 from ...normalize.rows import MessageRow
 from ..arrow import schema
-from ..queries import insert_rows
+from ..queries import insert_rows, statements
 from .tool_calls import CallVerdict
 
 DETECTIONS: Final = schema([
@@ -22,6 +23,9 @@ DETECTIONS: Final = schema([
     ("ordinal", pa.int32()), ("detector", pa.string()), ("kind", pa.string()),
     ("severity", pa.string()), ("action", pa.string()), ("message", pa.string()),
 ])
+
+_SQL: Final = statements("detections")
+
 
 class FlagLike(Protocol):
     """A flag as the store keeps it (the core's ``Flag``)."""
@@ -82,13 +86,10 @@ def write_detections(cur: duckdb.DuckDBPyConnection,
     """
     rows: list[dict[str, Any]] = []
     new: Counter[str] = Counter()
+    results = list(results)
+    replaced = _replace(cur, [r.episode_id for r in results if r.reevaluated])
     for result in results:
-        before: set[tuple[str, str, str]] = set()
-        if result.reevaluated:
-            params = {"e": result.episode_id}  # (a lake's DELETE has no RETURNING)
-            before = set(cur.execute("select span_id, detector, kind from detections "
-                                     "where episode_id = $e", params).fetchall())
-            cur.execute("delete from detections where episode_id = $e", params)
+        before = replaced.get(result.episode_id, set()) if result.reevaluated else set()
         flagged: list[FlaggedVerdict | FlaggedMessage] = [*result.verdicts, *result.messages]
         for verdict in flagged:
             for flag in verdict.flags:
@@ -102,3 +103,20 @@ def write_detections(cur: duckdb.DuckDBPyConnection,
                     new[flag.kind] += 1
     insert_rows(cur, "detections", rows, DETECTIONS)
     return new
+
+
+def _replace(
+    cur: duckdb.DuckDBPyConnection, episode_ids: Sequence[str]
+) -> dict[str, set[tuple[str, str, str]]]:
+    """Delete the stored flags of these episodes (re-evaluated: their flags are written
+    again); returns what each held, as (span id, detector, kind). Two statements for the
+    batch (a lake's DELETE has no RETURNING)."""
+    if not episode_ids:
+        return {}
+    params = {"episode_ids": list(episode_ids)}
+    held: dict[str, set[tuple[str, str, str]]] = {}
+    for episode_id, span_id, detector, kind in cur.execute(_SQL["of_episodes"],
+                                                           params).fetchall():
+        held.setdefault(episode_id, set()).add((span_id, detector, kind))
+    cur.execute(_SQL["delete_episodes"], params)
+    return held

@@ -82,7 +82,6 @@ def existing_keys(
     """The (trace_id, span_id) pairs among ``pairs`` that are already stored."""
     if not pairs:
         return set()
-    keys = {"trace_id": [p[0] for p in pairs], "span_id": [p[1] for p in pairs]}
-    with registered(cur, "incoming_keys", keys):
-        found = cur.execute(_SQL["existing_keys"]).fetchall()
+    found = cur.execute(_SQL["existing_keys"], {"traces": [p[0] for p in pairs],
+                                                "spans": [p[1] for p in pairs]}).fetchall()
     return {(t, s) for t, s in found}

@@ -105,8 +105,8 @@ def episodes_stored_elsewhere(
     instance (one of them): an episode routed to two collectors."""
     if not episode_ids:
         return {}
-    with registered(cur, "incoming_episode_ids", {"episode_id": list(episode_ids)}):
-        found = cur.execute(_SQL["episodes_stored_elsewhere"], {"me": collector}).fetchall()
+    found = cur.execute(_SQL["episodes_stored_elsewhere"],
+                        {"episode_ids": list(episode_ids), "me": collector}).fetchall()
     return dict(found)
 
 
@@ -116,8 +116,7 @@ def loopscope_spans_of_traces(
     """(trace, tool, start, end) of the stored loopscope tool calls in these traces."""
     if not traces:
         return []
-    with registered(cur, "incoming_traces", {"trace_id": list(traces)}):
-        found = cur.execute(_SQL["loopscope_spans_of_traces"]).fetchall()
+    found = cur.execute(_SQL["loopscope_spans_of_traces"], {"traces": list(traces)}).fetchall()
     return [(trace, tool, start, end) for trace, tool, start, end in found]
 
 
@@ -129,8 +128,7 @@ def foreign_calls_of_traces(
     shadow (``assembly.shadowed``)."""
     if not traces:
         return []
-    with registered(cur, "incoming_traces", {"trace_id": list(traces)}):
-        found = cur.execute(_SQL["foreign_calls_of_traces"]).fetchall()
+    found = cur.execute(_SQL["foreign_calls_of_traces"], {"traces": list(traces)}).fetchall()
     return [ToolCallRow(*row) for row in found]
 
 
@@ -153,8 +151,7 @@ def stored_dedup_keys(cur: duckdb.DuckDBPyConnection, keys: Sequence[str]) -> se
     """The keys among ``keys`` that a stored tool call already has (one call, two reports)."""
     if not keys:
         return set()
-    with registered(cur, "incoming_dedup", {"dedup_key": list(keys)}):
-        found = cur.execute(_SQL["stored_dedup_keys"]).fetchall()
+    found = cur.execute(_SQL["stored_dedup_keys"], {"keys": list(keys)}).fetchall()
     return {row[0] for row in found}
 
 
@@ -162,8 +159,7 @@ def episodes_of_traces(cur: duckdb.DuckDBPyConnection, traces: Sequence[str]) ->
     """For traces already stored, the episode their calls belong to."""
     if not traces:
         return {}
-    with registered(cur, "incoming_traces", {"trace_id": list(traces)}):
-        found = cur.execute(_SQL["episodes_of_traces"]).fetchall()
+    found = cur.execute(_SQL["episodes_of_traces"], {"traces": list(traces)}).fetchall()
     return dict(found)
 
 
@@ -171,16 +167,26 @@ _REBIND: Final = ("rebind_tool_calls", "rebind_detections", "rebind_guard_decisi
                   "rebind_unknown_writes", "delete_bare_episode")
 
 
-def rebind_trace(cur: duckdb.DuckDBPyConnection, trace_id: str, episode_id: str) -> bool:
-    """Move calls stored under the bare trace id to ``episode_id``; True if any moved."""
-    moved = cur.execute(_SQL["count_bare_trace"], {"t": trace_id}).fetchall()
+def rebind_traces(
+    cur: duckdb.DuckDBPyConnection, roots: Sequence[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """For each (trace id, episode id) in order, move the calls stored under the bare trace
+    id to the episode (the first root of a trace takes them); returns the pairs that moved
+    calls. The traces with such calls are looked up in one statement for the batch."""
+    if not roots:
+        return []
+    bare = {row[0] for row in cur.execute(
+        _SQL["bare_traces"], {"traces": list({t for t, _ in roots})}).fetchall()}
     # fetchall: DuckDB 2.0.1 refuses new work while a result is unfinished
-    if not moved[0][0]:
-        return False
-    params = {"t": trace_id, "e": episode_id}
-    for name in _REBIND:
-        cur.execute(_SQL[name], params)
-    return True
+    moved = []
+    for trace_id, episode_id in roots:
+        if trace_id in bare:
+            bare.discard(trace_id)
+            params = {"t": trace_id, "e": episode_id}
+            for name in _REBIND:
+                cur.execute(_SQL[name], params)
+            moved.append((trace_id, episode_id))
+    return moved
 
 
 def update_verdicts(cur: duckdb.DuckDBPyConnection, verdicts: Sequence[CallVerdict]) -> None:

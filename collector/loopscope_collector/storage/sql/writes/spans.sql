@@ -18,6 +18,7 @@ where s.parent_span_id::varchar is distinct from i.parent_span_id::varchar
     or s.scope::varchar is distinct from i.scope::varchar;
 
 -- name: existing_keys
--- The (trace_id, span_id) pairs of incoming_keys that are already stored.
+-- The pairs ($traces[i], $spans[i]) that are already stored.
 select s.trace_id, s.span_id from spans s
-join incoming_keys k on s.trace_id = k.trace_id and s.span_id = k.span_id;
+join (select unnest($traces::varchar[]) as trace_id, unnest($spans::varchar[]) as span_id) k
+    on s.trace_id = k.trace_id and s.span_id = k.span_id;
