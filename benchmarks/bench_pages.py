@@ -10,8 +10,10 @@ browser context (a new session, as a copied URL opened in a fresh browser): the 
 navigation to the page's content (``PAGES``: the page's last section, or its numbers) is
 printed per page, with after / before. Nothing is asserted. The pages are opened in ``PAGES``
 order twice: first visits (the first page opened after the dashboard starts also pays
-Streamlit's start, and every page its first reads), then again, each in a new context. The
-Import page reads nothing: it is the floor, what Streamlit and the sidebar cost.
+Streamlit's start, and every page its first reads), then again, each in a new context; with
+``--restarted``, once more after the dashboard restarted (the Policy page's replays it kept
+stay: each checkout and store starts with none). The Import page reads nothing: it is the
+floor, what Streamlit and the sidebar cost.
 
 Each round of visits prints the load average as it starts: on a shared machine the times are
 only as good as the load beside them.
@@ -100,9 +102,11 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def dashboard(checkout: Path, store: Path) -> Iterator[tuple[str, str]]:
-    """A collector on ``store`` and a dashboard reading it, both from ``checkout``."""
+def dashboard(checkout: Path, store: Path, kept: Path) -> Iterator[tuple[str, str]]:
+    """A collector on ``store`` and a dashboard reading it, both from ``checkout``; the
+    dashboard keeps the Policy page's replays in ``kept`` (``$LOOPSCOPE_REPLAY_CACHE``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LOOPSCOPE_"))}
+    env["LOOPSCOPE_REPLAY_CACHE"] = str(kept)
     env["PYTHONPATH"] = os.pathsep.join(
         str(checkout / part) for part in ("instrumentation", "collector", "dashboard"))
     http, port = free_port(), free_port()
@@ -246,6 +250,11 @@ def time_reads(checkouts: dict[str, Path], stores: dict[str, Path], rounds: int)
             print(f"| {page} | {name} | " + " | ".join(cells) + " |")
 
 
+def _round(visit: int, visits: int) -> str:
+    """A round's name: the first visits, again, or after the dashboard restarted."""
+    return "first" if visit == 1 else "restarted" if visit > visits else f"again ({visit})"
+
+
 def _seconds(value: float | None) -> str:
     return f">{TIMEOUT_S:.0f} s" if value is None else f"{value:.2f} s"
 
@@ -264,6 +273,9 @@ def main() -> None:
                         help="keep the stores in this folder and use them again next time")
     parser.add_argument("--visits", type=int, default=2,
                         help="rounds over every page per dashboard (the first pays the start)")
+    parser.add_argument("--restarted", action="store_true",
+                        help="then restart each dashboard (the Policy page's kept replays "
+                             "stay) and open every page once more")
     parser.add_argument("--only", choices=("demo", "calls"),
                         help="measure one store only")
     parser.add_argument("--reads", type=int, metavar="ROUNDS",
@@ -295,25 +307,32 @@ def main() -> None:
         browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
         results: dict[tuple[str, str, int], dict[str, float | None]] = {}
         loads: dict[tuple[str, str, int], float] = {}
+        rounds = args.visits + (1 if args.restarted else 0)
         for store_name, store in stores.items():
             for label, checkout in checkouts.items():
-                with dashboard(checkout, store) as (collector, base):
-                    episode = flagged_run(collector)
-                    for visit in range(1, args.visits + 1):
-                        loads[store_name, label, visit] = os.getloadavg()[0]
-                        print(f"{store_name}, {label}, visit {visit} (load average "
-                              f"{loads[store_name, label, visit]:.2f}):", file=sys.stderr)
-                        results[store_name, label, visit] = time_pages(browser, base, episode)
+                kept = Path(tempfile.mkdtemp(prefix="kept-replays-", dir=tmp))  # none yet
+                # the dashboard's start, then (--restarted) its restart
+                for started in (range(1, args.visits + 1), range(args.visits + 1, rounds + 1)):
+                    if not started:
+                        continue
+                    with dashboard(checkout, store, kept) as (collector, base):
+                        episode = flagged_run(collector)
+                        for visit in started:
+                            loads[store_name, label, visit] = os.getloadavg()[0]
+                            print(f"{store_name}, {label}, {_round(visit, args.visits)} (load "
+                                  f"average {loads[store_name, label, visit]:.2f}):",
+                                  file=sys.stderr)
+                            results[store_name, label, visit] = time_pages(browser, base,
+                                                                           episode)
         browser.close()
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
-    visits = range(1, args.visits + 1)
+    visits = range(1, rounds + 1)
     for store_name in stores:
         print(f"\n{store_name}: seconds to content, a fresh browser context per page")
-        heads = [f"{label} {'first' if v == 1 else f'again ({v})'}"
-                 for v in visits for label in checkouts]
+        heads = [f"{label} {_round(v, args.visits)}" for v in visits for label in checkouts]
         if args.before is not None:
-            heads = [h for v in visits for h in (f"before {'first' if v == 1 else v}",
-                                                 f"after {'first' if v == 1 else v}",
+            heads = [h for v in visits for h in (f"before {_round(v, args.visits)}",
+                                                 f"after {_round(v, args.visits)}",
                                                  "after / before")]
         print("| page | " + " | ".join(heads) + " |\n|" + " --- |" * (len(heads) + 1))
         for page in [*PAGES, "load average"]:

@@ -4,6 +4,7 @@ storage tests' one fixture, run once per backend."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,14 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 # per example fails tests that are correct (speed is measured in benchmarks/, not asserted).
 settings.register_profile("loopscope", deadline=None)
 settings.load_profile("loopscope")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _kept_replays_in_a_session_folder(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The dashboards the browser tests start keep the Policy page's replays in a folder of
+    this session's (they inherit the environment), not the user's cache folder: a replay
+    kept by an earlier run is not shown to this one."""
+    os.environ["LOOPSCOPE_REPLAY_CACHE"] = str(tmp_path_factory.mktemp("kept-replays"))
 
 
 @pytest.fixture(autouse=True)

@@ -46,8 +46,9 @@ def app_path() -> Path:
 
 
 def command(args: argparse.Namespace) -> list[str]:
-    """The ``streamlit run`` command line for ``args``."""
-    return [sys.executable, "-m", "streamlit", "run", str(app_path()),
+    """The ``streamlit run`` command line for ``args``, through ``server`` (the pages'
+    modules imported while the server starts)."""
+    return [sys.executable, "-m", "loopscope_dashboard.server", "run", str(app_path()),
             "--server.port", str(args.port), "--server.address", args.host,
             "--server.headless", "true", "--browser.gatherUsageStats", "false",
             "--client.toolbarMode", "viewer"]  # no Deploy button: this app is not deployable

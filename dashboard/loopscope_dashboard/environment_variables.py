@@ -18,6 +18,10 @@ LAKE_DATA_ENV: Final = collector_env.LAKE_DATA_ENV
 TOKEN_ENV: Final = collector_env.TOKEN_ENV
 """The collector's bearer token, when it was started with one."""
 DEFAULT_COLLECTOR_URL: Final = agent_env.DEFAULT_ENDPOINT
+REPLAY_CACHE_ENV: Final = "LOOPSCOPE_REPLAY_CACHE"
+"""The folder where the Policy page keeps its replays across dashboard restarts (default
+``$XDG_CACHE_HOME/loopscope/replays``, else ``~/.cache/loopscope/replays``); set empty to keep
+none."""
 UP_STATUS_ENV: Final = "LOOPSCOPE_UP_STATUS"
 """Set by ``loopscope up`` for its dashboard: the JSON file naming the parts ``up`` restarted
 (``restarts.py``), which the banner shows. Unset: the banner shows no restarts."""

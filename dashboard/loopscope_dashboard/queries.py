@@ -685,7 +685,7 @@ def replay_calls(*, limit: int = 10_000, **filters: Any) -> list[dict[str, Any]]
     return _rows("replay_calls", {"limit": limit, **filters})
 
 
-@st.cache_data(ttl="30s", show_spinner=False)
+@st.cache_data(ttl="30s", show_spinner=False, refresh_mode="background")
 def guard_policies(*, limit: int = 10_000, **filters: Any) -> pd.DataFrame:
     """The policies the guards recorded on those runs (``guard_policies``), most used first:
     ``policy`` (a policy file's JSON), ``runs``, ``modes``, ``newest_ns``."""

@@ -1,4 +1,5 @@
-"""The Policy page's replays, run behind the page and kept for every session.
+"""The Policy page's replays, run behind the page and kept for every session, and across
+dashboard restarts.
 
 A replay of the stored runs takes from a second to minutes (the reads, rows into runs, the
 detection core over every run, twice). The page never waits for one: it shows the newest
@@ -6,23 +7,34 @@ finished replay of what it asks for (a ``View``: which runs, the current policy,
 candidate), even one of older data, says when it ran, and meanwhile a replay of the data as it
 is now runs on a thread of its own; the page redraws when it lands. Results are kept for the
 whole dashboard process (``st.cache_resource``), so a fresh browser, a copied URL or a second
-user sees them at once; while a collector is live, the default view is replayed as soon as
-the dashboard starts (``warm``), so the page's first visit finds it done.
+user sees them at once; and in files (``KeptReplays``, one per source and view), so the first
+visit after the dashboard restarts shows the last result at once too. While a collector is
+live, the default view is replayed ``WARM_AFTER_S`` after the dashboard's first page has drawn
+(``warm``: not during that first visit, which it would slow), so the page's first visit finds
+it done.
 
 Replays are keyed by the data version (``replays.data_version``) and the policy in a
-``replays.ReplayCache``: a refresh of unchanged data replays nothing.
+``replays.ReplayCache``; a view is replayed again only when ``data_stamp()`` (how many runs,
+the newest run and label: two small reads) changed, so a refresh of unchanged data, or a
+restart on it, replays nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import logging
+import os
+import pickle
+import tempfile
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 import pandas as pd
@@ -31,6 +43,7 @@ import streamlit as st
 from loopscope.detect import Policy
 
 from . import queries, replays
+from .environment_variables import REPLAY_CACHE_ENV
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +53,10 @@ REFRESH_S: Final = 30.0
 """A live collector's data is replayed again when it changed (``data_stamp``) and the newest
 replay is older than this."""
 KEPT: Final = 16
-"""Finished replays kept (the newest per view)."""
+"""Finished replays kept (the newest per view), in memory and in files."""
+WARM_AFTER_S: Final = 20.0
+"""How long after the first page has drawn the dashboard replays the Policy page's default
+view (``warm``): the replay holds a core, so it waits for the first visit to settle."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +89,8 @@ class Replayed:
     finished_at: float
     stamp: tuple[Any, ...] = ()
     """``data_stamp()`` when the replay started."""
+    restored: bool = False
+    """Read back from ``KeptReplays``: finished before the dashboard (re)started."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,13 +102,79 @@ class Progress:
     label: str = "Reading the stored runs"
 
 
+class KeptReplays:
+    """Finished replays in files, the newest per (source, view), so a restarted dashboard
+    shows the last result at once: ``$LOOPSCOPE_REPLAY_CACHE``, else the user's cache folder
+    (``$XDG_CACHE_HOME/loopscope/replays`` or ``~/.cache/loopscope/replays``); an empty
+    ``$LOOPSCOPE_REPLAY_CACHE`` keeps none. The files are pickles this dashboard wrote (the
+    runs, verdicts and tables as the page shows them), in a folder only the user can write; a
+    file that cannot be read back (another loopscope version, cut short) is ignored."""
+
+    def __init__(self, source: str, folder: Path | None = None) -> None:
+        self.source = source
+        self.folder = folder if folder is not None else kept_folder()
+
+    def _path(self, view: View) -> Path | None:
+        if self.folder is None:
+            return None
+        key = hashlib.blake2b(f"{self.source}\x00{view!r}".encode(), digest_size=16)
+        return self.folder / f"{key.hexdigest()}.pickle"
+
+    def load(self, view: View) -> Replayed | None:
+        """The kept replay of ``view`` from this source, marked ``restored``; None when none
+        is kept or it cannot be read."""
+        path = self._path(view)
+        if path is None or not path.is_file():
+            return None
+        try:
+            kept = pickle.loads(path.read_bytes())  # written by ``save`` only
+        except Exception:  # another version's classes, a file cut short
+            logger.warning("ignoring the kept replay %s: it cannot be read back", path)
+            return None
+        if not isinstance(kept, Replayed) or kept.view != view:
+            return None
+        return dataclasses.replace(kept, restored=True)
+
+    def save(self, done: Replayed) -> None:
+        """Write ``done`` (atomically: a reader never sees half a file), and drop the oldest
+        files beyond ``KEPT``. A folder that cannot be written only costs the next restart
+        its head start."""
+        path = self._path(done.view)
+        if path is None:
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp",
+                                             delete=False) as out:
+                out.write(pickle.dumps(dataclasses.replace(done, restored=False)))
+            os.replace(out.name, path)
+            files = sorted(path.parent.glob("*.pickle"), key=lambda p: p.stat().st_mtime)
+            for old in files[:-KEPT]:
+                old.unlink(missing_ok=True)
+        except OSError as exc:
+            logger.warning("cannot keep the Policy page's replay in %s: %s", path.parent, exc)
+
+
+def kept_folder() -> Path | None:
+    """Where ``KeptReplays`` writes (see there); None when ``$LOOPSCOPE_REPLAY_CACHE`` is
+    set empty."""
+    chosen = os.environ.get(REPLAY_CACHE_ENV)
+    if chosen is not None:
+        return Path(chosen).expanduser() if chosen else None
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "loopscope" / "replays"
+
+
 class ReplayJobs:
     """Finished replays by view, and the one thread that runs new ones (replays are CPU-bound
     and a big one spreads over processes of its own; two at once would only slow both)."""
 
-    def __init__(self) -> None:
+    def __init__(self, kept: KeptReplays | None = None) -> None:
         self._lock = threading.Lock()
+        self._kept = kept
         self._done: OrderedDict[View, Replayed] = OrderedDict()
+        self._looked: set[View] = set()
+        """Views already looked up in ``_kept``."""
         self._running: dict[View, Progress] = {}
         self._caches: OrderedDict[str, replays.ReplayCache] = OrderedDict()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="loopscope-replay")
@@ -103,9 +187,20 @@ class ReplayJobs:
             return sum(cache.replays for cache in self._caches.values())
 
     def latest(self, view: View) -> Replayed | None:
-        """The newest finished replay of ``view``, of whatever data version."""
+        """The newest finished replay of ``view``, of whatever data version (one kept from
+        before the dashboard started, when it has not replayed ``view`` since)."""
         with self._lock:
-            return self._done.get(view)
+            return self._finished(view)
+
+    def _finished(self, view: View) -> Replayed | None:
+        """``latest`` with the lock held; reads ``_kept`` the first time ``view`` is asked."""
+        done = self._done.get(view)
+        if done is None and self._kept is not None and view not in self._looked:
+            self._looked.add(view)
+            done = self._kept.load(view)
+            if done is not None:
+                self._done[view] = done
+        return done
 
     def running(self, view: View) -> Progress | None:
         """How far the replay of ``view`` under way is; None when none is."""
@@ -116,12 +211,14 @@ class ReplayJobs:
                 fresh_for: float, stamp: tuple[Any, ...] = ()) -> None:
         """Start replaying ``view`` on the data as it is now, unless a replay of it is under
         way, or the newest finished one was of the same ``stamp`` (``data_stamp()``: the data
-        did not change) or is younger than ``fresh_for`` seconds. A replay that would change
-        nothing would still read every run and hold the dashboard's CPU meanwhile."""
+        did not change) or, in this dashboard process, is younger than ``fresh_for`` seconds.
+        A replay that would change nothing would still read every run and hold the
+        dashboard's CPU meanwhile."""
         with self._lock:
-            done = self._done.get(view)
+            done = self._finished(view)
             if view in self._running or (done is not None and (
-                    done.stamp == stamp or time.time() - done.finished_at < fresh_for)):
+                    done.stamp == stamp or (not done.restored
+                                            and time.time() - done.finished_at < fresh_for))):
                 return
             self._running[view] = Progress()
         self._pool.submit(self._run, view, current, candidate, stamp)
@@ -182,12 +279,15 @@ class ReplayJobs:
             self._done[done.view] = done
             while len(self._done) > KEPT:
                 self._done.popitem(last=False)
+        if self._kept is not None:
+            self._kept.save(done)
 
 
 @st.cache_resource(show_spinner=False)
 def jobs() -> ReplayJobs:
-    """The dashboard process's replays, shared by every session."""
-    return ReplayJobs()
+    """The dashboard process's replays, shared by every session, kept across restarts for
+    the source it reads."""
+    return ReplayJobs(KeptReplays(queries.source_description()))
 
 
 def current_policy(recorded: pd.DataFrame, pick: int = 0) -> Policy:
@@ -214,13 +314,23 @@ def data_stamp() -> tuple[Any, ...]:
 
 def warm() -> None:
     """Replay the page's default view (the newest ``DEFAULT_NEWEST`` runs, the candidate as
-    the current policy) in the background, once per dashboard process, while the source is a
-    live collector (a file is replayed on the page's first visit)."""
+    the current policy) in the background ``WARM_AFTER_S`` from now, once per dashboard
+    process, while the source is a live collector (a file is replayed on the page's first
+    visit). Nothing is replayed when the kept result is of the data as it is now."""
     shared = jobs()
     if shared.warmed or not queries.source_is_live():
         return
     shared.warmed = True
-    params = {"limit": DEFAULT_NEWEST}
-    current = current_policy(queries.guard_policies(**params))
-    shared.request(View.of(params, current, current), current, current, fresh_for=REFRESH_S,
-                   stamp=data_stamp())
+    timer = threading.Timer(WARM_AFTER_S, _warm_default, (shared,))
+    timer.name, timer.daemon = "loopscope-replay-warm", True
+    timer.start()
+
+
+def _warm_default(shared: ReplayJobs) -> None:
+    try:
+        params = {"limit": DEFAULT_NEWEST}
+        current = current_policy(queries.guard_policies(**params))
+        shared.request(View.of(params, current, current), current, current,
+                       fresh_for=REFRESH_S, stamp=data_stamp())
+    except Exception:  # the page replays on its first visit instead
+        logger.exception("the Policy page's warm-up replay could not start")

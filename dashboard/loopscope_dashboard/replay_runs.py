@@ -11,6 +11,8 @@ its workers sooner.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -22,9 +24,19 @@ from loopscope.detect.replay import cost_share, progress_after, replay_steps
 from loopscope.detect.steps import MessageStep, ToolStep
 from loopscope_collector.runs.stored import StoredRun, build_episodes
 
-__all__ = ["PolicyVerdict", "StoredRun", "build_episodes", "replay_chunk", "verdict"]
+__all__ = ["PolicyVerdict", "StoredRun", "build_episodes", "lower_priority", "replay_chunk",
+           "verdict"]
 
 _RANK: Final[dict[str, int]] = {name: i for i, name in enumerate(ACTIONS)}
+WORKER_NICE: Final = 10
+"""How much lower than the dashboard a replay's worker processes run (``lower_priority``)."""
+
+
+def lower_priority() -> None:
+    """A worker process's initializer: it yields the CPU to the dashboard's pages (``nice``),
+    so a replay behind the page does not slow the page someone is opening."""
+    with contextlib.suppress(OSError):
+        os.nice(WORKER_NICE)
 
 
 @dataclass(frozen=True, slots=True)

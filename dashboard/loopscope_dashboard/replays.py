@@ -32,7 +32,14 @@ from loopscope.detect import Policy
 from loopscope.policy_file import changes_of, plain, to_json
 from loopscope_collector.runs.stored import stored_runs as runs_from_rows
 
-from .replay_runs import PolicyVerdict, StoredRun, build_episodes, replay_chunk, verdict
+from .replay_runs import (
+    PolicyVerdict,
+    StoredRun,
+    build_episodes,
+    lower_priority,
+    replay_chunk,
+    verdict,
+)
 from .truth import RANK, gap_text, gaps_in
 
 __all__ = [
@@ -265,7 +272,8 @@ def _replay_parallel(runs: Sequence[StoredRun], policy: Policy,
     results: list[list[PolicyVerdict]] = [[] for _ in chunks]
     done = 0
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context,
+                             initializer=lower_priority) as pool:
         futures = {pool.submit(replay_chunk, chunk, policy): i
                    for i, chunk in enumerate(chunks)}
         from concurrent.futures import as_completed

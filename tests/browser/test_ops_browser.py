@@ -60,6 +60,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     tmp = tmp_path_factory.mktemp("ops")
     http, dashboard = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LOOPSCOPE_"))}
+    env["LOOPSCOPE_REPLAY_CACHE"] = str(tmp / "kept-replays")  # no earlier run's replay
     collector = subprocess.Popen(
         [sys.executable, "-m", "loopscope", "collector", "--db", str(tmp / "ops.duckdb"),
          "--http-port", str(http), "--grpc-port", "0"],

@@ -56,11 +56,14 @@ def empty_store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_streamlit_caches(store_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _fresh_streamlit_caches(store_path: Path, monkeypatch: pytest.MonkeyPatch,
+                            tmp_path: Path) -> Iterator[None]:
     """AppTest runs in-process, so st.cache_data / st.cache_resource (the data source and
-    every read) would otherwise leak from one test, and one store, to the next. Points the
-    dashboard at the fixture store unless a test says otherwise."""
+    every read) would otherwise leak from one test, and one store, to the next, and the
+    Policy page's kept replays too (a folder per test). Points the dashboard at the fixture
+    store unless a test says otherwise."""
     monkeypatch.setenv("LOOPSCOPE_DB_SNAPSHOT", str(store_path))
+    monkeypatch.setenv("LOOPSCOPE_REPLAY_CACHE", str(tmp_path / "kept-replays"))
     monkeypatch.delenv("LOOPSCOPE_COLLECTOR_URL", raising=False)
     st.cache_data.clear()
     st.cache_resource.clear()

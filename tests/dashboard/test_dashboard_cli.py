@@ -27,7 +27,7 @@ def test_help_has_an_example(capsys: pytest.CaptureFixture[str]) -> None:
 def test_it_runs_streamlit_on_the_packaged_app() -> None:
     args = _args("--port", "8600", "--host", "0.0.0.0")
     assert dashboard_cli.command(args) == [
-        sys.executable, "-m", "streamlit", "run", str(dashboard_cli.app_path()),
+        sys.executable, "-m", "loopscope_dashboard.server", "run", str(dashboard_cli.app_path()),
         "--server.port", "8600", "--server.address", "0.0.0.0",
         "--server.headless", "true", "--browser.gatherUsageStats", "false",
         "--client.toolbarMode", "viewer"]

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+import streamlit as st
 from app_pages import policy_page, replayed
 from demo_store import otlp_json
 
@@ -185,7 +186,8 @@ def test_on_captured_runs_the_replay_gives_what_the_guards_recorded() -> None:
 def test_invalid_json_keeps_the_last_results_and_replays_are_cached(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A typo in a JSON field shows an error naming the field and keeps the last results;
-    going back to a policy already replayed on the same data replays nothing."""
+    going back to a policy already replayed on the same data replays nothing, nor does the
+    first visit after the dashboard restarts."""
     from loopscope_dashboard import replay_jobs
 
     at = policy_page()
@@ -207,6 +209,15 @@ def test_invalid_json_keeps_the_last_results_and_replays_are_cached(
     assert not at.exception, at.exception
     assert cache.replay_count == 2  # back to a policy replayed before: from the cache
     assert {m.label: m.value for m in at.metric} == shown
+    # the dashboard restarted (a new process's replays): the first visit shows the replay
+    # kept in LOOPSCOPE_REPLAY_CACHE at once, says when it ran, and replays nothing (the data
+    # did not change)
+    st.cache_resource.clear()
+    again = policy_page()
+    assert replay_jobs.jobs().replay_count == 0
+    assert {m.label: m.value for m in again.metric} == shown
+    assert any("before the dashboard started (kept from its last run)" in str(c.value)
+               for c in again.caption)
 
 
 def test_the_guards_policies_are_read_from_the_root_spans(demo_store_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Overview: the four metrics, the no-progress rate with its alerts, the live flagged list,
+"""Overview: the four metrics, the live flagged list, the no-progress rate with its alerts,
 all redrawn in place while a collector is live."""
 
 import streamlit as st
@@ -43,25 +43,27 @@ def overview() -> None:
     if not report["episodes"]:
         st.info(NO_MATCH)
 
-    st.subheader("No-progress rate")
-    st.plotly_chart(charts.rate_over_time(rates, alerts), key="rate_chart")
-
     st.subheader("Flagged runs (live)" if LIVE else "Flagged runs")
     st.caption(f"Newest flag first: the runs the collector flagged most recently (by its "
                f"clock) lead, so an agent looping now stays on top; the {FLAGGED_SHOWN} "
                "newest." + (f" Refreshes every {REFRESH[:-1]} s." if LIVE else ""))
     if flagged.empty:
         st.success("No flagged runs in this range. Stuck agents appear here as they loop.")
-        return
-    flagged["open"] = flagged["episode_id"].map(state.episode_link)
-    st.dataframe(
-        flagged, height=tables.height(flagged), hide_index=True, key="flagged_table",
-        column_order=["open", "service", "agent", "guard_mode", "happened", "would_be",
-                      "kinds", "flags", "stops", "would_stops", "tool_calls", "outcome",
-                      "stop_reason", "cost_usd", "last_flag_at"],
-        column_config=tables.headers(flagged) | state.EPISODE_COLUMNS,
-    )
-    downloads.offer(flagged.drop(columns=["open"]), "flagged-runs", key="flagged")
+    else:
+        flagged["open"] = flagged["episode_id"].map(state.episode_link)
+        st.dataframe(
+            flagged, height=tables.height(flagged), hide_index=True, key="flagged_table",
+            column_order=["open", "service", "agent", "guard_mode", "happened", "would_be",
+                          "kinds", "flags", "stops", "would_stops", "tool_calls", "outcome",
+                          "stop_reason", "cost_usd", "last_flag_at"],
+            column_config=tables.headers(flagged) | state.EPISODE_COLUMNS,
+        )
+        downloads.offer(flagged.drop(columns=["open"]), "flagged-runs", key="flagged")
+
+    # Below the table: the browser loads Plotly's 4.7 MB script for it, which drawn above
+    # held the table back (5 s at a load average of 21, bench_pages.py).
+    st.subheader("No-progress rate")
+    st.plotly_chart(charts.rate_over_time(rates, alerts), key="rate_chart")
 
 
 overview()

@@ -151,6 +151,13 @@ shared.request(view, current, candidate, fresh_for=fresh_for, stamp=replay_jobs.
 done = shared.latest(view) or shared.wait(view, WAIT_S)
 
 
+def _when(epoch_s: float) -> str:
+    """When a replay finished: the time of day, and the date when it was not today."""
+    today = time.gmtime(epoch_s)[:3] == time.gmtime()[:3]
+    return time.strftime("%H:%M:%S UTC" if today else "%Y-%m-%d %H:%M:%S UTC",
+                         time.gmtime(epoch_s))
+
+
 def _await(view: replay_jobs.View, shown_at: float | None) -> None:
     """While a replay of ``view`` runs: its progress; the page redraws when it lands."""
     newest = shared.latest(view)
@@ -181,7 +188,9 @@ if not runs:
     st.stop()
 summary.caption(f"{len(runs)} runs, {sum(r.calls for r in runs):,} tool calls; "
                 f"{sum(r.label is not None for r in runs)} labelled. Replayed at "
-                f"{time.strftime('%H:%M:%S UTC', time.gmtime(done.finished_at))}.")
+                f"{_when(done.finished_at)}"
+                + (", before the dashboard started (kept from its last run)." if done.restored
+                   else "."))
 version = done.version
 replay = shared.replay_for(version)
 
