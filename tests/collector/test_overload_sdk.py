@@ -23,7 +23,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from collector_process import metric_value, start_collector
+from collector_process import eventually, metric_value, start_collector
 from otlp_requests import episode_request
 
 SECONDS = float(os.environ.get("LOOPSCOPE_OVERLOAD_TEST_S", "60"))
@@ -110,6 +110,9 @@ def test_at_twice_capacity_on_busy_cores_every_span_is_stored_or_counted(
         outs = [agent.communicate(timeout=SECONDS * 2 + 60)[0] for agent in agents]
         assert all(agent.returncode == 0 for agent in agents), outs
         counts = [json.loads(out.strip().splitlines()[-1]) for out in outs]
+        # a 200 means spooled: what is acknowledged is stored soon after
+        eventually(lambda: metric_value(collector.get("/metrics"),
+                                        "loopscope_spool_requests") == 0, timeout=60)
         metrics = collector.get("/metrics")
         stored = metric_value(metrics, "loopscope_spans_stored_total") - warmup
     finally:
