@@ -112,7 +112,7 @@ def _store_waits(base: str) -> tuple[dict[str, float], float, float] | None:
 
 
 def _store_wait(before: tuple[dict[str, float], float, float] | None,
-                after: tuple[dict[str, float], float, float] | None) -> dict | None:
+                after: tuple[dict[str, float], float, float] | None) -> dict[str, object] | None:
     """The time from queued to stored over the window: its mean, and the bucket bound under
     which 99% of the requests were stored."""
     if before is None or after is None or after[2] <= before[2]:

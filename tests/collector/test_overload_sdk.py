@@ -33,7 +33,9 @@ pytestmark = pytest.mark.skipif(
            "20 s on a sandbox loaded to 18; failed at 60 s loaded to 14-24: a retry sent after "
            "a Retry-After of 6-8 s has only the rest of the SDK's 10 s export timeout, a batch "
            "of 512 spans took longer than that, and the collector stored what the SDK counted "
-           "as timed out")
+           "as timed out. With the spool (200 before the batch), at 60 s loaded to 7-9 on "
+           "2026-12-03: failed again, an agent not done within 180 s, the SDK logging "
+           "Retry-After 5-7 s and 512-span batches dropped after its 10 s timeout")
 CALLS_PER_EPISODE = 20
 
 HOG = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end: pass\n"

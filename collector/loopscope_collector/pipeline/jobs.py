@@ -248,18 +248,21 @@ class AnswerTimes:
 
 
 MAX_QUEUE_WAIT_S: Final = 0.8
-"""The longest a request may be expected to wait for its answer (200) for it to be taken
-while other spans wait for the next batch: the time the spans queued ahead of it (the batch
-being stored included) and its own take to store at the rate the pipeline measures
-(``Throughput``). Past it the request is answered at once, 503 with a ``Retry-After`` of that
-time. A request that finds no spans waiting is always taken (it heads the next batch, whatever
-the machine's speed). Under a sustained overload, two batches in a row then take about this
-long together, so a 200 comes within about this, a refusal at once, and each batch's fixed
-cost is shared by as many spans as that bound allows (BENCHMARKS.md, "Answer time under
-overload")."""
+"""The longest a request may be expected to wait to be stored for it to be taken while other
+spans wait for the next batch: the time the spans queued ahead of it (the batch being stored
+included) and its own take to store at the rate the pipeline measures (``Throughput``). Past
+it the request is answered at once, 503 with a ``Retry-After`` of that time. A request that
+finds no spans waiting is always taken (it heads the next batch, whatever the machine's
+speed). Under a sustained overload, two batches in a row then take about this long together,
+so what is taken is stored within about this (a flag reaches the store within about a
+second), a refusal comes at once, and each batch's fixed cost is shared by as many spans as
+that bound allows. A spooled request is answered 200 at once, before its batch; without a
+spool its 200 comes at the commit, within about this (BENCHMARKS.md, "Answer time under
+overload": 1.5 s was measured against it)."""
 MAX_JOB_WAIT_S: Final = 5.0
 """The longest a request's spans wait in the queue for a batch to take them: past it they are
-not stored and the request is answered 503 (retry later). So a request is either stored within
+not stored and the request is answered 503 (retry later); not an acknowledged (spooled)
+request's, which is kept until stored. So a request is either stored within
 this and one batch, or not at all, and never stored after its client gave up on it
 (OpenTelemetry's exporters wait 10 s by default); admission keeps the wait far below this, which
 only a machine that suddenly slows down reaches."""
