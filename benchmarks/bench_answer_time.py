@@ -13,8 +13,10 @@ fresh store each, with the same pre-built load as ``bench_collector.py``:
    the collector). Throttled requests are not retried (the load is the schedule).
 
 Reported: the answer time of every request (p50, p99, max; a request not answered within
-``--timeout`` counts as not answered), the answers by status, and the collector's ingest
-while overloaded (``loopscope_spans_stored_total`` over the window). With ``--against
+``--timeout`` counts as not answered), the answers by status, the collector's ingest
+while overloaded (``loopscope_spans_stored_total`` over the window), and how long spans
+waited from being queued to their commit (``loopscope_store_wait_seconds``, where the
+checkout has it: what a flag takes to reach the store once received). With ``--against
 CHECKOUT`` (``git worktree add --detach /tmp/base BASE``) that checkout is measured in the
 same run, round by round, the order alternating, at the same offered load (``--overload``
 times the mean of both capacities): the ingest ratio holds where absolute rates do not.
@@ -93,6 +95,33 @@ def _stored(base: str) -> int:
                     if line.startswith("loopscope_spans_stored_total ")))
 
 
+def _store_waits(base: str) -> tuple[dict[str, float], float, float] | None:
+    """``loopscope_store_wait_seconds`` now (a checkout without it: None): the cumulative
+    buckets by ``le``, the sum and the count."""
+    text = urllib.request.urlopen(base + "/metrics", timeout=60).read().decode()
+    buckets: dict[str, float] = {}
+    total = count = 0.0
+    for line in text.splitlines():
+        if line.startswith("loopscope_store_wait_seconds_bucket{"):
+            buckets[line.split('le="')[1].split('"')[0]] = float(line.split()[-1])
+        elif line.startswith("loopscope_store_wait_seconds_sum"):
+            total = float(line.split()[-1])
+        elif line.startswith("loopscope_store_wait_seconds_count"):
+            count = float(line.split()[-1])
+    return (buckets, total, count) if buckets else None
+
+
+def _store_wait(before: tuple[dict[str, float], float, float] | None,
+                after: tuple[dict[str, float], float, float] | None) -> dict[str, object] | None:
+    """The time from queued to stored over the window: its mean, and the bucket bound under
+    which 99% of the requests were stored."""
+    if before is None or after is None or after[2] <= before[2]:
+        return None
+    count = after[2] - before[2]
+    p99 = next(le for le, n in after[0].items() if n - before[0].get(le, 0.0) >= 0.99 * count)
+    return {"mean_s": round((after[1] - before[1]) / count, 3), "p99_under_s": p99}
+
+
 def _percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * q))]
 
@@ -120,6 +149,7 @@ def measure(checkout: Path | None, capacity_bodies: list[bytes], capacity_spans:
         start = time.time() + 1.0
         give_up_at = start + seconds + timeout
         before = _stored(base)
+        waits_before = _store_waits(base)
         procs = [multiprocessing.Process(target=_open_loop, args=(
             port, overload_bodies[i::CLIENT_PROCESSES], rate / CLIENT_PROCESSES,
             i / rate, start, give_up_at, timeout, out)) for i in range(CLIENT_PROCESSES)]
@@ -127,6 +157,7 @@ def measure(checkout: Path | None, capacity_bodies: list[bytes], capacity_spans:
             p.start()
         time.sleep(max(0.0, start + seconds - time.time()))
         stored = _stored(base) - before
+        waits = _store_wait(waits_before, _store_waits(base))
         answers = [a for _ in procs for a in out.get()]
         for p in procs:
             p.join()
@@ -144,6 +175,7 @@ def measure(checkout: Path | None, capacity_bodies: list[bytes], capacity_spans:
             "answer_max_s": round(times[-1], 3),
             "stored_answer_p99_s": round(_percentile(ok, 0.99), 3) if ok else None,
             "ingest_spans_per_s": round(stored / seconds),
+            "store_wait": waits,
         })
         return result
     finally:

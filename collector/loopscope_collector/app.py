@@ -18,6 +18,7 @@ from .pipeline.thread import Pipeline
 from .receive.connections import ConnectionWatch
 from .receive.grpc_server import serve_grpc
 from .receive.limits import MAX_BODY_BYTES, MAX_INFLIGHT_BYTES, InFlight
+from .receive.spool import Spool, replay
 from .serve.http_server import CollectorHTTPServer
 from .storage import Lake, open_database, open_lake
 from .storage.ducklake.housekeeping import DEFAULT_EVERY_S, DEFAULT_KEEP, LakeHousekeeping
@@ -27,8 +28,14 @@ if TYPE_CHECKING:
 
 
 class Collector:
-    """One collector process's parts (its store a DuckDB file at ``db_path``, or ``lake``). ``start()`` binds the ports; ``stop()`` drains and
-    closes: receivers first, then the queued spans are stored, then the store is closed."""
+    """One collector process's parts (its store a DuckDB file at ``db_path``, or ``lake``).
+    ``start()`` replays the spool (what a crash left acknowledged and not stored), then
+    serves; ``stop()`` drains and closes: receivers first, then the queued spans are stored,
+    then the store and the spool are closed.
+
+    ``spool``: the spool's folder (``receive.spool``: requests are acknowledged once written
+    there, before their batch is stored); by default ``<db_path>.spool`` for a DuckDB file,
+    none for ``:memory:`` or a lake; "" for none (acknowledged at the commit)."""
 
     def __init__(
         self,
@@ -49,7 +56,13 @@ class Collector:
         instance: str = "",
         lake_maintain_every_s: float = DEFAULT_EVERY_S,
         lake_keep: str = DEFAULT_KEEP,
+        spool: str | None = None,
     ) -> None:
+        if spool is None and lake is None and db_path != ":memory:":
+            spool = f"{db_path}.spool"
+        self.spool = Spool(spool) if spool else None
+        self.replayed = (0, 0)
+        """The (requests, spans) the start replayed from the spool."""
         self.alerts = AlertManager(alert_settings, build_sink(webhooks))  # bad URL: ValueError
         self.db = (open_lake(lake, memory_limit=store_memory) if lake is not None
                    else open_database(db_path, memory_limit=store_memory))
@@ -71,8 +84,10 @@ class Collector:
                     firing=self.alerts.firing_now(),
                     alert_failures=self.alerts.sink_failures(),
                     alert_steps=self.alerts.steps(), inflight=self.inflight,
-                    watch=self.http.watch, quality=lambda: compute_metrics(self.db)),
+                    watch=self.http.watch, quality=lambda: compute_metrics(self.db),
+                    spool=self.spool),
                 max_body_bytes=max_request_bytes, inflight=self.inflight, watch=watch,
+                spool=self.spool,
             )
         except OSError:
             self.db.close()  # the port is taken: release the store for whoever retries
@@ -97,12 +112,15 @@ class Collector:
         (a client or a test that waits on ``/healthz`` never meets a refused gRPC port).
         """
         self.pipeline.start()
+        if self.spool is not None:
+            self.replayed = replay(self.spool, self.pipeline)
         if self.judges_alerts:
             self.alerts.start_ticker(self.pipeline)
         if self.grpc_port:
             self._grpc = serve_grpc(self.pipeline, self.host, self.grpc_port,
                                     auth_token=self.auth_token, inflight=self.inflight,
-                                    max_request_bytes=self.max_request_bytes)
+                                    max_request_bytes=self.max_request_bytes,
+                                    spool=self.spool)
         self._http_thread = self.http.serve_in_thread()
         return self
 
@@ -116,3 +134,7 @@ class Collector:
         self.pipeline.stop()
         self.alerts.close()  # after the last batch: its alerts are posted too
         self.db.close()
+        if self.spool is not None:
+            self.spool.close()
+            if self.pipeline.recovered is not None:
+                self.spool.follow(self.pipeline.recovered)

@@ -78,6 +78,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--db", default=env.default_db(),
                    help=f"DuckDB file (default: ./{env.DEFAULT_DB} or ${env.DB_ENV})")
     add_lake_options(p, "instead of --db: write into this DuckLake (one of N collectors)")
+    p.add_argument("--spool", metavar="DIR",
+                   help="folder of the write-ahead spool: an export is answered 200 once "
+                        "written there, before its batch is stored, and replayed after a "
+                        "crash (default: DB.spool beside a --db file; none for :memory:, "
+                        "or for a lake unless given; '' for none: 200 once stored)")
     p.add_argument("--instance", metavar="NAME", default=os.environ.get(env.INSTANCE_ENV),
                    help="this collector's name among those writing one lake, stored with each "
                         "call to tell an episode sent to two of them (default: "
@@ -295,7 +300,7 @@ def cmd_collector(args: argparse.Namespace) -> int:
                               store_memory=args.store_memory, lake=lake,
                               instance=_instance(args) if lake is not None else "",
                               lake_maintain_every_s=args.lake_maintain_every,
-                              lake_keep=args.lake_keep,
+                              lake_keep=args.lake_keep, spool=args.spool,
                               watch=ConnectionWatch(
                                   max_connections=args.max_connections,
                                   header_timeout_s=args.header_timeout,
@@ -338,8 +343,11 @@ def cmd_collector(args: argparse.Namespace) -> int:
         return 1
     print(f"loopscope collector: OTLP/HTTP on {collector.http_url}/v1/traces"
           + (f", OTLP/gRPC on {args.host}:{collector.grpc_port}" if collector.grpc_port else "")
-          + f"; store {collector.db.path}; reads {collector.http_url}/v1/reads; "
-          f"metrics {collector.http_url}/metrics", flush=True)
+          + f"; store {collector.db.path}"
+          + (f"; spool {collector.spool.path} ({collector.replayed[0]} request(s), "
+             f"{collector.replayed[1]} span(s) replayed)" if collector.spool else "")
+          + f"; reads {collector.http_url}/v1/reads; metrics {collector.http_url}/metrics",
+          flush=True)
     stop.wait()
     print("loopscope collector: stopping (finishing queued spans)…", file=sys.stderr, flush=True)
     collector.stop()

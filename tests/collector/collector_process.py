@@ -64,6 +64,17 @@ class CollectorProcess:
         except urllib.error.HTTPError as exc:
             return exc.code, dict(exc.headers), exc.read()
 
+    def taken(self, body: bytes, **kwargs: Any) -> tuple[int, dict[str, str], bytes]:
+        """``post`` until the request is not throttled, as an exporter does: a 503 (the queue
+        would keep it waiting too long; a 200 comes before the batch is stored, so a client
+        sending one request after another can outrun the store) is sent again after a pause.
+        Returns the first other answer."""
+        while True:
+            answer = self.post(body, **kwargs)
+            if answer[0] != 503:
+                return answer
+            time.sleep(0.2)
+
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)

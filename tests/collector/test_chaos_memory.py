@@ -22,7 +22,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from collector_process import metric_value, start_collector
+from collector_process import eventually, metric_value, start_collector
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from otlp_requests import request
 
@@ -118,6 +118,9 @@ def test_a_request_under_the_request_limit_is_not_refused_for_its_decoded_size(
     try:
         status, _, text = collector.post(bodies[0])
         assert status == 200, text[:300]
+        # acknowledged once spooled: its memory is held until it is stored, then the next fits
+        eventually(lambda: metric_value(collector.get("/metrics"),
+                                        "loopscope_inflight_bytes") == 0)
         with grpc.insecure_channel(f"127.0.0.1:{collector.grpc_port}") as channel:
             export = channel.unary_unary(EXPORT)
             assert export(bodies[1], timeout=60) == b""

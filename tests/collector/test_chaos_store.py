@@ -25,7 +25,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from collector_process import CollectorProcess, eventually, start_collector
+from collector_process import CollectorProcess, eventually, metric_value, start_collector
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from otlp_requests import episode_request, request, tool_span
@@ -126,27 +126,46 @@ def _health(collector: CollectorProcess) -> tuple[int, str]:
         return exc.code, exc.read().decode()
 
 
+def _all_stored(collector: CollectorProcess) -> bool:
+    """Whether every request the collector acknowledged is stored (a 200 means spooled: the
+    batch is stored soon after)."""
+    return metric_value(collector.get("/metrics"), "loopscope_spool_requests") == 0
+
+
+def _saved(tmp_path: Path) -> Path:
+    """The one copy of the open store a collector saved beside a file that was not it (the
+    spool it left, if any, is beside it: ``<copy>.spool``)."""
+    (saved,) = (p for p in tmp_path.glob("store.duckdb.recovered-*") if p.suffix != ".spool")
+    return saved
+
+
 def test_disk_full_fails_health_then_recovers_and_a_retried_batch_equals_a_clean_run(
     small_disk: Path, tmp_path: Path,
 ) -> None:
-    """Two calls are stored; the disk fills; the third request (a repeat and an MCP call)
-    gets 503 and /healthz 503 with the reason, logged once; once space is freed health turns
-    ok by itself, the retry is acknowledged, and spans, calls, verdicts and flags equal those
-    of a run whose disk never filled (nothing counted three times, no MCP row lost)."""
+    """Two calls are stored; the disk fills; the third request (a repeat and an MCP call) is
+    acknowledged (its spool is on another disk) and its batch fails: /healthz 503 with the
+    reason, logged once, and requests get 503 while it fails; once space is freed health turns
+    ok by itself, the acknowledged request is stored without being sent again, and spans,
+    calls, verdicts and flags equal those of a run whose disk never filled (nothing counted
+    twice, no MCP row lost)."""
     first, second, third = _requests()
-    collector = start_collector(small_disk / "store.duckdb", grpc=False)
+    collector = start_collector(small_disk / "store.duckdb", grpc=False,
+                                extra=["--spool", str(tmp_path / "spool")])
     try:
         assert collector.post(first)[0] == 200
         assert collector.post(second)[0] == 200
+        eventually(lambda: _all_stored(collector))
         filler = _fill(small_disk)
-        status, headers, _ = collector.post(third)
-        assert status == 503 and "Retry-After" in headers
+        assert collector.post(third)[0] == 200
+        eventually(lambda: _health(collector)[0] == 503)
         code, text = _health(collector)
         assert code == 503 and text.startswith("failing:")
-        assert collector.post(third)[0] == 503  # refused at once while failing
+        status, headers, _ = collector.post(third)
+        assert status == 503 and "Retry-After" in headers  # refused at once while failing
+        assert metric_value(collector.get("/metrics"), "loopscope_spool_requests") == 1
         filler.unlink()
         eventually(lambda: _health(collector) == (200, "ok\n"))
-        assert collector.post(third)[0] == 200
+        eventually(lambda: _all_stored(collector))
     finally:
         log = collector.stop()
     assert log.count("the store cannot be written") == 1, log
@@ -154,12 +173,13 @@ def test_disk_full_fails_health_then_recovers_and_a_retried_batch_equals_a_clean
 
 
 def test_a_failed_request_never_retried_leaves_no_trace(small_disk: Path, tmp_path: Path) -> None:
-    """The third request fails on a full disk and its client gives up; a later call is then
-    judged as if the failed calls had never been seen (no phantom repeat, the MCP call's key
-    not taken): spans, calls, verdicts and flags equal a run of the other requests alone."""
+    """Without a spool (answers at the commit), the third request fails on a full disk and its
+    client gives up; a later call is then judged as if the failed calls had never been seen
+    (no phantom repeat, the MCP call's key not taken): spans, calls, verdicts and flags equal
+    a run of the other requests alone."""
     first, second, third = _requests()
     later = request([_call(4)]).SerializeToString()
-    collector = start_collector(small_disk / "store.duckdb", grpc=False)
+    collector = start_collector(small_disk / "store.duckdb", grpc=False, extra=["--spool", ""])
     try:
         assert collector.post(first)[0] == 200
         assert collector.post(second)[0] == 200
@@ -229,7 +249,8 @@ def test_a_store_deleted_or_renamed_under_load_refuses_until_written_back(
     sender = threading.Thread(target=send)
     try:
         sender.start()
-        eventually(lambda: answers[200] >= 5)
+        eventually(lambda: answers[200] >= 5 and metric_value(
+            collector.get("/metrics"), "loopscope_spans_stored_total") > 0)
         blocker.mkdir()  # the copy cannot be written: the collector stays failing
         if how == "deleted":
             db.unlink()
@@ -268,6 +289,7 @@ def test_a_replaced_store_is_not_written_and_the_open_one_is_saved_beside_it(
     try:
         body, ids = episode_request(10)
         assert collector.post(body.SerializeToString())[0] == 200
+        eventually(lambda: _all_stored(collector))
         other = tmp_path / f"{uuid.uuid4().hex}.duckdb"
         duckdb.connect(str(other)).close()
         shutil.move(other, db)
@@ -277,7 +299,7 @@ def test_a_replaced_store_is_not_written_and_the_open_one_is_saved_beside_it(
     finally:
         log = collector.stop()
     assert "was replaced by another file" in log
-    (saved,) = tmp_path.glob("store.duckdb.recovered-*")
+    saved = _saved(tmp_path)
     assert sorted(row[0] for row in _outcome(saved)["spans"]) == sorted(ids)
     assert os.path.getsize(db) < os.path.getsize(saved)  # the new file was left alone
 
@@ -353,23 +375,26 @@ def test_a_checkpoint_without_room_fails_health_and_the_collector_recovers_once_
         try:
             while not wal.exists() or wal.stat().st_size < 11_000_000:
                 body, ids = _padded(2000)
-                assert collector.post(body)[0] == 200
+                assert collector.taken(body)[0] == 200
                 acknowledged += ids
+                eventually(lambda: _all_stored(collector))  # (the log grows as they are)
             filler = _fill(disk)
             os.truncate(filler, filler.stat().st_size - 8_000_000)  # room for the log only
             answers = []
-            while len(answers) < 6 and 503 not in answers:
+            while len(answers) < 12 and _health(collector)[0] == 200:
                 body, ids = _padded(2000)
                 answers.append(collector.post(body)[0])
                 if answers[-1] == 200:
                     acknowledged += ids
-            assert answers[-1] == 503
+                    eventually(lambda: _all_stored(collector) or _health(collector)[0] != 200)
+            status, headers, _ = collector.post(_padded(10)[0])
+            assert status == 503 and "Retry-After" in headers
             code, text = _health(collector)
             assert code == 503 and "checkpoint" in text
             filler.unlink()
             eventually(lambda: _health(collector) == (200, "ok\n"))
             body, ids = _padded(10)
-            assert collector.post(body)[0] == 200
+            assert collector.taken(body)[0] == 200
             acknowledged += ids
         finally:
             log = collector.stop()
@@ -388,6 +413,7 @@ def test_a_store_overwritten_in_place_is_not_written_and_the_open_one_is_saved(
     try:
         body, ids = episode_request(10)
         assert collector.post(body.SerializeToString())[0] == 200
+        eventually(lambda: _all_stored(collector))
         with db.open("r+b") as handle:
             handle.truncate(0)
         eventually(lambda: _health(collector)[0] == 503)
@@ -396,7 +422,7 @@ def test_a_store_overwritten_in_place_is_not_written_and_the_open_one_is_saved(
     finally:
         log = collector.stop()
     assert "was overwritten" in log
-    (saved,) = tmp_path.glob("store.duckdb.recovered-*")
+    saved = _saved(tmp_path)
     assert sorted(row[0] for row in _outcome(saved)["spans"]) == sorted(ids)
     # Issue 29: left as found at stop (a checkpoint wrote blocks into it), and the stop and
     # the failed restart name the saved file (the restart said only "not a DuckDB file").
@@ -522,7 +548,7 @@ def test_a_store_copied_over_in_place_is_detected_by_content_and_nothing_acked_i
     try:
         for _ in range(40):
             body, ids = episode_request(1000)
-            assert collector.post(body.SerializeToString())[0] == 200
+            assert collector.taken(body.SerializeToString())[0] == 200
             acked.extend(ids)
         loader = threading.Thread(target=load)
         loader.start()
@@ -540,20 +566,23 @@ def test_a_store_copied_over_in_place_is_detected_by_content_and_nothing_acked_i
         stop.set()
         log = collector.stop()
     assert "overwritten in place by another database" in log
-    (saved,) = tmp_path.glob("store.duckdb.recovered-*")
-    stored = {row[0] for row in _outcome(saved)["spans"]}
-    assert len(acked) >= 40_000
-    assert set(acked) <= stored
+    saved = _saved(tmp_path)
     assert db.read_bytes() == other.read_bytes()
     assert f"Every acknowledged span is in {saved}" in log
     log = start_collector(db, grpc=False).stop()
     assert f"--db {saved}" in log
-    assert _outcome(db)["spans"] == []  # none of the old store's log was replayed into it
+    assert _outcome(db)["spans"] == []  # none of the old store's log (or spool) went into it
     con = duckdb.connect(str(db), read_only=True)
     try:
         assert con.execute("select count(*) from t").fetchall() == [(1000,)]
     finally:
         con.close()
+    # what was acknowledged and not stored when the file was found overwritten went with the
+    # saved copy (its spool, beside it): a collector started on it stores it
+    start_collector(saved, grpc=False).stop()
+    stored = {row[0] for row in _outcome(saved)["spans"]}
+    assert len(acked) >= 40_000
+    assert set(acked) <= stored
 
 
 def test_an_error_inside_the_stores_transaction_is_kept_through_its_cleanup(
@@ -607,7 +636,10 @@ def _kill_while_migrating(db: Path, wal_bytes: int) -> bool:
     """Start a collector on the new store ``db`` and SIGKILL it once its write-ahead log passes
     ``wal_bytes`` while the schema is being created; False if the migration ended first."""
     for leftover in db.parent.glob(db.name + "*"):
-        leftover.unlink()
+        if leftover.is_dir():  # (the spool)
+            shutil.rmtree(leftover)
+        else:
+            leftover.unlink()
     proc = subprocess.Popen([sys.executable, "-m", "loopscope", "collector", "--db", str(db),
                              "--http-port", "0", "--grpc-port", "0"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -646,3 +678,4 @@ def test_a_kill_while_the_schema_is_created_leaves_a_store_that_opens(
         log = collector.stop()
     assert "migration runs again" in log or wal_bytes == 0
     assert sorted(row[0] for row in _outcome(db)["spans"]) == sorted(ids)
+

@@ -86,7 +86,7 @@ def test_full_queue_gives_503_with_retry_after_then_recovers(tmp_path: Path) -> 
         assert _post(url, second.SerializeToString())[0] == 200
         assert read(db, "summary")[0]["tool_calls"] == 13
         health = _get(url + "/healthz")  # (200: the store is fine, the answers were slow)
-        assert health.startswith("slow: answers waited up to ") and "0 spans queued" in health
+        assert health.startswith("slow: exports waited up to ") and "0 spans queued" in health
         metrics = _get(url + "/metrics")
         assert 'loopscope_export_answer_seconds_count{outcome="stored"} 2' in metrics
         assert 'loopscope_export_answer_seconds_count{outcome="throttled"} 1' in metrics

@@ -6,9 +6,11 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from ..pipeline.jobs import AnswerTimes
 from ..pipeline.thread import Pipeline
 from ..receive.connections import ConnectionWatch
 from ..receive.limits import InFlight
+from ..receive.spool import Spool
 
 logger = logging.getLogger(__name__)
 
@@ -86,28 +88,39 @@ def _answer_lines(pipeline: Pipeline) -> list[str]:
     lines += _lines("loopscope_pipeline_spans_per_second", "gauge",
                     "Spans the pipeline stores per second of its work, over its recent "
                     "batches (NaN before any).", [({}, "NaN" if rate is None else round(rate))])
-    name = "loopscope_export_answer_seconds"
-    out = [f"# HELP {name} Time from an export request (its head read, over HTTP) to its "
-           "answer, by outcome: stored (200), throttled (retry later), refused.",
-           f"# TYPE {name} histogram"]
-    for outcome, (buckets, total, count) in pipeline.answer_times.snapshot().items():
+    lines += _histogram("loopscope_export_answer_seconds",
+                        "Time from an export request (its head read, over HTTP) to its "
+                        "answer, by outcome: stored (200: written to the spool, or committed "
+                        "without one), throttled (retry later), refused.",
+                        pipeline.answer_times)
+    return lines + _histogram(
+        "loopscope_store_wait_seconds",
+        "Time from a request's spans being queued to their batch's commit (what a flag "
+        "takes to reach the store once received), by outcome: stored.", pipeline.store_waits)
+
+
+def _histogram(name: str, text: str, histogram: AnswerTimes) -> list[str]:
+    out = [f"# HELP {name} {text}", f"# TYPE {name} histogram"]
+    for outcome, (buckets, total, count) in histogram.snapshot().items():
         out += [f'{name}_bucket{{le="{le}",outcome="{outcome}"}} {n}' for le, n in buckets]
         out += [f'{name}_sum{{outcome="{outcome}"}} {round(total, 6)}',
                 f'{name}_count{{outcome="{outcome}"}} {count}']
-    return lines + out
+    return out
 
 
 def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = (),
            firing: Iterable[tuple[str, int]] = (), alert_failures: int = 0, alert_steps: Iterable[tuple[str, int, int]] = (),
            inflight: InFlight | None = None,
            watch: ConnectionWatch | None = None,
-           quality: Callable[[], Mapping[str, Any]] | None = None) -> str:
+           quality: Callable[[], Mapping[str, Any]] | None = None,
+           spool: Spool | None = None) -> str:
     """All counters; ``alerts`` is (service, state, count) rows of the alerts raised since
     start, ``firing`` (service, 0 or 1) whether one fires now, ``alert_failures`` the alerts a sink (the webhook) failed to deliver,
     ``alert_steps`` (service, tool calls, no-progress calls) as the spike rules count them
     (what ``loopscope export --prometheus-rules`` judges), ``inflight``
     and ``watch`` the receivers' limits, ``quality`` the store's metrics report
-    (``metrics.compute_metrics``; left out when it cannot be read)."""
+    (``metrics.compute_metrics``; left out when it cannot be read), ``spool`` what is
+    acknowledged and not yet stored."""
     s = pipeline.stats
     lines: list[str] = _quality(quality) if quality is not None else []
     lines += _lines("loopscope_spans_received_total", "counter",
@@ -136,6 +149,13 @@ def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = (),
     lines += _lines("loopscope_requests_overloaded_total", "counter",
                     "Export requests refused with 503 because the queue was full.",
                     [({}, s.requests_overloaded)])
+    lines += _lines("loopscope_requests_lost_total", "counter",
+                    "Export requests acknowledged (200, spooled) that the store then refused "
+                    "for good (a value it cannot hold, too large for its memory): logged.",
+                    [({}, s.requests_lost)])
+    lines += _lines("loopscope_spans_lost_total", "counter",
+                    "Spans of acknowledged requests the store then refused for good.",
+                    [({}, s.spans_lost)])
     lines += _lines("loopscope_tool_calls_total", "counter", "Tool calls stored.",
                     [({}, s.tool_calls)])
     lines += _renamed("loopscope_no_progress_calls_total", "loopscope_no_progress_steps_total",
@@ -195,6 +215,12 @@ def render(pipeline: Pipeline, alerts: Iterable[tuple[str, str, int]] = (),
                         "How long the last finished housekeeping run took (the pipeline "
                         "stores no batch meanwhile).", [({}, round(housekeeping.last_s or 0.0, 3))])
     lines += _answer_lines(pipeline)
+    if spool is not None:
+        lines += _lines("loopscope_spool_requests", "gauge",
+                        "Export requests acknowledged (in the spool) and not yet stored.",
+                        [({}, spool.requests())])
+        lines += _lines("loopscope_spool_bytes", "gauge",
+                        "Bytes the spool's segment files hold on disk.", [({}, spool.size())])
     if inflight is not None:
         lines += _lines("loopscope_inflight_bytes", "gauge",
                         "Memory requests hold: bodies as they arrive, then decoded spans "

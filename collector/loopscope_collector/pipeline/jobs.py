@@ -68,15 +68,39 @@ class Job:
 
     callbacks: list[Callable[[], None]] = field(default_factory=list)
     queued_at: float = field(default_factory=time.monotonic)
+    acknowledged: Callable[[], None] | None = None
+    """Set once the receiver answered 200 before the batch (the request is in the spool:
+    ``receive.spool``): called when the pipeline is done with the job. Such a job is never
+    answered with an error: one that may pass is kept for a later batch (``finish``)."""
+    attempts: int = 0
+    seq: int = 0
+    """The job's place in the order spans were submitted (``Pipeline.caught_up``)."""
+    """Batches that failed this acknowledged job while the store could be written."""
 
-    def finish(self) -> None:
-        """The pipeline is done with the job (stored, or failed: ``error``): wake its
-        receiver, whether it waits (``wait``) or asked to be called (``add_done_callback``)."""
+    def acknowledge(self, done: Callable[[], None]) -> bool:
+        """The receiver answers 200 now (the request is spooled); ``done`` is called once the
+        pipeline is done with the job. False when it is done already (then nothing is kept:
+        the job's own outcome answers)."""
         with _FINISHING:
+            if self.done.is_set():
+                return False
+            self.acknowledged = done
+            return True
+
+    def finish(self, *, keep_acknowledged: bool = False) -> bool:
+        """The pipeline is done with the job (stored, or failed: ``error``): wake its
+        receiver, whether it waits (``wait``) or asked to be called (``add_done_callback``).
+        With ``keep_acknowledged`` (its error may pass), an acknowledged job is not done: its
+        error is cleared and False returned (the pipeline keeps it for a later batch)."""
+        with _FINISHING:
+            if keep_acknowledged and self.acknowledged is not None:
+                self.error = None
+                return False
             self.done.set()
             callbacks, self.callbacks = self.callbacks, []
         for callback in callbacks:
             callback()
+        return True
 
     def add_done_callback(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` (on the pipeline thread, or here if the job is done already)
@@ -130,6 +154,10 @@ class Stats:
     loops_by_kind: Counter[str] = field(default_factory=Counter)
     guard_actions: Counter[str] = field(default_factory=Counter)
     queue_spans: int = 0
+    requests_lost: int = 0
+    """Requests acknowledged (200, spooled) that the store then refused for good (a value it
+    cannot hold, too large for its memory alone): logged, never stored."""
+    spans_lost: int = 0
 
 
 class Throughput:
@@ -189,7 +217,8 @@ class Throughput:
 class AnswerTimes:
     """A histogram of how long export requests waited for their answers, by outcome
     (``stored``: 200; ``throttled``: told to retry later; ``refused``: any other answer), in
-    Prometheus's cumulative buckets. Thread-safe."""
+    Prometheus's cumulative buckets; the pipeline keeps one of how long spans waited to be
+    stored too. Thread-safe."""
 
     BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -219,18 +248,21 @@ class AnswerTimes:
 
 
 MAX_QUEUE_WAIT_S: Final = 0.8
-"""The longest a request may be expected to wait for its answer (200) for it to be taken
-while other spans wait for the next batch: the time the spans queued ahead of it (the batch
-being stored included) and its own take to store at the rate the pipeline measures
-(``Throughput``). Past it the request is answered at once, 503 with a ``Retry-After`` of that
-time. A request that finds no spans waiting is always taken (it heads the next batch, whatever
-the machine's speed). Under a sustained overload, two batches in a row then take about this
-long together, so a 200 comes within about this, a refusal at once, and each batch's fixed
-cost is shared by as many spans as that bound allows (BENCHMARKS.md, "Answer time under
-overload")."""
+"""The longest a request may be expected to wait to be stored for it to be taken while other
+spans wait for the next batch: the time the spans queued ahead of it (the batch being stored
+included) and its own take to store at the rate the pipeline measures (``Throughput``). Past
+it the request is answered at once, 503 with a ``Retry-After`` of that time. A request that
+finds no spans waiting is always taken (it heads the next batch, whatever the machine's
+speed). Under a sustained overload, two batches in a row then take about this long together,
+so what is taken is stored within about this (a flag reaches the store within about a
+second), a refusal comes at once, and each batch's fixed cost is shared by as many spans as
+that bound allows. A spooled request is answered 200 at once, before its batch; without a
+spool its 200 comes at the commit, within about this (BENCHMARKS.md, "Answer time under
+overload": 1.5 s was measured against it)."""
 MAX_JOB_WAIT_S: Final = 5.0
 """The longest a request's spans wait in the queue for a batch to take them: past it they are
-not stored and the request is answered 503 (retry later). So a request is either stored within
+not stored and the request is answered 503 (retry later); not an acknowledged (spooled)
+request's, which is kept until stored. So a request is either stored within
 this and one batch, or not at all, and never stored after its client gave up on it
 (OpenTelemetry's exporters wait 10 s by default); admission keeps the wait far below this, which
 only a machine that suddenly slows down reaches."""
@@ -240,6 +272,11 @@ SLOW_S: Final = 1.0
 RECENT_S: Final = 10.0
 
 
+ACKNOWLEDGED_ATTEMPTS: Final = 5
+"""Batches that may fail an acknowledged request, while the store can be written, before it
+counts as lost (``Stats.requests_lost``): a request that fails alone again and again would
+otherwise hold the pipeline for ever. While the store cannot be written it is kept however
+long."""
 CONFLICT_RETRIES: Final = 5
 """Commits in a row that may lose a race with other collectors on one lake before the batch
 fails (each retry runs over the lake as the winner left it)."""

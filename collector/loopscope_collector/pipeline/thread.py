@@ -2,20 +2,25 @@
 
 Receivers (HTTP, gRPC) decode a request and ``submit`` its spans; the pipeline takes what is
 queued as one batch, stores it in one transaction, runs streaming detection, commits, and
-only then releases the receivers, which acknowledge: a 200 means the spans are durably
-stored. Ingest is idempotent by (trace_id, span_id): spans already stored are skipped, so a
+then releases the jobs. A receiver with a spool (``receive.spool``) answers 200 once the
+request is written there, before the batch, and marks the job ``acknowledged``: such a job is
+never answered with an error, so the pipeline keeps it until it is stored (a batch that fails
+because the store cannot be written now, or for a reason that may pass, leaves it queued for
+the next: ``_held``), and counts and logs one the store refuses for good
+(``Stats.requests_lost``). Without a spool the receiver acknowledges at the release: a 200
+then means the spans are committed. Ingest is idempotent by (trace_id, span_id): spans already stored are skipped, so a
 client's retry never double-counts. When spans wait for the next batch and what is queued,
 with the request's spans, would take longer than ``MAX_QUEUE_WAIT_S`` to store at the rate the
 pipeline measures (``Throughput``), or the queue is full, ``submit`` raises ``Overloaded`` and
 the receiver answers 503 with a Retry-After of the time the queue takes to drain. Batching is
 apart from admission: each batch takes everything admitted (up to ``max_batch_spans``). Spans
-that waited ``MAX_JOB_WAIT_S`` for a batch are not stored (503): a request is stored soon or
-not at all.
+not acknowledged that waited ``MAX_JOB_WAIT_S`` for a batch are not stored (503): such a
+request is stored soon or not at all.
 
 A batch fails as a whole or not at all, in memory too (``BatchUndo``). When the store refuses
 a batch's data, its requests are stored one by one, so only the request at fault is refused
 (``Rejected``, a 400); when the store cannot be written (``storage.health``), every request gets
-``StoreUnavailable`` (a 503) until the store recovers.
+``StoreUnavailable`` (a 503) until the store recovers, but for the acknowledged ones, kept.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ from ..storage.writes.labels import Label
 from .batch_undo import BatchUndo
 from .detection import EpisodeResult, StreamingDetector
 from .jobs import (
+    ACKNOWLEDGED_ATTEMPTS,
     CONFLICT_RETRIES,
     MAX_JOB_WAIT_S,
     MAX_QUEUE_WAIT_S,
@@ -109,11 +115,20 @@ class Pipeline:
         self.throughput = Throughput()
         self.answer_times = AnswerTimes()
         """How long export requests waited for their answers (the receivers record them)."""
+        self.store_waits = AnswerTimes()
+        """How long requests' spans waited from being queued to their batch's commit."""
         self._queue: queue.Queue[Job | None] = queue.Queue()
         self._queued = 0
         self._waiting = 0
         """Of the spans queued, those no batch has taken yet."""
         self._lock = threading.Lock()
+        self._submitted = 0
+        self._open: dict[int, None] = {}
+        """The sequence numbers of the span jobs not yet done, oldest first (``caught_up``)."""
+        self._progress = threading.Condition(self._lock)
+        self._held: list[Job] = []
+        """Acknowledged jobs a batch failed for a reason that may pass (the store down, a
+        lost race): the next batch takes them first (pipeline thread only)."""
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="loopscope-pipeline", daemon=True)
         self._trace_episode: OrderedDict[str, str] = OrderedDict()
@@ -148,12 +163,26 @@ class Pipeline:
             if not self.health.ok:
                 raise StoreUnavailable(self.health.reason)
             self._admit(len(spans))
+            self._submitted += 1
+            job.seq = self._submitted
+            self._open[job.seq] = None
             self._queued += len(spans)
             self._waiting += len(spans)
             self.stats.queue_spans = self._queued
             self.stats.spans_received += len(spans)
         self._queue.put(job)
         return job
+
+    def caught_up(self, timeout: float) -> bool:
+        """Wait until every request submitted before now is done (stored, or failed), for at
+        most ``timeout`` and not while the store cannot be written: a named read waits so,
+        and sees every request acknowledged before it (a 200 comes before the batch when the
+        request is spooled). Whether it caught up."""
+        with self._progress:
+            target = self._submitted
+            return self._progress.wait_for(
+                lambda: not self._open or next(iter(self._open)) > target
+                or not self.health.ok, timeout)
 
     def admit(self, spans: int) -> None:
         """Raise ``Overloaded`` if a request of ``spans`` spans would be refused now, as
@@ -185,6 +214,12 @@ class Pipeline:
         self._queue.put(job)
         return job
 
+    @property
+    def recovered(self) -> str | None:
+        """Where the open store was saved once its file was found replaced or overwritten
+        (``storage.health``); None otherwise."""
+        return self._watch.recovered
+
     def queue_wait_s(self) -> float:
         """How long the spans queued now take to store (as the pipeline measures batches)."""
         return self.throughput.drain_s(self._queued)
@@ -195,7 +230,7 @@ class Pipeline:
         waited = self.throughput.longest_recent_wait_s(time.monotonic())
         if waited <= SLOW_S:
             return None
-        return (f"answers waited up to {waited:.1f} s for the store in the last "
+        return (f"exports waited up to {waited:.1f} s to be stored in the last "
                 f"{RECENT_S:.0f} s; {self._queued} spans queued now "
                 f"(about {self.queue_wait_s():.1f} s to store)")
 
@@ -266,7 +301,8 @@ class Pipeline:
         if self.max_job_wait_s is None:
             return jobs
         since = time.monotonic() - self.max_job_wait_s
-        expired = [job for job in jobs if job.spans and job.queued_at < since]
+        expired = [job for job in jobs
+                   if job.spans and job.queued_at < since and job.acknowledged is None]
         if not expired:
             return jobs
         with self._lock:
@@ -282,13 +318,23 @@ class Pipeline:
         self._release(jobs)
 
     def _next_batch(self) -> tuple[list[Job], bool]:
+        """The jobs of the next batch: those kept from a failed one first (``_held``, tried
+        again after a new job arrives or ``RECOVER_INTERVAL_S``), then what is queued; and
+        whether the pipeline stops after it."""
+        held, self._held = self._held, []
         try:  # wake up now and then: the store is watched while idle too
             first = self._queue.get(timeout=RECOVER_INTERVAL_S)
         except queue.Empty:
-            return [], False
-        if first is None:
-            return [], True
-        jobs, size = [first], len(first.spans)
+            first = None
+            last = False
+        else:
+            last = first is None
+        if first is None:  # (at the stop, the kept jobs get one more try)
+            with self._lock:
+                self._waiting -= sum(len(job.spans) for job in held)
+            return held, last
+        jobs = [*held, first]
+        size = sum(len(job.spans) for job in jobs)
         deadline = time.monotonic() + self.max_wait_s
         while size < self.max_batch_spans:
             remaining = deadline - time.monotonic()
@@ -321,16 +367,53 @@ class Pipeline:
             self._release(jobs)
 
     def _release(self, jobs: list[Job]) -> None:
-        """The jobs are done (stored or failed): free their queue space, wake their receivers."""
+        """The jobs are done (stored or failed): free their queue space, wake their receivers.
+        An acknowledged job (spooled: its client has its 200) that failed for a reason that
+        may pass is kept for the next batch instead (``_held``: the store down, or a lost
+        race, or anything else up to ``ACKNOWLEDGED_ATTEMPTS`` times while the store can be
+        written); one the store refused for good is counted and logged as lost."""
+        now = time.monotonic()
+        done: list[Job] = []
+        kept: list[Job] = []
+        for job in jobs:
+            (done if job.finish(keep_acknowledged=self._may_pass(job)) else kept).append(job)
+        self._held += kept
         with self._lock:
-            self._queued -= sum(len(j.spans) for j in jobs)
+            for job in done:
+                self._open.pop(job.seq, None)
+            self._progress.notify_all()
+            self._queued -= sum(len(j.spans) for j in done)
+            self._waiting += sum(len(j.spans) for j in kept)
             self.stats.queue_spans = self._queued
             self.stats.batches += 1
-        now = time.monotonic()
-        for job in jobs:
+        for job in done:
             if job.spans:
                 self.throughput.waited(now - job.queued_at, now)
-            job.finish()
+                if job.error is None:
+                    self.store_waits.record("stored", now - job.queued_at)
+            if job.acknowledged is not None:
+                if job.error is not None:
+                    self._lost(job)
+                job.acknowledged()
+
+    def _may_pass(self, job: Job) -> bool:
+        """Whether a failed job may be stored by a later batch (an acknowledged one is then
+        kept): the store cannot be written now, or the batch failed for another reason
+        (a lost race, memory shared with a batch) fewer than ``ACKNOWLEDGED_ATTEMPTS``
+        times."""
+        if not isinstance(job.error, (StoreUnavailable, Overloaded)):
+            return False
+        if self.health.ok:
+            job.attempts += 1
+        return job.attempts < ACKNOWLEDGED_ATTEMPTS
+
+    def _lost(self, job: Job) -> None:
+        """An acknowledged request the store refused for good: counted and logged."""
+        with self._lock:
+            self.stats.requests_lost += 1
+            self.stats.spans_lost += len(job.spans)
+        logger.error("loopscope collector: %d acknowledged span(s) were not stored: %s",
+                     len(job.spans), job.error)
 
     def _store_jobs(self, jobs: list[Job]) -> list[EpisodeResult]:
         """Store the jobs as one batch; if that fails for another reason than the store's own

@@ -120,11 +120,17 @@ def decoding() -> Iterator[None]:
                           f"{str(exc)[:200]})") from None
 
 
+def media_type(content_type: str | None) -> str | None:
+    """``PROTOBUF`` or ``JSON`` for a Content-Type header (parameters and case ignored);
+    None for any other."""
+    return _MEDIA_TYPES.get((content_type or "").split(";", 1)[0].strip().lower())
+
+
 def _decode_request(
     body: bytes | bytearray, content_type: str | None, content_encoding: str | None,
     max_bytes: int, admit: Callable[[int], None] | None,
 ) -> Decoded:
-    media = _MEDIA_TYPES.get((content_type or "").split(";", 1)[0].strip().lower())
+    media = media_type(content_type)
     if media is None:
         got = f"{content_type!r}" if content_type else "none"
         raise UnsupportedMediaType(f"unsupported Content-Type {got}; send {_ACCEPTED_TYPES}")

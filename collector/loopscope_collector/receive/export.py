@@ -2,10 +2,16 @@
 
 As the OpenTelemetry Collector's OTLP receiver does it, there is one export path: gRPC calls
 ``OtlpExport.export`` with the message it received; HTTP reads the body first (charging its
-bytes as they arrive: ``limits``), then takes the same steps, ``decode`` on a decoding
-thread, ``submit``, and ``settle`` once the pipeline is done with the job (a request waiting
-to be stored holds no HTTP thread). One check of the bearer token (``authorized``) serves
-both.
+bytes as they arrive: ``limits``), then takes the same steps: ``take`` on a decoding thread
+(decode, with admission by the time the queue takes to drain; ``submit`` to the pipeline;
+append the request to the spool), then the answer. With a spool (``receive.spool``: a
+collector on a DuckDB file) a request is acknowledged once its record is durable, before its
+batch is stored: the pipeline keeps an acknowledged request until it is stored, and the
+collector replays the spool after a crash. Without one (``:memory:``, or the spool cannot be
+written), or when the pipeline was done with the request first, the answer waits for its
+batch's commit (``settle``; a request waiting to be stored holds no HTTP thread). A request
+refused (400, 413, 415, 503) is never spooled. One check of the bearer token
+(``authorized``) serves both.
 
 Every way an export is not taken is a ``Refused`` with an HTTP status, permanent (the client
 must not send the same request again) or retryable (it may, after ``limits.RETRY_AFTER_S``); the one
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import logging
 import math
 from typing import Final
 
@@ -29,7 +36,14 @@ from ..normalize.spans import Decoded
 from ..pipeline.jobs import Job, Overloaded
 from ..pipeline.thread import Pipeline
 from .answers import GRPC_CODES, RETRYABLE, status_of
-from .decode import DecodeError, decode_request, decoding, export_answer, inflate
+from .decode import (
+    DecodeError,
+    decode_request,
+    decoding,
+    export_answer,
+    inflate,
+    media_type,
+)
 from .errors import AdmissionError
 from .limits import (
     MAX_BODY_BYTES,
@@ -42,11 +56,20 @@ from .limits import (
     charge_parsing,
     estimate_decoded,
 )
+from .spool import Spool, acknowledge
+
+logger = logging.getLogger(__name__)
 
 ACK_TIMEOUT_S: Final = 30.0
 """The longest a request waits for the pipeline to store its spans before it is answered
 503 / UNAVAILABLE (its bytes stay held until the pipeline is done with them)."""
 PROTOBUF: Final = "application/x-protobuf"
+
+SPOOL_MAX_BYTES: Final = 4 * 1024 * 1024
+"""A request larger than this (inflated) is acknowledged at its batch's commit, not spooled:
+such a request may run the store out of memory alone, and its client must then be told so
+(413: send smaller batches). OpenTelemetry's exporters send 512 spans a request by default,
+well under it."""
 
 MAX_RETRY_AFTER_S: Final = 30
 """The longest ``Retry-After`` a refusal asks for (a queue that takes longer to drain is
@@ -103,22 +126,72 @@ def authorized(given: str | None, token: str | None) -> bool:
         given[7:].strip().encode("latin-1", "replace"), token.encode())
 
 
+class Taken:
+    """A request the pipeline took: its ``job``, its ``spans``, and whether it is
+    ``acknowledged`` (spooled: answer 200 now) or waits for its batch's commit."""
+
+    def __init__(self, job: Job, spans: Decoded, acknowledged: bool) -> None:
+        self.job = job
+        self.spans = spans
+        self.acknowledged = acknowledged
+
+
 class OtlpExport:
     """Admission, decoding and storing of OTLP trace exports, for every transport."""
 
-    def __init__(self, pipeline: Pipeline, *, max_request_bytes: int = MAX_BODY_BYTES) -> None:
+    def __init__(self, pipeline: Pipeline, *, max_request_bytes: int = MAX_BODY_BYTES,
+                 spool: Spool | None = None) -> None:
         self.pipeline = pipeline
         self.max_request_bytes = max_request_bytes
+        self.spool = spool
 
     def export(self, body: bytes, hold: Hold, *, source: str) -> ExportTraceServiceResponse:
-        """Decode, store and acknowledge a protobuf request (gRPC's whole export), waiting on
+        """Decode, queue and acknowledge a protobuf request (gRPC's whole export), waiting on
         the calling thread; raises ``Refused``."""
-        spans = self.decode(body, hold, content_type=PROTOBUF, content_encoding=None,
-                            source=source)
-        if isinstance(spans, Refused):
-            raise spans
-        job = self.submit(spans)
-        return self.settle(job, spans, hold, stored=job.done.wait(ACK_TIMEOUT_S))
+        taken = self.take(body, hold, content_type=PROTOBUF, content_encoding=None,
+                          source=source)
+        if isinstance(taken, Refused):
+            raise taken
+        if taken.acknowledged:
+            return self.acknowledged(taken, hold)
+        return self.settle(taken.job, taken.spans, hold,
+                           stored=taken.job.done.wait(ACK_TIMEOUT_S))
+
+    def take(self, body: bytes | bytearray, hold: Hold, *, content_type: str | None,
+             content_encoding: str | None, source: str) -> Taken | Refused:
+        """``decode``, ``submit``, then append the request to the spool (on the calling
+        thread: a decoding thread, or gRPC's). A refusal is returned, not raised (``decode``
+        says why)."""
+        decoded = self.decode(body, hold, content_type=content_type,
+                              content_encoding=content_encoding, source=source)
+        if isinstance(decoded, Refused):
+            return decoded
+        spans, data = decoded
+        try:
+            job = self.submit(spans)
+        except Refused as refused:
+            return refused
+        return Taken(job, spans, self.spooled(job, media_type(content_type), data))
+
+    def spooled(self, job: Job, media: str | None, data: bytes | bytearray) -> bool:
+        """Append the queued request to the spool: whether it is acknowledged now (False
+        without a spool, for a request over ``SPOOL_MAX_BYTES``, when the spool cannot be
+        written, or when the pipeline was done with the job first: its commit answers)."""
+        if self.spool is None or media is None or len(data) > SPOOL_MAX_BYTES:
+            return False
+        try:
+            record = self.spool.append(media, data)
+        except OSError as exc:
+            logger.warning("loopscope collector: the spool cannot be written (%s); this "
+                           "request is acknowledged once its batch is stored", exc)
+            return False
+        return acknowledge(job, self.spool, record)
+
+    def acknowledged(self, taken: Taken, hold: Hold) -> ExportTraceServiceResponse:
+        """The 200 of a spooled request: its memory stays held until the pipeline is done with
+        its spans."""
+        taken.job.add_done_callback(hold.keep())
+        return export_answer(taken.spans)
 
     def answered(self, status: int, seconds: float) -> None:
         """An export was answered ``status`` ``seconds`` after it began (the answer-time
@@ -135,11 +208,13 @@ class OtlpExport:
         return Refused(status, message)
 
     def decode(self, body: bytes | bytearray, hold: Hold, *, content_type: str | None,
-               content_encoding: str | None, source: str) -> Decoded | Refused:
+               content_encoding: str | None, source: str
+               ) -> tuple[Decoded, bytes | bytearray] | Refused:
         """Decode, charging memory before it is taken (``limits``): what parsing may take,
         then, once the spans are counted, what their records will take, then what they take
         (a request that alone takes more than the whole budget waits until nothing else is in
-        flight). A refusal is returned, not raised, and without its traceback: an exception
+        flight). Returns the spans and the inflated body they were decoded from (what the
+        spool keeps). A refusal is returned, not raised, and without its traceback: an exception
         that crosses an awaited future is kept in a reference cycle (the future, its
         exception, the traceback, the future's frame) until a full garbage collection, and
         with it every frame it passed through: the body and the parsed message, hundreds of
@@ -156,7 +231,7 @@ class OtlpExport:
                     admit=lambda count: self.admit(hold, count, wire))
                 size = estimate_decoded(len(spans), len(data), attribute_count(spans))
                 charge_decoded(hold, size)
-            return spans
+            return spans, data
         except DecodeError as exc:  # 400, or 413 / 415 for its subclasses
             return self.refuse(exc.http_status, str(exc), source=source, spans=exc.spans)
         except Busy as exc:

@@ -33,6 +33,7 @@ from ..pipeline.thread import Pipeline
 from .answers import GRPC_CODES
 from .export import OtlpExport, Refused, authorized, not_admitted
 from .limits import MAX_BODY_BYTES, Busy, InFlight
+from .spool import Spool
 
 MAX_WORKERS: Final = 8
 TRACE_SERVICE: Final = "opentelemetry.proto.collector.trace.v1.TraceService"
@@ -122,7 +123,8 @@ def _health_service(pipeline: Pipeline) -> health.HealthServicer:
 
 def serve_grpc(pipeline: Pipeline, host: str, port: int, *, auth_token: str | None = None,
                inflight: InFlight | None = None,
-               max_request_bytes: int = MAX_BODY_BYTES) -> grpc.Server:
+               max_request_bytes: int = MAX_BODY_BYTES, spool: Spool | None = None
+               ) -> grpc.Server:
     """Start the gRPC server (it serves on its own threads); returns it for ``stop``."""
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="loopscope-grpc"),
@@ -131,7 +133,8 @@ def serve_grpc(pipeline: Pipeline, host: str, port: int, *, auth_token: str | No
                  ("grpc.so_reuseport", 0)],
         interceptors=[_TokenInterceptor(auth_token)] if auth_token else None,
     )
-    trace = TraceService(OtlpExport(pipeline, max_request_bytes=max_request_bytes), inflight)
+    trace = TraceService(OtlpExport(pipeline, max_request_bytes=max_request_bytes, spool=spool),
+                         inflight)
     server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(TRACE_SERVICE, {
         "Export": grpc.unary_unary_rpc_method_handler(
             trace.Export, response_serializer=ExportTraceServiceResponse.SerializeToString),

@@ -1,6 +1,7 @@
 """OTLP/HTTP: ``POST /v1/traces``, protobuf or JSON, gzip/deflate, over the one export path.
 
-200 only once the spans are committed to the store; 400 for a body that does not decode (any
+200 once the request is durably accepted (written to the spool, or without one committed to
+the store: ``export``); 400 for a body that does not decode (any
 failure to decode is a 400, never a dropped connection: ``decode``), 415 for a wrong content
 type or encoding, 413 for a body over the limit (after decompression; never for what it takes
 once decoded: ``limits``) or one that alone runs the store out of memory, 400 naming the field
@@ -12,7 +13,7 @@ chunked encoding (HTTP/1.1 gives it no body, so what its client meant to send wo
 
 The body is charged against the bytes in flight as it arrives (``limits.InFlight``); then the
 request takes the steps gRPC takes (``export``): it is decoded on a small thread pool, and
-while it waits for its spans to be stored it holds no thread.
+while it waits for its spans to be stored (without a spool) it holds no thread.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .decode import PayloadTooLarge
 from .exchange import UNFRAMED, Exchange, Gone, on_thread
 from .export import OtlpExport, Refused, not_admitted, stored
 from .limits import MAX_BODY_BYTES, Busy, Hold, InFlight
+from .spool import Spool
 
 DECODE_THREADS: Final = 2
 """Decoding holds the GIL: two threads keep both cores busy between them and the pipeline
@@ -41,10 +43,10 @@ class OtlpHttp:
     """The ``POST /v1/traces`` route (module docstring)."""
 
     def __init__(self, pipeline: Pipeline, *, max_body_bytes: int = MAX_BODY_BYTES,
-                 inflight: InFlight | None = None) -> None:
+                 inflight: InFlight | None = None, spool: Spool | None = None) -> None:
         self.max_body_bytes = max_body_bytes
         self.inflight = inflight or InFlight(max_body_bytes)
-        self.exporting = OtlpExport(pipeline, max_request_bytes=max_body_bytes)
+        self.exporting = OtlpExport(pipeline, max_request_bytes=max_body_bytes, spool=spool)
         self.decoding = ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="loopscope-decode")
 
     def close(self) -> None:
@@ -93,17 +95,17 @@ class OtlpHttp:
                 await self._not_admitted(ex, not_admitted(exc), protobuf)
                 return
             hold.received()
-            spans = await on_thread(self.decoding, functools.partial(
-                self.exporting.decode, body, hold, content_type=content_type,
+            taken = await on_thread(self.decoding, functools.partial(
+                self.exporting.take, body, hold, content_type=content_type,
                 content_encoding=ex.header(b"content-encoding"), source=source))
             del body
-            if isinstance(spans, Refused):
-                await self._refused(ex, spans, protobuf)
+            if isinstance(taken, Refused):
+                await self._refused(ex, taken, protobuf)
                 return
             try:
-                job = self.exporting.submit(spans)
-                answer = self.exporting.settle(job, spans, hold,
-                                               stored=await stored(job))
+                answer = (self.exporting.acknowledged(taken, hold) if taken.acknowledged
+                          else self.exporting.settle(taken.job, taken.spans, hold,
+                                                     stored=await stored(taken.job)))
             except Refused as exc:
                 await self._refused(ex, exc, protobuf)
                 return

@@ -5,8 +5,8 @@ health out.
 - ``GET /v1/reads``, ``GET /v1/reads/{name}``: the named reads (``reads``).
 - ``POST /v1/labels``: a human verdict (``labels``).
 - ``GET /metrics``: Prometheus text format. ``GET /healthz``: 200 ``ok`` while the store can
-  be written and answers come in time; 200 ``slow: <the wait>`` while the store can be
-  written but exports waited over a second for their answers lately (``Pipeline.slow``);
+  be written and exports are stored in time; 200 ``slow: <the wait>`` while the store can be
+  written but exports waited over a second to be stored lately (``Pipeline.slow``);
   503 ``failing: <why>`` while the store cannot be written (see ``storage.health``), and
   spans then get 503 too.
 - ``HEAD`` on a route read with ``GET`` answers as ``GET`` would, without the body. Any other
@@ -18,11 +18,13 @@ With an auth token, every request must carry ``Authorization: Bearer <token>`` (
 ``receive.export.authorized``, the check gRPC makes too).
 
 HTTP itself is uvicorn's (``http_server``). Decoding, reads and metrics run on small thread
-pools, and a request waiting for its spans to be stored holds no thread.
+pools, and a request waiting for its spans to be stored holds no thread. A named read and
+``/metrics`` first wait (briefly) for the exports acknowledged before them to be stored.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +35,7 @@ from ..receive.exchange import Exchange, Gone, Receive, Send, on_thread
 from ..receive.export import authorized
 from ..receive.limits import MAX_BODY_BYTES, RETRY_AFTER_S, InFlight
 from ..receive.otlp_http import OtlpHttp
+from ..receive.spool import Spool
 from ..storage import Store
 from .labels import label
 from .reads import list_reads, named_read
@@ -40,6 +43,9 @@ from .reads import list_reads, named_read
 logger = logging.getLogger(__name__)
 
 READ_THREADS: Final = 4
+READ_WAIT_S: Final = 5.0
+"""The longest a named read or ``/metrics`` waits for the exports acknowledged before it to be
+stored (``Pipeline.caught_up``: admission keeps that under about a second)."""
 
 _POST: Final = ("POST",)
 _GET: Final = ("GET", "HEAD")
@@ -58,13 +64,15 @@ class CollectorApp:
 
     def __init__(self, *, pipeline: Pipeline, db: Store, auth_token: str | None = None,
                  prometheus: Callable[[], str] | None = None,
-                 max_body_bytes: int = MAX_BODY_BYTES, inflight: InFlight | None = None) -> None:
+                 max_body_bytes: int = MAX_BODY_BYTES, inflight: InFlight | None = None,
+                 spool: Spool | None = None) -> None:
         self.pipeline = pipeline
         self.db = db
         self.auth_token = auth_token
         self.prometheus = prometheus
         self.max_body_bytes = max_body_bytes
-        self.otlp = OtlpHttp(pipeline, max_body_bytes=max_body_bytes, inflight=inflight)
+        self.otlp = OtlpHttp(pipeline, max_body_bytes=max_body_bytes, inflight=inflight,
+                             spool=spool)
         self.inflight = self.otlp.inflight
         self.reading = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="loopscope-read")
 
@@ -116,12 +124,20 @@ class CollectorApp:
         elif path == "/healthz":
             await self._health(ex)
         elif path == "/metrics":
+            await self._caught_up()
             text = await on_thread(self.reading, self.prometheus) if self.prometheus else ""
             await ex.answer(200, text.encode(), b"text/plain; version=0.0.4; charset=utf-8")
         elif path in ("/v1/reads", "/v1/reads/"):
             await list_reads(ex)
         else:
+            await self._caught_up()
             await named_read(ex, path.removeprefix("/v1/reads/"), self.db, self.reading)
+
+    async def _caught_up(self) -> None:
+        """Before a read or ``/metrics``: wait until the exports acknowledged before it are
+        stored (a 200 comes once a request is spooled, before its batch), so what they show
+        holds every one (``Pipeline.caught_up``, at most ``READ_WAIT_S``)."""
+        await on_thread(self.reading, functools.partial(self.pipeline.caught_up, READ_WAIT_S))
 
     async def _health(self, ex: Exchange) -> None:
         """200 ``ok`` while the store can be written (``slow: <the wait>`` while answers

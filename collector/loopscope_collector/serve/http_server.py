@@ -25,6 +25,7 @@ import uvicorn
 from ..pipeline.thread import Pipeline
 from ..receive.connections import ConnectionWatch, WatchedH11Protocol
 from ..receive.limits import MAX_BODY_BYTES, MAX_HEAD_BYTES, InFlight
+from ..receive.spool import Spool
 from ..storage import Store
 from .app import CollectorApp
 
@@ -51,6 +52,7 @@ class CollectorHTTPServer:
         max_body_bytes: int = MAX_BODY_BYTES,
         inflight: InFlight | None = None,
         watch: ConnectionWatch | None = None,
+        spool: Spool | None = None,
     ) -> None:
         self.watch = watch or ConnectionWatch()
         self.pipeline = pipeline
@@ -58,7 +60,7 @@ class CollectorHTTPServer:
         self.inflight = inflight or InFlight(max_body_bytes)
         self.app = CollectorApp(pipeline=pipeline, db=db, auth_token=auth_token,
                                 prometheus=prometheus, max_body_bytes=max_body_bytes,
-                                inflight=self.inflight)
+                                inflight=self.inflight, spool=spool)
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.socket = socket.socket(family, socket.SOCK_STREAM)
         try:

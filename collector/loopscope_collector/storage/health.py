@@ -1,7 +1,7 @@
 """Whether the store can be written, told honestly, and the way back when it can again.
 
-A 200 means the spans are durably stored, so a collector whose store cannot be written must
-stop acknowledging, say why on ``/healthz`` (and the gRPC health service), and log it once.
+A 200 means the spans are durably accepted (spooled, or stored), so a collector whose store
+cannot be written must stop acknowledging, say why on ``/healthz`` (and the gRPC health service), and log it once.
 Three things make a store unwritable under a running collector:
 
 - a write fails for the disk's sake (full, read-only, I/O error), or DuckDB invalidates the
