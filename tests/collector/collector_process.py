@@ -98,7 +98,8 @@ def start_collector(db: Path, *, token: str | None = None, extra: list[str] | No
     A free port is only free until someone binds it: under pytest-xdist another worker's
     process (or an outgoing connection's ephemeral port) may take it between ``free_port()``
     and the collector's bind. A collector that exits because its port is taken is started
-    again on new ports, up to five times; a port the caller chose is never changed."""
+    again on new ports, up to five times (a port the caller chose is kept: a restarted
+    collector may find its old port still held for a moment)."""
     for attempt in range(5):
         try:
             return _start_once(db, token=token, extra=extra, grpc=grpc, http_port=http_port)
