@@ -8,8 +8,9 @@ out ``Retry-After``) until its export timeout runs out. Around it, loopscope:
   (``_export_http.ObservedSession``): a refused connection means nothing listens (collector
   unreachable: not retried, and the batches of the next ``DOWN_BACKOFF_S`` are dropped at once,
   so a dead collector costs nothing); a throttling answer means it is busy (retried; the queue
-  keeps new spans meanwhile, and after a batch gave up the next one waits out the last
-  ``Retry-After``); no answer within the timeout means it is slow; anything else is a failure;
+  keeps new spans meanwhile, and a batch still answered busy when the export timeout runs
+  out is sent again after the last ``Retry-After``, until the exit); no answer within the
+  timeout means it is slow; anything else is a failure;
 - logs each of these once as it begins, and once when spans go out again;
 - keeps the batch processor's burst queue, but counts the spans it cannot hold instead of
   letting its deque drop them silently;
@@ -67,7 +68,9 @@ class ExportStats:
     dropped_unreachable: int = 0
     """The connection was refused (nothing listens), or dropped at once after that."""
     dropped_throttled: int = 0
-    """The collector kept answering busy (429/502/503/504) past the export timeout."""
+    """The collector kept answering busy (429/502/503/504) and the batch was given up: no
+    longer counted (a batch answered busy is sent again until the exit, which counts it
+    ``at_exit``); kept for the readers of earlier versions' counts."""
     dropped_timed_out: int = 0
     """No answer within the export timeout."""
     dropped_rejected: int = 0
@@ -187,15 +190,11 @@ class ResilientExporter(SpanExporter):
                 self.report.dropped(spans)
                 return SpanExportResult.FAILURE
             self._in_flight = count
-        wait = self._not_before - time.monotonic()
-        if wait > 0:
-            self._exiting.wait(wait)
-        self._attempt = None
-        try:
-            result = self.inner.export(self.report.attach(spans))
-        except Exception:
-            logger.debug("loopscope: span export raised", exc_info=True)
-            result = SpanExportResult.FAILURE
+        while True:
+            result = self._send(spans)
+            if not self._send_again():
+                break
+            self.report.settle(False)
         with self._lock:
             counted = not self._in_flight  # (``give_up`` counted it while it was sent)
             self._in_flight = 0
@@ -205,6 +204,36 @@ class ResilientExporter(SpanExporter):
                     self.report.dropped(spans)
         self.report.settle(result is SpanExportResult.SUCCESS)
         return result
+
+    def _send(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """One export of ``spans`` (the OTLP exporter's, retrying within its timeout), after
+        the last ``Retry-After`` is waited out (a wait cut short by the exit)."""
+        wait = self._not_before - time.monotonic()
+        if wait > 0:
+            self._exiting.wait(wait)
+        self._attempt = None
+        try:
+            return self.inner.export(self.report.attach(spans))
+        except Exception:
+            logger.debug("loopscope: span export raised", exc_info=True)
+            return SpanExportResult.FAILURE
+
+    def _send_again(self) -> bool:
+        """Whether the batch just sent was still answered busy when the export timeout ran
+        out, and is to be sent again: the collector is up and said when to come back, so the
+        batch is kept (new spans wait in the queue meanwhile, and those it has no room for
+        are dropped and counted as ``queue_full``), until the exit's deadline."""
+        attempt = self._attempt
+        with self._lock:
+            again = (attempt is not None and attempt.throttled and self._in_flight > 0
+                     and not self._abandoned and time.monotonic() < self._exit_deadline)
+        if again and not self._told_busy_drop:
+            self._told_busy_drop = True
+            logger.warning("loopscope: collector still busy after the %g s export timeout; "
+                           "the batch is kept and sent again after its Retry-After (new spans "
+                           "wait in the queue; what it has no room for is dropped and counted)",
+                           self.timeout_s)
+        return again
 
     def _count(self, result: SpanExportResult, count: int) -> None:
         stats, attempt = self.stats, self._attempt
@@ -223,13 +252,8 @@ class ResilientExporter(SpanExporter):
             self._tell("unreachable", "loopscope: collector unreachable at %s (connection "
                        "refused); spans are dropped until it is back, tried again every %g s "
                        "(the agent is unaffected)", self.endpoint, DOWN_BACKOFF_S)
-        elif attempt is not None and attempt.throttled:
+        elif attempt is not None and attempt.throttled:  # (only once the batch is given up)
             stats.dropped_throttled += count
-            if not self._told_busy_drop:
-                self._told_busy_drop = True
-                logger.warning("loopscope: collector still busy after the %g s export timeout: "
-                               "%d spans dropped; each batch is still retried",
-                               self.timeout_s, count)
         elif attempt is not None and attempt.kind == "timed_out":
             stats.dropped_timed_out += count
             self._tell("slow", "loopscope: collector slow: no answer from %s within the %g s "
