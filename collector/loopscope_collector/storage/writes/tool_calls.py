@@ -178,8 +178,8 @@ def rebind_trace(cur: duckdb.DuckDBPyConnection, trace_id: str, episode_id: str)
     if not moved[0][0]:
         return False
     params = {"t": trace_id, "e": episode_id}
-    for name in _REBIND:
-        cur.execute(_SQL[name], params)
+    for name in _REBIND:  # (each statement takes only the parameters it names)
+        cur.execute(_SQL[name], {k: v for k, v in params.items() if f"${k}" in _SQL[name]})
     return True
 
 
