@@ -255,7 +255,8 @@ def time_reads(checkouts: dict[str, Path], stores: dict[str, Path], rounds: int)
                         [sys.executable, "-c", _TIME_READS, str(copies[label]),
                          json.dumps(PAGE_READS)],
                         env=env, check=True, capture_output=True, text=True)
-                    times[label].append(json.loads(answer.stdout))
+                    # (the last line: a migration above it may print a progress bar)
+                    times[label].append(json.loads(answer.stdout.strip().splitlines()[-1]))
         print(f"\n{store_name}: median seconds of {rounds} rounds (load average "
               f"{min(loads):.1f}–{max(loads):.1f})")
         labels = list(checkouts)
