@@ -157,26 +157,42 @@ def time_pages(browser: Any, base: str, episode: str) -> dict[str, float | None]
     return times
 
 
-def build_stores(folder: Path, calls: int, per_shape: int) -> dict[str, Path]:
-    """The demo's store and one of ``calls`` tool calls in ``folder``; stores already there
-    (``--stores``, from an earlier run with the same arguments) are used as they are."""
-    from bench_metrics import build_store
+_BUILD = """
+import sys
+from pathlib import Path
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+if sys.argv[3] == "demo":
     from demo_store import build_demo_store, demo_spans
+    build_demo_store(Path(sys.argv[4]), demo_spans(per_shape=int(sys.argv[5])))
+else:
+    from bench_metrics import build_store
+    build_store(Path(sys.argv[4]), int(sys.argv[5]))
+"""
 
-    demo, big = folder / f"demo-{per_shape}.duckdb", folder / f"calls-{calls}.duckdb"
-    start = time.perf_counter()
-    if not demo.exists():
-        build_demo_store(demo, demo_spans(per_shape=per_shape))
-        print(f"built the demo's store in {time.perf_counter() - start:.1f} s",
-              file=sys.stderr)
-    start = time.perf_counter()
-    if not big.exists():
-        build_store(big, calls)
-        print(f"built a store of {calls:,} tool calls in {time.perf_counter() - start:.1f} s",
-              file=sys.stderr)
+
+def build_stores(folder: Path, calls: int, per_shape: int, code: Path) -> dict[str, Path]:
+    """The demo's store and one of ``calls`` tool calls (with their spans) in ``folder``,
+    each built by the collector of the checkout ``code`` (the oldest measured: a newer one
+    migrates its copy when it opens it; an older one cannot open a newer store); stores
+    already there (``--stores``, from an earlier run with the same arguments) are used as
+    they are."""
+    demo, big = folder / f"demo-{per_shape}.duckdb", folder / f"calls-{calls}-spans.duckdb"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        str(code / part) for part in ("instrumentation", "collector", "dashboard")))
+    for kind, path, size, what in (("demo", demo, per_shape, "the demo's store"),
+                                   ("calls", big, calls, f"a store of {calls:,} tool calls")):
+        if path.exists():
+            continue
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", _BUILD, str(Path(__file__).resolve().parent),
+                        str(ROOT / "tests" / "dashboard"), kind, str(path), str(size)],
+                       env=env, check=True)
+        print(f"built {what} in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     return {"demo": demo, f"{calls:,} calls": big}
 
 
+_TOOL_IS = json.dumps([{"field": "gen_ai.tool.name", "op": "==", "text": "tool3", "number": None}])
+"""The Spans page's filter over an attribute: ``gen_ai.tool.name == tool3``."""
 PAGE_READS: list[tuple[str, str, dict[str, Any]]] = [
     ("every page (sidebar)", "filter_options", {}),
     ("overview, loops, labels", "metrics_breakdown", {}),
@@ -187,6 +203,10 @@ PAGE_READS: list[tuple[str, str, dict[str, Any]]] = [
     ("loops", "loops_by_tool", {}),
     ("labels", "episode_list", {"flagged": True, "limit": 200}),
     ("policy", "replay_calls", {"limit": 2000}),
+    ("spans", "span_list", {"limit": 200}),
+    ("spans", "span_latency", {}),
+    ("spans, filtered", "span_list", {"limit": 200, "where": _TOOL_IS}),
+    ("spans, filtered", "span_latency", {"where": _TOOL_IS}),
 ]
 """The slow reads behind the pages, as each page asks for them (a parameter a checkout's read
 does not take is left out: what its page asked)."""
@@ -195,7 +215,7 @@ _TIME_READS = """
 import hashlib, json, sys, time
 from loopscope_collector.reads import READS, run_read
 from loopscope_collector.storage import open_database
-db = open_database(sys.argv[1], read_only=True)
+db = open_database(sys.argv[1])  # a copy of the store, migrated to this checkout's schema
 out = []
 for page, name, params in json.loads(sys.argv[2]):
     read = READS[name]
@@ -226,15 +246,21 @@ def time_reads(checkouts: dict[str, Path], stores: dict[str, Path], rounds: int)
     for store_name, store in stores.items():
         times: dict[str, list[list[Any]]] = {label: [] for label in checkouts}
         loads = []
-        for _ in range(rounds):
-            loads.append(os.getloadavg()[0])
-            for label, checkout in checkouts.items():
-                env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-                    str(checkout / part) for part in ("instrumentation", "collector")))
-                answer = subprocess.run(
-                    [sys.executable, "-c", _TIME_READS, str(store), json.dumps(PAGE_READS)],
-                    env=env, check=True, capture_output=True, text=True)
-                times[label].append(json.loads(answer.stdout))
+        with tempfile.TemporaryDirectory() as tmp:
+            copies = {label: Path(tmp) / f"{label}-{store.name}" for label in checkouts}
+            for copy in copies.values():
+                shutil.copy(store, copy)
+            for _ in range(rounds):
+                loads.append(os.getloadavg()[0])
+                for label, checkout in checkouts.items():
+                    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+                        str(checkout / part) for part in ("instrumentation", "collector")))
+                    answer = subprocess.run(
+                        [sys.executable, "-c", _TIME_READS, str(copies[label]),
+                         json.dumps(PAGE_READS)],
+                        env=env, check=True, capture_output=True, text=True)
+                    # (the last line: a migration above it may print a progress bar)
+                    times[label].append(json.loads(answer.stdout.strip().splitlines()[-1]))
         print(f"\n{store_name}: median seconds of {rounds} rounds (load average "
               f"{min(loads):.1f}–{max(loads):.1f})")
         labels = list(checkouts)
@@ -289,7 +315,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             folder = args.stores or Path(tmp)
             folder.mkdir(parents=True, exist_ok=True)
-            stores = build_stores(folder, args.calls, args.per_shape)
+            stores = build_stores(folder, args.calls, args.per_shape,
+                                   (args.before or args.after).resolve())
             if args.only:
                 stores = {k: v for k, v in stores.items()
                           if (k == "demo") == (args.only == "demo")}
@@ -301,7 +328,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as pw:
         folder = args.stores or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
-        stores = build_stores(folder, args.calls, args.per_shape)
+        stores = build_stores(folder, args.calls, args.per_shape,
+                                   (args.before or args.after).resolve())
         if args.only:
             stores = {k: v for k, v in stores.items() if (k == "demo") == (args.only == "demo")}
         browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
@@ -311,11 +339,14 @@ def main() -> None:
         for store_name, store in stores.items():
             for label, checkout in checkouts.items():
                 kept = Path(tempfile.mkdtemp(prefix="kept-replays-", dir=tmp))  # none yet
+                # each checkout opens a copy (one that migrates it leaves the stores as built)
+                copy = Path(tmp) / f"{label}-{store.name}"
+                shutil.copy(store, copy)
                 # the dashboard's start, then (--restarted) its restart
                 for started in (range(1, args.visits + 1), range(args.visits + 1, rounds + 1)):
                     if not started:
                         continue
-                    with dashboard(checkout, store, kept) as (collector, base):
+                    with dashboard(checkout, copy, kept) as (collector, base):
                         episode = flagged_run(collector)
                         for visit in started:
                             loads[store_name, label, visit] = os.getloadavg()[0]
@@ -324,6 +355,7 @@ def main() -> None:
                                   file=sys.stderr)
                             results[store_name, label, visit] = time_pages(browser, base,
                                                                            episode)
+                copy.unlink()
         browser.close()
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
     visits = range(1, rounds + 1)

@@ -14,6 +14,7 @@ from loopscope.offline.cli import main
 from loopscope_collector.metrics.compute import PRICES, compute_metrics
 from loopscope_collector.reads import READS, read
 from loopscope_collector.storage import Database, open_database
+from loopscope_collector.storage.writes import recount_calls
 
 S = 1_000_000_000  # one second in ns
 T0 = 1_700_000_000 * S
@@ -54,6 +55,13 @@ class Store:
                  "t": start + i * S, "p": (progress or ["new_output"] * calls)[i],
                  "c": call_cost, "i": i},
             )
+        recount_calls(self.con, [eid])  # the run's call facts, as the collector keeps them
+
+    def update_calls(self, sql: str) -> None:
+        """Change stored calls by hand (``update tool_calls ...``), and count the runs' call
+        facts again, as the collector keeps them."""
+        self.con.execute(sql)
+        recount_calls(self.con, None)
 
     def detect(self, eid: str, call: int, *, severity: str = "warn",
                kind: str = "exact_repeat", detector: str = "repeated_tool_call") -> None:
@@ -114,7 +122,7 @@ def test_loop_detection_rate_over_human_labels(store: Store) -> None:
     store.detect("U1", 2)  # flagged, but unlabelled: no ground truth
     # incomplete runs: L1's calls numbered 1, 2, 4, 5 by its agent (call 3 lost on the way),
     # L4 named by its SDK's export report as having lost a span; both are in the rate's n
-    store.con.execute("update tool_calls set call_ordinal = step + 1 + (step >= 2)::int "
+    store.update_calls("update tool_calls set call_ordinal = step + 1 + (step >= 2)::int "
                       "where episode_id = 'L1'")
     store.con.execute("insert into incomplete_runs values ('r', 'r', 'L4', 'svc', 'i', 1)")
     m = metrics(store)
@@ -471,8 +479,8 @@ def test_the_loops_per_tool_cost_adds_up_to_cost_after_the_first_flag(
     store.episode("P1", calls=6, model="gpt-4o", tools=["search", "fetch"], **kwargs)
     store.episode("P2", calls=4, model="gpt-4o-mini", tools=["fetch"], **kwargs)
     if priced == "call_tokens":
-        store.con.execute("update tool_calls set tokens_in = 50000, tokens_out = 2000")
-    store.con.execute("update tool_calls set signature = tool")
+        store.update_calls("update tool_calls set tokens_in = 50000, tokens_out = 2000")
+    store.update_calls("update tool_calls set signature = tool")
     store.detect("P1", 2)
     store.detect("P2", 1)
     card = metrics(store)["cost_after_first_flag_usd"]
@@ -503,7 +511,7 @@ def test_the_metrics_and_the_policy_page_price_a_run_alike(store: Store) -> None
     store.episode("calls", service="calls", call_cost=0.25, model="gpt-4o")
     store.episode("root", service="root", model="gpt-4o", tokens=(400_000, 20_000))
     store.episode("tokens", service="tokens", model="gpt-4o-mini")
-    store.con.execute("update tool_calls set tokens_in = 50000, tokens_out = 2000 "
+    store.update_calls("update tool_calls set tokens_in = 50000, tokens_out = 2000 "
                       "where episode_id = 'tokens'")
     store.episode("unpriced", service="unpriced", model="no-such-model", tokens=(9, 9))
     store.episode("no-tokens", service="no-tokens", model="gpt-4o")
@@ -520,3 +528,31 @@ def test_a_read_naming_a_fragment_that_does_not_exist_is_refused() -> None:
 
     with pytest.raises(ValueError, match="run_costs"):
         _with_fragments("-- name: x\nwith /*fragment run_costs*/ select 1")
+
+
+def test_a_store_from_before_the_call_facts_reads_the_same_numbers(tmp_path: Path) -> None:
+    """A store as version 15 left it (no call facts on its runs) opens migrated, its runs'
+    call facts counted from their calls: the same metrics, every breakdown and filter."""
+    store = Store(tmp_path / "x.duckdb")
+    store.episode("A", outcome="success", tools=["search", "pay"], call_cost=0.25)
+    store.episode("B", calls=6, model="gpt-4o", tools=["fetch"], tokens=(9000, 100))
+    store.episode("C", service="other", cost=1.5, tools=["search"])
+    store.update_calls("update tool_calls set call_ordinal = step + 1 + (step >= 2)::int, "
+                       "tokens_in = 30 where episode_id = 'B'")
+    store.detect("B", 2, severity="kill")
+    store.label("A", "no_loop")
+    now = [compute_metrics(store.db), compute_metrics(store.db, tool="search"),
+           compute_metrics(store.db, tool="fetch", service="svc")]
+    assert now[0]["breakdown"]["tool"] and now[0]["incomplete_episodes"] == 1
+    store.con.execute("delete from schema_version where version = 16")
+    for column in ("numbered_calls", "max_call_ordinal", "priced_calls", "calls_cost_usd",
+                   "calls_tokens_in", "calls_tokens_out", "calls_by_tool"):
+        store.con.execute(f"alter table episodes drop column {column}")
+    store.con.execute("update episodes set tool_calls = 0")  # (never kept before 16)
+    store.db.close()
+    migrated = open_database(tmp_path / "x.duckdb")
+    try:
+        assert [compute_metrics(migrated), compute_metrics(migrated, tool="search"),
+                compute_metrics(migrated, tool="fetch", service="svc")] == now
+    finally:
+        migrated.close()

@@ -11,7 +11,8 @@ import pytest
 from loopscope_collector.normalize.spans import SpanRecord
 from loopscope_collector.pipeline.thread import Pipeline
 from loopscope_collector.reads import read
-from loopscope_collector.storage import open_database
+from loopscope_collector.storage import Store, open_database
+from loopscope_collector.storage.writes import recount_calls
 
 TRACE = "ab" * 16
 RESOURCE = {"service.name": "mcp-agent"}
@@ -43,6 +44,28 @@ def sdk_spans(parent: str, start: int, request_id: str) -> list[SpanRecord]:
     return [client, server]
 
 
+_FACTS = ("select episode_id, tool_calls, numbered_calls, max_call_ordinal, priced_calls, "
+          "calls_cost_usd, calls_tokens_in, calls_tokens_out, calls_by_tool from episodes "
+          "order by episode_id")
+
+
+def assert_call_facts_are_their_calls(db: Store) -> None:
+    """Each run's call facts, as the pipeline kept them batch by batch, are what its stored
+    calls add up to now (counted again, in a transaction rolled back)."""
+    cur = db.cursor()
+    try:
+        kept = cur.execute(_FACTS).fetchall()
+        cur.execute("begin transaction")
+        recount_calls(cur, None)
+        counted = cur.execute(_FACTS).fetchall()
+        cur.execute("rollback")
+    finally:
+        cur.close()
+    assert kept == counted
+    assert sum(row[1] for row in kept) == db.cursor().execute(
+        "select count(*) from tool_calls").fetchall()[0][0]
+
+
 @pytest.mark.parametrize("order", ["one batch", "children first", "parent first"])
 def test_one_row_per_guarded_mcp_call(tmp_path: Path, order: str) -> None:
     db = open_database(tmp_path / "x.duckdb")
@@ -61,6 +84,7 @@ def test_one_row_per_guarded_mcp_call(tmp_path: Path, order: str) -> None:
         flags = read(db, "episode_detections", {"episode_id": "ep-mcp"})
         assert [(f["ordinal"], f["detector"]) for f in flags][:1] == [(2, "exact_repeat")]
         assert [e["episode_id"] for e in read(db, "episodes")] == ["ep-mcp"]
+        assert_call_facts_are_their_calls(db)  # (shadows stored first were deleted)
     finally:
         pipeline.stop()
         db.close()
@@ -87,6 +111,7 @@ def test_another_instrumentations_span_inside_a_loopscope_call_is_the_same_call(
         calls = read(db, "episode_tool_calls", {"episode_id": "ep-mcp"})
         assert [c["convention"] for c in calls] == ["loopscope"]
         assert read(db, "summary")[0]["tool_calls"] == 1
+        assert_call_facts_are_their_calls(db)
     finally:
         pipeline.stop()
         db.close()
@@ -111,6 +136,37 @@ def test_an_episode_id_reused_in_another_trace_points_at_a_root_that_exists(
             "spans s on s.trace_id = e.trace_id and s.span_id = e.root_span_id "
             "where e.episode_id = 'ep-reused' group by all").fetchall()
         assert found == [("22" * 16, "b" * 16, 1)]
+    finally:
+        pipeline.stop()
+        db.close()
+
+
+def test_calls_stored_under_their_trace_move_to_the_conversation_their_root_names(
+        tmp_path: Path) -> None:
+    """Calls without an episode id are stored under their trace; the root that names the
+    conversation moves them there, with their run's call facts (what the metrics count)."""
+    trace = "33" * 16
+    def call(span: str, start: int, tool: str, cost: float | None) -> SpanRecord:
+        return SpanRecord(trace, span, "f" * 16, f"execute_tool {tool}", start, start + 10,
+                          attributes={"gen_ai.operation.name": "execute_tool",
+                                      "gen_ai.tool.name": tool,
+                                      **({"loopscope.cost_usd": cost} if cost else {})},
+                          resource=RESOURCE)
+    root = SpanRecord(trace, "f" * 16, "", "invoke_agent", 0, 1000,
+                      attributes={"gen_ai.operation.name": "invoke_agent",
+                                  "gen_ai.conversation.id": "conv-1"}, resource=RESOURCE)
+    db = open_database(tmp_path / "x.duckdb")
+    pipeline = Pipeline(db).start()
+    try:
+        pipeline.submit([call("a000000000000001", 10, "search", 0.5),
+                         call("a000000000000002", 20, "fetch", None)]).wait(30)
+        assert [e["episode_id"] for e in read(db, "episodes")] == [trace]
+        pipeline.submit([call("a000000000000004", 40, "search", 0.25), root]).wait(30)
+        [run] = read(db, "episodes")
+        assert run["episode_id"] == "conv-1"
+        assert_call_facts_are_their_calls(db)
+        facts = db.cursor().execute(_FACTS).fetchall()
+        assert facts == [("conv-1", 3, 0, None, 2, 0.75, 0, 0, {"search": 2, "fetch": 1})]
     finally:
         pipeline.stop()
         db.close()

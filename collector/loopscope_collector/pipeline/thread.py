@@ -549,7 +549,7 @@ class Pipeline:
         for key in reading.dedup_keys.values():
             self._remember(self._dedup, key, None)
         tool_rows, episodes, reconciles = reading.calls, reading.roots, reading.reconciles
-        self._resolve_episodes(cur, tool_rows, episodes)
+        moved = self._resolve_episodes(cur, tool_rows, episodes)
         tool_rows, shadowed = self._drop_shadows(cur, tool_rows)
         by_episode: dict[str, list[Row]] = {episode: [] for episode in shadowed}
         steps: list[Row] = [*tool_rows, *reading.messages]
@@ -577,6 +577,7 @@ class Pipeline:
         new_flags = tables.write_detections(cur, results)
         tables.write_guard_decisions(cur, tool_rows)
         tables.upsert_episodes(cur, episodes, tool_rows)
+        tables.recount_calls(cur, moved | shadowed)  # (stored calls moved or deleted: rare)
         named = {row.trace_id for row in tool_rows if row.agent} | {
             root.trace_id for root in episodes if root.agent}
         unnamed = [t for t in reading.trace_agents if t not in named]  # (upsert named those)
@@ -653,19 +654,23 @@ class Pipeline:
 
     def _resolve_episodes(
         self, cur: Cursor, rows: list[ToolCallRow], episodes: list[EpisodeRow]
-    ) -> None:
+    ) -> set[str]:
         """Fill empty episode ids (``assembly``, rule 5), from this batch, memory and the
-        store; a root that reveals a conversation id moves the calls stored under its trace."""
+        store; a root that reveals a conversation id moves the calls stored under its trace.
+        Returns the episodes that calls were moved to."""
         revealed = assembly.resolve_episodes(rows, episodes,
                                              lambda traces: self._episodes_of(cur, traces))
         for trace_id, episode_id in revealed.items():
             self._remember(self._trace_episode, trace_id, episode_id)
         # the root revealed a conversation id for calls stored under the trace
+        moved: set[str] = set()
         for trace_id, episode_id in tables.rebind_traces(cur, [
                 (ep.trace_id, ep.episode_id) for ep in episodes
                 if ep.episode_id != ep.trace_id]):
             self.detector.forget(trace_id)
             self.detector.forget(episode_id)
+            moved.add(episode_id)
+        return moved
 
     def _episodes_of(self, cur: Cursor, traces: Sequence[str]) -> dict[str, str]:
         unknown = [t for t in traces if t not in self._trace_episode]

@@ -27,6 +27,9 @@ def _migrations() -> list[tuple[int, str, str]]:
 
 MIGRATIONS: Final = _migrations()  # read at import: a missing file fails at start-up
 LATEST: Final = MIGRATIONS[-1][0]
+CALL_FACTS: Final = 16
+"""The version that keeps each run's call facts on its row (016_episodes_call_facts.sql):
+migrating to it counts them for the runs already stored."""
 
 
 class SchemaError(RuntimeError):
@@ -70,6 +73,9 @@ def migrate(con: duckdb.DuckDBPyConnection, *, lake: bool = False) -> int:
         con.execute("begin transaction")
         try:
             con.execute(lake_ddl(ddl) if lake else ddl)
+            if version == CALL_FACTS:  # count the runs stored before it (one pass)
+                from .writes.episodes import recount_calls
+                recount_calls(con, None)
             con.execute("insert into schema_version (version, name, applied_at) "
                         "values ($v, $n, now()::timestamp)", {"v": version, "n": name})
             con.execute("commit")

@@ -42,8 +42,7 @@
   and ($outcome is null or e.outcome = $outcome)
   and ($since_ns is null or e.start_ns >= $since_ns)
   and ($until_ns is null or e.start_ns < $until_ns)
-  and ($tool is null or e.episode_id in (
-        select t.episode_id from tool_calls t where t.tool = $tool))
+  and ($tool is null or map_contains(e.calls_by_tool, $tool))
 -- end fragment
 
 -- fragment: span_scope
@@ -68,37 +67,38 @@ span_rows as (
       and ($tool is null or t.tool = $tool)
 ),
 span_conditions as (
-    select c.field, c.op, c.text, c.number, '$."' || c.field || '"' as path
-    from (select unnest(from_json(coalesce($where, '[]'),
-            '[{"field": "VARCHAR", "op": "VARCHAR", "text": "VARCHAR", "number": "DOUBLE"}]'),
-            recursive := true)) c
+    select from_json(coalesce($where, '[]'),
+        '[{"field": "VARCHAR", "op": "VARCHAR", "text": "VARCHAR", "number": "DOUBLE"}]')
+        as conditions
 ),
 span_scope as (
-    select r.* from span_rows r
-    where $where is null or not exists (
-        -- a condition this span fails (one that does not hold, or cannot be judged)
-        select 1 from span_conditions c, lateral (
-            select case c.field when 'name' then r.name when 'service' then r.service
-                        when 'status' then r.status when 'kind' then r.kind
-                        when 'tool' then r.tool when 'trace_id' then r.trace_id
-                        when 'span_id' then r.span_id
-                        when 'parent_span_id' then r.parent_span_id
-                        when 'duration' then r.duration_ms::varchar
-                        else json_extract_string(r.attributes, c.path) end as v) x
-        where not coalesce(case c.op
+    -- every condition holds (one that cannot be judged does not): each span's compared
+    -- value, then each condition's verdict, as lists (one pass over the spans; a subquery
+    -- per span and condition was 3 s over a million spans)
+    select r.* from span_rows r, span_conditions k
+    where $where is null or coalesce(list_bool_and(list_transform(
+        list_transform(k.conditions, c -> {'c': c, 'v':
+            case c.field when 'name' then r.name when 'service' then r.service
+                 when 'status' then r.status when 'kind' then r.kind
+                 when 'tool' then r.tool when 'trace_id' then r.trace_id
+                 when 'span_id' then r.span_id
+                 when 'parent_span_id' then r.parent_span_id
+                 when 'duration' then r.duration_ms::varchar
+                 else json_extract_string(r.attributes, '$."' || c.field || '"') end}),
+        x -> coalesce(case x.c.op
             when 'exists' then x.v is not null
-            when '==' then case when c.number is not null
-                                then try_cast(x.v as double) = c.number
-                                else x.v = c.text end
-            when '!=' then case when c.number is not null
-                                then try_cast(x.v as double) is distinct from c.number
-                                else x.v is distinct from c.text end
-            when '>' then try_cast(x.v as double) > c.number
-            when '>=' then try_cast(x.v as double) >= c.number
-            when '<' then try_cast(x.v as double) < c.number
-            when '<=' then try_cast(x.v as double) <= c.number
-            when 'contains' then contains(x.v, c.text)
-            end, false))
+            when '==' then case when x.c.number is not null
+                                then try_cast(x.v as double) = x.c.number
+                                else x.v = x.c.text end
+            when '!=' then case when x.c.number is not null
+                                then try_cast(x.v as double) is distinct from x.c.number
+                                else x.v is distinct from x.c.text end
+            when '>' then try_cast(x.v as double) > x.c.number
+            when '>=' then try_cast(x.v as double) >= x.c.number
+            when '<' then try_cast(x.v as double) < x.c.number
+            when '<=' then try_cast(x.v as double) <= x.c.number
+            when 'contains' then contains(x.v, x.c.text)
+            end, false))), true)
 )
 -- end fragment
 
@@ -186,19 +186,17 @@ end
 -- reported any, else unknown. Prices: $prices (JSON {model prefix: {"input": USD per 1M
 -- tokens, "output": ...}}), else the built-in table below; the longest matching prefix wins.
 -- Over the episodes of a CTE run_scope (episode_id, model, cost_usd, input_tokens,
--- output_tokens) and the calls of a CTE run_scope_calls (episode_id, cost_usd, tokens_in,
--- tokens_out: all of tool_calls, or a read's own materialized pass over it) that the read
--- defines first; defines run_calls, run_prices, run_price and
+-- output_tokens) that the read defines first, from their calls' sums kept on their rows (the
+-- episodes' call facts, schema version 16); defines run_calls, run_prices, run_price and
 -- run_cost (per episode: n_calls, priced_calls, call_cost, cost_source 'episode' /
 -- 'tool_calls' / 'tokens' / 'none', cost_usd: null when 'none'). Used as
 -- "/*fragment run_cost*/" inside a WITH list.
 run_calls as (
-    select t.episode_id, count(*) as n_calls, count(t.cost_usd) as priced_calls,
-           sum(t.cost_usd) as call_cost, sum(t.tokens_in) as tokens_in,
-           sum(t.tokens_out) as tokens_out
-    from run_scope_calls t
-    semi join run_scope r on r.episode_id = t.episode_id
-    group by t.episode_id
+    select e.episode_id, e.tool_calls as n_calls, e.priced_calls,
+           e.calls_cost_usd as call_cost, e.calls_tokens_in as tokens_in,
+           e.calls_tokens_out as tokens_out
+    from episodes e
+    semi join run_scope r on r.episode_id = e.episode_id
 ),
 run_prices as (
     select key as prefix, (value ->> 'input')::double as usd_in,
@@ -446,18 +444,13 @@ limit coalesce($limit, 100);
 -- kind). An episode is in the window when it started in it. Rates and Wilson intervals are
 -- derived from these counts by loopscope_collector.metrics. Costs by the pricing rule
 -- (fragment run_cost, with its $prices).
-with calls_of as materialized (
-    -- the columns of tool_calls this read needs, in one pass that every use below reads
-    -- (over a lake each scan decodes the Parquet files again: six scans made this read twice
-    -- as slow as over a DuckDB file)
-    select episode_id, trace_id, span_id, tool, start_ns, step, cost_usd, tokens_in,
-           tokens_out, collector_progress, call_ordinal
-    from tool_calls
-),
-sel as materialized (
+with sel as materialized (
+    -- the runs in scope with their call facts (kept on their rows: ddl/016), so no read of
+    -- every call
     select e.episode_id, e.service, e.agent, e.model, e.outcome, e.cost_usd, e.start_ns,
            e.input_tokens, e.output_tokens, e.first_flag_ns, e.scenario_loop,
-           e.scenario_first_loop_step
+           e.scenario_first_loop_step, e.tool_calls, e.numbered_calls, e.max_call_ordinal,
+           e.calls_by_tool
     from episodes e
     where ($service is null or e.service = $service)
       and ($agent is null or e.agent = $agent)
@@ -465,8 +458,19 @@ sel as materialized (
       and ($since_ns is null or e.start_ns >= $since_ns)
       and ($until_ns is null or e.start_ns < $until_ns)
       and ($outcome is null or e.outcome = $outcome)
-      and ($tool is null or e.episode_id in (
-            select t.episode_id from calls_of t where t.tool = $tool))
+      and ($tool is null or map_contains(e.calls_by_tool, $tool))
+),
+calls_of as materialized (
+    -- the single calls this read looks at: those of the runs with a flag (a detection, a
+    -- guard's decision, a first flag), for a flag's time and step and the calls after the
+    -- first flag (a flag is at a call of its own run)
+    select t.episode_id, t.trace_id, t.span_id, t.start_ns, t.step, t.cost_usd,
+           t.collector_progress
+    from tool_calls t
+    semi join (select episode_id from sel where first_flag_ns is not null
+               union select episode_id from detections
+               union select episode_id from guard_decisions) f
+        on f.episode_id = t.episode_id
 ),
 flag_events as materialized (
     -- every flag: the collector's detections (any severity) and the guards' non-allow
@@ -523,19 +527,16 @@ marks as materialized (
 run_scope as (
     select episode_id, model, cost_usd, input_tokens, output_tokens from sel
 ),
-run_scope_calls as (select * from calls_of),
 /*fragment run_cost*/,
 calls as (
-    -- one pass over the calls of the episodes in scope
-    select t.episode_id,
-           count(*) filter (where $tool is null or t.tool = $tool) as n_calls,
+    -- the calls of the episodes in scope
+    select episode_id,
+           case when $tool is null then tool_calls
+                else coalesce(calls_by_tool[$tool], 0) end as n_calls,
            -- the agent numbered more calls than arrived: some were lost on the way (a
            -- call is stored once, by its span id, so its number is counted once)
-           coalesce(max(t.call_ordinal) > count(t.call_ordinal), false)
-               as ordinal_gap
-    from calls_of t
-    semi join sel s on s.episode_id = t.episode_id
-    group by t.episode_id
+           coalesce(max_call_ordinal > numbered_calls, false) as ordinal_gap
+    from sel
 ),
 after_flag as (
     -- the calls of flagged episodes from the first flag on (cost) and after the first kill
@@ -648,11 +649,9 @@ ef as materialized (
     from (select *, (/*fragment false_kill_rule*/) as wrong_if_killed from facts k)
 ),
 episode_tools as (
-    select t.episode_id, t.tool, count(*) as n
-    from calls_of t
-    semi join sel s on s.episode_id = t.episode_id
-    where $tool is null or t.tool = $tool
-    group by t.episode_id, t.tool
+    select * from (select episode_id, unnest(map_keys(calls_by_tool)) as tool,
+                          unnest(map_values(calls_by_tool)) as n from sel)
+    where $tool is null or tool = $tool
 ),
 episode_kinds as (
     select distinct episode_id, kind from flag_events where not is_budget
@@ -863,10 +862,11 @@ order by case when $flagged then e.last_flag_at end desc nulls last,
 -- tool's name; $verdict (flagged, not flagged, stopped, would stop); $status (running, ended
 -- without a summary, ended: fragment run_status); sorted by $sort (newest, started, calls,
 -- flags, cost, duration, agent, service; $ascending, default descending), $limit rows from
--- $offset. `total` is how many runs match, on every row.
-with truth_calls as (select * from tool_calls),
-/*fragment run_truth*/,
-flags as (
+-- $offset. `total` is how many runs match, on every row. What happened in a run (fragment
+-- run_truth) is read from the calls of the page's runs only; for the verdicts stopped and
+-- would stop, of every run that has a stop somewhere (its stop reason, a guard's stop, a
+-- stop decided).
+with flags as (
     select episode_id, count(*) as flags, string_agg(distinct kind, ', ') as kinds
     from detections
     group by episode_id
@@ -874,12 +874,9 @@ flags as (
 runs as (
     select e.episode_id, e.service, e.agent, e.model, e.task_type, e.outcome, e.stop_reason,
            e.guard_mode, e.start_ns, e.end_ns, e.cost_usd, e.trace_id, e.root_span_id,
-           /*fragment run_happened*/,
-           coalesce(r.kills, 0) as kills, coalesce(r.would_be_kills, 0) as would_be_kills,
-           coalesce(r.tool_calls, 0) as tool_calls, coalesce(f.flags, 0) as flags, f.kinds,
+           e.tool_calls, coalesce(f.flags, 0) as flags, f.kinds,
            /*fragment run_status*/ as status
     from episodes e
-    left join truth r using (episode_id)
     left join flags f using (episode_id)
     where /*fragment episode_filter*/
       and ($search is null or contains(lower(e.episode_id), lower($search))
@@ -893,21 +890,59 @@ runs as (
                                where contains(lower(s.attributes ->> 'loopscope.task'),
                                               lower($search))))
 ),
-matched as (
-    select *, count(*) over () as total,
-           case $sort when 'agent' then agent when 'service' then service end as sort_text,
-           case $sort when 'started' then start_ns when 'calls' then tool_calls
-                      when 'flags' then flags when 'cost' then cost_usd
-                      when 'duration' then end_ns - start_ns
-                      when 'agent' then null when 'service' then null
-                      else coalesce(end_ns, start_ns) end as sort_number
-    from runs
-    where ($verdict is null
+placed as materialized (
+    -- the runs the verdict's flags and the status keep, each with its place in the order
+    select *, row_number() over (order by
+        case when coalesce($ascending, false) then sort_text end asc nulls last,
+        case when not coalesce($ascending, false) then sort_text end desc nulls last,
+        case when coalesce($ascending, false) then sort_number end asc nulls last,
+        case when not coalesce($ascending, false) then sort_number end desc nulls last,
+        episode_id) as place
+    from (select *,
+                 case $sort when 'agent' then agent when 'service' then service end
+                     as sort_text,
+                 case $sort when 'started' then start_ns when 'calls' then tool_calls
+                            when 'flags' then flags when 'cost' then cost_usd
+                            when 'duration' then end_ns - start_ns
+                            when 'agent' then null when 'service' then null
+                            else coalesce(end_ns, start_ns) end as sort_number
+          from runs)
+    where ($verdict is null or $verdict in ('stopped', 'would stop')
            or ($verdict = 'flagged' and flags > 0)
-           or ($verdict = 'not flagged' and flags = 0)
-           or ($verdict = 'stopped' and happened = 'stopped')
-           or ($verdict = 'would stop' and enforce_would = 'stop' and happened <> 'stopped'))
+           or ($verdict = 'not flagged' and flags = 0))
       and ($status is null or status = $status)
+),
+stops_verdict as (select coalesce($verdict in ('stopped', 'would stop'), false) as yes),
+truth_scope as materialized (
+    -- the runs whose calls are read: the page, or every run that may have stopped
+    select p.episode_id from placed p
+    where not coalesce($verdict in ('stopped', 'would stop'), false)
+      and p.place > coalesce($offset, 0)
+      and p.place <= coalesce($offset, 0) + coalesce($limit, 50)
+    union all
+    select p.episode_id from placed p
+    where $verdict in ('stopped', 'would stop')
+      and (p.stop_reason in ('no_progress', 'repeated_tool_call', 'budget')
+           or p.episode_id in (select t.episode_id from tool_calls t
+                               where $verdict in ('stopped', 'would stop')
+                                 and (t.guard_action = 'stop' or t.guard_decision = 'stop'))
+           or p.episode_id in (select d.episode_id from detections d
+                               where d.action = 'stop'))
+),
+truth_calls as (select t.* from tool_calls t semi join truth_scope s using (episode_id)),
+/*fragment run_truth*/,
+matched as (
+    select e.*, /*fragment run_happened*/,
+           coalesce(r.kills, 0) as kills, coalesce(r.would_be_kills, 0) as would_be_kills,
+           case when v.yes then count(*) over ()
+                else (select count(*) from placed) end as total
+    from placed e
+    join truth_scope using (episode_id)
+    left join truth r using (episode_id)
+    cross join stops_verdict v
+    where not v.yes
+       or ($verdict = 'stopped' and happened = 'stopped')
+       or ($verdict = 'would stop' and enforce_would = 'stop' and happened <> 'stopped')
 )
 select m.episode_id, m.status, m.service, m.agent, m.model, m.task_type,
        (select s.attributes ->> 'loopscope.task' from spans s
@@ -916,12 +951,9 @@ select m.episode_id, m.status, m.service, m.agent, m.model, m.task_type,
        m.would_be_kills, m.tool_calls, m.flags, m.kinds, m.cost_usd, m.start_ns, m.end_ns,
        m.total
 from matched m
-order by case when coalesce($ascending, false) then m.sort_text end asc nulls last,
-         case when not coalesce($ascending, false) then m.sort_text end desc nulls last,
-         case when coalesce($ascending, false) then m.sort_number end asc nulls last,
-         case when not coalesce($ascending, false) then m.sort_number end desc nulls last,
-         m.episode_id
-limit coalesce($limit, 50) offset coalesce($offset, 0);
+order by m.place
+limit coalesce($limit, 50) offset case when (select yes from stops_verdict)
+                                       then coalesce($offset, 0) else 0 end;
 
 -- name: no_progress_rate
 -- Tool calls and the collector's no-progress verdicts per time bucket and service: the rate
@@ -1000,7 +1032,6 @@ run_scope as (
     select episode_id, model, cost_usd, input_tokens, output_tokens from episodes
     where episode_id in (select episode_id from flag_at where at_ns is not null)
 ),
-run_scope_calls as (select * from tool_calls),
 /*fragment run_cost*/,
 first_flag as (
     select f.episode_id, f.at_ns, rc.cost_usd, rc.n_calls, rc.priced_calls
@@ -1049,7 +1080,6 @@ run_scope as (
     select episode_id, model, cost_usd, input_tokens, output_tokens from episodes
     semi join (select distinct episode_id from flagged_calls) f using (episode_id)
 ),
-run_scope_calls as (select * from tool_calls),
 /*fragment run_cost*/,
 scope as (
     select e.episode_id, rc.cost_usd, coalesce(e.end_ns, e.start_ns) as at_ns,
@@ -1168,7 +1198,6 @@ with run_scope as (
     from episodes e
     where /*fragment episode_filter*/
 ),
-run_scope_calls as (select * from tool_calls),
 /*fragment run_cost*/
 select e.episode_id, e.service, e.agent, e.task_type, e.outcome, rc.cost_usd, e.guard_mode,
        e.stop_reason, e.scenario_loop, e.scenario_first_loop_step,

@@ -6,8 +6,9 @@ started on one machine keeps it when it moves to N collectors (docs/deploy.md); 
 The DuckDB file is attached read-only beside the lake; each of the store's tables goes in by
 name, in a transaction of its own, leaving out the rows whose key the lake holds already
 (``queries.insert_statements``): importing twice adds nothing, and nothing the lake stored is
-changed. A file from an older loopscope goes in too (columns it lacks are left empty); one from
-a newer loopscope, or a file that is not a loopscope store, is refused before anything moves.
+changed but each run's call facts, counted again over its calls (``recount_calls``). A file
+from an older loopscope goes in too (columns it lacks are left empty); one from a newer
+loopscope, or a file that is not a loopscope store, is refused before anything moves.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def import_file(db: Any, path: Path) -> dict[str, int]:
     """Insert the rows of the store at ``path`` that the lake ``db`` lacks; returns the rows
     added per table."""
     from ..queries import insert_statements
+    from ..writes.episodes import recount_calls
 
     cur = db.cursor()
     quoted = "'" + str(path).replace("'", "''") + "'"
@@ -71,6 +73,13 @@ def import_file(db: Any, path: Path) -> dict[str, int]:
                 cur.execute("rollback")
                 raise
             moved[table] = _count(cur, table) - before
+        cur.execute("begin transaction")  # the runs' call facts, over the calls added too
+        try:
+            recount_calls(cur, None)
+            cur.execute("commit")
+        except BaseException:
+            cur.execute("rollback")
+            raise
         return moved
     finally:
         cur.execute(f"detach {SOURCE}")

@@ -5,7 +5,7 @@ Only the pipeline thread calls these, inside its transaction, on its own cursor.
 """
 
 from .detections import DETECTIONS, write_detections
-from .episodes import EPISODES, name_agents, upsert_episodes
+from .episodes import EPISODES, name_agents, recount_calls, upsert_episodes
 from .export_reports import EXPORT_REPORTS, INCOMPLETE_RUNS, insert_export_reports
 from .guard_decisions import GUARD_DECISIONS, write_guard_decisions
 from .labels import LABEL_VALUES, LABELS, write_labels
@@ -33,6 +33,6 @@ __all__ = [
     "episodes_stored_elsewhere",
     "existing_keys", "foreign_calls_of_traces", "insert_export_reports", "insert_messages", "insert_tool_calls",
     "load_messages", "load_tool_calls", "loopscope_spans_of_traces", "name_agents",
-    "rebind_traces", "span_row", "stored_dedup_keys", "update_verdicts", "upsert_episodes",
+    "rebind_traces", "recount_calls", "span_row", "stored_dedup_keys", "update_verdicts", "upsert_episodes",
     "write_detections", "write_guard_decisions", "write_labels", "write_unknown_writes",
 ]

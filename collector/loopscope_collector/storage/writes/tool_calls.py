@@ -183,8 +183,9 @@ def rebind_traces(
         if trace_id in bare:
             bare.discard(trace_id)
             params = {"t": trace_id, "e": episode_id}
-            for name in _REBIND:
-                cur.execute(_SQL[name], params)
+            for name in _REBIND:  # (each statement takes only the parameters it names)
+                cur.execute(_SQL[name],
+                            {k: v for k, v in params.items() if f"${k}" in _SQL[name]})
             moved.append((trace_id, episode_id))
     return moved
 

@@ -2,7 +2,8 @@
 
 -- name: upsert
 -- incoming_episodes has the EPISODES batch schema; its columns go in by name, and a stored
--- episode takes each new value by its column's rule.
+-- episode takes each new value by its column's rule. The call facts (schema version 16) are
+-- the sums of the batch's new calls of the run, added to the stored sums.
 insert into episodes by name
 select * replace (coalesce(service, 'unknown_service') as service,
                   coalesce(input_tokens, 0) as input_tokens,
@@ -32,6 +33,21 @@ on conflict (episode_id) do update set
     scenario_kind = coalesce(excluded.scenario_kind, episodes.scenario_kind),
     scenario_first_loop_step = coalesce(excluded.scenario_first_loop_step,
                                         episodes.scenario_first_loop_step),
+    tool_calls = episodes.tool_calls + excluded.tool_calls,
+    numbered_calls = coalesce(episodes.numbered_calls, 0) + excluded.numbered_calls,
+    max_call_ordinal = greatest(episodes.max_call_ordinal, excluded.max_call_ordinal),
+    priced_calls = coalesce(episodes.priced_calls, 0) + excluded.priced_calls,
+    calls_cost_usd = coalesce(episodes.calls_cost_usd + excluded.calls_cost_usd,
+                              episodes.calls_cost_usd, excluded.calls_cost_usd),
+    calls_tokens_in = coalesce(episodes.calls_tokens_in + excluded.calls_tokens_in,
+                               episodes.calls_tokens_in, excluded.calls_tokens_in),
+    calls_tokens_out = coalesce(episodes.calls_tokens_out + excluded.calls_tokens_out,
+                                episodes.calls_tokens_out, excluded.calls_tokens_out),
+    calls_by_tool = case when excluded.calls_by_tool is null then episodes.calls_by_tool
+        when episodes.calls_by_tool is null then excluded.calls_by_tool
+        else map_concat(episodes.calls_by_tool, map_from_entries(list_transform(
+            map_entries(excluded.calls_by_tool), c -> {'key': c.key, 'value': c.value
+                + coalesce(episodes.calls_by_tool[c.key], 0)}))) end,
     updated_at = now();
 
 -- name: name_agents
@@ -41,3 +57,32 @@ on conflict (episode_id) do update set
 update episodes set agent = n.agent, updated_at = now()
 from incoming_agents n
 where episodes.episode_id = n.episode_id and episodes.agent is null;
+
+-- name: recount_calls
+-- The call facts (the upsert's, schema version 16) of the runs in recount_ids (episode_id),
+-- counted again from their stored calls: after calls of theirs were moved to them (a root
+-- naming its conversation) or deleted (shadows), after an import, and once for the runs
+-- stored before version 16.
+update episodes set tool_calls = coalesce(c.calls, 0), numbered_calls = coalesce(c.numbered, 0),
+    max_call_ordinal = c.max_ordinal, priced_calls = coalesce(c.priced, 0),
+    calls_cost_usd = c.cost, calls_tokens_in = c.tokens_in, calls_tokens_out = c.tokens_out,
+    calls_by_tool = c.by_tool
+from (
+    select r.episode_id, sum(g.calls)::integer as calls, sum(g.numbered)::integer as numbered,
+           max(g.max_ordinal) as max_ordinal, sum(g.priced)::integer as priced,
+           sum(g.cost) as cost, sum(g.tokens_in) as tokens_in, sum(g.tokens_out) as tokens_out,
+           map_from_entries(list({'key': g.tool, 'value': g.calls::integer})
+                            filter (where g.tool is not null)) as by_tool
+    from recount_ids r
+    left join (
+        select episode_id, tool, count(*) as calls, count(call_ordinal) as numbered,
+               max(call_ordinal) as max_ordinal, count(cost_usd) as priced,
+               sum(cost_usd) as cost, sum(tokens_in) as tokens_in,
+               sum(tokens_out) as tokens_out
+        from tool_calls
+        semi join recount_ids using (episode_id)
+        group by episode_id, tool
+    ) g using (episode_id)
+    group by r.episode_id
+) c
+where episodes.episode_id = c.episode_id;
