@@ -26,6 +26,11 @@ DERIVED = {
     "reconciles.found", "tool_calls.deadline_stated",
     # a message's time and token sum: its span's time, and two bounded token counts
     "messages.start_ns", "messages.tokens",
+    # a run's call facts (schema 16): counts, sums and the highest of its calls' columns,
+    # each bounded above (a token count is at most 10^12: a million calls stay in bigint)
+    "episodes.priced_calls", "episodes.calls_cost_usd", "episodes.calls_tokens_in",
+    "episodes.calls_tokens_out", "episodes.numbered_calls", "episodes.max_call_ordinal",
+    "episodes.calls_by_tool",
 }
 
 

@@ -112,14 +112,14 @@ def union(postgres: Postgres, tmp_path_factory: pytest.TempPathFactory) -> Union
     traces = scenario_traces()
     single = start_collector(tmp_path / "one.duckdb", grpc=False)
     try:
-        send(single.post, traces)
+        send(single.taken, traces)
     finally:
         single.stop()
     nodes = [start_collector(tmp_path / f"unused-{i}.duckdb", grpc=False, extra=lake.args)
              for i in range(3)]
     try:
         for i, node in enumerate(nodes):
-            send(node.post, [t for t in traces if shard(t[0].trace_id, 3) == i])
+            send(node.taken, [t for t in traces if shard(t[0].trace_id, 3) == i])
     finally:
         for node in nodes:
             node.stop()

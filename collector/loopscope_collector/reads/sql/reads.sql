@@ -77,7 +77,7 @@ span_scope as (
     -- per span and condition was 3 s over a million spans)
     select r.* from span_rows r, span_conditions k
     where $where is null or coalesce(list_bool_and(list_transform(
-        list_transform(k.conditions, c -> {'c': c, 'v':
+        list_transform(k.conditions, lambda c: {'c': c, 'v':
             case c.field when 'name' then r.name when 'service' then r.service
                  when 'status' then r.status when 'kind' then r.kind
                  when 'tool' then r.tool when 'trace_id' then r.trace_id
@@ -85,7 +85,7 @@ span_scope as (
                  when 'parent_span_id' then r.parent_span_id
                  when 'duration' then r.duration_ms::varchar
                  else json_extract_string(r.attributes, '$."' || c.field || '"') end}),
-        x -> coalesce(case x.c.op
+        lambda x: coalesce(case x.c.op
             when 'exists' then x.v is not null
             when '==' then case when x.c.number is not null
                                 then try_cast(x.v as double) = x.c.number

@@ -124,7 +124,8 @@ def recount_calls(cur: duckdb.DuckDBPyConnection, episode_ids: Collection[str] |
     """Count the call facts of these runs (None: every run) again from their stored calls:
     after their calls were moved or deleted, an import, or the migration to version 16."""
     if episode_ids is None:
-        ids = cur.execute("select episode_id from episodes").fetch_arrow_table()
+        # to_arrow_table: a relation has it on 1.4.4 and 2.0.1; 2.0.1 has no fetch_arrow_table
+        ids = cur.sql("select episode_id from episodes").to_arrow_table()
     elif not episode_ids:
         return
     else:

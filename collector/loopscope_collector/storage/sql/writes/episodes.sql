@@ -46,7 +46,7 @@ on conflict (episode_id) do update set
     calls_by_tool = case when excluded.calls_by_tool is null then episodes.calls_by_tool
         when episodes.calls_by_tool is null then excluded.calls_by_tool
         else map_concat(episodes.calls_by_tool, map_from_entries(list_transform(
-            map_entries(excluded.calls_by_tool), c -> {'key': c.key, 'value': c.value
+            map_entries(excluded.calls_by_tool), lambda c: {'key': c.key, 'value': c.value
                 + coalesce(episodes.calls_by_tool[c.key], 0)}))) end,
     updated_at = now();
 
