@@ -73,9 +73,9 @@ class Job:
     ``receive.spool``): called when the pipeline is done with the job. Such a job is never
     answered with an error: one that may pass is kept for a later batch (``finish``)."""
     attempts: int = 0
+    """Batches that failed this acknowledged job while the store could be written."""
     seq: int = 0
     """The job's place in the order spans were submitted (``Pipeline.caught_up``)."""
-    """Batches that failed this acknowledged job while the store could be written."""
 
     def acknowledge(self, done: Callable[[], None]) -> bool:
         """The receiver answers 200 now (the request is spooled); ``done`` is called once the

@@ -8,8 +8,8 @@ never answered with an error, so the pipeline keeps it until it is stored (a bat
 because the store cannot be written now, or for a reason that may pass, leaves it queued for
 the next: ``_held``), and counts and logs one the store refuses for good
 (``Stats.requests_lost``). Without a spool the receiver acknowledges at the release: a 200
-then means the spans are committed. Ingest is idempotent by (trace_id, span_id): spans already stored are skipped, so a
-client's retry never double-counts. When spans wait for the next batch and what is queued,
+then means the spans are committed. Ingest is idempotent by (trace_id, span_id): spans
+already stored are skipped, so a client's retry never double-counts. When spans wait for the next batch and what is queued,
 with the request's spans, would take longer than ``MAX_QUEUE_WAIT_S`` to store at the rate the
 pipeline measures (``Throughput``), or the queue is full, ``submit`` raises ``Overloaded`` and
 the receiver answers 503 with a Retry-After of the time the queue takes to drain. Batching is
