@@ -172,8 +172,9 @@ def bench_loopscope(bodies: list[bytes], total: int, connections: int, tmp: Path
             time.sleep(0.01)
         done = time.perf_counter()
         metrics = urllib.request.urlopen(base + "/metrics").read().decode()
-        active = next(float(line.split()[-1]) for line in metrics.splitlines()
-                      if line.startswith("loopscope_detection_active_runs"))
+        active = next(float(line.split()[-1]) for line in metrics.splitlines()  # (an older
+                      if line.startswith(("loopscope_detection_active_runs",  # checkout's name)
+                                          "loopscope_detection_active_episodes")))
         rss_after = rss_mb(proc.pid)
         return {"seconds": done - start, "ack_seconds": acked - start,
                 "spans_per_s": total / (done - start), "retried_requests": retries,

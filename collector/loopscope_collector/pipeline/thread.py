@@ -8,14 +8,15 @@ never answered with an error, so the pipeline keeps it until it is stored (a bat
 because the store cannot be written now, or for a reason that may pass, leaves it queued for
 the next: ``_held``), and counts and logs one the store refuses for good
 (``Stats.requests_lost``). Without a spool the receiver acknowledges at the release: a 200
-then means the spans are committed. Ingest is idempotent by (trace_id, span_id): spans
-already stored are skipped, so a client's retry never double-counts. When spans wait for the next batch and what is queued,
-with the request's spans, would take longer than ``MAX_QUEUE_WAIT_S`` to store at the rate the
-pipeline measures (``Throughput``), or the queue is full, ``submit`` raises ``Overloaded`` and
-the receiver answers 503 with a Retry-After of the time the queue takes to drain. Batching is
-apart from admission: each batch takes everything admitted (up to ``max_batch_spans``). Spans
-not acknowledged that waited ``MAX_JOB_WAIT_S`` for a batch are not stored (503): such a
-request is stored soon or not at all.
+then means the spans are committed. Ingest is idempotent by (trace_id, span_id): spans already
+stored are skipped, so a client's retry never double-counts. When spans wait for the next batch
+and what is queued, with the request's spans, would take longer than ``MAX_QUEUE_WAIT_S`` to
+store at the rate the pipeline measures (``Throughput``), or the queue is full, ``submit``
+raises ``Overloaded`` and the receiver answers 503 with a Retry-After of the time until the
+queue has drained enough to take the request. Batching is apart from admission: each batch
+takes everything admitted (up to ``max_batch_spans``). Spans not acknowledged that waited
+``MAX_JOB_WAIT_S`` for a batch are not stored (503): such a request is stored soon or not at
+all.
 
 A batch fails as a whole or not at all, in memory too (``BatchUndo``). When the store refuses
 a batch's data, its requests are stored one by one, so only the request at fault is refused
@@ -196,11 +197,15 @@ class Pipeline:
         if self._queued and self._queued + spans > self.max_queue_spans:
             self.stats.requests_overloaded += 1
             raise Overloaded(f"{self._queued} spans queued")
+        if not self._waiting:
+            return  # it heads the next batch, whatever the machine's speed
         wait_s = self.throughput.drain_s(self._queued + spans)
-        if self._waiting and wait_s > self.max_queue_wait_s:
+        if wait_s > self.max_queue_wait_s:
             self.stats.requests_overloaded += 1
+            # retry once the queue has drained enough to take it, not once it is empty
             raise Overloaded(f"{self._queued} spans queued would keep this request "
-                             f"waiting about {wait_s:.1f} s", retry_after_s=wait_s)
+                             f"waiting about {wait_s:.1f} s",
+                             retry_after_s=wait_s - self.max_queue_wait_s)
 
     def submit_labels(self, labels: list[Label]) -> Job:
         """Queue human labels (validated by the caller: see ``labels.check_label``);
