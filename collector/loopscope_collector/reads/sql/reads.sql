@@ -379,15 +379,21 @@ order by w.start_ns desc, w.span_id;
 -- name: span_latency
 -- Latency of the spans a Spans view covers (fragment span_scope): per tool, the tool calls'
 -- count and p50 / p90 / p99 / max duration in ms (continuous quantiles), and one row with
--- every matching span, tool calls or not (`tool` null, `every_span` true), in one pass.
-with /*fragment span_scope*/
-select t.tool, grouping(t.tool) = 1 as every_span, count(*) as spans,
-       quantile_cont(w.duration_ms, 0.5) as p50_ms, quantile_cont(w.duration_ms, 0.9) as p90_ms,
-       quantile_cont(w.duration_ms, 0.99) as p99_ms, max(w.duration_ms) as max_ms
-from span_scope w
-left join tool_calls t on t.trace_id = w.trace_id and t.span_id = w.span_id
-group by grouping sets ((t.tool), ())
-having grouping(t.tool) = 1 or t.tool is not null
+-- every matching span, tool calls or not (`tool` null, `every_span` true): one pass over the
+-- spans (grouping sets), the three quantiles of a group from one sort of its durations.
+with /*fragment span_scope*/,
+latency as (
+    select t.tool, grouping(t.tool) = 1 as every_span, count(*) as spans,
+           quantile_cont(w.duration_ms, [0.5, 0.9, 0.99]) as quantiles,
+           max(w.duration_ms) as max_ms
+    from span_scope w
+    left join tool_calls t on t.trace_id = w.trace_id and t.span_id = w.span_id
+    group by grouping sets ((t.tool), ())
+    having grouping(t.tool) = 1 or t.tool is not null
+)
+select tool, every_span, spans, quantiles[1] as p50_ms, quantiles[2] as p90_ms,
+       quantiles[3] as p99_ms, max_ms
+from latency
 order by every_span desc, spans desc, tool;
 
 -- name: span_detail
