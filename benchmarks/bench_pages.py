@@ -193,6 +193,10 @@ def build_stores(folder: Path, calls: int, per_shape: int, code: Path) -> dict[s
 
 _TOOL_IS = json.dumps([{"field": "gen_ai.tool.name", "op": "==", "text": "tool3", "number": None}])
 """The Spans page's filter over an attribute: ``gen_ai.tool.name == tool3``."""
+_CALLS_TOOL = json.dumps([{"field": "tool", "op": "==", "text": "tool3", "number": None}])
+"""The Spans filter over the tool a call ran (``tool == tool3``: the calls' table is joined)."""
+_SLOW = json.dumps([{"field": "duration", "op": ">", "text": None, "number": 200}])
+"""The Spans filter over a span's own column: ``duration > 200ms``."""
 PAGE_READS: list[tuple[str, str, dict[str, Any]]] = [
     ("every page (sidebar)", "filter_options", {}),
     ("overview, loops, labels", "metrics_breakdown", {}),
@@ -207,6 +211,12 @@ PAGE_READS: list[tuple[str, str, dict[str, Any]]] = [
     ("spans", "span_latency", {}),
     ("spans, filtered", "span_list", {"limit": 200, "where": _TOOL_IS}),
     ("spans, filtered", "span_latency", {"where": _TOOL_IS}),
+    ("spans, tool ==", "span_list", {"limit": 200, "where": _CALLS_TOOL}),
+    ("spans, tool ==", "span_latency", {"where": _CALLS_TOOL}),
+    ("spans, duration >", "span_list", {"limit": 200, "where": _SLOW}),
+    ("spans, duration >", "span_latency", {"where": _SLOW}),
+    ("spans, sidebar tool", "span_list", {"limit": 200, "tool": "tool3"}),
+    ("spans, sidebar tool", "span_latency", {"tool": "tool3"}),
 ]
 """The slow reads behind the pages, as each page asks for them (a parameter a checkout's read
 does not take is left out: what its page asked)."""

@@ -176,6 +176,23 @@ def test_span_list_holds_exactly_the_spans_the_filter_describes(
     assert _listed(store, text) == [i for i, _, ms, a, e in SENT if holds(i, ms, a, e)]
 
 
+def test_span_list_counts_every_match_and_shows_the_newest_from_the_offset(
+        store: Database) -> None:
+    """More matches than shown: ``total`` counts them all, the rows are the newest from the
+    offset, each with its attributes, events and tool call (fetched for the shown rows)."""
+    rows = read(store, "span_list", {"service": "svc", "limit": 2, "offset": 1, "where":
+                                     compile_filter('gen_ai.operation.name == "execute_tool"')})
+    assert [(int(r["span_id"], 16), r["total"]) for r in rows] == [(4, 3), (3, 3)]
+    assert [(r["tool"], r["episode_id"], r["events"]) for r in rows] == [("search", "run-1", 0)] * 2
+    assert json.loads(rows[0]["attributes"])["loopscope.tool.signature"] == "aaaa"
+    # the sidebar's tool, then a condition on the tool, each over both services
+    [newest] = read(store, "span_list", {"tool": "search", "limit": 1})
+    assert (int(newest["span_id"], 16), newest["total"], newest["duration_ms"]) == (4, 3, 250.0)
+    [error] = read(store, "span_list", {"where": compile_filter('tool != "search"'), "limit": 1})
+    assert (int(error["span_id"], 16), error["total"], error["events"], error["status"]) == (
+        5, 3, 1, "error")
+
+
 def test_span_latency_gives_percentiles_per_tool_and_over_every_span(store: Database) -> None:
     rows = read(store, "span_latency", {"service": "svc"})
     every = next(r for r in rows if r["every_span"])

@@ -50,41 +50,57 @@
 -- span_scope*/"): every stored span in the sidebar's service, tool and time window (by its
 -- start) that meets each condition of $where (reads/span_filter.py: a JSON list of {field,
 -- op, text, number}, checked before it gets here, so a field is safe in a JSON path). Each
--- row carries the words its filter compares: `status` (ok, error, unset), `kind` (internal,
--- server, ...), `duration_ms`, and `tool`, the tool a tool call ran as every page names it.
+-- row is narrow, its key (trace_id, span_id), start_ns and the words its filter compares:
+-- `status` (ok, error, unset), `kind` (internal, server, ...) and `duration_ms`; a read
+-- fetches the wide columns (attributes, events) and a tool call's run and tool for the rows
+-- it shows only (over a million spans, carrying them through the filter, the count and the
+-- sort was most of a read's time).
+span_tools as (
+    -- `tool`, the tool a tool call ran as every page names it: read only when the sidebar's
+    -- tool or a condition on the field tool asks for it (joining every span to tool_calls
+    -- was half of an unfiltered read)
+    select trace_id, span_id, tool from tool_calls
+    where ($tool is null or tool = $tool)
+      and ($tool is not null
+           or list_contains(json_extract_string(coalesce($where, '[]'), '$[*].field'), 'tool'))
+),
 span_rows as (
-    select s.trace_id, s.span_id, s.parent_span_id, s.name, s.service, s.start_ns, s.end_ns,
-           s.attributes, s.events, t.tool, t.episode_id, t.call_ordinal,
-           (s.end_ns - s.start_ns) / 1e6 as duration_ms,
+    select s.trace_id, s.span_id, s.parent_span_id, s.name, s.service, s.start_ns,
+           t.tool, (s.end_ns - s.start_ns) / 1e6 as duration_ms,
+           -- the attribute each condition names, by position: one parse of the span's
+           -- attributes, by paths known before the scan (a path per span and condition
+           -- was twice as slow)
+           json_extract_string(s.attributes, list_transform(
+               json_extract_string(coalesce($where, '[]'), '$[*].field'),
+               lambda f: '$."' || f || '"')) as attribute_values,
            case s.status_code when 1 then 'ok' when 2 then 'error' else 'unset' end as status,
            case s.kind when 1 then 'internal' when 2 then 'server' when 3 then 'client'
                 when 4 then 'producer' when 5 then 'consumer' else 'unspecified' end as kind
     from spans s
-    left join tool_calls t using (trace_id, span_id)
+    left join span_tools t using (trace_id, span_id)
     where ($service is null or s.service = $service)
       and ($since_ns is null or s.start_ns >= $since_ns)
       and ($until_ns is null or s.start_ns < $until_ns)
       and ($tool is null or t.tool = $tool)
 ),
-span_conditions as (
-    select from_json(coalesce($where, '[]'),
-        '[{"field": "VARCHAR", "op": "VARCHAR", "text": "VARCHAR", "number": "DOUBLE"}]')
-        as conditions
-),
 span_scope as (
     -- every condition holds (one that cannot be judged does not): each span's compared
     -- value, then each condition's verdict, as lists (one pass over the spans; a subquery
-    -- per span and condition was 3 s over a million spans)
-    select r.* from span_rows r, span_conditions k
+    -- per span and condition was 3 s over a million spans). The conditions are read from
+    -- $where itself, a constant, not from a joined row (a join per span was half the time).
+    select r.trace_id, r.span_id, r.start_ns, r.duration_ms, r.status, r.kind
+    from span_rows r
     where $where is null or coalesce(list_bool_and(list_transform(
-        list_transform(k.conditions, lambda c: {'c': c, 'v':
+        list_transform(from_json(coalesce($where, '[]'), '[{"field": "VARCHAR", '
+                                 '"op": "VARCHAR", "text": "VARCHAR", "number": "DOUBLE"}]'),
+                       lambda c, i: {'c': c, 'v':
             case c.field when 'name' then r.name when 'service' then r.service
                  when 'status' then r.status when 'kind' then r.kind
                  when 'tool' then r.tool when 'trace_id' then r.trace_id
                  when 'span_id' then r.span_id
                  when 'parent_span_id' then r.parent_span_id
                  when 'duration' then r.duration_ms::varchar
-                 else json_extract_string(r.attributes, '$."' || c.field || '"') end}),
+                 else r.attribute_values[i] end}),
         lambda x: coalesce(case x.c.op
             when 'exists' then x.v is not null
             when '==' then case when x.c.number is not null
@@ -342,27 +358,40 @@ limit coalesce($limit, 2000);
 -- The spans a Spans view covers (fragment span_scope: the sidebar's service, tool and time
 -- window, and the filter $where), newest first, $limit (default 200) from $offset, with their
 -- attributes (JSON text), how many events each has, and `total`, how many spans match.
-with /*fragment span_scope*/
-select trace_id, span_id, parent_span_id, name, service, start_ns, end_ns, duration_ms, status,
-       kind, tool, episode_id, call_ordinal, attributes,
-       coalesce(json_array_length(events), 0) as events, count(*) over () as total
-from span_scope
-order by start_ns desc, span_id
-limit coalesce($limit, 200) offset coalesce($offset, 0);
+with /*fragment span_scope*/,
+shown as (
+    select *, count(*) over () as total
+    from span_scope
+    order by start_ns desc, span_id
+    limit coalesce($limit, 200) offset coalesce($offset, 0)
+)
+select w.trace_id, w.span_id, s.parent_span_id, s.name, s.service, w.start_ns, s.end_ns,
+       w.duration_ms, w.status, w.kind, t.tool, t.episode_id, t.call_ordinal, s.attributes,
+       coalesce(json_array_length(s.events), 0) as events, w.total
+from shown w
+-- (start_ns in the key too: the shown rows' range of it lets the scan skip the rest)
+join spans s on s.trace_id = w.trace_id and s.span_id = w.span_id and s.start_ns = w.start_ns
+left join tool_calls t on t.trace_id = w.trace_id and t.span_id = w.span_id
+order by w.start_ns desc, w.span_id;
 
 -- name: span_latency
 -- Latency of the spans a Spans view covers (fragment span_scope): per tool, the tool calls'
 -- count and p50 / p90 / p99 / max duration in ms (continuous quantiles), and one row with
--- every matching span, tool calls or not (`tool` null, `every_span` true).
-with /*fragment span_scope*/
-select tool, false as every_span, count(*) as spans,
-       quantile_cont(duration_ms, 0.5) as p50_ms, quantile_cont(duration_ms, 0.9) as p90_ms,
-       quantile_cont(duration_ms, 0.99) as p99_ms, max(duration_ms) as max_ms
-from span_scope where tool is not null group by tool
-union all
-select null, true, count(*), quantile_cont(duration_ms, 0.5), quantile_cont(duration_ms, 0.9),
-       quantile_cont(duration_ms, 0.99), max(duration_ms)
-from span_scope
+-- every matching span, tool calls or not (`tool` null, `every_span` true): one pass over the
+-- spans (grouping sets), the three quantiles of a group from one sort of its durations.
+with /*fragment span_scope*/,
+latency as (
+    select t.tool, grouping(t.tool) = 1 as every_span, count(*) as spans,
+           quantile_cont(w.duration_ms, [0.5, 0.9, 0.99]) as quantiles,
+           max(w.duration_ms) as max_ms
+    from span_scope w
+    left join tool_calls t on t.trace_id = w.trace_id and t.span_id = w.span_id
+    group by grouping sets ((t.tool), ())
+    having grouping(t.tool) = 1 or t.tool is not null
+)
+select tool, every_span, spans, quantiles[1] as p50_ms, quantiles[2] as p90_ms,
+       quantiles[3] as p99_ms, max_ms
+from latency
 order by every_span desc, spans desc, tool;
 
 -- name: span_detail
