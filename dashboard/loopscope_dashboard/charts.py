@@ -297,23 +297,6 @@ def alert_context(series: pd.DataFrame, alert: pd.Series, rule: dict[str, float]
     return fig
 
 
-def ranking(frame: pd.DataFrame, *, key: str, value: str, title: str,
-            color: str = "#d62728", axis: str | None = None) -> go.Figure:
-    """A horizontal bar per ``key`` with a ``value`` above zero, largest on top; ``axis``
-    titles the value axis (``value`` by default)."""
-    fig = go.Figure()
-    shown = frame[frame[value] > 0] if not frame.empty else frame
-    if shown.empty:
-        return _empty(fig, "nothing to rank yet")
-    top = shown.sort_values(value, ascending=True).tail(15)
-    fig.add_trace(go.Bar(x=top[value], y=top[key].fillna("(none)").astype(str),
-                         orientation="h", marker_color=color))
-    fig.update_xaxes(title_text=axis or value.replace("_", " "), rangemode="tozero")
-    fig.update_layout(title=title, height=max(220, 28 * len(top) + 100),
-                      margin={"t": 40, "b": 40, "l": 10})
-    return fig
-
-
 def _short(signature: object) -> str:
     text = str(signature or "")
     return text[:10] if text else "(no signature)"

@@ -1,5 +1,5 @@
 """How a table is drawn: tall enough for its rows, up to ``MOST_ROWS`` (then it scrolls), and
-headed in words.
+headed in words; a ranking is a table too, its bars drawn in the cells.
 
 Streamlit draws every ``st.dataframe`` about ten rows tall by default, so a page of 50 runs
 showed a fifth of them in a small box; a table of three rows showed seven empty ones. A
@@ -44,3 +44,27 @@ def headers(columns: Iterable[object]) -> dict[str, Any]:
     puts its own labels over it (``tables.headers(frame) | {...}``)."""
     return {str(c): st.column_config.Column(header(str(c))) for c in columns
             if str(c) != header(str(c))}
+
+
+RANKED: Final = 15
+"""The rows a ranking keeps, largest first."""
+
+
+def ranking(frame: pd.DataFrame, *, key: str, value: str) -> pd.DataFrame:
+    """``frame``'s ``key`` and ``value`` where ``value`` is above zero, largest first, at most
+    ``RANKED`` rows; a missing key reads "—"."""
+    if frame.empty:
+        return pd.DataFrame(columns=[key, value])
+    shown = frame[frame[value] > 0].sort_values([value, key], ascending=[False, True])
+    shown = shown.head(RANKED)[[key, value]].copy()
+    shown[key] = shown[key].fillna("—").astype(str)
+    return shown.reset_index(drop=True)
+
+
+def bar(label: str, values: pd.Series, number: str = "%d", **more: Any) -> Any:
+    """A column drawn as a bar in each cell, full at the column's largest value (a ranking
+    without a chart: Plotly's script, 4.7 MB, held the Loops page back by about a second in a
+    fresh browser, bench_pages.py)."""
+    most = float(values.max()) if len(values) else 0.0
+    return st.column_config.ProgressColumn(label, format=number, min_value=0,
+                                           max_value=most if most > 0 else 1, **more)

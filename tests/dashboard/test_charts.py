@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from loopscope_dashboard import cards, charts
+from loopscope_dashboard import cards, charts, tables
 
 
 def _calls(*rows: tuple[str, str, str]) -> pd.DataFrame:
@@ -102,16 +102,17 @@ def test_rate_chart_draws_a_line_per_service_and_the_alerts() -> None:
     assert fig.data[2].marker.color == charts.ALERT_COLOR
 
 
-def test_ranking_leaves_out_empty_bars_and_titles_its_axis() -> None:
-    frame = pd.DataFrame({"k": ["a", "b", "c"], "v": [3, 0, 1]})
-    fig = charts.ranking(frame, key="k", value="v", title="t", axis="flags")
-    assert list(fig.data[0].y) == ["c", "a"]
-    assert fig.layout.xaxis.title.text == "flags"
+def test_a_ranking_leaves_out_zeros_puts_the_largest_first_and_names_a_missing_key() -> None:
+    frame = pd.DataFrame({"k": ["a", "b", "c", None], "v": [3, 0, 1, 2], "other": [1, 2, 3, 4]})
+    ranked = tables.ranking(frame, key="k", value="v")
+    assert ranked.to_dict("list") == {"k": ["a", "—", "c"], "v": [3, 2, 1]}
+    many = pd.DataFrame({"k": [f"t{i:02d}" for i in range(40)], "v": range(1, 41)})
+    assert list(tables.ranking(many, key="k", value="v")["v"]) == list(range(40, 25, -1))
+    assert tables.ranking(pd.DataFrame(), key="k", value="v").empty
 
 
 def test_empty_frames_give_a_figure_that_says_so() -> None:
-    for fig in (charts.tool_timeline(pd.DataFrame()), charts.rate_over_time(pd.DataFrame()),
-                charts.ranking(pd.DataFrame(), key="k", value="v", title="t")):
+    for fig in (charts.tool_timeline(pd.DataFrame()), charts.rate_over_time(pd.DataFrame())):
         assert fig.layout.annotations[0].text
 
 

@@ -203,10 +203,16 @@ def test_loops_page_ranks_looping_calls_and_its_costs_add_up() -> None:
                  and "flags" in d.value.columns)
     assert tools["cost_in_loops_usd"].sum() == pytest.approx(card, abs=1e-4)
     assert (tools["cost_in_loops_usd"] > 0).any()
-    charts = _charts(at)
-    assert not any(t["type"] == "heatmap" for c in charts for t in c["data"])
-    bars = [c for c in charts if c["data"] and c["data"][0]["type"] == "bar"]
-    assert bars and all(c["layout"]["xaxis"]["title"]["text"] for c in bars)
+    assert (tools["cost_in_loops_usd"].diff().dropna() <= 0).all()  # most cost first
+    rankings = [d.value for d in at.dataframe
+                if list(d.value.columns) in (["tool", "flags"], ["key", "loops_detected"])]
+    assert len(rankings) == 3  # by tool, agent and model, bars in the cells
+    for ranked in rankings:
+        counts = ranked.iloc[:, 1]
+        assert len(ranked) and (counts > 0).all() and (counts.diff().dropna() <= 0).all()
+    assert list(rankings[0]["tool"]) == list(
+        tools[tools["flags"] > 0].sort_values(["flags", "tool"], ascending=[False, True])["tool"])
+    assert not _charts(at)  # no Plotly: its script held this page back in a fresh browser
 
 
 def test_alerts_page_draws_the_series_the_rule_evaluated_and_its_threshold() -> None:

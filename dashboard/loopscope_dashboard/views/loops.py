@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from loopscope_dashboard import charts, downloads, hints, queries, state, tables
+from loopscope_dashboard import downloads, hints, queries, state, tables
 
 filters = state.filters()
 st.title("Where agents loop")
@@ -62,24 +62,27 @@ else:
 tools = queries.loops_by_tool(**filters.params())
 agents = queries.loops_by("agent", **filters.params())
 models = queries.loops_by("model", **filters.params())
-columns = st.columns(3)
-columns[0].plotly_chart(charts.ranking(tools, key="tool", value="flags", axis="flags",
-                                       title="Flags raised at each tool"), key="by_tool")
-columns[1].plotly_chart(charts.ranking(agents, key="key", value="loops_detected",
-                                       axis="flagged runs",
-                                       title="Flagged runs by agent"), key="by_agent")
-columns[2].plotly_chart(charts.ranking(models, key="key", value="loops_detected",
-                                       axis="flagged runs",
-                                       title="Flagged runs by model"), key="by_model")
+for column, (frame, key, value, title, name, counted) in zip(st.columns(3), [
+        (tools, "tool", "flags", "Flags raised at each tool", "tool", "flags"),
+        (agents, "key", "loops_detected", "Flagged runs by agent", "agent", "flagged runs"),
+        (models, "key", "loops_detected", "Flagged runs by model", "model", "flagged runs")],
+        strict=True):
+    column.markdown(f"**{title}**")
+    ranked = tables.ranking(frame, key=key, value=value)
+    if ranked.empty:
+        column.caption("Nothing to rank in this range.")
+        continue
+    column.dataframe(ranked, hide_index=True, height=tables.height(ranked), key=f"by_{name}",
+                     column_config={key: st.column_config.TextColumn(name),
+                                    value: tables.bar(counted, ranked[value])})
 
 st.subheader("Cost spent in loops, by tool")
-st.plotly_chart(charts.ranking(tools, key="tool", value="cost_in_loops_usd", axis="USD",
-                               title="Cost of each tool's calls after the first flag",
-                               color="#9467bd"), key="cost_by_tool")
+st.caption("Each tool's calls after the first flag of their run, most cost first.")
+tools = tools.sort_values(["cost_in_loops_usd", "tool"], ascending=[False, True])
 st.dataframe(tools, height=tables.height(tools), hide_index=True, key="tools_table",
              column_config=tables.headers(tools) | {
                  "no_progress_calls": st.column_config.NumberColumn("no progress"),
                  "flagged_runs": st.column_config.NumberColumn("flagged runs"),
-                 "cost_in_loops_usd": st.column_config.NumberColumn("cost in loops",
-                                                                    format="$%.4f")})
+                 "cost_in_loops_usd": tables.bar("cost in loops", tools["cost_in_loops_usd"],
+                                                 "$%.4f")})
 downloads.offer(tools, "loops-by-tool", key="tools")
