@@ -255,19 +255,18 @@ class AnswerTimes:
 
 MAX_QUEUE_WAIT_S: Final = 1.2
 """The longest a request may be expected to wait to be stored for it to be taken while other spans
-wait for the next batch: the time the spans queued ahead of it (the batch being stored
-included) and its own take to store at the rate the pipeline measures (``Throughput``). Past it
-the request is answered at once, 503 with a ``Retry-After`` of the time until the queue has
-drained enough to take it (the time past this bound; at least the header's 1 s). A request that
-finds no spans waiting is always taken (it heads the next batch, whatever the machine's speed). Under a sustained
+wait for the next batch: the time the spans queued ahead of it (the batch being stored included)
+and its own take to store at the rate the pipeline measures (``Throughput``). Past it the request
+is answered at once, 503 with a ``Retry-After`` of the time until the queue has drained enough to
+take it (the time past this bound; at least the header's 1 s). A request that finds no spans
+waiting is always taken (it heads the next batch, whatever the machine's speed). Under a sustained
 overload, two batches in a row then take about this long together, so what is taken is stored
-within about this (a flag reaches the store within about a second), a refusal comes at once,
-and each batch's fixed cost is shared by as many spans as that bound allows. A spooled request
-is answered 200 at once, before its batch; without a spool its 200 comes at the commit, within
-about this. Not under the ``Retry-After``'s whole second: a client told to come back in 1 s
-found the queue drained and the pipeline idle, so 0.8 s stored 0.73x what 1.2 s did under a
-closed loop of four exporters (BENCHMARKS.md, "Answer time under overload", which measured 1.5
-s too)."""
+within about this (a flag reaches the store within about a second), a refusal comes at once, and
+each batch's fixed cost is shared by as many spans as that bound allows. A spooled request is
+answered 200 at once, before its batch; without a spool its 200 comes at the commit, within about
+this. Not under the ``Retry-After``'s whole second: a client told to come back in 1 s found the
+queue drained and the pipeline idle, so 0.8 s stored 0.73x what 1.2 s did under a closed loop of
+four exporters (BENCHMARKS.md, "Answer time under overload", which measured 1.5 s too)."""
 MAX_JOB_WAIT_S: Final = 5.0
 """The longest a request's spans wait in the queue for a batch to take them: past it they are
 not stored and the request is answered 503 (retry later); not an acknowledged (spooled)
@@ -289,5 +288,3 @@ long."""
 CONFLICT_RETRIES: Final = 5
 """Commits in a row that may lose a race with other collectors on one lake before the batch
 fails (each retry runs over the lake as the winner left it)."""
-
-
