@@ -50,6 +50,12 @@ what it shows while a field holds invalid JSON (the replays themselves are proce
 POLICY_SWEEP: Final = "policy_sweep"
 """The Policy page's last sweep: (key, DataFrame)."""
 POLICY_SCOPE: Final = "policy_scope"
+POLICY_CURRENT_JSON: Final = "policy_current_json"
+POLICY_CANDIDATE_JSON: Final = "policy_candidate_json"
+POLICY_EVERY_RUN: Final = "policy_every_run"
+"""Whether the Policy page's expanders that draw only when open are open (the current and the
+candidate policy as JSON, every run's verdict): their content is left out of the page until a
+click asks for it, which keeps the browser's first draw of the page lighter."""
 POLICY_CALIBRATION: Final = "policy_calibration"
 """The Policy page's last calibration from labels: (key, ``calibrations.Calibration`` and the
 runs whose verdict it changes, or the too-few-labels message)."""

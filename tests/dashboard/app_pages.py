@@ -9,6 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import loopscope_dashboard
+from loopscope_dashboard import state
 
 APP = str(Path(loopscope_dashboard.__file__).parent / "app.py")
 
@@ -24,10 +25,17 @@ def episode_page(store: Path, episode_id: str, monkeypatch: pytest.MonkeyPatch) 
     return at
 
 
-def policy_page() -> AppTest:
-    """The Policy page, once its replay has landed (``replayed``)."""
+def policy_page(*, opened: bool = True) -> AppTest:
+    """The Policy page, once its replay has landed (``replayed``); ``opened``: with its
+    expanders that draw only when open (the policies as JSON, every run's verdict) open, as a
+    click opens them."""
     at = AppTest.from_file(APP, default_timeout=120).run()
     at.switch_page("views/policy.py").run()
+    if opened:
+        for key in (state.POLICY_CURRENT_JSON, state.POLICY_CANDIDATE_JSON,
+                    state.POLICY_EVERY_RUN):
+            at.session_state[key] = True
+        at.run()
     return replayed(at)
 
 

@@ -76,7 +76,12 @@ def test_a_looser_policy_catches_less_and_the_changes_are_listed(store_path: Pat
 
 
 def test_policy_page_replays_compares_and_sweeps() -> None:
+    closed = policy_page(opened=False)  # the policies' JSON and every run's verdict: on a click
+    assert closed.metric and not closed.code
+    assert not any("stop_call" in d.value.columns for d in closed.dataframe)
     at = policy_page()
+    assert len(at.code) == 2  # the current policy's JSON, the candidate's
+    assert any("stop_call" in d.value.columns for d in at.dataframe)
     metrics = {m.label: m.value for m in at.metric}
     assert {"Loops caught", "False stops", "Runs warned", "Runs blocked", "Runs stopped",
             "Tool calls saved"} <= set(metrics)

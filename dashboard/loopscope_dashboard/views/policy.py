@@ -81,7 +81,10 @@ with st.expander("Current policy", expanded=True):
             st.caption(f"Current policy: {loaded.name}.")
         except ValueError as exc:
             st.error(str(exc))
-    st.code(replays.to_json(current), language="json")
+shown_json = st.expander("The current policy as JSON",
+                         key=state.POLICY_CURRENT_JSON, on_change="rerun")
+if shown_json.open:
+    shown_json.code(replays.to_json(current), language="json")
 base = replays.plain(current)
 
 # -- the candidate, field by field ---------------------------------------------------------
@@ -262,11 +265,14 @@ else:
                      "open": state.EPISODE_COLUMNS["open"]})
     downloads.offer(changes.drop(columns=["open"]), "policy-changes", key="policy_changes")
 
-with st.expander(f"Every run under the candidate policy ({len(now)})"):
-    every = replays.verdicts_frame(now)
-    st.dataframe(every, height=tables.height(every), hide_index=True, key="policy_verdicts",
-                 column_config=tables.headers(every))
-    downloads.offer(every, "policy-verdicts", key="policy_verdicts")
+every_run = st.expander(f"Every run under the candidate policy ({len(now)})",
+                        key=state.POLICY_EVERY_RUN, on_change="rerun")
+if every_run.open:  # drawn only when asked for: a table of every run weighs on the first draw
+    with every_run:
+        every = replays.verdicts_frame(now)
+        st.dataframe(every, height=tables.height(every), hide_index=True,
+                     key="policy_verdicts", column_config=tables.headers(every))
+        downloads.offer(every, "policy-verdicts", key="policy_verdicts")
 
 st.download_button("Export the candidate policy (JSON)", replays.to_json(candidate),
                    "loopscope-policy.json", "application/json", key="policy_export",
@@ -281,7 +287,10 @@ st.caption("Only the settings that differ from the defaults. Use it with "
            "(arguments and outputs as text, the model's messages, its own clock), so on such "
            "runs it can decide otherwise; the section above lists where that already "
            "happened under the current policy.")
-st.code(replays.to_json(candidate), language="json")
+candidate_json = st.expander("The candidate policy as JSON",
+                             key=state.POLICY_CANDIDATE_JSON, on_change="rerun")
+if candidate_json.open:
+    candidate_json.code(replays.to_json(candidate), language="json")
 
 # -- sweep -------------------------------------------------------------------------------------
 st.subheader("Sweep one setting")
