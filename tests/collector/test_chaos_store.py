@@ -558,8 +558,8 @@ def test_a_store_copied_over_in_place_is_detected_by_content_and_nothing_acked_i
         loader.join(60)
         code, reason = _health(collector)
         # "overwritten in place by another database", or "it no longer starts as a DuckDB
-        # file" when the look came while cp had the file truncated and half written: the
-        # first is sticky (CI, DuckDB 2.0.1, 2026-12-04)
+        # file" when the look came while cp had the file truncated and half written:
+        # whichever is seen first stays (CI, DuckDB 2.0.1, 2026-12-04)
         assert code == 503 and "was overwritten" in reason
         assert collector.post(episode_request(1)[0].SerializeToString())[0] == 503
         eventually(lambda: list(tmp_path.glob("store.duckdb.recovered-*")), timeout=60)

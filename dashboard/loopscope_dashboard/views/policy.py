@@ -71,8 +71,8 @@ with st.expander("Current policy", expanded=True):
         current = replay_jobs.current_policy(recorded, pick)
         st.caption(f"The policy the in-process guards recorded on {row['runs']:,} of these "
                    f"runs ({row['modes']} mode; `loopscope.guard.policy` on each run's root "
-                   "span), as a policy file holds it: the settings that differ from the "
-                   "defaults.")
+                   "span); its settings that differ from the defaults, as a policy file "
+                   "holds them, are under \"The current policy as JSON\".")
     loaded = st.file_uploader("Or compare against a policy file instead", type=["json"],
                               key="policy_current_file")
     if loaded is not None:
