@@ -104,8 +104,9 @@ def _timed_open(page, url: str, ready: str, name: str, timeout: int = 240_000) -
 
 def test_operator_pages_in_a_browser(live: dict[str, str],
                                      request: pytest.FixtureRequest) -> None:
-    """The Policy page compares against the policy the guards recorded (the code block under
-    "Current policy" is GUARDS_POLICY, and the candidate starts from it); the labelling queue
+    """The Policy page compares against the policy the guards recorded (the code block in
+    "The current policy as JSON", once opened, is GUARDS_POLICY, and the candidate starts from
+    it); the labelling queue
     lists unlabelled runs by task, agent and verdict; the Alerts page renders; every page
     keeps to docs/glossary.md and their headline numbers agree (issue 30)."""
     from playwright.sync_api import sync_playwright
@@ -123,6 +124,9 @@ def test_operator_pages_in_a_browser(live: dict[str, str],
                                                  '[data-testid="stMetric"]', "ops-policy",
                                                  problems)
             assert "The policy the in-process guards recorded on" in text
+            # the policy as JSON is drawn once its expander is opened (a click reruns the page)
+            assert not page.locator('[data-testid="stCode"]').count()
+            page.get_by_text("The current policy as JSON", exact=True).click()
             current = page.locator('[data-testid="stCode"]').first.inner_text()
             assert Policy.from_mapping(json.loads(current)) == Policy.from_mapping(
                 GUARDS_POLICY)
