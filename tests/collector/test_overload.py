@@ -97,6 +97,28 @@ def test_full_queue_gives_503_with_retry_after_then_recovers(tmp_path: Path) -> 
         assert "loopscope_pipeline_queue_wait_seconds 0" in metrics
 
 
+def test_a_receiver_is_woken_once_its_spans_no_longer_count_against_the_queue(
+        tmp_path: Path) -> None:
+    """A stored request frees its place in the queue before its receiver is answered: a
+    client that sends again as soon as it has its 200 is not throttled by its own spans
+    (CI, 2026-12-04: the retry above was refused with 8 spans still counted as queued)."""
+    db = open_database(tmp_path / "x.duckdb")
+    pipeline = Pipeline(db, max_queue_spans=10)  # not started yet: nothing drains
+    body = episode_request(8)[0].SerializeToString()
+    job = pipeline.submit(decode_request(body, content_type="application/x-protobuf",
+                                         content_encoding=None, max_bytes=len(body)))
+    seen: list[int] = []
+    job.add_done_callback(lambda: seen.append(pipeline.stats.queue_spans))
+    assert pipeline.stats.queue_spans == 8
+    pipeline.start()
+    try:
+        job.wait(30)
+        assert seen == [0]
+    finally:
+        pipeline.stop(30)
+        db.close()
+
+
 def test_a_throttled_request_is_told_to_come_back_when_the_queue_can_take_it(
         tmp_path: Path) -> None:
     """The Retry-After is the time until the queue has drained enough to take the request,

@@ -76,31 +76,48 @@ class Job:
     """Batches that failed this acknowledged job while the store could be written."""
     seq: int = 0
     """The job's place in the order spans were submitted (``Pipeline.caught_up``)."""
+    settled: bool = False
+    """The pipeline is done with the job (``settle``) but may not have woken its receiver yet
+    (``wake``): too late to acknowledge it."""
 
     def acknowledge(self, done: Callable[[], None]) -> bool:
         """The receiver answers 200 now (the request is spooled); ``done`` is called once the
         pipeline is done with the job. False when it is done already (then nothing is kept:
         the job's own outcome answers)."""
         with _FINISHING:
-            if self.done.is_set():
+            if self.done.is_set() or self.settled:
                 return False
             self.acknowledged = done
             return True
 
     def finish(self, *, keep_acknowledged: bool = False) -> bool:
-        """The pipeline is done with the job (stored, or failed: ``error``): wake its
-        receiver, whether it waits (``wait``) or asked to be called (``add_done_callback``).
-        With ``keep_acknowledged`` (its error may pass), an acknowledged job is not done: its
+        """``settle``, then ``wake`` the receiver if the job is done."""
+        if not self.settle(keep_acknowledged=keep_acknowledged):
+            return False
+        self.wake()
+        return True
+
+    def settle(self, *, keep_acknowledged: bool = False) -> bool:
+        """The pipeline is done with the job (stored, or failed: ``error``); True when the
+        job is done, its receiver to be woken by ``wake`` once the pipeline has freed the
+        job's place in its queue (a client answered at once may send again at once). With
+        ``keep_acknowledged`` (its error may pass), an acknowledged job is not done: its
         error is cleared and False returned (the pipeline keeps it for a later batch)."""
         with _FINISHING:
             if keep_acknowledged and self.acknowledged is not None:
                 self.error = None
                 return False
+            self.settled = True
+            return True
+
+    def wake(self) -> None:
+        """Wake the receiver of a settled job, whether it waits (``wait``) or asked to be
+        called (``add_done_callback``)."""
+        with _FINISHING:
             self.done.set()
             callbacks, self.callbacks = self.callbacks, []
         for callback in callbacks:
             callback()
-        return True
 
     def add_done_callback(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` (on the pipeline thread, or here if the job is done already)

@@ -381,7 +381,7 @@ class Pipeline:
         done: list[Job] = []
         kept: list[Job] = []
         for job in jobs:
-            (done if job.finish(keep_acknowledged=self._may_pass(job)) else kept).append(job)
+            (done if job.settle(keep_acknowledged=self._may_pass(job)) else kept).append(job)
         self._held += kept
         with self._lock:
             for job in done:
@@ -391,6 +391,8 @@ class Pipeline:
             self._waiting += sum(len(j.spans) for j in kept)
             self.stats.queue_spans = self._queued
             self.stats.batches += 1
+        for job in done:  # woken once their place is free: a client's next request fits
+            job.wake()
         for job in done:
             if job.spans:
                 self.throughput.waited(now - job.queued_at, now)
