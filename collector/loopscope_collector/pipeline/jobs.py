@@ -71,7 +71,7 @@ class Job:
     acknowledged: Callable[[], None] | None = None
     """Set once the receiver answered 200 before the batch (the request is in the spool:
     ``receive.spool``): called when the pipeline is done with the job. Such a job is never
-    answered with an error: one that may pass is kept for a later batch (``finish``)."""
+    answered with an error: one that may pass is kept for a later batch (``settle``)."""
     attempts: int = 0
     """Batches that failed this acknowledged job while the store could be written."""
     seq: int = 0
@@ -89,13 +89,6 @@ class Job:
                 return False
             self.acknowledged = done
             return True
-
-    def finish(self, *, keep_acknowledged: bool = False) -> bool:
-        """``settle``, then ``wake`` the receiver if the job is done."""
-        if not self.settle(keep_acknowledged=keep_acknowledged):
-            return False
-        self.wake()
-        return True
 
     def settle(self, *, keep_acknowledged: bool = False) -> bool:
         """The pipeline is done with the job (stored, or failed: ``error``); True when the
