@@ -484,8 +484,9 @@ def guard_recorded(runs: Sequence[StoredRun],
     if decisions.empty:
         return {}
     calls_of: dict[str, dict[tuple[int, str], int]] = {}
+    reported = set(decisions["episode_id"])  # number only those runs' calls
     for run in runs:
-        if not run.rows:
+        if not run.rows or run.episode_id not in reported:
             continue
         start, tool = run.columns.index("start_ns"), run.columns.index("tool")
         calls_of[run.episode_id] = {(int(row[start]), str(row[tool])): run.call_number(i)

@@ -43,7 +43,7 @@ class StoredRun:
     chunk's steps (the Policy page's ``replay_all``). Pickling drops what was built.
     """
 
-    __slots__ = ("_built", "_steps", "columns", "cost_usd", "episode_id", "first_loop_step",
+    __slots__ = ("_built", "_numbered", "_steps", "columns", "cost_usd", "episode_id", "first_loop_step",
                  "human_false_kill", "label", "label_source", "outcome", "rows", "task_type")
 
     def __init__(self, episode_id: str, columns: tuple[str, ...],
@@ -66,7 +66,8 @@ class StoredRun:
         self.first_loop_step = first_loop_step
         self.human_false_kill = human_false_kill
         self._built: EpisodeRecord | None = None
-        self._steps: _Steps | None = None
+        self._numbered: _Numbered | None = None
+        self._steps: list[Step] | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_unpickle, (self.episode_id, self.columns, self.rows, self.task_type,
@@ -97,24 +98,27 @@ class StoredRun:
     def steps(self) -> list[Step]:
         """The run's calls and messages as the core takes them, in the order they ran
         (``normalize.steps.core_steps``, as the collector's detection is fed)."""
-        return self._built_steps().steps
+        if self._steps is None:
+            rows = self._numbering().rows
+            self._steps = core_steps(rows, rows[0].start_ns if rows else 0)
+        return self._steps
 
     @property
     def numbers(self) -> tuple[int, ...]:
         """Per step: the number of its call (``normalize.steps.call_numbers``: the agent's
         own where its SDK set them; for a message, the call that would follow it)."""
-        return self._built_steps().numbers
+        return self._numbering().numbers
 
     @property
     def agent_steps(self) -> tuple[int | None, ...]:
         """Per step: the agent's own step, as scenario labels count."""
-        return self._built_steps().agent_steps
+        return self._numbering().agent_steps
 
     def call_number(self, call: int) -> int:
         """The number of the run's ``call``-th stored tool call (1-based, as a replay counts
         the calls it was given): the agent's own where its SDK set them
         (``normalize.steps.call_numbers``). Past the last stored call, counted on from it."""
-        tools = self._built_steps().tools
+        tools = self._numbering().tools
         if call < 1 or not tools:
             return call
         if call <= len(tools):
@@ -128,18 +132,21 @@ class StoredRun:
         found = steps[step] if step < len(steps) else None
         return found if found is not None else step
 
-    def _built_steps(self) -> _Steps:
-        if self._steps is None:
+    def _numbering(self) -> _Numbered:
+        """The rows in the order they ran and their numbers, built once: without the core's
+        steps, which only a replay needs (the page numbers every stored run's calls to
+        compare them with what the guards reported)."""
+        if self._numbered is None:
             rows = sorted(_rows(self), key=sort_key)
-            self._steps = _Steps(
-                core_steps(rows, rows[0].start_ns if rows else 0),
-                tuple(call_numbers(rows)), tuple(row.step for row in rows),
+            self._numbered = _Numbered(
+                rows, tuple(call_numbers(rows)), tuple(row.step for row in rows),
                 tuple(i for i, row in enumerate(rows) if isinstance(row, ToolCallRow)))
-        return self._steps
+        return self._numbered
 
 
-class _Steps(NamedTuple):
-    steps: list[Step]
+class _Numbered(NamedTuple):
+    rows: list[Row]
+    """The run's rows in the order they ran (``assembly.sort_key``)."""
     numbers: tuple[int, ...]
     agent_steps: tuple[int | None, ...]
     tools: tuple[int, ...]
