@@ -852,7 +852,7 @@ order by dimension, value;
 -- `scenario_label` is the label the agent gave its own run (`loopscope.episode(label=...)`):
 -- a label like a human one, which outranks it (docs/glossary.md).
 with flags as (
-    select episode_id, count(*) as flags, string_agg(distinct kind, ', ') as kinds,
+    select episode_id, count(*) as flags, string_agg(distinct kind, ', ' order by kind) as kinds,
            max(detected_at) as last_flag_at
     from detections
     group by episode_id
@@ -896,7 +896,7 @@ order by case when $flagged then e.last_flag_at end desc nulls last,
 -- would stop, of every run that has a stop somewhere (its stop reason, a guard's stop, a
 -- stop decided).
 with flags as (
-    select episode_id, count(*) as flags, string_agg(distinct kind, ', ') as kinds
+    select episode_id, count(*) as flags, string_agg(distinct kind, ', ' order by kind) as kinds
     from detections
     group by episode_id
 ),
