@@ -45,6 +45,7 @@ from loopscope_collector.reads.filters import DIMENSIONS
 from loopscope_collector.reads.filters import Filters as Filters  # the sidebar's (state)
 from loopscope_collector.reads.span_filter import FIELDS, compile_filter
 from loopscope_collector.reads.span_filter import SpanFilterError as SpanFilterError
+from loopscope_collector.reads.wire import ARROW_STREAM, rows_of_stream
 
 from . import truth
 from .environment_variables import (
@@ -112,16 +113,21 @@ class HttpSource:
         self.description = f"live collector at {self.url}"
 
     def _request(self, path: str, body: bytes | None = None,
-                 content_type: str = "application/json") -> Any:
+                 content_type: str = "application/json", *, accept: str | None = None) -> Any:
+        """The answer to ``path``: parsed JSON, rows when the collector sent Arrow, else
+        text."""
         request = urllib.request.Request(self.url + path, data=body,
                                          method="POST" if body is not None else "GET")
         if body is not None:
             request.add_header("Content-Type", content_type)
+        if accept is not None:
+            request.add_header("Accept", accept)
         if self.token:
             request.add_header("Authorization", f"Bearer {self.token}")
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                 raw = response.read()
+                kind = response.headers.get_content_type()
         except urllib.error.HTTPError as exc:
             raise SourceError(f"the collector at {self.url} answered {exc.code} to {path}: "
                               f"{_error_text(exc.read())}") from None
@@ -131,16 +137,21 @@ class HttpSource:
                 f"cannot reach the collector at {self.url} ({reason}). Start one with "
                 f"`loopscope collector`, or browse a file with `loopscope dashboard --db FILE`"
             ) from None
+        if kind == ARROW_STREAM:
+            return rows_of_stream(raw)
         return json.loads(raw) if raw[:1] in (b"{", b"[") else raw.decode()
 
     def rows(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """``GET /v1/reads/NAME?param=value``; booleans are sent as ``true`` / ``false``."""
+        """``GET /v1/reads/NAME?param=value``; booleans are sent as ``true`` / ``false``. The
+        rows come as Arrow (``reads.wire``: their values as over a file), or as JSON from a
+        collector that sends only JSON."""
         query = urllib.parse.urlencode({
             k: (str(v).lower() if isinstance(v, bool) else v)
             for k, v in params.items() if v is not None
         })
         path = f"/v1/reads/{urllib.parse.quote(name)}" + (f"?{query}" if query else "")
-        return list(self._request(path)["rows"])
+        answer = self._request(path, accept=f"{ARROW_STREAM}, application/json;q=0.5")
+        return answer if isinstance(answer, list) else list(answer["rows"])
 
     def save_label(self, label: Mapping[str, Any]) -> dict[str, Any]:
         """``POST /v1/labels``; the collector's pipeline writes it."""

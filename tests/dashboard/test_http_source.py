@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import datetime
+import json
+import math
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -11,8 +16,10 @@ from streamlit.testing.v1 import AppTest
 import loopscope_dashboard
 from loopscope.offline.scenarios import generate
 from loopscope_collector.metrics.compute import collect
+from loopscope_collector.reads import READS
+from loopscope_collector.reads.wire import ARROW_STREAM, prefers_arrow
 from loopscope_dashboard import uploads
-from loopscope_dashboard.queries import HttpSource, SourceError
+from loopscope_dashboard.queries import FileSource, HttpSource, SourceError
 
 pytestmark = pytest.mark.timeout(120)
 APP = str(Path(loopscope_dashboard.__file__).parent / "app.py")
@@ -53,6 +60,69 @@ def test_reads_sending_and_labels_round_trip(collector) -> None:
     report = collect(source.rows, {"service": "imported"})
     assert report["loop_detection_rate"]["count"] == 1
     assert report["loop_detection_rate"]["n"] == 1
+
+
+def test_every_read_arrives_as_arrow_with_the_values_a_file_gives(tmp_path: Path) -> None:
+    """The dashboard takes a read's rows as Arrow (``reads.wire``), and they are the rows the
+    same read gives over the file (a timestamp a datetime, a map a dict); a client that
+    accepts only JSON still gets JSON."""
+    db = tmp_path / "wire.duckdb"
+    process = start_collector(db, grpc=False)
+    try:
+        source = HttpSource(process.url)
+        analysis = uploads.analyse("runs.jsonl", _jsonl(("read_spin", "oscillation",
+                                                         "healthy_lookup")))
+        for body in uploads.otlp_bodies(analysis, service="imported"):
+            source.send_traces(body)
+        eventually(lambda: len(source.rows("episode_list", {"flagged": True})) == 2)
+        source.save_label({"episode_id": "scn-read_spin-0-s0", "span_id": "",
+                           "label": "true_loop", "note": "spins"})
+        eventually(lambda: source.rows("label_list", {}))
+        span = source.rows("episode_spans", {"episode_id": "scn-read_spin-0-s0"})[0]
+        params = {"episode_id": "scn-read_spin-0-s0", "span_id": span["span_id"]}
+        asked = {name: {p: params[p] for p in read.required} for name, read in READS.items()}
+        def every_read() -> dict[str, list[dict[str, object]]]:
+            return {name: source.rows(name, given) for name, given in asked.items()}
+
+        # the same answers twice in a row: the collector has stored and judged everything
+        over_http, before = every_read(), {}
+        while not _same(over_http, before):
+            time.sleep(0.2)
+            over_http, before = every_read(), over_http
+        with urllib.request.urlopen(f"{process.url}/v1/reads/episode?episode_id="
+                                    "scn-read_spin-0-s0") as answer:
+            assert answer.headers.get_content_type() == "application/json"
+            assert json.loads(answer.read())["rows"][0]["episode_id"] == "scn-read_spin-0-s0"
+    finally:
+        process.stop()
+    over_file = FileSource(str(db))
+    for name, given in asked.items():
+        assert _same(over_http[name], over_file.rows(name, given)), name
+    assert isinstance(over_http["episode"][0]["calls_by_tool"], dict)
+    assert isinstance(over_http["label_list"][0]["labelled_at"], datetime.datetime)
+    assert sum(map(len, over_http.values())) > 100
+
+
+@pytest.mark.parametrize(("accept", "arrow"), [
+    (None, False), ("", False), ("*/*", False), ("application/json", False),
+    (ARROW_STREAM, True), (f"{ARROW_STREAM}, application/json;q=0.5", True),
+    (f"application/json, {ARROW_STREAM};q=0.5", False), (f"{ARROW_STREAM};q=0", False),
+    (f"{ARROW_STREAM};q=x", False), (f"*/*, {ARROW_STREAM.upper()}", True),
+])
+def test_the_read_api_sends_arrow_only_to_a_client_that_prefers_it(accept: str | None,
+                                                                   arrow: bool) -> None:
+    assert prefers_arrow(accept) is arrow
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal, NaN equal to NaN."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return a == b
 
 
 def test_errors_say_what_went_wrong(collector) -> None:

@@ -23,6 +23,8 @@ from functools import partial
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+import pyarrow as pa
+
 from ..storage.errors import Cursor, StoreError
 from .params import BadValue, Param
 
@@ -163,14 +165,19 @@ def run_read(
     Raises:
         UnknownRead: no such read, a parameter it does not take, or one it requires missing.
     """
-    read = READS.get(name)
-    if read is None:
-        raise UnknownRead(f"no read named {name!r}; reads: {', '.join(sorted(READS))}")
-    read._check_names(params)
-    bound = {p: params.get(p) for p in read.params}
-    result = cur.execute(read.sql, bound)
+    named, bound = _bound(name, params)
+    result = cur.execute(named.sql, bound)
     columns = [d[0] for d in result.description or ()]
     return [dict(zip(columns, row, strict=True)) for row in result.fetchall()]
+
+
+def _bound(name: str, params: Mapping[str, Any]) -> tuple[NamedRead, dict[str, Any]]:
+    """The read named ``name`` and its parameters as bound (NULL for each one left out)."""
+    named = READS.get(name)
+    if named is None:
+        raise UnknownRead(f"no read named {name!r}; reads: {', '.join(sorted(READS))}")
+    named._check_names(params)
+    return named, {p: params.get(p) for p in named.params}
 
 
 def read(db: Store, name: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -187,6 +194,29 @@ def read(db: Store, name: str, params: Mapping[str, Any] | None = None) -> list[
         finally:
             cur.close()
     return rows
+
+
+def read_table(db: Store, name: str, params: Mapping[str, Any] | None = None) -> pa.Table:
+    """``read``, columnar: the same rows as one Arrow table, fetched in full (what the read
+    API sends a client that accepts Arrow: no row is made a Python object on the way).
+
+    Raises:
+        UnknownRead: as ``run_read``.
+        StoreError: as ``read``.
+    """
+    named, bound = _bound(name, params or {})
+    with db.failures():
+        cur = db.cursor()
+        try:
+            if hasattr(cur, "fetch_arrow_table"):
+                # DuckDB 1.4.4: a relation with parameters runs ~8x slower than the
+                # statement (replay_calls over a million calls: 0.32 s against 0.04 s)
+                table = cur.execute(named.sql, bound).fetch_arrow_table()
+            else:  # 2.0.1 has no fetch_arrow_table, and runs the relation as fast
+                table = cur.sql(named.sql, params=bound).to_arrow_table()
+        finally:
+            cur.close()
+    return table
 
 
 @contextlib.contextmanager
