@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -166,6 +167,20 @@ def test_worker_processes_build_the_episodes_and_give_the_same_verdicts(
     shipped = pickle.loads(pickle.dumps(runs[0]))
     assert shipped._built is None and shipped.rows == runs[0].rows
     assert shipped.episode == runs[0].episode and shipped.agent_steps == runs[0].agent_steps
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux's idle scheduling class")
+def test_replay_workers_take_only_cpu_nothing_else_wants() -> None:
+    """A replay's worker processes run in the idle scheduling class (``lower_priority``), not
+    merely at a lower nice value, which still slows the page being opened."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    from loopscope_dashboard.replay_runs import lower_priority
+
+    with ProcessPoolExecutor(1, mp_context=get_context("spawn"),
+                             initializer=lower_priority) as pool:
+        assert pool.submit(os.sched_getscheduler, 0).result(timeout=60) == os.SCHED_IDLE
 
 
 def test_on_captured_runs_the_replay_gives_what_the_guards_recorded() -> None:
