@@ -323,6 +323,41 @@ def test_a_store_left_for_another_file_is_never_checkpointed_into(tmp_path: Path
     assert db.read_bytes() == other.read_bytes()
 
 
+def test_a_store_copied_over_while_it_checkpoints_is_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CI, 2026-12-04: ``cp`` wrote another database over the store between a checkpoint
+    and the watch's read of the headers it wrote; those were taken for the store's, the copy
+    went unseen, and health stayed failing for an I/O error instead of naming the
+    overwrite. A checkpoint rewrites one of DuckDB's two database headers, never both."""
+    from loopscope_collector.storage import health, open_database
+
+    db = tmp_path / "store.duckdb"
+    other = tmp_path / "other.duckdb"
+    con = duckdb.connect(str(other))
+    con.execute("create table t as select range as x from range(1000)")
+    con.close()
+    store = open_database(db)
+    watch = health.StoreWatch(store, health.StoreHealth())
+    checkpoint = store.checkpoint
+
+    def copied_over_after() -> None:
+        checkpoint()
+        shutil.copyfile(other, db)
+
+    monkeypatch.setattr(health, "CHECKPOINT_BYTES", 0)
+    monkeypatch.setattr(store, "checkpoint", copied_over_after)
+    try:
+        store.con.execute("create table written as select range as x from range(100000)")
+        watch.after_commit()
+        assert not watch.health.ok and "was overwritten in place" in watch.health.reason
+        assert not watch.check()
+    finally:
+        watch.close()
+        store.close()
+    assert db.read_bytes() == other.read_bytes()  # left as found
+
+
 def test_grpc_health_follows_the_store(tmp_path: Path) -> None:
     """The standard gRPC health service answers SERVING for the server ("") and the trace
     service, and NOT_SERVING once the store cannot be written (here: replaced)."""
