@@ -20,9 +20,13 @@ use. Budget stops are the user's cap: counted apart, never as false kills.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
-from collections.abc import Callable, Mapping, Sequence
+import sys
+import threading
+import types
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -274,8 +278,9 @@ def _replay_parallel(runs: Sequence[StoredRun], policy: Policy,
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context,
                              initializer=lower_priority) as pool:
-        futures = {pool.submit(replay_chunk, chunk, policy): i
-                   for i, chunk in enumerate(chunks)}
+        with _neutral_main():  # workers are spawned as tasks are submitted
+            futures = {pool.submit(replay_chunk, chunk, policy): i
+                       for i, chunk in enumerate(chunks)}
         from concurrent.futures import as_completed
 
         for future in as_completed(futures):
@@ -284,6 +289,31 @@ def _replay_parallel(runs: Sequence[StoredRun], policy: Policy,
             if progress is not None:
                 progress(done, len(runs))
     return [v for chunk in results for v in chunk]
+
+
+_MAIN_LOCK: Final = threading.Lock()
+
+
+@contextlib.contextmanager
+def _neutral_main() -> Iterator[None]:
+    """Spawn workers under an empty ``__main__``. A spawned process first re-runs the parent's
+    ``__main__`` script (as ``__mp_main__``), and under Streamlit that is the dashboard's
+    ``app.py`` (the script runner installs it as ``__main__`` and leaves it there): each worker
+    drew the Overview and started the Policy page's warm-up replay, whose workers did the same,
+    a tree of processes that held both cores and outlived the dashboard. An empty module has
+    neither a spec nor a file, so the workers run nothing but ``replay_chunk``."""
+    with _MAIN_LOCK:
+        saved = sys.modules.get("__main__")
+        neutral = types.ModuleType("__main__")
+        sys.modules["__main__"] = neutral
+        try:
+            yield
+        finally:
+            if sys.modules.get("__main__") is neutral:  # else a script run replaced it since
+                if saved is None:
+                    del sys.modules["__main__"]
+                else:
+                    sys.modules["__main__"] = saved
 
 
 @dataclass(frozen=True, slots=True)

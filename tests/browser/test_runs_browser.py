@@ -515,10 +515,13 @@ def test_a_bad_file_is_refused_and_protobuf_json_is_read(live: dict[str, Any]) -
     page.screenshot(path=str(ARTIFACTS / "runs-import-protobuf-json.png"), full_page=True)
     runs = page.locator('[data-testid="stMetric"]').first.inner_text()
     assert runs.splitlines()[-1] == "2"
-    assert page.get_by_role("button", name="Send 2 runs to the collector").count() == 1
+    # the button comes after the metrics in the same script run: wait for it, then count it
+    send = page.get_by_role("button", name="Send 2 runs to the collector")
+    send.wait_for(timeout=60_000)
+    assert send.count() == 1
     # after the send, each run is a link to its Episode page (issue 30: "Sent 1 of 1", then
     # nowhere to go)
-    page.get_by_role("button", name="Send 2 runs to the collector").click()
+    send.click()
     page.wait_for_selector("text=Open on the Episode page", timeout=60_000)
     links = page.locator('a[href*="episode?episode="]')
     assert links.count() >= 2

@@ -169,6 +169,36 @@ def test_worker_processes_build_the_episodes_and_give_the_same_verdicts(
     assert shipped.episode == runs[0].episode and shipped.agent_steps == runs[0].agent_steps
 
 
+def test_replay_workers_do_not_rerun_the_script_that_started_them(
+        store_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under Streamlit, ``__main__`` is the dashboard's script. A spawned worker re-runs its
+    parent's ``__main__``; the dashboard's did the Overview and a warm-up replay with workers
+    of its own, which did the same: a tree of processes. The workers must run only the replay,
+    and the script's own ``__main__`` is back once they are started; ``app.py`` run as a
+    worker's ``__mp_main__`` draws and starts nothing."""
+    import runpy
+    import sys
+    import types
+
+    marker = tmp_path / "ran"
+    script = tmp_path / "app_like.py"
+    script.write_text(f"open({str(marker)!r}, 'a').write('ran\\n')\n")
+    streamlit_main = types.ModuleType("__main__")
+    streamlit_main.__file__ = str(script)  # as Streamlit's script runner leaves it
+    monkeypatch.setitem(sys.modules, "__main__", streamlit_main)
+    runs = _stored(store_path)
+    replays._replay_parallel(runs, Policy(), None, 2)
+    assert not marker.exists(), marker.read_text()
+    assert sys.modules["__main__"] is streamlit_main
+
+    from loopscope_dashboard import replay_jobs
+    drawn: list[str] = []
+    monkeypatch.setattr(st, "set_page_config", lambda **_: drawn.append("page"))
+    monkeypatch.setattr(replay_jobs, "warm", lambda: drawn.append("replay"))
+    runpy.run_path(APP, run_name="__mp_main__")
+    assert drawn == []
+
+
 @pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux's idle scheduling class")
 def test_replay_workers_take_only_cpu_nothing_else_wants() -> None:
     """A replay's worker processes run in the idle scheduling class (``lower_priority``), not
