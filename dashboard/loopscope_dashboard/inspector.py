@@ -115,8 +115,8 @@ def show(span_id: str, trace_id: str | None = None) -> None:
                                           f"Events ({len(events)})", "Resource"])
     with table:
         shown = attribute_rows(attributes)
-        st.dataframe(shown, hide_index=True, height=tables.height(shown), key="span_attributes",
-                     column_config={"value": st.column_config.TextColumn(width="large")})
+        tables.show(shown, hide_index=True, height=tables.height(shown), key="span_attributes",
+                    column_config={"value": st.column_config.TextColumn(width="large")})
     with raw:
         st.json({"trace_id": row["trace_id"], "span_id": row["span_id"],
                  "parent_span_id": row["parent_span_id"], "name": row["name"],
@@ -127,15 +127,15 @@ def show(span_id: str, trace_id: str | None = None) -> None:
                  "resource": resource}, expanded=2)
     with listed:
         if events:
-            st.dataframe(event_rows(events, int(row["start_ns"])), hide_index=True,
-                         key="span_events", column_config={
-                             "at_ms": st.column_config.NumberColumn(
-                                 "at", format="%.3f ms", help="From the span's start."),
-                             "attributes": st.column_config.TextColumn(width="large")})
+            tables.show(event_rows(events, int(row["start_ns"])), hide_index=True,
+                        key="span_events", column_config={
+                            "at_ms": st.column_config.NumberColumn(
+                                "at", format="%.3f ms", help="From the span's start."),
+                            "attributes": st.column_config.TextColumn(width="large")})
         else:
             st.caption("This span has no events.")
     with sender:
-        st.dataframe(attribute_rows(resource), hide_index=True, key="span_resource")
+        tables.show(attribute_rows(resource), hide_index=True, key="span_resource")
 
 
 def _loads(text: Any, empty: Any) -> Any:

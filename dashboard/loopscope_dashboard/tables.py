@@ -4,7 +4,9 @@ headed in words; a ranking is a table too, its bars drawn in the cells.
 Streamlit draws every ``st.dataframe`` about ten rows tall by default, so a page of 50 runs
 showed a fifth of them in a small box; a table of three rows showed seven empty ones. A
 column's header is its field name in docs/glossary.md's words (``stop_reason`` reads "stop
-reason"), unless the page gives it a label of its own; downloads keep the field names.
+reason"), unless the page gives it a label of its own; downloads keep the field names. An
+empty cell reads "—", not Streamlit's "None" (``show``); the column's help says when it is
+empty.
 """
 
 from __future__ import annotations
@@ -15,9 +17,17 @@ from typing import Any, Final
 import pandas as pd
 import streamlit as st
 
+EMPTY: Final = "—"
+"""What a missing value reads in a table (Streamlit's grid draws it "None" by default)."""
 ROW_PX: Final = 35
 """Streamlit's data-grid row height, in pixels (its header row is the same)."""
 MOST_ROWS: Final = 25
+
+
+def show(data: Any, *, into: Any = st, **options: Any) -> Any:
+    """``into.dataframe(data, **options)`` (``into``: ``st`` or a column), an empty cell drawn
+    as ``EMPTY``. Every table of the dashboard is drawn through here."""
+    return into.dataframe(data, placeholder=EMPTY, **options)
 
 
 def height(frame: pd.DataFrame) -> int:

@@ -362,12 +362,14 @@ def _downloads(at: AppTest) -> set[str]:
     ("views/labels.py", ("flagged_to_label",)),
     ("views/overview.py", ("flagged",)),
 ])
-def test_every_table_a_page_shows_can_be_downloaded(page: str, tables: tuple[str, ...],
-                                                    store_path: Path) -> None:
+def test_every_table_a_page_shows_can_be_downloaded_and_reads_no_none(
+        page: str, tables: tuple[str, ...], store_path: Path) -> None:
     at = _page(page, episode=_stopped_episode(store_path) if "episode" in page else None)
     ids = " ".join(_downloads(at))
     for table in tables:
         assert f"download_{table}_csv" in ids and f"download_{table}_parquet" in ids, table
+    # and an empty cell reads "—", never the grid's default "None" (issue 30)
+    assert at.dataframe and {e.proto.placeholder for e in at.dataframe} == {"—"}
 
 
 def test_a_snapshot_file_is_not_called_live() -> None:

@@ -23,18 +23,18 @@ firing = int((history["state"] == "firing").sum())
 counts = st.columns(2)
 counts[0].metric("Firing now", firing, border=True)
 counts[1].metric("Alerts in history", len(history), border=True)
-st.dataframe(history, height=tables.height(history), hide_index=True, key="alerts_table",
-             column_order=["fired_at", "service", "state", "rate", "baseline", "volume",
-                           "resolved_at", "resolved_because", "sent_to", "message"],
-             column_config=tables.headers(history) | {
-                            "rate": st.column_config.NumberColumn(format="percent"),
-                            "resolved_because": st.column_config.TextColumn(
-                                "why it resolved", width="large"),
-                            "sent_to": st.column_config.TextColumn(
-                                "sent to", help="The collector's log, each webhook (its host), "
-                                "and Prometheus: every alert is counted on /metrics "
-                                "(loopscope_alerts_total), and `loopscope export "
-                                "--prometheus-rules` gives Prometheus the same rule.")})
+tables.show(history, height=tables.height(history), hide_index=True, key="alerts_table",
+            column_order=["fired_at", "service", "state", "rate", "baseline", "volume",
+                          "resolved_at", "resolved_because", "sent_to", "message"],
+            column_config=tables.headers(history) | {
+                           "rate": st.column_config.NumberColumn(format="percent"),
+                           "resolved_because": st.column_config.TextColumn(
+                               "why it resolved", width="large"),
+                           "sent_to": st.column_config.TextColumn(
+                               "sent to", help="The collector's log, each webhook (its host), "
+                               "and Prometheus: every alert is counted on /metrics "
+                               "(loopscope_alerts_total), and `loopscope export "
+                               "--prometheus-rules` gives Prometheus the same rule.")})
 
 downloads.offer(history, "alerts", key="alerts")
 

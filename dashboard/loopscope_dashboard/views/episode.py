@@ -141,28 +141,28 @@ with left:
         st.success("The collector raised no flag on this run.")
     else:
         shown_flags = truth.flag_ladder(detections, calls)
-        st.dataframe(shown_flags, height=tables.height(shown_flags),
-                     hide_index=True, key="flags_table",
-                     column_order=["call", "kind", "detector", "action", "climbed_to",
-                                   "message"],
-                     column_config=tables.headers(shown_flags) | {
-                         "kind": st.column_config.TextColumn(
-                             "loop kind", help="The shape of loop the flag names; several "
-                             "detectors name one kind (state_cycle and edit_revert flag "
-                             "oscillation; docs/glossary.md)."),
-                         "detector": st.column_config.TextColumn(
-                             "detector", help="The rule that raised the flag."),
-                         "action": st.column_config.TextColumn(
-                             "enforce would", help="What enforce mode does at the flag's "
-                             "own call: warn, block or stop (a block or a stop counts as a stop; "
-                             "docs/glossary.md)."),
-                         "climbed_to": st.column_config.TextColumn(
-                             "then", help="Where the guard's ladder for this detector went "
-                             "from there (as in Guard decisions): what it did, or what "
-                             "enforce would have done in observe and warn mode; — when "
-                             "it went no further than a warning, or no in-process guard "
-                             "reported a decision."),
-                         "message": st.column_config.TextColumn(width="large")})
+        tables.show(shown_flags, height=tables.height(shown_flags),
+                    hide_index=True, key="flags_table",
+                    column_order=["call", "kind", "detector", "action", "climbed_to",
+                                  "message"],
+                    column_config=tables.headers(shown_flags) | {
+                        "kind": st.column_config.TextColumn(
+                            "loop kind", help="The shape of loop the flag names; several "
+                            "detectors name one kind (state_cycle and edit_revert flag "
+                            "oscillation; docs/glossary.md)."),
+                        "detector": st.column_config.TextColumn(
+                            "detector", help="The rule that raised the flag."),
+                        "action": st.column_config.TextColumn(
+                            "enforce would", help="What enforce mode does at the flag's "
+                            "own call: warn, block or stop (a block or a stop counts as a stop; "
+                            "docs/glossary.md)."),
+                        "climbed_to": st.column_config.TextColumn(
+                            "then", help="Where the guard's ladder for this detector went "
+                            "from there (as in Guard decisions): what it did, or what "
+                            "enforce would have done in observe and warn mode; — when "
+                            "it went no further than a warning, or no in-process guard "
+                            "reported a decision."),
+                        "message": st.column_config.TextColumn(width="large")})
         downloads.offer(shown_flags, f"{episode_id}-flags", key="flags")
 with right:
     st.subheader("Guard decisions")
@@ -173,10 +173,10 @@ with right:
     elif decisions.empty:
         st.success("The guard allowed every call.")
     else:
-        st.dataframe(decisions, height=tables.height(decisions), hide_index=True, key="guard_table",
-                     column_config=tables.headers(decisions) | {
-                         "enforce_would": st.column_config.TextColumn(
-                         "enforce would", help="Empty when it is what happened.")})
+        tables.show(decisions, height=tables.height(decisions), hide_index=True, key="guard_table",
+                    column_config=tables.headers(decisions) | {
+                        "enforce_would": st.column_config.TextColumn(
+                        "enforce would", help="Empty when it is what happened.")})
         downloads.offer(decisions, f"{episode_id}-guard-decisions", key="guard")
 
 st.subheader("Steps")
@@ -206,22 +206,22 @@ else:
                        " The collector's own verdicts are beside them; they differ where "
                        "it could not see what the guard saw (outputs and arguments not "
                        "captured, the model's messages not stored)." if differs else ""))
-    st.dataframe(
+    tables.show(
         steps, height=tables.height(steps), hide_index=True, key="steps_table",
         on_select=partial(_picked_step, list(zip(steps["trace_id"], steps["span_id"],
-                                                 strict=True))),
+                                                strict=True))),
         selection_mode="single-row",
         column_order=["call", "tool", "args_text", "output_text", "status", "latency_ms",
-                      "shown_progress", "shown_streak",
-                      *(["collector_progress", "collector_streak"] if differs else []),
-                      "happened", "would_be",
-                      "kind", "write_status", "idempotency_key", "error_message", "signature",
-                      "output_hash"],
+                     "shown_progress", "shown_streak",
+                     *(["collector_progress", "collector_streak"] if differs else []),
+                     "happened", "would_be",
+                     "kind", "write_status", "idempotency_key", "error_message", "signature",
+                     "output_hash"],
         column_config=tables.headers(steps) | {
             "call": st.column_config.NumberColumn("call", help="Tool-call ordinal: call 1 is "
-                                                  "the run's first tool call, numbered by the "
-                                                  "agent where its SDK did (a gap is a call "
-                                                  "that never arrived)."),
+                                                 "the run's first tool call, numbered by the "
+                                                 "agent where its SDK did (a gap is a call "
+                                                 "that never arrived)."),
             "shown_progress": st.column_config.TextColumn(
                 "progress", help="The guard's verdict where it reported one (what its "
                 "decisions used), else the collector's."),

@@ -35,7 +35,7 @@ else:
 if (why := uploads.unreadable(analysis)) is not None:
     st.error(why)
     with st.expander(f"{len(analysis.problems)} unreadable line(s)"):
-        st.dataframe(uploads.problems_frame(analysis), hide_index=True)
+        tables.show(uploads.problems_frame(analysis), hide_index=True)
     st.stop()
 if not analysis.reports:
     st.warning("The file holds no runs.")
@@ -50,21 +50,21 @@ numbers[2].metric("Would-stop runs", summary["killed"], border=True,
 numbers[3].metric("Unreadable lines", summary["malformed_lines"], border=True)
 if analysis.problems:
     with st.expander(f"{len(analysis.problems)} line(s) skipped"):
-        st.dataframe(uploads.problems_frame(analysis), hide_index=True)
+        tables.show(uploads.problems_frame(analysis), hide_index=True)
 
 st.subheader("Flags")
 flags = uploads.flags_frame(analysis)
 if flags.empty:
     st.success("No run in this file is flagged.")
 else:
-    st.dataframe(flags, height=tables.height(flags), hide_index=True, key="import_flags",
-                 column_config=tables.headers(flags) | {"call": st.column_config.NumberColumn(
-                     "call", help="Tool-call ordinal: call 1 is the run's first tool call.")})
+    tables.show(flags, height=tables.height(flags), hide_index=True, key="import_flags",
+                column_config=tables.headers(flags) | {"call": st.column_config.NumberColumn(
+                    "call", help="Tool-call ordinal: call 1 is the run's first tool call.")})
     downloads.offer(flags, f"{upload.name}-flags", key="import_flags")
 st.subheader("Runs")
 runs = uploads.episodes_frame(analysis)
-st.dataframe(runs, height=tables.height(runs), hide_index=True, key="import_runs",
-             column_config=tables.headers(runs))
+tables.show(runs, height=tables.height(runs), hide_index=True, key="import_runs",
+            column_config=tables.headers(runs))
 downloads.offer(runs, f"{upload.name}-runs", key="import_runs")
 
 st.subheader("Browse them with the rest")

@@ -176,18 +176,18 @@ else:
         st.button("Remove this label", key="label_remove", disabled=not live,
                   on_click=lambda: _remove(episode_id, span_id))
     queue["open"] = queue["episode_id"].map(state.episode_link)
-    st.dataframe(queue, height=tables.height(queue), hide_index=True, key="flagged_to_label",
-                 column_order=["label", "scenario_label", "open", "task", "service", "agent",
-                               "guard_mode",
-                               "happened", "would_be", "kinds", "flags", "stops",
-                               "would_stops", "outcome"],
-                 column_config=tables.headers(queue) | state.EPISODE_COLUMNS | {
-                     "label": st.column_config.TextColumn(
-                         "label", help="Empty: not labelled here yet (these come first)."),
-                     "scenario_label": st.column_config.TextColumn(
-                         "scenario label", help="The label the agent gave its own run "
-                         "(loopscope.episode(label=...)): it counts as a label, and a label "
-                         "saved here outranks it.")})
+    tables.show(queue, height=tables.height(queue), hide_index=True, key="flagged_to_label",
+                column_order=["label", "scenario_label", "open", "task", "service", "agent",
+                              "guard_mode",
+                              "happened", "would_be", "kinds", "flags", "stops",
+                              "would_stops", "outcome"],
+                column_config=tables.headers(queue) | state.EPISODE_COLUMNS | {
+                    "label": st.column_config.TextColumn(
+                        "label", help="Empty: not labelled here yet (these come first)."),
+                    "scenario_label": st.column_config.TextColumn(
+                        "scenario label", help="The label the agent gave its own run "
+                        "(loopscope.episode(label=...)): it counts as a label, and a label "
+                        "saved here outranks it.")})
     downloads.offer(queue.drop(columns=["open"]), "flagged-to-label", key="flagged_to_label")
 
 
@@ -201,6 +201,6 @@ if existing.empty:
     st.info("No label saved here yet.")
 else:
     shown = existing.assign(label=existing["label"].map(lambda v: SHORT.get(v, v)))
-    st.dataframe(shown, height=tables.height(shown), hide_index=True, key="labels_table",
-                 column_config=tables.headers(shown))
+    tables.show(shown, height=tables.height(shown), hide_index=True, key="labels_table",
+                column_config=tables.headers(shown))
     downloads.offer(shown, "labels", key="labels")

@@ -40,17 +40,17 @@ else:
                    "arguments' hash reached the store. Turn it on with "
                    "`loopscope.instrument(capture_content=True)` (or "
                    "`LOOPSCOPE_CAPTURE_CONTENT=true`); it is off by default for privacy.")
-    st.dataframe(
+    tables.show(
         signatures, height=tables.height(signatures), hide_index=True, key="signatures_table",
         column_order=["tool", "args_preview", "runs", "calls", "no_progress_calls",
-                      "cost_in_loops_usd", "first_seen", "strip", "open"],
+                     "cost_in_loops_usd", "first_seen", "strip", "open"],
         column_config=tables.headers(signatures) | {
             "args_preview": st.column_config.TextColumn(
                 "arguments", help="Empty when content was not captured "
                 "(instrument(capture_content=True)).", max_chars=80),
             "no_progress_calls": st.column_config.NumberColumn("no progress"),
             "cost_in_loops_usd": st.column_config.NumberColumn("cost in loops",
-                                                               format="$%.4f"),
+                                                              format="$%.4f"),
             "first_seen": st.column_config.DatetimeColumn("first seen (UTC)"),
             "strip": st.column_config.BarChartColumn("newest run, by call", y_min=0, y_max=1),
             "open": st.column_config.LinkColumn("newest run", display_text=r"episode=(.*)$"),
@@ -72,17 +72,17 @@ for column, (frame, key, value, title, name, counted) in zip(st.columns(3), [
     if ranked.empty:
         column.caption("Nothing to rank in this range.")
         continue
-    column.dataframe(ranked, hide_index=True, height=tables.height(ranked), key=f"by_{name}",
-                     column_config={key: st.column_config.TextColumn(name),
-                                    value: tables.bar(counted, ranked[value])})
+    tables.show(ranked, into=column, hide_index=True, height=tables.height(ranked), key=f"by_{name}",
+                column_config={key: st.column_config.TextColumn(name),
+                               value: tables.bar(counted, ranked[value])})
 
 st.subheader("Cost spent in loops, by tool")
 st.caption("Each tool's calls after the first flag of their run, most cost first.")
 tools = tools.sort_values(["cost_in_loops_usd", "tool"], ascending=[False, True])
-st.dataframe(tools, height=tables.height(tools), hide_index=True, key="tools_table",
-             column_config=tables.headers(tools) | {
-                 "no_progress_calls": st.column_config.NumberColumn("no progress"),
-                 "flagged_runs": st.column_config.NumberColumn("flagged runs"),
-                 "cost_in_loops_usd": tables.bar("cost in loops", tools["cost_in_loops_usd"],
-                                                 "$%.4f")})
+tables.show(tools, height=tables.height(tools), hide_index=True, key="tools_table",
+            column_config=tables.headers(tools) | {
+                "no_progress_calls": st.column_config.NumberColumn("no progress"),
+                "flagged_runs": st.column_config.NumberColumn("flagged runs"),
+                "cost_in_loops_usd": tables.bar("cost in loops", tools["cost_in_loops_usd"],
+                                                "$%.4f")})
 downloads.offer(tools, "loops-by-tool", key="tools")

@@ -3,7 +3,7 @@ all redrawn in place while a collector is live."""
 
 import streamlit as st
 
-from loopscope_dashboard import cards, charts, downloads, hints, queries, state, tables
+from loopscope_dashboard import cards, charts, downloads, hints, queries, state, style, tables
 
 NO_MATCH = "No runs match these filters — widen the time range or clear a filter."
 
@@ -18,8 +18,14 @@ st.title("Which agents are stuck")
 @st.fragment(run_every=REFRESH if LIVE else None)
 def overview() -> None:
     """The whole page below the title, redrawn in place every ``REFRESH`` from a live
-    collector. The reads answer from the cache and refresh behind it (``queries``), so a
-    redraw is quick and the cards never stand empty or greyed while new numbers load."""
+    collector. The reads answer from the cache and refresh behind it (``queries``), and what
+    is drawn stays at full strength while the next redraw runs (``style.LIVE``), so the cards
+    never stand empty or greyed while new numbers load."""
+    with st.container(key=style.LIVE):
+        _draw()
+
+
+def _draw() -> None:
     filters = state.filters()
     try:
         report = queries.metrics(**filters.params())
@@ -51,11 +57,11 @@ def overview() -> None:
         st.success("No flagged runs in this range. Stuck agents appear here as they loop.")
     else:
         flagged["open"] = flagged["episode_id"].map(state.episode_link)
-        st.dataframe(
+        tables.show(
             flagged, height=tables.height(flagged), hide_index=True, key="flagged_table",
             column_order=["open", "service", "agent", "guard_mode", "happened", "would_be",
-                          "kinds", "flags", "stops", "would_stops", "tool_calls", "outcome",
-                          "stop_reason", "cost_usd", "last_flag_at"],
+                         "kinds", "flags", "stops", "would_stops", "tool_calls", "outcome",
+                         "stop_reason", "cost_usd", "last_flag_at"],
             column_config=tables.headers(flagged) | state.EPISODE_COLUMNS,
         )
         downloads.offer(flagged.drop(columns=["open"]), "flagged-runs", key="flagged")

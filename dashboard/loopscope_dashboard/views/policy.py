@@ -213,9 +213,9 @@ for column, (label, field, inverse) in zip(cards, [
                   delta_color="inverse" if inverse else "normal", border=True)
 table = pd.DataFrame([before.as_row(), after.as_row()], index=["current", "candidate"])
 table["differs_from_guards"] = [len(disagree), None]
-st.dataframe(table.T.rename(index=tables.header).rename_axis("measure"), key="policy_compare",
-             column_config={"current": st.column_config.NumberColumn(format="%g"),
-                            "candidate": st.column_config.NumberColumn(format="%g")})
+tables.show(table.T.rename(index=tables.header).rename_axis("measure"), key="policy_compare",
+            column_config={"current": st.column_config.NumberColumn(format="%g"),
+                           "candidate": st.column_config.NumberColumn(format="%g")})
 downloads.offer(table.T.rename_axis("measure").reset_index(), "policy-comparison",
                 key="policy_compare")
 st.caption(f"Loops caught of {after.labelled_loops} labelled loops; false stops of "
@@ -244,14 +244,14 @@ else:
         "different policy on your guards is the other reason they differ).")
     listed = disagree.copy()
     listed.insert(0, "open", listed["episode_id"].map(state.episode_link))
-    st.dataframe(listed.drop(columns=["episode_id"]), hide_index=True, key="policy_guards",
-                 column_config=tables.headers(listed) | {
-                                "open": state.EPISODE_COLUMNS["open"],
-                                "guard": st.column_config.TextColumn(
-                                    "guard recorded", help="Its strongest decision (enforce "
-                                    "would, in observe mode) and the call it came first."),
-                                "replay": st.column_config.TextColumn("replay (current)"),
-                                "why": st.column_config.TextColumn(width="large")})
+    tables.show(listed.drop(columns=["episode_id"]), hide_index=True, key="policy_guards",
+                column_config=tables.headers(listed) | {
+                               "open": state.EPISODE_COLUMNS["open"],
+                               "guard": st.column_config.TextColumn(
+                                   "guard recorded", help="Its strongest decision (enforce "
+                                   "would, in observe mode) and the call it came first."),
+                               "replay": st.column_config.TextColumn("replay (current)"),
+                               "why": st.column_config.TextColumn(width="large")})
     downloads.offer(disagree, "policy-guard-disagreements", key="policy_guards")
 
 st.subheader("Runs whose verdict changes")
@@ -260,9 +260,9 @@ if changes.empty:
     st.success("No run's verdict changes under the candidate policy.")
 else:
     changes.insert(0, "open", changes["episode_id"].map(state.episode_link))
-    st.dataframe(changes.drop(columns=["episode_id"]), hide_index=True, key="policy_changes",
-                 column_config=tables.headers(changes) | {
-                     "open": state.EPISODE_COLUMNS["open"]})
+    tables.show(changes.drop(columns=["episode_id"]), hide_index=True, key="policy_changes",
+                column_config=tables.headers(changes) | {
+                    "open": state.EPISODE_COLUMNS["open"]})
     downloads.offer(changes.drop(columns=["open"]), "policy-changes", key="policy_changes")
 
 every_run = st.expander(f"Every run under the candidate policy ({len(now)})",
@@ -270,8 +270,8 @@ every_run = st.expander(f"Every run under the candidate policy ({len(now)})",
 if every_run.open:  # drawn only when asked for: a table of every run weighs on the first draw
     with every_run:
         every = replays.verdicts_frame(now)
-        st.dataframe(every, height=tables.height(every), hide_index=True,
-                     key="policy_verdicts", column_config=tables.headers(every))
+        tables.show(every, height=tables.height(every), hide_index=True,
+                    key="policy_verdicts", column_config=tables.headers(every))
         downloads.offer(every, "policy-verdicts", key="policy_verdicts")
 
 st.download_button("Export the candidate policy (JSON)", replays.to_json(candidate),
@@ -323,8 +323,8 @@ if st.button("Run the sweep", key="policy_sweep_run"):
     st.session_state[state.POLICY_SWEEP] = swept
 if swept is not None and swept[0] == sweep_key:
     st.plotly_chart(charts.sweep_chart(swept[1], name), key="policy_sweep_chart")
-    st.dataframe(swept[1], hide_index=True, key="policy_sweep_table",
-                 column_config=tables.headers(swept[1].columns))
+    tables.show(swept[1], hide_index=True, key="policy_sweep_table",
+                column_config=tables.headers(swept[1].columns))
     downloads.offer(swept[1], f"policy-sweep-{name}", key="policy_sweep")
 
 # -- calibrate from labels ---------------------------------------------------------------------
@@ -387,9 +387,9 @@ elif shown is not None:
     if differs.empty:
         st.success("Calibration keeps the current policy's evidence caps and ignored_calls.")
     else:
-        st.dataframe(differs, height=tables.height(differs),
-                     hide_index=True, key="policy_calibration_changes",
-                     column_config=tables.headers(differs))
+        tables.show(differs, height=tables.height(differs),
+                    hide_index=True, key="policy_calibration_changes",
+                    column_config=tables.headers(differs))
     st.markdown("**Runs whose verdict changes under the calibrated policy**")
     if moved.empty:
         st.success("No run's verdict changes under the calibrated policy.")
@@ -398,15 +398,15 @@ elif shown is not None:
                                        "false_stop_now": "false_stop_calibrated",
                                        "caught_now": "caught_calibrated"})
         listed.insert(0, "open", listed["episode_id"].map(state.episode_link))
-        st.dataframe(listed.drop(columns=["episode_id"]), hide_index=True,
-                     key="policy_calibration_runs",
-                     column_config=tables.headers(listed) | {
-                         "open": state.EPISODE_COLUMNS["open"]})
+        tables.show(listed.drop(columns=["episode_id"]), hide_index=True,
+                    key="policy_calibration_runs",
+                    column_config=tables.headers(listed) | {
+                        "open": state.EPISODE_COLUMNS["open"]})
         downloads.offer(listed.drop(columns=["open"]), "policy-calibration-changes",
                         key="policy_calibration_runs")
     with st.expander("What each evidence source did (blocks and stops before any cap)"):
-        st.dataframe(calibrations.sources_frame(result), hide_index=True,
-                     key="policy_calibration_sources")
+        tables.show(calibrations.sources_frame(result), hide_index=True,
+                    key="policy_calibration_sources")
     st.download_button("Export the calibrated policy (JSON)", replays.to_json(result.policy),
                        "loopscope-policy-calibrated.json", "application/json",
                        key="policy_calibration_export", icon=":material/download:")

@@ -88,16 +88,16 @@ st.caption(f"The newest {len(frame):,} of {total:,} matching spans"
            f"{'' if len(frame) == total else ' (narrow the filter to see older ones)'}; the "
            "sidebar's service, tool and time range apply (agent, model and outcome are a "
            "run's, not a span's). Pick a row to inspect its span below.")
-st.dataframe(
+tables.show(
     frame, height=tables.height(frame), hide_index=True, key="spans_table",
     on_select=partial(_pick, frame), selection_mode="single-row",
     column_order=columns,
     column_config={
         **{key: st.column_config.TextColumn(label) for key, label in BUILT_IN.items()},
         "started": st.column_config.DatetimeColumn(BUILT_IN["started"],
-                                                   format="YYYY-MM-DD HH:mm:ss.SSS"),
+                                                  format="YYYY-MM-DD HH:mm:ss.SSS"),
         "duration_ms": st.column_config.NumberColumn(BUILT_IN["duration_ms"],
-                                                     format="%.1f ms"),
+                                                    format="%.1f ms"),
         "run": st.column_config.LinkColumn(BUILT_IN["run"], display_text=r"episode=(.*)$"),
         "call_ordinal": st.column_config.NumberColumn(
             BUILT_IN["call_ordinal"], help="The call's number in its run (call 1 is the "
@@ -115,7 +115,7 @@ by_tool = latency[~latency["every_span"]]
 if by_tool.empty:
     st.caption("No tool call among the matching spans.")
 else:
-    st.dataframe(
+    tables.show(
         by_tool, hide_index=True, height=tables.height(by_tool), key="latency_table",
         column_order=["tool", "spans", "p50_ms", "p90_ms", "p99_ms", "max_ms"],
         column_config={
