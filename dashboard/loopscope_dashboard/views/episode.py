@@ -209,19 +209,19 @@ else:
     tables.show(
         steps, height=tables.height(steps), hide_index=True, key="steps_table",
         on_select=partial(_picked_step, list(zip(steps["trace_id"], steps["span_id"],
-                                                strict=True))),
+                                                 strict=True))),
         selection_mode="single-row",
         column_order=["call", "tool", "args_text", "output_text", "status", "latency_ms",
-                     "shown_progress", "shown_streak",
-                     *(["collector_progress", "collector_streak"] if differs else []),
-                     "happened", "would_be",
-                     "kind", "write_status", "idempotency_key", "error_message", "signature",
-                     "output_hash"],
+                      "shown_progress", "shown_streak",
+                      *(["collector_progress", "collector_streak"] if differs else []),
+                      "happened", "would_be",
+                      "kind", "write_status", "idempotency_key", "error_message", "signature",
+                      "output_hash"],
         column_config=tables.headers(steps) | {
             "call": st.column_config.NumberColumn("call", help="Tool-call ordinal: call 1 is "
-                                                 "the run's first tool call, numbered by the "
-                                                 "agent where its SDK did (a gap is a call "
-                                                 "that never arrived)."),
+                                                  "the run's first tool call, numbered by the "
+                                                  "agent where its SDK did (a gap is a call "
+                                                  "that never arrived)."),
             "shown_progress": st.column_config.TextColumn(
                 "progress", help="The guard's verdict where it reported one (what its "
                 "decisions used), else the collector's."),

@@ -43,14 +43,14 @@ else:
     tables.show(
         signatures, height=tables.height(signatures), hide_index=True, key="signatures_table",
         column_order=["tool", "args_preview", "runs", "calls", "no_progress_calls",
-                     "cost_in_loops_usd", "first_seen", "strip", "open"],
+                      "cost_in_loops_usd", "first_seen", "strip", "open"],
         column_config=tables.headers(signatures) | {
             "args_preview": st.column_config.TextColumn(
                 "arguments", help="Empty when content was not captured "
                 "(instrument(capture_content=True)).", max_chars=80),
             "no_progress_calls": st.column_config.NumberColumn("no progress"),
             "cost_in_loops_usd": st.column_config.NumberColumn("cost in loops",
-                                                              format="$%.4f"),
+                                                               format="$%.4f"),
             "first_seen": st.column_config.DatetimeColumn("first seen (UTC)"),
             "strip": st.column_config.BarChartColumn("newest run, by call", y_min=0, y_max=1),
             "open": st.column_config.LinkColumn("newest run", display_text=r"episode=(.*)$"),

@@ -60,8 +60,8 @@ def _draw() -> None:
         tables.show(
             flagged, height=tables.height(flagged), hide_index=True, key="flagged_table",
             column_order=["open", "service", "agent", "guard_mode", "happened", "would_be",
-                         "kinds", "flags", "stops", "would_stops", "tool_calls", "outcome",
-                         "stop_reason", "cost_usd", "last_flag_at"],
+                          "kinds", "flags", "stops", "would_stops", "tool_calls", "outcome",
+                          "stop_reason", "cost_usd", "last_flag_at"],
             column_config=tables.headers(flagged) | state.EPISODE_COLUMNS,
         )
         downloads.offer(flagged.drop(columns=["open"]), "flagged-runs", key="flagged")

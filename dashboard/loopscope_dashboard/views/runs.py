@@ -67,8 +67,8 @@ frame["open"] = frame["episode_id"].map(state.episode_link)
 tables.show(
     frame, height=tables.height(frame), hide_index=True, key="runs_table",
     column_order=["open", "status", "started", "service", "agent", "task", "outcome",
-                 "stop_reason", "guard_mode", "happened", "would_be", "tool_calls", "flags",
-                 "kinds", "stops", "would_stops", "duration_s", "cost_usd"],
+                  "stop_reason", "guard_mode", "happened", "would_be", "tool_calls", "flags",
+                  "kinds", "stops", "would_stops", "duration_s", "cost_usd"],
     column_config={
         **tables.headers(frame),
         **state.EPISODE_COLUMNS,

@@ -95,9 +95,9 @@ tables.show(
     column_config={
         **{key: st.column_config.TextColumn(label) for key, label in BUILT_IN.items()},
         "started": st.column_config.DatetimeColumn(BUILT_IN["started"],
-                                                  format="YYYY-MM-DD HH:mm:ss.SSS"),
+                                                   format="YYYY-MM-DD HH:mm:ss.SSS"),
         "duration_ms": st.column_config.NumberColumn(BUILT_IN["duration_ms"],
-                                                    format="%.1f ms"),
+                                                     format="%.1f ms"),
         "run": st.column_config.LinkColumn(BUILT_IN["run"], display_text=r"episode=(.*)$"),
         "call_ordinal": st.column_config.NumberColumn(
             BUILT_IN["call_ordinal"], help="The call's number in its run (call 1 is the "
