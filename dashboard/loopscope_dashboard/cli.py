@@ -51,7 +51,12 @@ def command(args: argparse.Namespace) -> list[str]:
     return [sys.executable, "-m", "loopscope_dashboard.server", "run", str(app_path()),
             "--server.port", str(args.port), "--server.address", args.host,
             "--server.headless", "true", "--browser.gatherUsageStats", "false",
-            "--client.toolbarMode", "viewer"]  # no Deploy button: this app is not deployable
+            "--client.toolbarMode", "viewer",  # no Deploy button: this app is not deployable
+            # Nothing here is edited while it runs: no watching of every imported module's
+            # file (its bookkeeping after each run) and no full gc.collect() after each run
+            # and fragment rerun. Together 0.3-0.4 s of the server's CPU per page opened,
+            # on 2 cores shared with the browser (BENCHMARKS.md, "Streamlit's file watcher").
+            "--server.fileWatcherType", "none", "--runner.postScriptGC", "false"]
 
 
 def environment(args: argparse.Namespace) -> dict[str, str]:

@@ -30,7 +30,8 @@ def test_it_runs_streamlit_on_the_packaged_app() -> None:
         sys.executable, "-m", "loopscope_dashboard.server", "run", str(dashboard_cli.app_path()),
         "--server.port", "8600", "--server.address", "0.0.0.0",
         "--server.headless", "true", "--browser.gatherUsageStats", "false",
-        "--client.toolbarMode", "viewer"]
+        "--client.toolbarMode", "viewer", "--server.fileWatcherType", "none",
+        "--runner.postScriptGC", "false"]
     assert dashboard_cli.app_path().is_file()
 
 
