@@ -48,7 +48,8 @@ POLICY_RESULT: Final = "policy_result"
 """The Policy page's last valid request: (``replay_jobs.View``, current policy, candidate),
 what it shows while a field holds invalid JSON (the replays themselves are process-wide)."""
 POLICY_SWEEP: Final = "policy_sweep"
-"""The Policy page's last sweep: (key, DataFrame)."""
+"""The Policy page's last sweep: (key, the data version and finish time of the replay it
+swept, DataFrame)."""
 POLICY_SCOPE: Final = "policy_scope"
 POLICY_CURRENT_JSON: Final = "policy_current_json"
 POLICY_CANDIDATE_JSON: Final = "policy_candidate_json"
@@ -57,8 +58,9 @@ POLICY_EVERY_RUN: Final = "policy_every_run"
 candidate policy as JSON, every run's verdict): their content is left out of the page until a
 click asks for it, which keeps the browser's first draw of the page lighter."""
 POLICY_CALIBRATION: Final = "policy_calibration"
-"""The Policy page's last calibration from labels: (key, ``calibrations.Calibration`` and the
-runs whose verdict it changes, or the too-few-labels message)."""
+"""The Policy page's last calibration from labels: (key, the data version and finish time
+of the replay it ran on, ``calibrations.Calibration`` and the runs whose verdict it changes,
+or the too-few-labels message)."""
 LABEL_EPISODE: Final = "label_episode"
 LABEL_FLAG: Final = "label_flag"
 LABEL_UNDO: Final = "label_undo"

@@ -270,6 +270,46 @@ def test_invalid_json_keeps_the_last_results_and_replays_are_cached(
                for c in again.caption)
 
 
+def test_a_sweep_and_a_calibration_outlive_the_next_replay_of_a_live_collector(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a live collector a new replay lands whenever the data changed (every REFRESH_S at
+    most): what the user swept or calibrated stays on the page, saying which data it was of."""
+    from collector_process import eventually, start_collector
+
+    from loopscope.offline.scenarios import generate
+    from loopscope_dashboard import queries, replay_jobs, uploads
+
+    def send(shapes: tuple[str, ...], seed: int) -> None:
+        episodes = generate(seed=seed, per_shape=1, shapes=shapes, faults=False)
+        analysis = uploads.analyse(
+            "runs.jsonl", "".join(json.dumps(e) + "\n" for e in episodes).encode())
+        queries.send_traces(list(uploads.otlp_bodies(analysis, service="live")))
+
+    collector = start_collector(tmp_path / "live.duckdb", grpc=False)
+    monkeypatch.delenv("LOOPSCOPE_DB_SNAPSHOT")
+    monkeypatch.setenv("LOOPSCOPE_COLLECTOR_URL", collector.url)
+    monkeypatch.setattr(replay_jobs, "REFRESH_S", 0.0)  # replay again at once when data changed
+    try:
+        send(("read_spin", "healthy_lookup"), seed=0)
+        eventually(lambda: queries.runs(limit=1)[1] == 2 or queries.runs.clear())
+        at = policy_page(opened=False)
+        at.button(key="policy_sweep_run").click().run()
+        at.button(key="policy_calibrate_run").click().run()
+        assert not at.exception, at.exception
+        assert at.get("plotly_chart") and "too few" in at.info[-1].value.lower()
+        assert not any("the data has changed since" in c.value for c in at.caption)
+        send(("oscillation",), seed=1)  # a new run: another data version
+        eventually(lambda: queries.runs(limit=1)[1] == 3 or queries.runs.clear())
+        replayed(at.run())
+        assert any("3 runs" in c.value for c in at.caption)  # the new replay is shown
+        assert at.get("plotly_chart") and "too few" in at.info[-1].value.lower()
+        older = [c.value for c in at.caption if "the data has changed since" in c.value]
+        assert [c.split(" of the runs")[0] for c in older] == [
+            "This sweep is", "This calibration is"]
+    finally:
+        collector.stop()
+
+
 def test_the_guards_policies_are_read_from_the_root_spans(demo_store_path: Path) -> None:
     """The read behind "Current policy": the demo's guards ran the defaults and a budget."""
     from demo_store import DEMO_BUDGET

@@ -161,6 +161,15 @@ def _when(epoch_s: float) -> str:
                          time.gmtime(epoch_s))
 
 
+def _of_older_data(of: tuple[str, float], what: str) -> None:
+    """Say when a result shown was computed on a replay (``of``: its data version and when it
+    finished) that the replay shown above has since replaced: a live collector's data changed
+    (a new run, call or label)."""
+    if of[0] != version:
+        st.caption(f"{what} of the runs as they were at {_when(of[1])}: the data has changed "
+                   "since; run it again for the runs as they are now.")
+
+
 def _await(view: replay_jobs.View, shown_at: float | None) -> None:
     """While a replay of ``view`` runs: its progress; the page redraws when it lands."""
     newest = shared.latest(view)
@@ -308,7 +317,9 @@ if at_candidate == at_current:
 st.caption(f"Replays every run for {name} = {', '.join(map(str, values))} (the current "
            f"policy's value is {at_current}, the candidate's {at_candidate}), the other "
            "settings as in the candidate.")
-sweep_key = (view, version, name)
+# Kept by the view and the setting, not by the data's version: on a live collector a new
+# replay lands every REFRESH_S, and a sweep the user ran must not vanish at the next one.
+sweep_key = (view, name)
 swept = st.session_state.get(state.POLICY_SWEEP)
 if st.button("Run the sweep", key="policy_sweep_run"):
     bar = st.progress(0.0, text="Sweeping…")
@@ -319,13 +330,14 @@ if st.button("Run the sweep", key="policy_sweep_run"):
     frame = replays.sweep(runs, replays.plain(candidate), name, values, replay=replay,
                           marks=marks, progress=_swept)
     bar.empty()
-    swept = (sweep_key, frame)
+    swept = (sweep_key, (version, done.finished_at), frame)
     st.session_state[state.POLICY_SWEEP] = swept
 if swept is not None and swept[0] == sweep_key:
-    st.plotly_chart(charts.sweep_chart(swept[1], name), key="policy_sweep_chart")
-    tables.show(swept[1], hide_index=True, key="policy_sweep_table",
-                column_config=tables.headers(swept[1].columns))
-    downloads.offer(swept[1], f"policy-sweep-{name}", key="policy_sweep")
+    _of_older_data(swept[1], "This sweep is")
+    st.plotly_chart(charts.sweep_chart(swept[2], name), key="policy_sweep_chart")
+    tables.show(swept[2], hide_index=True, key="policy_sweep_table",
+                column_config=tables.headers(swept[2].columns))
+    downloads.offer(swept[2], f"policy-sweep-{name}", key="policy_sweep")
 
 # -- calibrate from labels ---------------------------------------------------------------------
 st.subheader("Calibrate from labels")
@@ -338,9 +350,10 @@ st.caption("Searches the policy that, on these runs, catches the most labelled l
            "that stop the run (ignored_calls). The current policy's other settings stay. The "
            "labels are a human's (the Labels page), else the run's scenario label; "
            "`loopscope calibrate --db` gives the same on a copy of the store.")
-calibration_key = (version, replays.to_json(current))
+calibration_key = (view.params, replays.to_json(current))  # kept as the sweep is
 calibrated = st.session_state.get(state.POLICY_CALIBRATION)
 if st.button("Calibrate from labels", key="policy_calibrate_run"):
+    ran_on = (version, done.finished_at)
     judged = calibrations.judged(runs)
     with st.spinner(f"Calibrating on {len(judged):,} labelled and successful runs…",
                     show_time=True):
@@ -352,14 +365,17 @@ if st.button("Calibrate from labels", key="policy_calibrate_run"):
         try:
             result = calibrations.run(judged, current, progress=_said)
         except calibrations.TooFewLabels as exc:
-            calibrated = (calibration_key, str(exc))
+            calibrated = (calibration_key, ran_on, str(exc))
         else:
             line.caption("Replaying every run under the calibrated policy…")
             moved = replays.changed(replay(runs, current), replay(runs, result.policy))
-            calibrated = (calibration_key, (result, moved))
+            calibrated = (calibration_key, ran_on, (result, moved))
         line.empty()
     st.session_state[state.POLICY_CALIBRATION] = calibrated
-shown = calibrated[1] if calibrated is not None and calibrated[0] == calibration_key else None
+shown = None
+if calibrated is not None and calibrated[0] == calibration_key:
+    _of_older_data(calibrated[1], "This calibration is")
+    shown = calibrated[2]
 if isinstance(shown, str):  # too few labels: what calibration said, and what to do
     st.info(shown, icon=":material/label:")
 elif shown is not None:
