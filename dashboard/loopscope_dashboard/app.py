@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from loopscope_dashboard import banner, queries, replay_jobs, sidebar, style
+from loopscope_dashboard import banner, plots, queries, replay_jobs, sidebar, style
 
 
 def main() -> None:
@@ -39,6 +39,7 @@ def main() -> None:
         # The Policy page's default replay, once, started only once the first page has drawn
         # (begun before it, the replay's reads and thread slowed every page's first visit).
         replay_jobs.warm()
+        plots.finish()  # the charts held back in the session's first run (plots.show)
     except queries.SourceError as exc:
         st.error(str(exc))
 

@@ -61,6 +61,12 @@ POLICY_CALIBRATION: Final = "policy_calibration"
 """The Policy page's last calibration from labels: (key, the data version and finish time
 of the replay it ran on, ``calibrations.Calibration`` and the runs whose verdict it changes,
 or the too-few-labels message)."""
+CHARTS_DRAWN: Final = "charts_drawn"
+CHARTS_WAITING: Final = "charts_waiting"
+CHARTS_SIGNAL: Final = "charts_signal"
+"""Whether this session draws its charts (the browser has shown a page drawn without them),
+whether the run under way held one back, and the key of the signal the browser sends once it
+has shown the page (``plots``)."""
 LABEL_EPISODE: Final = "label_episode"
 LABEL_FLAG: Final = "label_flag"
 LABEL_UNDO: Final = "label_undo"

@@ -268,8 +268,9 @@ def test_up_demo_renders_every_page(system: dict, chromium: str) -> None:
                      and urllib.request.urlopen(system["collector"] + "/healthz",
                                                 timeout=5).read())
             # the page left open (Policy) shows it by itself: the banner's watcher reads it
-            banner = page.wait_for_selector("text=The collector was restarted",
-                                            timeout=60_000)
+            banner = page.get_by_text("The collector was restarted")
+            banner.wait_for(timeout=60_000)
+            # a locator, not the element: the banner is drawn again each time the page reruns
             banner.scroll_into_view_if_needed()
             page.screenshot(path=str(ARTIFACTS / "collector-restarted.png"), full_page=True)
             text = page.locator('[data-testid="stMain"]').inner_text()

@@ -14,10 +14,19 @@ from loopscope_dashboard import state
 APP = str(Path(loopscope_dashboard.__file__).parent / "app.py")
 
 
+def app(timeout_s: float = 60) -> AppTest:
+    """The app as a browser's session sees it once it has shown a page: its charts drawn (a
+    session's first run holds them back until the browser says the page is on screen, a
+    signal AppTest has no browser to send: ``plots``)."""
+    at = AppTest.from_file(APP, default_timeout=timeout_s)
+    at.session_state[state.CHARTS_DRAWN] = True
+    return at
+
+
 def episode_page(store: Path, episode_id: str, monkeypatch: pytest.MonkeyPatch) -> AppTest:
     """The Episode page of ``episode_id``, reading the store file ``store``."""
     monkeypatch.setenv("LOOPSCOPE_DB_SNAPSHOT", str(store))
-    at = AppTest.from_file(APP, default_timeout=60).run()
+    at = app().run()
     at.switch_page("views/episode.py")
     at.query_params["episode"] = episode_id
     at.run()
@@ -29,7 +38,7 @@ def policy_page(*, opened: bool = True) -> AppTest:
     """The Policy page, once its replay has landed (``replayed``); ``opened``: with its
     expanders that draw only when open (the policies as JSON, every run's verdict) open, as a
     click opens them."""
-    at = AppTest.from_file(APP, default_timeout=120).run()
+    at = app(120).run()
     at.switch_page("views/policy.py").run()
     if opened:
         for key in (state.POLICY_CURRENT_JSON, state.POLICY_CANDIDATE_JSON,

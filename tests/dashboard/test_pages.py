@@ -7,9 +7,11 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from app_pages import app
 from streamlit.testing.v1 import AppTest
 
 import loopscope_dashboard
+from loopscope_dashboard import state
 
 APP = str(Path(loopscope_dashboard.__file__).parent / "app.py")  # from_file resolves a
 # relative path against the calling file; build it from the package instead
@@ -20,7 +22,7 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def _app() -> AppTest:
-    return AppTest.from_file(APP, default_timeout=60)
+    return app()
 
 
 def _page(path: str, *, episode: str | None = None) -> AppTest:
@@ -74,6 +76,16 @@ def test_overview_shows_the_metric_cards_the_rate_chart_and_the_flagged_list() -
     flagged = at.dataframe[0].value
     assert len(flagged) == 10
     assert flagged["open"].str.startswith("episode?episode=scn-").all()
+
+
+def test_a_new_sessions_first_run_holds_its_charts_back_and_draws_the_rest() -> None:
+    at = AppTest.from_file(APP, default_timeout=60).run()  # no browser has shown a page yet
+    assert not at.exception
+    assert not at.get("plotly_chart")
+    assert "Drawing the chart…" in _texts(at, "caption")
+    assert len(at.metric) == 4 and len(at.dataframe[0].value) == 10  # the rest is there
+    at.session_state[state.CHARTS_DRAWN] = True  # what the browser's signal sets (plots)
+    assert len(_charts(at.run())) == 1
 
 
 def test_overview_trend_compares_with_the_window_before() -> None:

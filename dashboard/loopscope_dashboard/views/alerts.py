@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from loopscope_dashboard import charts, downloads, queries, state, tables
+from loopscope_dashboard import charts, downloads, plots, queries, state, tables
 
 filters = state.filters()
 st.title("Alerts")
@@ -59,5 +59,5 @@ for number, (_, alert) in enumerate(history.head(20).iterrows()):
                        f"fired on the threshold ({rule['threshold']:.0%}) alone.")
         series = queries.alert_series(alert)
         same = history[history["service"] == alert["service"]]
-        st.plotly_chart(charts.alert_context(series, alert, rule, same),
-                        key=f"alert_{alert['alert_id']}")
+        plots.show(charts.alert_context(series, alert, rule, same),
+                   key=f"alert_{alert['alert_id']}")

@@ -16,6 +16,7 @@ from loopscope_dashboard import (
     downloads,
     hints,
     inspector,
+    plots,
     queries,
     state,
     tables,
@@ -111,8 +112,8 @@ else:  # no final span yet: no outcome or stop reason to tell
 st.subheader("Timeline")
 limit = (diagnostic or {}).get("limit") if (diagnostic or {}).get("terminated_by") == "budget" \
     else None
-st.plotly_chart(charts.tool_timeline(calls, detections, budget_limit=limit, missing=missing),
-                key="timeline")
+plots.show(charts.tool_timeline(calls, detections, budget_limit=limit, missing=missing),
+           key="timeline")
 st.caption("One marker per call, coloured by signature (grey: called once); hollow markers "
            "made no progress. Red bands are loop segments, purple ones oscillation cycles. "
            "Below: calls used; filled red marks are what the guard did (◆ warned, ✕ blocked, "
@@ -123,8 +124,8 @@ spans = queries.episode_spans(episode_id)
 if spans.empty:
     st.info("The store holds no spans of this run (it was imported as rows, not spans).")
 else:
-    st.plotly_chart(waterfall.trace_waterfall(spans, calls, detections), key="waterfall",
-                    on_select=_clicked_trace, selection_mode="points")
+    plots.show(waterfall.trace_waterfall(spans, calls, detections), key="waterfall",
+               on_select=_clicked_trace, selection_mode="points")
     st.caption("Every span of the run from its start to its end: the agent's run, model turns, "
                "messages and tool calls, with duration, tokens and cost on hover. Markers at a call's "
                "end: red ◆ ✕ ■ the guard warned, blocked or stopped it; hollow grey what "

@@ -3,7 +3,17 @@ all redrawn in place while a collector is live."""
 
 import streamlit as st
 
-from loopscope_dashboard import cards, charts, downloads, hints, queries, state, style, tables
+from loopscope_dashboard import (
+    cards,
+    charts,
+    downloads,
+    hints,
+    plots,
+    queries,
+    state,
+    style,
+    tables,
+)
 
 NO_MATCH = "No runs match these filters — widen the time range or clear a filter."
 
@@ -66,10 +76,9 @@ def _draw() -> None:
         )
         downloads.offer(flagged.drop(columns=["open"]), "flagged-runs", key="flagged")
 
-    # Below the table: the browser loads Plotly's 4.7 MB script for it, which drawn above
-    # held the table back (5 s at a load average of 21, bench_pages.py).
+    # Below the table, where a chart that waits for Plotly's script (plots.show) moves nothing.
     st.subheader("No-progress rate")
-    st.plotly_chart(charts.rate_over_time(rates, alerts), key="rate_chart")
+    plots.show(charts.rate_over_time(rates, alerts), key="rate_chart")
 
 
 overview()

@@ -25,6 +25,7 @@ from loopscope_dashboard import (
     charts,
     downloads,
     hints,
+    plots,
     queries,
     replay_jobs,
     replays,
@@ -334,7 +335,7 @@ if st.button("Run the sweep", key="policy_sweep_run"):
     st.session_state[state.POLICY_SWEEP] = swept
 if swept is not None and swept[0] == sweep_key:
     _of_older_data(swept[1], "This sweep is")
-    st.plotly_chart(charts.sweep_chart(swept[2], name), key="policy_sweep_chart")
+    plots.show(charts.sweep_chart(swept[2], name), key="policy_sweep_chart")
     tables.show(swept[2], hide_index=True, key="policy_sweep_table",
                 column_config=tables.headers(swept[2].columns))
     downloads.offer(swept[2], f"policy-sweep-{name}", key="policy_sweep")
