@@ -47,6 +47,10 @@ POLICY_RECORDED: Final = "policy_recorded"
 POLICY_RESULT: Final = "policy_result"
 """The Policy page's last valid request: (``replay_jobs.View``, current policy, candidate),
 what it shows while a field holds invalid JSON (the replays themselves are process-wide)."""
+POLICY_CANDIDATE: Final = "policy_candidate"
+POLICY_EDIT: Final = "policy_edit"
+"""The Policy page's candidate as plain data (``replays.plain``) when it is not the current
+policy, kept while its editor is closed, and whether the editor (drawn only when open) is."""
 POLICY_SWEEP: Final = "policy_sweep"
 """The Policy page's last sweep: (key, the data version and finish time of the replay it
 swept, DataFrame)."""

@@ -36,12 +36,12 @@ def episode_page(store: Path, episode_id: str, monkeypatch: pytest.MonkeyPatch) 
 
 def policy_page(*, opened: bool = True) -> AppTest:
     """The Policy page, once its replay has landed (``replayed``); ``opened``: with its
-    expanders that draw only when open (the policies as JSON, every run's verdict) open, as a
-    click opens them."""
+    expanders that draw only when open (the policies as JSON, the candidate's editor, every
+    run's verdict) open, as a click opens them."""
     at = app(120).run()
     at.switch_page("views/policy.py").run()
     if opened:
-        for key in (state.POLICY_CURRENT_JSON, state.POLICY_CANDIDATE_JSON,
+        for key in (state.POLICY_CURRENT_JSON, state.POLICY_EDIT, state.POLICY_CANDIDATE_JSON,
                     state.POLICY_EVERY_RUN):
             at.session_state[key] = True
         at.run()

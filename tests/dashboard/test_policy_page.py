@@ -12,13 +12,14 @@ import pytest
 import streamlit as st
 from app_pages import policy_page, replayed
 from demo_store import otlp_json
+from streamlit.testing.v1 import AppTest
 
 import loopscope_dashboard
 from loopscope.detect import Policy
 from loopscope.offline.cli import main
 from loopscope_collector.reads import read
 from loopscope_collector.storage import open_database
-from loopscope_dashboard import replays
+from loopscope_dashboard import replays, state
 
 APP = str(Path(loopscope_dashboard.__file__).parent / "app.py")
 
@@ -34,6 +35,12 @@ def _stored(store: Path) -> list[replays.StoredRun]:
                                    read(db, "replay_calls", {}))
     finally:
         db.close()
+
+
+def _fields(at: AppTest) -> list:
+    """The candidate editor's fields on the page."""
+    return [e for e in (*at.number_input, *at.text_area, *at.checkbox)
+            if e.key and e.key.startswith("policy_field_")]
 
 
 def test_every_policy_field_is_a_setting_and_round_trips() -> None:
@@ -77,9 +84,12 @@ def test_a_looser_policy_catches_less_and_the_changes_are_listed(store_path: Pat
 
 
 def test_policy_page_replays_compares_and_sweeps() -> None:
-    closed = policy_page(opened=False)  # the policies' JSON and every run's verdict: on a click
-    assert closed.metric and not closed.code
+    closed = policy_page(opened=False)  # the policies' JSON, the editor, every run's verdict:
+    assert closed.metric and not closed.code  # on a click
+    assert not _fields(closed)
     assert not any("stop_call" in d.value.columns for d in closed.dataframe)
+    assert any(c.value.startswith("The current policy, until you change a setting")
+               for c in closed.caption)
     at = policy_page()
     assert len(at.code) == 2  # the current policy's JSON, the candidate's
     assert any("stop_call" in d.value.columns for d in at.dataframe)
@@ -87,8 +97,7 @@ def test_policy_page_replays_compares_and_sweeps() -> None:
     assert {"Loops caught", "False stops", "Runs warned", "Runs blocked", "Runs stopped",
             "Tool calls saved"} <= set(metrics)
     assert not metrics["Loops caught"].startswith("0 ")
-    fields = [e for e in (*at.number_input, *at.text_area, *at.checkbox)
-              if e.key and e.key.startswith("policy_field_")]
+    fields = _fields(at)
     keys = {e.key.removeprefix("policy_field_") for e in fields}
     assert {f.name for f in dataclasses.fields(Policy)} <= keys
     for field in fields:  # plain words, and help that names the policy file's key
@@ -99,6 +108,14 @@ def test_policy_page_replays_compares_and_sweeps() -> None:
     replayed(at.button(key="FormSubmitter:policy_form-Replay with this policy").click().run())
     assert not at.exception, at.exception
     assert '"repeat_threshold": 6' in at.code[-1].value
+    said = "Differs from the current policy in: Identical calls before a warning 3 → 6."
+    assert any(c.value.startswith(said) for c in at.caption)
+    at.session_state[state.POLICY_EDIT] = False  # the editor closed: the candidate stays
+    at.run()
+    assert not _fields(at) and '"repeat_threshold": 6' in at.code[-1].value
+    assert any(c.value.startswith(said) for c in at.caption)
+    at.session_state[state.POLICY_EDIT] = True  # and opened again, at the candidate's values
+    assert at.run().number_input(key="policy_field_repeat_threshold").value == 6
     at.button(key="policy_sweep_run").click().run()
     assert not at.exception, at.exception
     sweep = next(json.loads(c.proto.spec) for c in at.get("plotly_chart"))

@@ -92,38 +92,44 @@ base = replays.plain(current)
 settings = replays.settings()
 numbers = [s for s in settings if s.widget != "json"]
 others = [s for s in settings if s.widget == "json"]
-with st.form("policy_form"):
-    st.subheader("Candidate policy")
-    st.caption("Starts from the current policy. Hover a field's ⓘ for what it does and its "
-               "name in a policy file.")
-    chosen: dict[str, Any] = {}
-    columns = st.columns(4)
-    for i, setting in enumerate(numbers):
-        column = columns[i % 4]
-        value = base[setting.name]
-        key = f"policy_field_{setting.name}"
-        if setting.widget == "bool":
-            chosen[setting.name] = column.checkbox(setting.label, value=value,
-                                                   help=setting.help, key=key)
-        elif setting.widget == "int":
-            chosen[setting.name] = int(column.number_input(
-                setting.label, value=int(value), min_value=1, step=1, help=setting.help,
-                key=key))
-        else:
-            chosen[setting.name] = float(column.number_input(
-                setting.label, value=float(value), min_value=0.0, help=setting.help,
-                key=key, format="%g"))
-    st.caption("Actions per detector, ladder rungs, K per task type, poll tools, budgets and "
-               "the other structured settings, as JSON (a policy file's syntax).")
-    text_columns = st.columns(2)
-    texts: dict[str, str] = {}
-    for i, setting in enumerate(others):
-        texts[setting.name] = text_columns[i % 2].text_area(
-            setting.label, json.dumps(base[setting.name], ensure_ascii=False),
-            help=setting.help, key=f"policy_field_{setting.name}", height=68)
-    st.form_submit_button("Replay with this policy", type="primary")
-
 labels = {s.name: s.label for s in settings}
+st.subheader("Candidate policy")
+candidate_said = st.empty()  # what the candidate changes, once it is known
+# The editor draws only when open: its fields were about 1 s of a fresh browser's first draw of
+# this page (BENCHMARKS.md). The candidate last replayed stays while it is closed.
+start = st.session_state.get(state.POLICY_CANDIDATE) or base
+chosen: dict[str, Any] = {s.name: start[s.name] for s in numbers}
+texts = {s.name: json.dumps(start[s.name], ensure_ascii=False) for s in others}
+editor = st.expander("The candidate policy's settings", key=state.POLICY_EDIT, on_change="rerun")
+if editor.open:
+    with editor, st.form("policy_form"):
+        st.caption("Hover the question mark beside a field for what it does and its name in "
+                   "a policy file.")
+        columns = st.columns(4)
+        for i, setting in enumerate(numbers):
+            column = columns[i % 4]
+            value = start[setting.name]
+            key = f"policy_field_{setting.name}"
+            if setting.widget == "bool":
+                chosen[setting.name] = column.checkbox(setting.label, value=value,
+                                                       help=setting.help, key=key)
+            elif setting.widget == "int":
+                chosen[setting.name] = int(column.number_input(
+                    setting.label, value=int(value), min_value=1, step=1, help=setting.help,
+                    key=key))
+            else:
+                chosen[setting.name] = float(column.number_input(
+                    setting.label, value=float(value), min_value=0.0, help=setting.help,
+                    key=key, format="%g"))
+        st.caption("Actions per detector, ladder rungs, K per task type, poll tools, budgets "
+                   "and the other structured settings, as JSON (a policy file's syntax).")
+        text_columns = st.columns(2)
+        for i, setting in enumerate(others):
+            texts[setting.name] = text_columns[i % 2].text_area(
+                setting.label, texts[setting.name], help=setting.help,
+                key=f"policy_field_{setting.name}", height=68)
+        st.form_submit_button("Replay with this policy", type="primary")
+
 problems = []
 for name, text in texts.items():
     try:
@@ -138,6 +144,18 @@ if not problems:
         problems.append(str(exc))
 for problem in problems:
     st.error(problem)
+if candidate is not None:
+    as_data = replays.plain(candidate)
+    if as_data == base:  # the current policy: the candidate follows it if another is chosen
+        st.session_state.pop(state.POLICY_CANDIDATE, None)
+    else:
+        st.session_state[state.POLICY_CANDIDATE] = as_data
+    changed = [f"{labels[n]} (changed)" if n in texts else f"{labels[n]} {base[n]} → {v}"
+               for n, v in as_data.items() if v != base[n]]  # a JSON setting: too long to say
+    candidate_said.caption(
+        ("Differs from the current policy in: " + "; ".join(changed) + "." if changed else
+         "The current policy, until you change a setting below.")
+        + " The comparison below replays every run under both.")
 
 # the replay: the newest finished one of this view at once, a new one behind it (replay_jobs)
 shared = replay_jobs.jobs()
