@@ -51,4 +51,3 @@ def finish() -> None:
 
 def _draw_charts() -> None:
     st.session_state[state.CHARTS_DRAWN] = True
-
