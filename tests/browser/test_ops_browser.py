@@ -130,7 +130,11 @@ def test_operator_pages_in_a_browser(live: dict[str, str],
             current = page.locator('[data-testid="stCode"]').first.inner_text()
             assert Policy.from_mapping(json.loads(current)) == Policy.from_mapping(
                 GUARDS_POLICY)
-            # plain words on the fields, and the candidate starts from the guards' values
+            # the candidate's fields are drawn once their expander is opened; plain words on
+            # them, and the candidate starts from the guards' values
+            assert not page.get_by_role("spinbutton",
+                                        name="Identical calls before a warning").count()
+            page.get_by_text("The candidate policy's settings", exact=True).click()
             field = page.get_by_role("spinbutton", name="Identical calls before a warning")
             assert field.input_value() == "4"
             assert "repeat_threshold" not in page.locator("label").all_inner_texts()
