@@ -330,12 +330,13 @@ def sweep_chart(sweep: pd.DataFrame, setting: str) -> go.Figure:
                              hovertemplate=f"{setting} %{{x}}: %{{y}} false stops"
                                            "<extra></extra>"))
     if "policy" in sweep.columns:  # the current and candidate values, marked
-        for value, mark in zip(x, sweep["policy"], strict=True):
+        # by position: on a category axis Plotly reads a number-like name ("3") as a position
+        for position, mark in enumerate(sweep["policy"]):
             if mark:
-                fig.add_annotation(x=value, y=1, yref="paper", text=mark, showarrow=False,
+                fig.add_annotation(x=position, y=1, yref="paper", text=mark, showarrow=False,
                                    yanchor="bottom", font={"size": 11})
-                fig.add_shape(type="line", x0=value, x1=value, y0=0, y1=1, yref="paper",
-                              line={"dash": "dot", "width": 1, "color": "#888"})
+                fig.add_shape(type="line", x0=position, x1=position, y0=0, y1=1,
+                              yref="paper", line={"dash": "dot", "width": 1, "color": "#888"})
     fig.update_xaxes(title_text=setting, type="category")
     fig.update_yaxes(title_text="runs", rangemode="tozero")
     fig.update_layout(height=320, margin={"t": 40, "b": 30}, hovermode="x unified")

@@ -122,7 +122,11 @@ def test_policy_page_replays_compares_and_sweeps() -> None:
     assert {t["name"] for t in sweep["data"]} == {"loops caught", "false stops"}
     # around the candidate's 6, and the current policy's 3 (the guards'), marked
     assert [str(x) for x in sweep["data"][0]["x"]] == ["3", "5", "6", "7", "8", "9"]
-    assert {a["text"] for a in sweep["layout"]["annotations"]} == {"current", "candidate"}
+    # each mark over its value: by position on the category axis (a number-like category
+    # given by name is read as a position, which put "current" over the 7)
+    assert {(a["text"], a["x"]) for a in sweep["layout"]["annotations"]} == {
+        ("current", 0), ("candidate", 2)}
+    assert sorted(s["x0"] for s in sweep["layout"]["shapes"]) == [0, 2]
     table = next(d.value for d in at.dataframe if "policy" in d.value.columns)
     assert dict(zip(table["repeat_threshold"], table["policy"], strict=True)) == {
         3: "current", 5: "", 6: "candidate", 7: "", 8: "", 9: ""}
