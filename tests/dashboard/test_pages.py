@@ -21,12 +21,8 @@ PAGES = ("views/overview.py", "views/episode.py", "views/loops.py", "views/alert
 pytestmark = pytest.mark.timeout(120)
 
 
-def _app() -> AppTest:
-    return app()
-
-
 def _page(path: str, *, episode: str | None = None) -> AppTest:
-    at = _app().run()
+    at = app().run()
     assert not at.exception
     at.switch_page(path)
     if episode is not None:  # a deep link: /episode?episode=ID
@@ -62,7 +58,7 @@ def _would_be_stopped_episode(store: Path) -> str:
 
 
 def test_overview_shows_the_metric_cards_the_rate_chart_and_the_flagged_list() -> None:
-    at = _app().run()
+    at = app().run()
     assert not at.exception
     cards = {m.label: m.value for m in at.metric}
     assert list(cards) == ["Loop-detection rate", "False-stop rate",
@@ -89,7 +85,7 @@ def test_a_new_sessions_first_run_holds_its_charts_back_and_draws_the_rest() -> 
 
 
 def test_overview_trend_compares_with_the_window_before() -> None:
-    at = _app()
+    at = app()
     at.session_state["range"] = "Last 24 hours"
     at.run()
     assert not at.exception
@@ -279,7 +275,7 @@ def test_every_page_has_an_empty_state(page: str, empty_store_path: Path,
 def test_overview_of_an_empty_store_says_how_to_send_runs(empty_store_path: Path,
                                                           monkeypatch) -> None:
     monkeypatch.setenv("LOOPSCOPE_DB_SNAPSHOT", str(empty_store_path))
-    at = _app().run()
+    at = app().run()
     assert "No episodes yet" in _texts(at, "info")
     assert "loopscope demo --endpoint" in _texts(at, "info")
 
@@ -292,7 +288,7 @@ def test_alerts_empty_state(empty_store_path: Path, monkeypatch) -> None:
 
 def test_a_missing_snapshot_is_a_message_not_a_traceback(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("LOOPSCOPE_DB_SNAPSHOT", str(tmp_path / "nope.duckdb"))
-    at = _app().run()
+    at = app().run()
     assert not at.exception
     assert "no such DuckDB file" in _texts(at, "error")
 
@@ -386,7 +382,7 @@ def test_every_table_a_page_shows_can_be_downloaded_and_reads_no_none(
 
 def test_a_snapshot_file_is_not_called_live() -> None:
     """``loopscope dashboard --db FILE`` reads a file that does not change."""
-    at = _app().run()
+    at = app().run()
     assert not at.exception
     headers = [h.value for h in at.subheader]
     assert "Flagged runs" in headers
