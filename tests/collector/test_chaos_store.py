@@ -59,11 +59,10 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 def _fill(disk: Path) -> Path:
     """Write a file until the disk is full; returns it (delete it to free the space)."""
     filler = disk / "filler"
-    with filler.open("wb") as handle:
+    with filler.open("wb", buffering=0) as handle:  # (unbuffered: nothing left to flush)
         try:
             while True:
                 handle.write(b"\0" * 65536)
-                handle.flush()
         except OSError:
             pass
     return filler
@@ -170,6 +169,28 @@ def test_disk_full_fails_health_then_recovers_and_a_retried_batch_equals_a_clean
         log = collector.stop()
     assert log.count("the store cannot be written") == 1, log
     assert _outcome(collector.db) == _clean_run(tmp_path)
+
+
+def test_a_spool_write_cut_short_by_a_full_disk_leaves_no_torn_record_before_the_next(
+    small_disk: Path,
+) -> None:
+    """A record the full disk cut short is never acknowledged; the records acknowledged
+    after space is freed are replayed after a crash (a replay stops at a torn record: they
+    were written after it, and skipped with it)."""
+    from loopscope_collector.receive.decode import PROTOBUF
+    from loopscope_collector.receive.spool import Spool
+
+    spool = Spool(small_disk / "spool")
+    spool.append(PROTOBUF, b"first")
+    filler = _fill(small_disk)
+    os.truncate(filler, filler.stat().st_size - 65536)  # room for part of the next record
+    with pytest.raises(OSError, match="short write"):
+        spool.append(PROTOBUF, b"x" * 200_000)
+    filler.unlink()
+    spool.append(PROTOBUF, b"after")
+    # (no close: the collector was killed here) a new collector replays what is left
+    assert [body for _, records in Spool(small_disk / "spool").leftovers()
+            for _, body in records] == [b"first", b"after"]
 
 
 def test_a_failed_request_never_retried_leaves_no_trace(small_disk: Path, tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ files ``00000001.seg``, ``00000002.seg``, … appended to only. Each record is a
 (``HEADER``: the body's length, the CRC-32 of its content type byte and body, the content
 type: 0 protobuf, 1 JSON) and the body, written with one ``os.write``, so a SIGKILL of the
 collector leaves every record whole or the last one torn (the kernel holds what was
-written). Durable on the disk too: acknowledgements wait for an ``fdatasync`` of the segment
+written); a write a full disk cuts short is taken back off at once (``_cut``), so no record
+follows a torn one. Durable on the disk too: acknowledgements wait for an ``fdatasync`` of the segment
 (group commit: one sync covers every record appended while the previous one ran), and a new
 segment's directory entry is synced before a record in it is acknowledged, so a machine that
 loses power loses nothing acknowledged either (BENCHMARKS.md, "Answer time under overload":
@@ -135,15 +136,32 @@ class Spool:
                 segment = self._rotate()
             assert segment.fd is not None
             written = os.write(segment.fd, header + body)
+            if written != HEADER.size + len(body):  # (a full disk mid-write: never acknowledged)
+                self._cut(segment, written)
+                raise OSError(f"short write to the spool ({written} of "
+                              f"{HEADER.size + len(body)} bytes)")
             segment.size += written
             self._sizes[segment.number] = segment.size
-            if written != HEADER.size + len(body):  # (a full disk mid-write: never acknowledged)
-                raise OSError(f"short write to the spool ({written} bytes)")
             self._pending[segment.number] = self._pending.get(segment.number, 0) + 1
             self._appended += 1
             mark = self._appended
         self._sync(mark)
         return Record(segment.number)
+
+    def _cut(self, segment: Segment, written: int) -> None:
+        """Take the torn record a full disk cut short (``written`` bytes) back off the end of
+        ``segment`` (under ``_lock``): a replay stops at a torn record, so every record appended
+        after it, acknowledged, would be skipped with it after a crash. If it cannot be taken
+        off, the segment is closed there and the next record starts a new one."""
+        assert segment.fd is not None
+        try:
+            os.ftruncate(segment.fd, segment.size)
+        except OSError:
+            segment.size += written
+            self._sizes[segment.number] = segment.size
+            with contextlib.suppress(OSError):
+                segment.close(sync=True)  # (the records before it may wait for their sync)
+            self._current = None
 
     def _rotate(self) -> Segment:
         """Start the next segment (under ``_lock``): the full one is synced and closed, the
