@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -25,6 +26,8 @@ from .storage.ducklake.housekeeping import DEFAULT_EVERY_S, DEFAULT_KEEP, LakeHo
 
 if TYPE_CHECKING:
     import grpc
+
+logger = logging.getLogger(__name__)
 
 
 class Collector:
@@ -138,3 +141,7 @@ class Collector:
             self.spool.close()
             if self.pipeline.recovered is not None:
                 self.spool.follow(self.pipeline.recovered)
+            elif left := self.spool.requests():
+                logger.warning("loopscope collector: %d acknowledged request(s) not stored "
+                               "yet are in the spool %s: a collector started on %s stores "
+                               "them", left, self.spool.path, self.db.path)

@@ -284,6 +284,10 @@ request's, which is kept until stored. So a request is either stored within
 this and one batch, or not at all, and never stored after its client gave up on it
 (OpenTelemetry's exporters wait 10 s by default); admission keeps the wait far below this, which
 only a machine that suddenly slows down reaches."""
+STOP_S: Final = 10.0
+"""How long a stop waits for the pipeline to store what is queued before it stops after the
+batch in progress (``Pipeline.stop``): admission keeps the queue to about
+``MAX_QUEUE_WAIT_S`` of work, so only a machine that slowed down reaches it."""
 SLOW_S: Final = 1.0
 """Answers that waited longer than this in the last ``RECENT_S`` make ``/healthz`` say
 ``slow``."""

@@ -66,6 +66,7 @@ from .jobs import (
     MAX_QUEUE_WAIT_S,
     RECENT_S,
     SLOW_S,
+    STOP_S,
     AnswerTimes,
     Job,
     Overloaded,
@@ -131,6 +132,8 @@ class Pipeline:
         """Acknowledged jobs a batch failed for a reason that may pass (the store down, a
         lost race): the next batch takes them first (pipeline thread only)."""
         self._stopping = False
+        self._cut_short = False
+        """Set by ``stop`` when finishing the queue takes too long: stop after this batch."""
         self._thread = threading.Thread(target=self._run, name="loopscope-pipeline", daemon=True)
         self._trace_episode: OrderedDict[str, str] = OrderedDict()
         self._dedup: OrderedDict[str, None] = OrderedDict()
@@ -255,12 +258,24 @@ class Pipeline:
             self.stats.spans_rejected += spans
         self.refusals.refused(f"{receiver} ({status}, {spans} span(s)): {reason}", spans)
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Finish what is queued, then stop the thread."""
+    def stop(self, timeout: float = STOP_S) -> None:
+        """Finish what is queued, then stop the thread. If that takes over ``timeout`` (a
+        busy machine), stop after the batch in progress (``_leave_queued``): the store is
+        never closed under a batch. What is left is not stored: acknowledged requests stay
+        in the spool (stored at the next start), the others are answered 503."""
         with self._lock:
             self._stopping = True
         self._queue.put(None)
         self._thread.join(timeout)
+        if self._thread.is_alive():
+            with self._lock:
+                queued = self._queued
+            logger.warning("loopscope collector: %d queued span(s) not stored %g s after the "
+                           "stop began; stopping after the batch in progress (acknowledged "
+                           "requests left are stored from the spool at the next start)",
+                           queued, timeout)
+            self._cut_short = True
+            self._thread.join()
         self.refusals.summarise()
         self.misroutes.summarise()
 
@@ -283,7 +298,9 @@ class Pipeline:
                 self._process_jobs(jobs)
             elif jobs:
                 self._finish(jobs, StoreUnavailable(self.health.reason))
-            if last:
+            if last or self._cut_short:
+                if not last:
+                    self._leave_queued()
                 try:
                     self._watch.stop()
                 except Exception:
@@ -316,6 +333,21 @@ class Pipeline:
             f"not stored: waited over {self.max_job_wait_s:g} s for the store",
             retry_after_s=self.queue_wait_s()))
         return [job for job in jobs if job not in expired]
+
+    def _leave_queued(self) -> None:
+        """The stop is cut short (``stop``): the jobs still queued or kept are not stored;
+        an acknowledged one is left as it is (its spool record is replayed at the next
+        start), the others get a 503."""
+        jobs, self._held = self._held, []
+        while True:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if job is not None:
+                jobs.append(job)
+        self._finish([job for job in jobs if job.acknowledged is None], StoreUnavailable(
+            "the collector stopped before storing these spans; retry"))
 
     def _finish(self, jobs: list[Job], error: Exception) -> None:
         for job in jobs:
