@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import duckdb
@@ -46,6 +47,26 @@ def test_an_older_store_is_migrated_on_open_and_keeps_its_rows(tmp_path: Path) -
         assert current_version(again.con) == LATEST
     finally:
         again.close()
+
+
+def test_an_upgrade_says_so_before_and_after_and_a_new_store_is_made_silently(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A big store's upgrade takes a while (half a minute for a million calls): the
+    collector's start says what it is doing instead of sitting silent."""
+    path = tmp_path / "old.duckdb"
+    _store_at(path, 6)
+    with caplog.at_level(logging.WARNING):
+        open_database(path).close()
+        said = [r.getMessage() for r in caplog.records]
+        assert any(f"upgrading the store {path} from schema version 6 to {LATEST}" in m
+                   and "a stop meanwhile is safe" in m for m in said), said
+        assert any(f"the store {path} is upgraded to schema version {LATEST}" in m
+                   for m in said), said
+        caplog.clear()
+        open_database(tmp_path / "new.duckdb").close()
+        open_database(path).close()  # already upgraded
+    assert not [r for r in caplog.records if "upgrad" in r.getMessage()]
 
 
 def test_a_store_from_a_newer_loopscope_is_refused(tmp_path: Path) -> None:

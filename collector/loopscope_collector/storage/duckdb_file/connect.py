@@ -13,7 +13,7 @@ from typing import Final
 
 import duckdb
 
-from ..schema import SchemaError, migrate
+from ..schema import LATEST, SchemaError, current_version, migrate
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +50,12 @@ def _migrate_file(con: duckdb.DuckDBPyConnection, path: str) -> None:
     migrations run, the log is checkpointed again and the marker removed. A marker found at
     the next open says the log holds schema changes only: ``_set_aside_interrupted_migration``.
     """
+    started, version = time.monotonic(), current_version(con)
+    if version:  # a store an older loopscope wrote (a new one is made in a moment, silently)
+        logger.warning("loopscope: upgrading the store %s from schema version %d to %d "
+                       "(a store of a million calls takes about half a minute); a stop "
+                       "meanwhile is safe: the upgrade runs again at the next start",
+                       path, version, LATEST)
     con.execute("checkpoint")
     marker = Path(path + MIGRATING)
     with marker.open("w", encoding="utf-8") as handle:
@@ -59,6 +65,9 @@ def _migrate_file(con: duckdb.DuckDBPyConnection, path: str) -> None:
     migrate(con)
     con.execute("checkpoint")
     marker.unlink()
+    if version:
+        logger.warning("loopscope: the store %s is upgraded to schema version %d (%.1f s)",
+                       path, LATEST, time.monotonic() - started)
 
 
 def _set_aside_interrupted_migration(path: str) -> None:
