@@ -45,6 +45,6 @@ def main() -> None:
 
 
 # A process spawned from the dashboard (the Policy page's replay workers) re-runs its parent's
-# main script as ``__mp_main__``: that must draw nothing and start nothing (replays._neutral_main).
+# main script as ``__mp_main__``: that must draw nothing and start nothing (replays.neutral_main).
 if __name__ != "__mp_main__":
     main()

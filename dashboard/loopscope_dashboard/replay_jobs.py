@@ -11,7 +11,9 @@ user sees them at once; and in files (``KeptReplays``, one per source and view),
 visit after the dashboard restarts shows the last result at once too. While a collector is
 live, the default view is replayed ``WARM_AFTER_S`` after the dashboard's first page has drawn
 (``warm``: not during that first visit, which it would slow), so the page's first visit finds
-it done.
+it done; that replay runs whole (reads, runs, detection, the file kept) in a worker process
+of the idle scheduling class, so the pages opened meanwhile do not wait for the dashboard's
+interpreter.
 
 Replays are keyed by the data version (``replays.data_version``) and the policy in a
 ``replays.ReplayCache``; a view is replayed again only when ``data_stamp()`` (how many runs,
@@ -31,7 +33,7 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +46,7 @@ from loopscope.detect import Policy
 
 from . import queries, replays
 from .environment_variables import REPLAY_CACHE_ENV
+from .replay_runs import lower_priority
 
 logger = logging.getLogger(__name__)
 
@@ -96,13 +99,18 @@ class Replayed:
     """Read back from ``KeptReplays``: finished before the dashboard (re)started."""
 
 
+READING: Final = "Reading the stored runs"
+ELSEWHERE: Final = "Replaying in the background"
+"""A replay run in a worker process (``ReplayJobs.request``'s ``elsewhere``) tells no steps."""
+
+
 @dataclass(frozen=True, slots=True)
 class Progress:
     """How far a running replay is: ``done`` of ``total`` runs of the policy ``label``."""
 
     done: int = 0
     total: int = 0
-    label: str = "Reading the stored runs"
+    label: str = READING
 
 
 class KeptReplays:
@@ -211,20 +219,23 @@ class ReplayJobs:
             return self._running.get(view)
 
     def request(self, view: View, current: Policy, candidate: Policy, *,
-                fresh_for: float, stamp: tuple[Any, ...] = ()) -> None:
+                fresh_for: float, stamp: tuple[Any, ...] = (), elsewhere: bool = False
+                ) -> None:
         """Start replaying ``view`` on the data as it is now, unless a replay of it is under
         way, or the newest finished one was of the same ``stamp`` (``data_stamp()``: the data
         did not change) or, in this dashboard process, is younger than ``fresh_for`` seconds.
         A replay that would change nothing would still read every run and hold the
-        dashboard's CPU meanwhile."""
+        dashboard's CPU meanwhile. ``elsewhere``: the whole replay (its reads too) runs in a
+        worker process of the idle scheduling class, which leaves this process free for the
+        pages being drawn (the warm-up: nobody watches its progress)."""
         with self._lock:
             done = self._finished(view)
             if view in self._running or (done is not None and (
                     done.stamp == stamp or (not done.restored
                                             and time.time() - done.finished_at < fresh_for))):
                 return
-            self._running[view] = Progress()
-        self._pool.submit(self._run, view, current, candidate, stamp)
+            self._running[view] = Progress(label=ELSEWHERE if elsewhere else READING)
+        self._pool.submit(self._run, view, current, candidate, stamp, elsewhere)
 
     def wait(self, view: View, timeout_s: float) -> Replayed | None:
         """``latest(view)`` once the replay under way lands, or after ``timeout_s``."""
@@ -236,54 +247,100 @@ class ReplayJobs:
     def replay_for(self, version: str) -> replays.Replay:
         """A ``Replay`` of one data version that answers from the shared cache (the sweep and
         calibration use it on the page's thread)."""
+        return self._cache(version).replay(version)
+
+    def _cache(self, version: str) -> replays.ReplayCache:
+        """The shared cache of one data version (the two newest versions are kept)."""
         with self._lock:
             cache = self._caches.get(version)
             if cache is None:
                 cache = self._caches[version] = replays.ReplayCache()
                 while len(self._caches) > 2:  # the data as it is now, and as it was
                     self._caches.popitem(last=False)
-        return cache.replay(version)
+        return cache
 
     def _run(self, view: View, current: Policy, candidate: Policy,
-             stamp: tuple[Any, ...]) -> None:
+             stamp: tuple[Any, ...], elsewhere: bool) -> None:
         try:
-            self._store(self._replay(view, current, candidate, stamp))
+            if elsewhere:
+                with replays.worker_pool(1, _background_worker) as pool:
+                    with replays.neutral_main():  # the worker is spawned here
+                        future = pool.submit(_replay_and_keep, view, current, candidate,
+                                             stamp, self._kept)
+                    done = future.result()
+                cache = self._cache(done.version)  # the sweep and calibration start from it
+                cache.keep(done.version, current, done.current)
+                cache.keep(done.version, candidate, done.candidate)
+                self._store(done, keep=False)  # (the worker kept it)
+            else:
+                self._store(replay_view(view, current, candidate, stamp,
+                                        replay_for=self.replay_for,
+                                        progress=self._progress(view)))
         except Exception:  # the page says it failed only by showing the older result
             logger.exception("the Policy page's replay failed")
         finally:
             with self._lock:
                 self._running.pop(view, None)
 
-    def _replay(self, view: View, current: Policy, candidate: Policy,
-                stamp: tuple[Any, ...]) -> Replayed:
-        params = dict(view.params)
-        runs = replays.stored_runs(queries.replay_episodes(**params),
-                                   queries.replay_calls(**params))
-        version = replays.data_version(runs)
-        replay = self.replay_for(version)
-
-        def progress(label: str) -> Any:
+    def _progress(self, view: View) -> Callable[[str], Callable[[int, int], None]]:
+        """``replay_view``'s ``progress``: each step shown as ``running(view)``."""
+        def of(label: str) -> Callable[[int, int], None]:
             def step(done: int, total: int) -> None:
                 with self._lock:
                     self._running[view] = Progress(done, total, label)
             return step
+        return of
 
-        was = replay(runs, current, progress=progress("Current policy"))
-        now = replay(runs, candidate, progress=progress("Candidate policy"))
-        # every call a guard reported has a row; the newest ones cover the runs replayed
-        decisions = queries.guard_decisions(service=params.get("service"),
-                                            limit=2 * sum(r.calls for r in runs) + 1)
-        guarded = replays.against_guards(runs, was, decisions)
-        return Replayed(view, version, runs, was, now, guarded, time.time(), stamp)
-
-    def _store(self, done: Replayed) -> None:
+    def _store(self, done: Replayed, *, keep: bool = True) -> None:
         with self._lock:
             self._done.pop(done.view, None)
             self._done[done.view] = done
             while len(self._done) > KEPT:
                 self._done.popitem(last=False)
-        if self._kept is not None:
+        if keep and self._kept is not None:
             self._kept.save(done)
+
+
+def replay_view(view: View, current: Policy, candidate: Policy, stamp: tuple[Any, ...], *,
+                replay_for: Callable[[str], replays.Replay] | None = None,
+                progress: Callable[[str], Callable[[int, int], None]] | None = None
+                ) -> Replayed:
+    """Replay ``view`` on the data as it is now: read its runs, replay them under both
+    policies (through ``replay_for(data version)``; default: in this process, each policy
+    once), and set the current policy's verdicts against what the guards did.
+    ``progress(label)`` gives each policy's progress callback."""
+    params = dict(view.params)
+    runs = replays.stored_runs(queries.replay_episodes(**params),
+                               queries.replay_calls(**params))
+    version = replays.data_version(runs)
+    replay = (replay_for(version) if replay_for is not None
+              else replays.ReplayCache(workers=1).replay(version))
+    was = replay(runs, current, progress=progress("Current policy") if progress else None)
+    now = replay(runs, candidate,
+                 progress=progress("Candidate policy") if progress else None)
+    # every call a guard reported has a row; the newest ones cover the runs replayed
+    decisions = queries.guard_decisions(service=params.get("service"),
+                                        limit=2 * sum(r.calls for r in runs) + 1)
+    guarded = replays.against_guards(runs, was, decisions)
+    return Replayed(view, version, runs, was, now, guarded, time.time(), stamp)
+
+
+def _replay_and_keep(view: View, current: Policy, candidate: Policy, stamp: tuple[Any, ...],
+                     kept: KeptReplays | None) -> Replayed:
+    """``replay_view``, kept in ``kept`` (in the worker process: writing the file is a pickle
+    of every run, which the dashboard's pages need not wait for)."""
+    done = replay_view(view, current, candidate, stamp)
+    if kept is not None:
+        kept.save(done)
+    return done
+
+
+def _background_worker() -> None:
+    """The initializer of the process a replay runs in ``elsewhere``: the idle scheduling
+    class (``lower_priority``), and Streamlit's caches used without a page (queries' reads
+    are cached for pages) without a warning for each."""
+    lower_priority()
+    logging.getLogger("streamlit.runtime.caching").setLevel(logging.ERROR)
 
 
 @st.cache_resource(show_spinner=False)
@@ -317,7 +374,7 @@ def data_stamp() -> tuple[Any, ...]:
 
 def warm() -> None:
     """Replay the page's default view (the newest ``DEFAULT_NEWEST`` runs, the candidate as
-    the current policy) in the background ``WARM_AFTER_S`` from now, once per dashboard
+    the current policy) in a worker process ``WARM_AFTER_S`` from now, once per dashboard
     process, while the source is a live collector (a file is replayed on the page's first
     visit). Nothing is replayed when the kept result is of the data as it is now."""
     shared = jobs()
@@ -334,6 +391,6 @@ def _warm_default(shared: ReplayJobs) -> None:
         params = {"limit": DEFAULT_NEWEST}
         current = current_policy(queries.guard_policies(**params))
         shared.request(View.of(params, current, current), current, current,
-                       fresh_for=REFRESH_S, stamp=data_stamp())
+                       fresh_for=REFRESH_S, stamp=data_stamp(), elsewhere=True)
     except Exception:  # the page replays on its first visit instead
         logger.exception("the Policy page's warm-up replay could not start")

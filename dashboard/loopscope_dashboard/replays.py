@@ -28,7 +28,7 @@ import threading
 import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import pandas as pd
 
@@ -45,6 +45,9 @@ from .replay_runs import (
     verdict,
 )
 from .truth import RANK, gap_text, gaps_in
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 __all__ = [
     "FIELD_WORDS",
@@ -266,19 +269,27 @@ def replay_all(runs: Sequence[StoredRun], policy: Policy, *,
     return found
 
 
-def _replay_parallel(runs: Sequence[StoredRun], policy: Policy,
-                     progress: Callable[[int, int], None] | None,
-                     workers: int) -> list[PolicyVerdict]:
+def worker_pool(workers: int, initializer: Callable[[], None] = lower_priority
+                ) -> ProcessPoolExecutor:
+    """Processes for work behind the page: spawned, never forked (the caller, Streamlit, runs
+    threads), each started by ``initializer`` (default: the idle scheduling class,
+    ``lower_priority``). Submit under ``neutral_main``: workers are spawned as tasks are
+    submitted."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(
+        "spawn"), initializer=initializer)
+
+
+def _replay_parallel(runs: Sequence[StoredRun], policy: Policy,
+                     progress: Callable[[int, int], None] | None,
+                     workers: int) -> list[PolicyVerdict]:
     chunks = [runs[i:i + _CHUNK] for i in range(0, len(runs), _CHUNK)]
     results: list[list[PolicyVerdict]] = [[] for _ in chunks]
     done = 0
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context,
-                             initializer=lower_priority) as pool:
-        with _neutral_main():  # workers are spawned as tasks are submitted
+    with worker_pool(workers) as pool:
+        with neutral_main():  # workers are spawned as tasks are submitted
             futures = {pool.submit(replay_chunk, chunk, policy): i
                        for i, chunk in enumerate(chunks)}
         from concurrent.futures import as_completed
@@ -295,7 +306,7 @@ _MAIN_LOCK: Final = threading.Lock()
 
 
 @contextlib.contextmanager
-def _neutral_main() -> Iterator[None]:
+def neutral_main() -> Iterator[None]:
     """Spawn workers under an empty ``__main__``. A spawned process first re-runs the parent's
     ``__main__`` script (as ``__mp_main__``), and under Streamlit that is the dashboard's
     ``app.py`` (the script runner installs it as ``__main__`` and leaves it there): each worker
@@ -477,25 +488,32 @@ class ReplayCache:
     """Verdicts by (data version, policy): a policy replayed once on one version of the data
     is never replayed again (the page reruns on every click). Keeps the ``size`` newest."""
 
-    def __init__(self, size: int = 24) -> None:
+    def __init__(self, size: int = 24, *, workers: int | None = None) -> None:
         self.size = size
+        self.workers = workers
+        """``replay_all``'s: None spreads a big replay over processes, 1 keeps it here."""
         self.entries: dict[tuple[str, str], list[PolicyVerdict]] = {}
         self.replays = 0
         """How many replays actually ran (the rest came from the cache)."""
+
+    def keep(self, version: str, policy: Policy, verdicts: list[PolicyVerdict]) -> None:
+        """Remember ``verdicts`` of ``policy`` on ``version`` (replayed elsewhere)."""
+        key = (version, to_json(policy))
+        self.entries.pop(key, None)  # (the newest last)
+        self.entries[key] = verdicts
+        while len(self.entries) > self.size:
+            self.entries.pop(next(iter(self.entries)))
 
     def replay(self, version: str) -> Replay:
         """A ``Replay`` for one data version, answering from the cache where it can."""
 
         def run(runs: Sequence[StoredRun], policy: Policy, *,
                 progress: Callable[[int, int], None] | None = None) -> list[PolicyVerdict]:
-            key = (version, to_json(policy))
-            found = self.entries.pop(key, None)
+            found = self.entries.get((version, to_json(policy)))
             if found is None:
-                found = replay_all(runs, policy, progress=progress)
+                found = replay_all(runs, policy, progress=progress, workers=self.workers)
                 self.replays += 1
-            self.entries[key] = found
-            while len(self.entries) > self.size:
-                self.entries.pop(next(iter(self.entries)))
+            self.keep(version, policy, found)
             return found
 
         return run

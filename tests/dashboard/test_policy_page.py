@@ -8,6 +8,7 @@ import json
 import os
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import streamlit as st
 from app_pages import policy_page, replayed
@@ -327,6 +328,51 @@ def test_a_sweep_and_a_calibration_outlive_the_next_replay_of_a_live_collector(
         older = [c.value for c in at.caption if "the data has changed since" in c.value]
         assert [c.split(" of the runs")[0] for c in older] == [
             "This sweep is", "This calibration is"]
+    finally:
+        collector.stop()
+
+
+def test_the_warm_up_replays_in_a_worker_process_and_the_page_starts_from_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The warm-up's replay (its reads, the runs built from them, both policies, the
+    comparison with the guards, the file kept for the next start) runs in a worker process, so
+    the dashboard's interpreter stays free for the page being drawn: this process replays
+    nothing, yet the default view is there, equal to a replay here, a sweep or calibration
+    starts from its verdicts, and a restarted dashboard finds it kept."""
+    from collector_process import eventually, start_collector
+
+    from loopscope.offline.scenarios import generate
+    from loopscope_dashboard import queries, replay_jobs, uploads
+
+    collector = start_collector(tmp_path / "warm.duckdb", grpc=False)
+    monkeypatch.delenv("LOOPSCOPE_DB_SNAPSHOT")
+    monkeypatch.setenv("LOOPSCOPE_COLLECTOR_URL", collector.url)
+    try:
+        episodes = generate(seed=3, per_shape=1, shapes=("read_spin", "healthy_lookup",
+                                                         "oscillation"), faults=False)
+        analysis = uploads.analyse(
+            "runs.jsonl", "".join(json.dumps(e) + "\n" for e in episodes).encode())
+        queries.send_traces(list(uploads.otlp_bodies(analysis, service="warm")))
+        eventually(lambda: queries.runs(limit=1)[1] == 3 or queries.runs.clear())
+        shared = replay_jobs.jobs()
+        replay_jobs._warm_default(shared)
+        params = {"limit": replay_jobs.DEFAULT_NEWEST}
+        current = replay_jobs.current_policy(queries.guard_policies(**params))
+        view = replay_jobs.View.of(params, current, current)
+        running = shared.running(view)
+        assert running is not None and running.label == replay_jobs.ELSEWHERE
+        done = shared.wait(view, timeout_s=120)
+        assert done is not None and shared.running(view) is None
+        assert shared.replay_count == 0  # nothing replayed in this process
+        here = replay_jobs.replay_view(view, current, current, ())
+        assert (done.version, done.current, done.candidate) == (
+            here.version, here.current, here.candidate)
+        assert len(done.runs) == 3 and done.guarded[0] == here.guarded[0]
+        pd.testing.assert_frame_equal(done.guarded[1], here.guarded[1])
+        assert shared.replay_for(done.version)(done.runs, current) == done.current
+        assert shared.replay_count == 0  # the sweep's first replay came from the worker's
+        kept = replay_jobs.KeptReplays(queries.source_description()).load(view)
+        assert kept is not None and kept.current == done.current  # for the next start
     finally:
         collector.stop()
 
