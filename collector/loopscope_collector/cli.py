@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from loopscope.environment_variables import DEFAULT_GRPC_PORT, DEFAULT_HTTP_PORT
 from loopscope.exit_codes import EXIT_OK, EXIT_USAGE
@@ -32,6 +32,9 @@ from .lake_options import (
     lake_of,
 )
 from .receive import limits as lim
+
+if TYPE_CHECKING:
+    from .app import Collector
 
 MIB: Final = 1024 * 1024
 STORE_MEMORY: Final = "512MB"
@@ -349,6 +352,35 @@ def cmd_collector(args: argparse.Namespace) -> int:
           + f"; reads {collector.http_url}/v1/reads; metrics {collector.http_url}/metrics",
           flush=True)
     stop.wait()
-    print("loopscope collector: stopping (finishing queued spans)…", file=sys.stderr, flush=True)
-    collector.stop()
+    print("loopscope collector: stopping (finishing queued spans; a second Ctrl-C stops at "
+          "once)…", file=sys.stderr, flush=True)
+    _stop_unless_told_again(collector)
     return 0
+
+
+def _stop_unless_told_again(collector: Collector) -> None:
+    """``collector.stop()``, on a thread of its own so that a second Ctrl-C (SIGINT) during
+    it (a stop held up by a hung disk or a webhook that does not answer) ends the process at
+    once, as a kill would: what was acknowledged and not stored yet is in the spool, stored
+    at the next start, and the store opens after it (DuckDB replays its log). Exits 130 then.
+    A SIGTERM meanwhile changes nothing: it is how a supervisor stops its children (``loopscope
+    up`` after the terminal's Ctrl-C reached the whole process group), not a person insisting.
+    """
+    told = threading.Event()
+
+    def second(signum: int, _frame: object) -> None:
+        if signum == signal.SIGINT:
+            told.set()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, second)
+    stopping = threading.Thread(target=collector.stop, name="loopscope-stop", daemon=True)
+    stopping.start()
+    while stopping.is_alive():
+        if told.wait(0.1):
+            kept = (f"; acknowledged spans not stored yet are in the spool "
+                    f"{collector.spool.path}, stored at the next start"
+                    if collector.spool is not None else "")
+            print(f"loopscope collector: stopped at once (a second signal){kept}",
+                  file=sys.stderr, flush=True)
+            os._exit(128 + signal.SIGINT)

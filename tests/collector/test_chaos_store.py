@@ -778,3 +778,42 @@ def test_a_kill_while_the_schema_is_created_leaves_a_store_that_opens(
     assert "migration runs again" in log or wal_bytes == 0
     assert sorted(row[0] for row in _outcome(db)["spans"]) == sorted(ids)
 
+
+
+def test_a_second_signal_during_a_held_up_stop_ends_the_collector_at_once(
+        tmp_path: Path) -> None:
+    """Ctrl-C starts a stop that stores what is queued and posts the alerts not yet sent; one
+    held up (here by a webhook that never answers, which the stop gives 5 s; in the field also
+    a hung disk) ends at once on a second Ctrl-C, saying where the acknowledged spans wait, as
+    a kill would; a SIGTERM meanwhile (how ``up`` stops it) changes nothing; a restart on the
+    store has every span that was acknowledged."""
+    import signal
+    import socket
+
+    db = tmp_path / "store.duckdb"
+    with socket.socket() as silent:  # takes connections (the kernel's backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        collector = start_collector(db, grpc=False, extra=[
+            "--webhook", f"http://127.0.0.1:{silent.getsockname()[1]}/hook",
+            "--alert-min-volume", "10", "--alert-threshold", "0.5", "--alert-window", "30"])
+        spin, ids = episode_request(30, repeat=True, start_ns=int((time.time() - 120) * 1e9))
+        assert collector.post(spin.SerializeToString())[0] == 200
+        assert eventually(lambda: collector.read("alerts"))  # its webhook post now hangs
+        collector.proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        collector.proc.send_signal(signal.SIGTERM)  # as `up` does after the terminal's Ctrl-C
+        time.sleep(0.5)
+        assert collector.proc.poll() is None  # (the SIGTERM did not cut the stop short)
+        collector.proc.send_signal(signal.SIGINT)
+        code = collector.proc.wait(30)
+    said = collector.proc.stderr.read() if collector.proc.stderr else ""
+    assert "a second Ctrl-C stops at once" in said, said
+    assert code == 128 + signal.SIGINT, said
+    assert ("stopped at once (a second signal); acknowledged spans not stored yet are in "
+            f"the spool {db}.spool") in said, said
+    again = start_collector(db, grpc=False)
+    try:
+        assert eventually(lambda: again.read("summary")[0]["tool_calls"] == len(ids))
+    finally:
+        again.stop()
