@@ -92,3 +92,17 @@ def build_empty_store(path: Path) -> Path:
     """A migrated store with nothing in it."""
     open_database(path).close()
     return path
+
+
+def scenario_bodies(shapes: tuple[str, ...], *, seed: int = 0,
+                    service: str | None = None) -> list[bytes]:
+    """One scripted run per scenario shape as the Import page sends it: Episode JSONL read by
+    ``uploads.analyse``, then OTLP JSON export requests (``uploads.otlp_bodies``)."""
+    import json
+
+    from loopscope_dashboard import uploads
+
+    episodes = generate(seed=seed, per_shape=1, shapes=shapes, faults=False)
+    analysis = uploads.analyse(
+        "runs.jsonl", "".join(json.dumps(e) + "\n" for e in episodes).encode())
+    return uploads.otlp_bodies(analysis, service=service)

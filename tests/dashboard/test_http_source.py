@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from collector_process import eventually, start_collector
+from fixture_store import scenario_bodies
 from streamlit.testing.v1 import AppTest
 
 import loopscope_dashboard
@@ -18,18 +19,10 @@ from loopscope.offline.scenarios import generate
 from loopscope_collector.metrics.compute import collect
 from loopscope_collector.reads import READS
 from loopscope_collector.reads.wire import ARROW_STREAM, prefers_arrow
-from loopscope_dashboard import uploads
 from loopscope_dashboard.queries import FileSource, HttpSource, SourceError
 
 pytestmark = pytest.mark.timeout(120)
 APP = str(Path(loopscope_dashboard.__file__).parent / "app.py")
-
-
-def _jsonl(shapes: tuple[str, ...]) -> bytes:
-    import json
-
-    episodes = generate(seed=0, per_shape=1, shapes=shapes, faults=False)
-    return "".join(json.dumps(e) + "\n" for e in episodes).encode()
 
 
 @pytest.fixture
@@ -43,8 +36,7 @@ def test_reads_sending_and_labels_round_trip(collector) -> None:
     source = HttpSource(collector.url, "s3cret")
     assert source.rows("summary", {"service": None})[0]["episodes"] == 0
 
-    analysis = uploads.analyse("runs.jsonl", _jsonl(("read_spin", "healthy_lookup")))
-    for body in uploads.otlp_bodies(analysis, service="imported"):
+    for body in scenario_bodies(("read_spin", "healthy_lookup"), service="imported"):
         source.send_traces(body)
     listed = eventually(lambda: source.rows("episode_list", {"service": "imported"}))
     ids = {row["episode_id"] for row in listed}
@@ -70,9 +62,8 @@ def test_every_read_arrives_as_arrow_with_the_values_a_file_gives(tmp_path: Path
     process = start_collector(db, grpc=False)
     try:
         source = HttpSource(process.url)
-        analysis = uploads.analyse("runs.jsonl", _jsonl(("read_spin", "oscillation",
-                                                         "healthy_lookup")))
-        for body in uploads.otlp_bodies(analysis, service="imported"):
+        for body in scenario_bodies(("read_spin", "oscillation", "healthy_lookup"),
+                                    service="imported"):
             source.send_traces(body)
         eventually(lambda: len(source.rows("episode_list", {"flagged": True})) == 2)
         source.save_label({"episode_id": "scn-read_spin-0-s0", "span_id": "",
@@ -144,7 +135,7 @@ def test_the_labels_page_saves_through_a_live_collector(collector, monkeypatch) 
     the run back as it was, in the collector too."""
     source = HttpSource(collector.url, "s3cret")
     shapes = ("read_spin", "oscillation", "healthy_lookup")
-    for body in uploads.otlp_bodies(uploads.analyse("a.jsonl", _jsonl(shapes))):
+    for body in scenario_bodies(shapes):
         source.send_traces(body)
     eventually(lambda: len(source.rows("episode_list", {"flagged": True})) == 2)
     monkeypatch.delenv("LOOPSCOPE_DB_SNAPSHOT")

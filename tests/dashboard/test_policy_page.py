@@ -13,6 +13,7 @@ import pytest
 import streamlit as st
 from app_pages import policy_page, replayed
 from demo_store import otlp_json
+from fixture_store import scenario_bodies
 from streamlit.testing.v1 import AppTest
 
 import loopscope_dashboard
@@ -298,14 +299,10 @@ def test_a_sweep_and_a_calibration_outlive_the_next_replay_of_a_live_collector(
     most): what the user swept or calibrated stays on the page, saying which data it was of."""
     from collector_process import eventually, start_collector
 
-    from loopscope.offline.scenarios import generate
-    from loopscope_dashboard import queries, replay_jobs, uploads
+    from loopscope_dashboard import queries, replay_jobs
 
     def send(shapes: tuple[str, ...], seed: int) -> None:
-        episodes = generate(seed=seed, per_shape=1, shapes=shapes, faults=False)
-        analysis = uploads.analyse(
-            "runs.jsonl", "".join(json.dumps(e) + "\n" for e in episodes).encode())
-        queries.send_traces(list(uploads.otlp_bodies(analysis, service="live")))
+        queries.send_traces(scenario_bodies(shapes, seed=seed, service="live"))
 
     collector = start_collector(tmp_path / "live.duckdb", grpc=False)
     monkeypatch.delenv("LOOPSCOPE_DB_SNAPSHOT")
@@ -341,18 +338,14 @@ def test_the_warm_up_replays_in_a_worker_process_and_the_page_starts_from_it(
     starts from its verdicts, and a restarted dashboard finds it kept."""
     from collector_process import eventually, start_collector
 
-    from loopscope.offline.scenarios import generate
-    from loopscope_dashboard import queries, replay_jobs, uploads
+    from loopscope_dashboard import queries, replay_jobs
 
     collector = start_collector(tmp_path / "warm.duckdb", grpc=False)
     monkeypatch.delenv("LOOPSCOPE_DB_SNAPSHOT")
     monkeypatch.setenv("LOOPSCOPE_COLLECTOR_URL", collector.url)
     try:
-        episodes = generate(seed=3, per_shape=1, shapes=("read_spin", "healthy_lookup",
-                                                         "oscillation"), faults=False)
-        analysis = uploads.analyse(
-            "runs.jsonl", "".join(json.dumps(e) + "\n" for e in episodes).encode())
-        queries.send_traces(list(uploads.otlp_bodies(analysis, service="warm")))
+        queries.send_traces(scenario_bodies(("read_spin", "healthy_lookup", "oscillation"),
+                                            seed=3, service="warm"))
         eventually(lambda: queries.runs(limit=1)[1] == 3 or queries.runs.clear())
         shared = replay_jobs.jobs()
         replay_jobs._warm_default(shared)
