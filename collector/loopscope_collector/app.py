@@ -23,6 +23,7 @@ from .receive.spool import Spool, replay
 from .serve.http_server import CollectorHTTPServer
 from .storage import Lake, open_database, open_lake
 from .storage.ducklake.housekeeping import DEFAULT_EVERY_S, DEFAULT_KEEP, LakeHousekeeping
+from .store_settings import CHECKPOINT_BYTES
 
 if TYPE_CHECKING:
     import grpc
@@ -60,6 +61,7 @@ class Collector:
         lake_maintain_every_s: float = DEFAULT_EVERY_S,
         lake_keep: str = DEFAULT_KEEP,
         spool: str | None = None,
+        checkpoint_bytes: int = CHECKPOINT_BYTES,
     ) -> None:
         if spool is None and lake is None and db_path != ":memory:":
             spool = f"{db_path}.spool"
@@ -74,7 +76,7 @@ class Collector:
         self.judges_alerts = lake is None
         self.pipeline = Pipeline(self.db, policy=policy,
                                  on_batch=self.alerts if self.judges_alerts else None,
-                                 instance=instance,
+                                 instance=instance, checkpoint_bytes=checkpoint_bytes,
                                  housekeeping=LakeHousekeeping(self.db, lake_maintain_every_s,
                                                                lake_keep)
                                  if lake is not None else None)

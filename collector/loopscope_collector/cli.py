@@ -32,6 +32,7 @@ from .lake_options import (
     lake_of,
 )
 from .receive import limits as lim
+from .store_settings import CHECKPOINT_BYTES
 
 if TYPE_CHECKING:
     from .app import Collector
@@ -86,6 +87,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "written there, before its batch is stored, and replayed after a "
                         "crash (default: DB.spool beside a --db file; none for :memory:, "
                         "or for a lake unless given; '' for none: 200 once stored)")
+    p.add_argument("--checkpoint-bytes", metavar="BYTES", type=_byte_count,
+                   default=CHECKPOINT_BYTES,
+                   help="checkpoint the store's write-ahead log into the file once the log "
+                        f"is past this size (default {CHECKPOINT_BYTES // MIB} MiB): larger "
+                        "makes checkpoints rarer (each takes the store's time, up to seconds "
+                        "on a big store) but a crash's restart replays more and the log takes "
+                        "that much disk")
     p.add_argument("--instance", metavar="NAME", default=os.environ.get(env.INSTANCE_ENV),
                    help="this collector's name among those writing one lake, stored with each "
                         "call to tell an episode sent to two of them (default: "
@@ -263,6 +271,17 @@ def _return_freed_memory() -> None:
         return
 
 
+def _byte_count(text: str) -> int:
+    """An argparse type: a whole number of bytes, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of bytes: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a number of bytes is 0 or more, not {value}")
+    return value
+
+
 def cmd_collector(args: argparse.Namespace) -> int:
     """Run the collector until SIGINT or SIGTERM."""
     if not is_loopback(args.host) and not args.auth_token and not args.insecure_remote:
@@ -304,6 +323,7 @@ def cmd_collector(args: argparse.Namespace) -> int:
                               instance=_instance(args) if lake is not None else "",
                               lake_maintain_every_s=args.lake_maintain_every,
                               lake_keep=args.lake_keep, spool=args.spool,
+                              checkpoint_bytes=args.checkpoint_bytes,
                               watch=ConnectionWatch(
                                   max_connections=args.max_connections,
                                   header_timeout_s=args.header_timeout,

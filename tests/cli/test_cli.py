@@ -296,3 +296,19 @@ def test_no_subcommand_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str
     """A bare `loopscope` would crash instead of showing usage."""
     assert cli.main([]) == 2
     assert "analyze" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("given", "why"), [
+    ("-1", "a number of bytes is 0 or more, not -1"),
+    ("64MB", "not a number of bytes: '64MB'"),
+    ("", "not a number of bytes: ''"),
+])
+def test_a_checkpoint_size_that_is_not_a_byte_count_is_refused_by_name(
+        given: str, why: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--checkpoint-bytes`` takes a whole number of bytes; anything else is a usage error
+    naming the option and what is wrong, before anything is opened."""
+    with pytest.raises(SystemExit) as info:
+        cli.main(["collector", "--db", ":memory:", "--checkpoint-bytes", given])
+    assert info.value.code == 2
+    said = capsys.readouterr().err
+    assert f"argument --checkpoint-bytes: {why}" in said, said

@@ -359,14 +359,13 @@ def test_a_store_copied_over_while_it_checkpoints_is_seen(
     con.execute("create table t as select range as x from range(1000)")
     con.close()
     store = open_database(db)
-    watch = health.StoreWatch(store, health.StoreHealth())
+    watch = health.StoreWatch(store, health.StoreHealth(), checkpoint_bytes=0)
     checkpoint = store.checkpoint
 
     def copied_over_after() -> None:
         checkpoint()
         shutil.copyfile(other, db)
 
-    monkeypatch.setattr(health, "CHECKPOINT_BYTES", 0)
     monkeypatch.setattr(store, "checkpoint", copied_over_after)
     try:
         store.con.execute("create table written as select range as x from range(100000)")
@@ -419,14 +418,16 @@ def _padded(spans: int) -> tuple[bytes, list[str]]:
 def test_a_checkpoint_without_room_fails_health_and_the_collector_recovers_once_freed(
     tmp_path: Path,
 ) -> None:
-    """The collector checkpoints the write-ahead log past 16 MB; if the disk has no room
+    """The collector checkpoints the write-ahead log past ``--checkpoint-bytes`` (16 MB here,
+    so that it fits a small disk); if the disk has no room
     for it then, it turns failing (one log line naming the checkpoint) rather than start a
     checkpoint that DuckDB 1.4.4 would not come back from, and once space is freed
     reopens the store and checkpoints by itself: every acknowledged span is there after a
     restart."""
     with _tmpfs(tmp_path / "disk", "64m") as disk:
         db, wal = disk / "store.duckdb", disk / "store.duckdb.wal"
-        collector = start_collector(db, grpc=False)
+        collector = start_collector(db, grpc=False,
+                                    extra=["--checkpoint-bytes", str(16 * 1024 * 1024)])
         acknowledged: list[str] = []
         try:
             while not wal.exists() or wal.stat().st_size < 11_000_000:

@@ -57,6 +57,7 @@ from ..storage.errors import (
 from ..storage.health import RECOVER_INTERVAL_S, StoreHealth, StoreUnavailable, StoreWatch
 from ..storage.queries import insert_rows
 from ..storage.writes.labels import Label
+from ..store_settings import CHECKPOINT_BYTES
 from .batch_undo import BatchUndo
 from .detection import EpisodeResult, StreamingDetector
 from .jobs import (
@@ -97,6 +98,7 @@ class Pipeline:
         housekeeping: LakeHousekeeping | None = None,
         max_queue_wait_s: float = MAX_QUEUE_WAIT_S,
         max_job_wait_s: float | None = MAX_JOB_WAIT_S,
+        checkpoint_bytes: int = CHECKPOINT_BYTES,
     ) -> None:
         self.db = db
         self.housekeeping = housekeeping
@@ -139,7 +141,7 @@ class Pipeline:
         self._dedup: OrderedDict[str, None] = OrderedDict()
         self._undo = BatchUndo()
         self.health = StoreHealth()
-        self._watch = StoreWatch(db, self.health)
+        self._watch = StoreWatch(db, self.health, checkpoint_bytes=checkpoint_bytes)
         self.refusals = RefusalLog(logger)
         self.misroutes = RefusalLog(logger, verb="was sent", items="misrouted episode(s)")
 

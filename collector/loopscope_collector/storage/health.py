@@ -38,8 +38,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from ..store_settings import CHECKPOINT_BYTES
 from . import Store
-from .duckdb_file.connect import CHECKPOINT_BYTES, DUCKDB_MAGIC, RECOVERED, checkpoint_shortfall
+from .duckdb_file.connect import DUCKDB_MAGIC, RECOVERED, checkpoint_shortfall
 from .errors import kind_of
 
 logger = logging.getLogger(__name__)
@@ -138,9 +139,12 @@ class _StoreFile:
 class StoreWatch:
     """The pipeline thread's watch over its store: see the module docstring."""
 
-    def __init__(self, db: Store, health: StoreHealth) -> None:
+    def __init__(self, db: Store, health: StoreHealth, *,
+                 checkpoint_bytes: int = CHECKPOINT_BYTES) -> None:
         self.db = db
         self.health = health
+        self.checkpoint_bytes = checkpoint_bytes
+        """The log's size past which ``after_commit`` checkpoints."""
         self.in_memory = db.path == ":memory:"
         self._file = None if self.in_memory or db.lake is not None else _StoreFile(db.path)
         self._next_attempt = 0.0
@@ -168,7 +172,7 @@ class StoreWatch:
         return self.health.ok
 
     def after_commit(self) -> None:
-        """Checkpoint the write-ahead log once it is past ``CHECKPOINT_BYTES``, if the disk
+        """Checkpoint the write-ahead log once it is past ``checkpoint_bytes``, if the disk
         has room for it; if not, turn failing with the reason (the commit stands: it is in
         the log). Pipeline thread only, after a commit.
 
@@ -181,7 +185,7 @@ class StoreWatch:
             wal = os.stat(f"{self.db.path}.wal").st_size
         except FileNotFoundError:
             return
-        if wal < CHECKPOINT_BYTES:
+        if wal < self.checkpoint_bytes:
             return
         shortfall = checkpoint_shortfall(self.db.path)
         if shortfall is not None:

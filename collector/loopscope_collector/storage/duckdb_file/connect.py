@@ -87,9 +87,6 @@ def _set_aside_interrupted_migration(path: str) -> None:
     marker.unlink()
 
 
-CHECKPOINT_BYTES: Final = 16 * 1024 * 1024
-"""The write-ahead log is checkpointed into the file past this size (DuckDB's own default),
-by the pipeline thread rather than by DuckDB at a commit: see ``checkpoint_shortfall``."""
 CHECKPOINT_MARGIN: Final = 8 * 1024 * 1024
 
 
