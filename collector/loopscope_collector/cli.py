@@ -392,9 +392,17 @@ def _stop_unless_told_again(collector: Collector) -> None:
         if signum == signal.SIGINT:
             told.set()
 
+    failed: list[BaseException] = []
+
+    def stop() -> None:
+        try:
+            collector.stop()
+        except BaseException as exc:  # raised again on the main thread, as before
+            failed.append(exc)
+
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, second)
-    stopping = threading.Thread(target=collector.stop, name="loopscope-stop", daemon=True)
+    stopping = threading.Thread(target=stop, name="loopscope-stop", daemon=True)
     stopping.start()
     while stopping.is_alive():
         if told.wait(0.1):
@@ -404,3 +412,5 @@ def _stop_unless_told_again(collector: Collector) -> None:
             print(f"loopscope collector: stopped at once (a second signal){kept}",
                   file=sys.stderr, flush=True)
             os._exit(128 + signal.SIGINT)
+    if failed:
+        raise failed[0]
