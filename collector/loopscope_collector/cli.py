@@ -50,6 +50,8 @@ metrics (GET /metrics) on the HTTP port. A 200 means the spans are durably store
 the field the store cannot hold; a 503 with Retry-After is for what a retry can fix (limits
 reached, a store that cannot be written now). GET /healthz (and the gRPC health service) says
 whether the store can be written; the collector recovers by itself when it can again.
+Ctrl-C or SIGTERM stops it after storing what is queued; a second Ctrl-C during that stop ends
+it at once, as a kill would (what was acknowledged waits in the spool for the next start).
 
 Alerts: per service, the rate of tool calls that made no progress over a rolling window
 (span time) fires an alert when it reaches --alert-threshold, or --alert-factor times its
