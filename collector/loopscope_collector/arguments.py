@@ -19,6 +19,17 @@ def port_number(text: str) -> int:
     return port
 
 
+def byte_count(text: str) -> int:
+    """An argparse type: a whole number of bytes, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of bytes: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a number of bytes is 0 or more, not {value}")
+    return value
+
+
 def memory_size(text: str) -> str:
     """An argparse type: an amount of memory as DuckDB reads it (``512MB``, ``2GiB``)."""
     if not re.fullmatch(r"\d+(\.\d+)?\s*([KMGT]i?B)", text.strip(), re.IGNORECASE):

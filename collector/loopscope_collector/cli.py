@@ -21,7 +21,7 @@ from loopscope.exit_codes import EXIT_OK, EXIT_USAGE
 from . import environment_variables as env
 from . import export_command
 from .alerts.options import add_alert_options, alert_settings
-from .arguments import is_loopback, memory_size, port_number
+from .arguments import byte_count, is_loopback, memory_size, port_number
 from .lake_options import (
     MIN_KEEP,
     add_lake_options,
@@ -89,7 +89,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "written there, before its batch is stored, and replayed after a "
                         "crash (default: DB.spool beside a --db file; none for :memory:, "
                         "or for a lake unless given; '' for none: 200 once stored)")
-    p.add_argument("--checkpoint-bytes", metavar="BYTES", type=_byte_count,
+    p.add_argument("--checkpoint-bytes", metavar="BYTES", type=byte_count,
                    default=CHECKPOINT_BYTES,
                    help="checkpoint the store's write-ahead log into the file once the log "
                         f"is past this size (default {CHECKPOINT_BYTES // MIB} MiB): larger "
@@ -271,17 +271,6 @@ def _return_freed_memory() -> None:
         libc.mallopt(-3, MMAP_THRESHOLD)  # M_MMAP_THRESHOLD (fixed from now on)
     except (OSError, AttributeError):
         return
-
-
-def _byte_count(text: str) -> int:
-    """An argparse type: a whole number of bytes, 0 or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of bytes: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"a number of bytes is 0 or more, not {value}")
-    return value
 
 
 def cmd_collector(args: argparse.Namespace) -> int:

@@ -780,7 +780,6 @@ def test_a_kill_while_the_schema_is_created_leaves_a_store_that_opens(
     assert sorted(row[0] for row in _outcome(db)["spans"]) == sorted(ids)
 
 
-
 def test_a_second_signal_during_a_held_up_stop_ends_the_collector_at_once(
         tmp_path: Path) -> None:
     """Ctrl-C starts a stop that stores what is queued and posts the alerts not yet sent; one
