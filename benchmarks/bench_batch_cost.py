@@ -5,7 +5,8 @@ A Pipeline (not started: its batches are stored on this thread) stores batches o
 episode, a third spinning) into a real DuckDB file, a fresh one per size, after
 ``--warm`` batches; each batch is timed from ``begin`` to ``commit`` and the after-commit
 check. Reported per size: the median batch time and spans per second, and the line fitted
-through (size, time): its intercept is the fixed cost of a batch.
+through (size, time): its intercept is the fixed cost of a batch. The process collects its
+garbage as ``loopscope collector``'s does (the checkout's own thresholds, printed).
 
 With ``--against CHECKOUT`` that checkout is measured in the same run, round by round, the
 order alternating (each in a process of its own, on its own code): the ratios hold where
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import json
 import os
 import pstats
@@ -89,9 +91,23 @@ class _TimedCursor:
         return getattr(self._cur, name)
 
 
+def _as_in_the_collector() -> list[int]:
+    """Python's collection thresholds as ``loopscope collector`` sets them in its process
+    (from the checkout measured: its ``fewer_collections``, or an earlier name for it); the
+    thresholds now in effect."""
+    from loopscope_collector import cli
+
+    for name in ("fewer_collections", "_fewer_full_collections"):
+        if hasattr(cli, name):
+            getattr(cli, name)()
+            break
+    return list(gc.get_threshold())
+
+
 def measure(sizes: list[int], batches: int, warm: int, split: bool) -> dict[str, Any]:
-    """Per size: the seconds each measured batch took (and with ``split``, where they went)."""
-    out: dict[str, Any] = {}
+    """Per size: the seconds each measured batch took (and with ``split``, where they went),
+    under the collector process's collection thresholds (``gc``)."""
+    out: dict[str, Any] = {"gc": _as_in_the_collector()}
     for size in sizes:
         count = max(2, batches * 1000 // size) if size < 1000 else batches
         out[str(size)] = _measure_size(_batches(size, warm + count, seed=size), warm, split)
@@ -163,7 +179,8 @@ def _summary(name: str, rounds: list[dict[str, Any]], sizes: list[int],
                for s in sizes}
     fixed, per_span = _fit([(s, t) for r in rounds for s in sizes for t in r[str(s)][clock]])
     print(f"{name}, {'wall' if clock == 'seconds' else 'CPU'} time: fixed "
-          f"{fixed * 1e3:.0f} ms per batch, {per_span * 1e6:.0f} µs per span")
+          f"{fixed * 1e3:.0f} ms per batch, {per_span * 1e6:.0f} µs per span "
+          f"(collection thresholds {rounds[0].get('gc', '?')})")
     for s in sizes:
         print(f"  {s:>6} spans: {medians[s] * 1e3:8.1f} ms per batch, "
               f"{s / medians[s]:8,.0f} spans/s")

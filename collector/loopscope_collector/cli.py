@@ -221,28 +221,30 @@ def _remove_store(path: str) -> None:
         Path(name).unlink(missing_ok=True)
 
 
-FULL_GC_EVERY = 100
-"""Middle-generation collections before a full one is considered (Python's default is 10):
-see ``_fewer_full_collections``."""
+GC_THRESHOLDS: Final = (50_000, 50, 100)
+"""Python's collection thresholds in the collector process (its defaults: 700, 10, 10): see
+``fewer_collections``."""
 
 
-def _fewer_full_collections() -> None:
-    """Make Python's full garbage collections rarer in the collector process.
+def fewer_collections() -> None:
+    """Make Python's garbage collections rarer in the collector process.
 
-    Python (3.11) runs a full collection, which walks every object the process holds (the
-    detection state of every active episode, the caches, the libraries), after ten
-    middle-generation ones once the objects that survived those since the last full
-    collection exceed a quarter of the long-lived ones. A batch's spans, rows and records
-    live until the batch commits, long enough to survive the young collections and count,
-    so under sustained ingest full collections ran every few batches: about a quarter of
-    the pipeline thread's CPU time (BENCHMARKS.md, "Collector ingest"). Ten times rarer,
-    they cost little. Garbage without reference cycles is freed at once either way; only
-    cycles wait longer.
+    Python (3.11) collects its youngest objects once allocations outnumber deallocations by
+    the first threshold, the middle generation after that many young collections (the
+    second), and considers a full collection, which walks every object the process holds
+    (the detection state of every active episode, the caches, the libraries), after that
+    many middle ones (the third), once what survived them exceeds a quarter of the
+    long-lived objects. A batch's spans, rows and records live until the batch commits:
+    tens of thousands of objects that survive collection after collection and are walked
+    each time. With the defaults, full collections ran every few batches (about a quarter
+    of the pipeline thread's CPU time: BENCHMARKS.md, "Collector ingest"); with full ones
+    ten times rarer (700, 10, 100), the young and middle collections still took 4% of a
+    batch's CPU; at these thresholds under 2% (BENCHMARKS.md, "Fewer collections").
+    Garbage without reference cycles is freed at once either way; only cycles wait longer.
     """
     import gc
 
-    young, middle, _ = gc.get_threshold()
-    gc.set_threshold(young, middle, FULL_GC_EVERY)
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 MMAP_THRESHOLD = 256 * 1024
@@ -344,7 +346,7 @@ def cmd_collector(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    _fewer_full_collections()
+    fewer_collections()
     _return_freed_memory()
     try:
         collector.start()
