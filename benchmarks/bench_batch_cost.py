@@ -6,7 +6,8 @@ episode, a third spinning) into a real DuckDB file, a fresh one per size, after
 ``--warm`` batches; each batch is timed from ``begin`` to ``commit`` and the after-commit
 check. Reported per size: the median batch time and spans per second, and the line fitted
 through (size, time): its intercept is the fixed cost of a batch. The process collects its
-garbage as ``loopscope collector``'s does (the checkout's own thresholds, printed).
+garbage as ``loopscope collector``'s does (the checkout's own thresholds, printed, with the
+time its collections took in a batch).
 
 With ``--against CHECKOUT`` that checkout is measured in the same run, round by round, the
 order alternating (each in a process of its own, on its own code): the ratios hold where
@@ -121,7 +122,16 @@ def _measure_size(work: list[list[Any]], warm: int, split: bool) -> dict[str, An
 
     times: dict[str, list[float]] = defaultdict(list)
     profile = cProfile.Profile()
-    took, cpu = [], []
+    took, cpu, collecting = [], [], []
+    collected = [0.0, 0.0]  # (seconds collecting garbage so far, when the running one began)
+
+    def timed_collection(phase: str, _info: dict[str, int]) -> None:
+        if phase == "start":
+            collected[1] = time.perf_counter()
+        else:
+            collected[0] += time.perf_counter() - collected[1]
+
+    gc.callbacks.append(timed_collection)
     with tempfile.TemporaryDirectory() as tmp:
         db = open_database(Path(tmp) / "batch.duckdb")
         pipeline = Pipeline(db)
@@ -133,16 +143,18 @@ def _measure_size(work: list[list[Any]], warm: int, split: bool) -> dict[str, An
                 if i == warm:
                     times.clear()
                 profile.enable()
-            start, start_cpu = time.perf_counter(), time.process_time()
+            start, start_cpu, start_gc = time.perf_counter(), time.process_time(), collected[0]
             pipeline._store(jobs)
             if measured:
                 took.append(time.perf_counter() - start)
                 cpu.append(time.process_time() - start_cpu)
+                collecting.append(collected[0] - start_gc)
                 if split:
                     profile.disable()
             assert all(job.error is None for job in jobs), [job.error for job in jobs]
         db.close()
-    found: dict[str, Any] = {"seconds": took, "cpu": cpu}
+    gc.callbacks.remove(timed_collection)
+    found: dict[str, Any] = {"seconds": took, "cpu": cpu, "collecting": collecting}
     if split:
         found["split"] = {k: sum(v) / len(took) for k, v in times.items()}
         found["calls"] = {k: len(v) / len(took) for k, v in times.items()}
@@ -182,8 +194,11 @@ def _summary(name: str, rounds: list[dict[str, Any]], sizes: list[int],
           f"{fixed * 1e3:.0f} ms per batch, {per_span * 1e6:.0f} µs per span "
           f"(collection thresholds {rounds[0].get('gc', '?')})")
     for s in sizes:
+        collecting = [t for r in rounds for t in r[str(s)].get("collecting", ())]
         print(f"  {s:>6} spans: {medians[s] * 1e3:8.1f} ms per batch, "
-              f"{s / medians[s]:8,.0f} spans/s")
+              f"{s / medians[s]:8,.0f} spans/s"
+              + (f"; collecting garbage {statistics.fmean(collecting) * 1e3:.1f} ms a batch "
+                 "(mean)" if collecting and clock == "cpu" else ""))
     return medians
 
 
