@@ -238,8 +238,9 @@ def fewer_collections() -> None:
     tens of thousands of objects that survive collection after collection and are walked
     each time. With the defaults, full collections ran every few batches (about a quarter
     of the pipeline thread's CPU time: BENCHMARKS.md, "Collector ingest"); with full ones
-    ten times rarer (700, 10, 100), the young and middle collections still took 4% of a
-    batch's CPU; at these thresholds under 2% (BENCHMARKS.md, "Fewer collections").
+    ten times rarer (700, 10, 100), the young and middle collections still took 7-10% of a
+    batch of 2,500-4,000 spans; at these thresholds 2-3% (BENCHMARKS.md, "Fewer
+    collections"; end to end no change showed above the noise).
     Garbage without reference cycles is freed at once either way; only cycles wait longer.
     """
     import gc
