@@ -104,16 +104,18 @@ COMMIT_POLL_S = 0.02
 def _watch_commits(wal: Path, stop: threading.Event, grew: list[float]) -> None:
     """Append to ``grew`` the moments (``time.time()``) the write-ahead log ``wal`` was seen
     longer than at the last look (a commit; a checkpoint shortens it), until ``stop``."""
-    last = -1
-    while not stop.is_set():
+    def size() -> int:
         try:
-            size = wal.stat().st_size
-        except OSError:
-            size = 0
-        if size > last >= 0 or (last < 0 and size > 0):
+            return wal.stat().st_size
+        except OSError:  # (no log yet)
+            return 0
+
+    last = size()
+    while not stop.wait(COMMIT_POLL_S):
+        now = size()
+        if now > last:
             grew.append(time.time())
-        last = size
-        stop.wait(COMMIT_POLL_S)
+        last = now
 
 
 def _stored(base: str) -> int:

@@ -115,9 +115,19 @@ def measure(sizes: list[int], batches: int, warm: int, split: bool) -> dict[str,
     return out
 
 
+def unstarted_pipeline(db: Any, cur: Any = None, **settings: Any) -> Any:
+    """A Pipeline of ``db`` that is not started: its batches are stored on the calling thread
+    (``pipeline._store(jobs)``), on ``cur`` (default: a new cursor of ``db``)."""
+    from loopscope_collector.pipeline.thread import Pipeline
+
+    pipeline = Pipeline(db, **settings)
+    pipeline._cur = cur if cur is not None else db.cursor()
+    pipeline.detector.load = lambda ids: pipeline._load_steps(pipeline._cur, ids)
+    return pipeline
+
+
 def _measure_size(work: list[list[Any]], warm: int, split: bool) -> dict[str, Any]:
     """Store the batches ``work`` into a new file; time all but the first ``warm``."""
-    from loopscope_collector.pipeline.thread import Pipeline
     from loopscope_collector.storage import open_database
 
     times: dict[str, list[float]] = defaultdict(list)
@@ -134,9 +144,7 @@ def _measure_size(work: list[list[Any]], warm: int, split: bool) -> dict[str, An
     gc.callbacks.append(timed_collection)
     with tempfile.TemporaryDirectory() as tmp:
         db = open_database(Path(tmp) / "batch.duckdb")
-        pipeline = Pipeline(db)
-        pipeline._cur = _TimedCursor(db.cursor(), times) if split else db.cursor()
-        pipeline.detector.load = lambda ids: pipeline._load_steps(pipeline._cur, ids)
+        pipeline = unstarted_pipeline(db, _TimedCursor(db.cursor(), times) if split else None)
         for i, jobs in enumerate(work):
             measured = i >= warm
             if measured and split:

@@ -25,14 +25,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from bench_batch_cost import _batches  # noqa: E402
+from bench_batch_cost import _batches, unstarted_pipeline  # noqa: E402
 
 MIB = 1024 * 1024
 
 
 def measure(mib: int, work: list[list[Any]], store: Path | None) -> dict[str, Any]:
     """Store ``work`` with the log checkpointed past ``mib`` MiB; the rate and checkpoints."""
-    from loopscope_collector.pipeline.thread import Pipeline
     from loopscope_collector.storage import open_database
     from loopscope_collector.storage.database import Database
 
@@ -49,9 +48,7 @@ def measure(mib: int, work: list[list[Any]], store: Path | None) -> dict[str, An
         if store is not None:
             shutil.copyfile(store, path)
         db = open_database(path)
-        pipeline = Pipeline(db, checkpoint_bytes=mib * MIB)
-        pipeline._cur = db.cursor()
-        pipeline.detector.load = lambda ids: pipeline._load_steps(pipeline._cur, ids)
+        pipeline = unstarted_pipeline(db, checkpoint_bytes=mib * MIB)
         Database.checkpoint = timed  # type: ignore[method-assign]
         try:
             start = time.perf_counter()
