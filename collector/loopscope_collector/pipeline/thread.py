@@ -359,22 +359,26 @@ class Pipeline:
     def _next_batch(self) -> tuple[list[Job], bool]:
         """The jobs of the next batch: those kept from a failed one first (``_held``, tried
         again after a new job arrives or ``RECOVER_INTERVAL_S``), then what is queued; and
-        whether the pipeline stops after it."""
+        whether the pipeline stops after it. Only a pipeline that was idle until a job came
+        waits ``max_wait_s`` for more (a burst's other requests); one that finds jobs queued
+        is behind, and takes what is queued at once."""
         held, self._held = self._held, []
-        try:  # wake up now and then: the store is watched while idle too
-            first = self._queue.get(timeout=RECOVER_INTERVAL_S)
+        gather_s, woke = 0.0, False
+        try:
+            first = self._queue.get_nowait()
         except queue.Empty:
-            first = None
-            last = False
-        else:
-            last = first is None
-        if first is None:  # (at the stop, the kept jobs get one more try)
+            gather_s = self.max_wait_s
+            try:  # wake up now and then: the store is watched while idle too
+                first = self._queue.get(timeout=RECOVER_INTERVAL_S)
+            except queue.Empty:
+                first, woke = None, True
+        if first is None:  # woken, or the stop (then the kept jobs get one more try)
             with self._lock:
                 self._waiting -= sum(len(job.spans) for job in held)
-            return held, last
+            return held, not woke
         jobs = [*held, first]
         size = sum(len(job.spans) for job in jobs)
-        deadline = time.monotonic() + self.max_wait_s
+        deadline = time.monotonic() + gather_s
         while size < self.max_batch_spans:
             remaining = deadline - time.monotonic()
             try:
