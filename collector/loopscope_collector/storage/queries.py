@@ -81,7 +81,9 @@ def insert_statements(
     stamped: bool = False,
 ) -> list[str]:
     """The statements that insert the rows of ``view`` into ``table`` by name, skipping (or
-    with ``on_conflict="replace"``, replacing) rows whose key is stored.
+    with ``on_conflict="replace"``, replacing) rows whose key is stored; ``"new"``: the caller
+    found none of the keys stored in this transaction (a file's one writer: no key check; a
+    lake, which other collectors write, still leaves stored keys out).
 
     In a DuckDB file the table's primary key does it (``duckdb_file.dialect``). A lake has
     no keys (``ducklake.dialect``): the rows whose key is stored are left out (or deleted

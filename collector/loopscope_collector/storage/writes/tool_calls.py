@@ -63,10 +63,12 @@ def insert_tool_calls(
     verdicts: Mapping[str, CallVerdict],
     dedup_keys: Mapping[str, str],
     collector: str | None = None,
+    on_conflict: str = "ignore",
 ) -> int:
     """Insert tool calls with the collector's verdicts, built column by column (no dict per
     row: this is the pipeline's widest table and its hottest insert); ``collector`` names
-    the instance storing them (``episodes_stored_elsewhere``)."""
+    the instance storing them (``episodes_stored_elsewhere``); ``on_conflict`` as
+    ``queries.insert_statements`` takes it."""
     if not rows:
         return 0
     columns: dict[str, list[Any]] = {
@@ -81,7 +83,8 @@ def insert_tool_calls(
     columns["collector_streak"] = [v.streak if v else None for v in found]
     columns["collector"] = [collector] * len(rows)
     with registered(cur, "incoming_tool_calls", pa.table(columns, schema=TOOL_CALLS)) as batch:
-        for sql in insert_statements(cur, "tool_calls", "incoming_tool_calls"):
+        for sql in insert_statements(cur, "tool_calls", "incoming_tool_calls",
+                                     on_conflict=on_conflict):
             cur.execute(sql)
     return batch.num_rows
 
