@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import random
+from collections import OrderedDict
+
 import pytest
 
 from loopscope.detect import EpisodeMonitor, ToolCall, ToolResult
+from loopscope.detect import steps as steps_module
+from loopscope.detect.ladder import same_turn
 from loopscope.detect.steps import MessageStep, ToolStep, feed, feed_run, recorded_call
 
 
@@ -71,3 +76,96 @@ def test_a_recorded_call_is_identified_by_its_arguments_first() -> None:
     assert call == recorded_call("t", args={"a": 1})  # built once, complete: never changed
     with pytest.raises(AttributeError):
         call.signature = first[0].signature  # type: ignore[misc]
+
+
+def _turns_by_the_rule(steps: list[ToolStep]) -> list[int]:
+    """The sizes of the turns ``feed_run`` must form, by its documented rule checked call by
+    call against every call gathered (the reference its index must agree with)."""
+    sizes: list[int] = []
+    turn: list[ToolStep] = []
+    for step in steps:
+        last = turn[-1] if turn else None
+        together = last is not None and (
+            step.call.t < max(s.end or s.call.t for s in turn)
+            if last.end is not None and last.end > last.call.t
+            else same_turn(last.call.t, step.call.t))
+        distinct = all(
+            (o.call.tool, o.call.args, o.call.signature, o.call.args_text)
+            != (step.call.tool, step.call.args, step.call.signature, step.call.args_text)
+            and (o.call.call_id is None or o.call.call_id != step.call.call_id)
+            for o in turn)
+        if turn and not (together and distinct):
+            sizes.append(len(turn))
+            turn = []
+        turn.append(step)
+    return [*sizes, len(turn)] if turn else sizes
+
+
+_NAN = float("nan")
+_PAIRS: dict[str, tuple[object, object, bool]] = {
+    # (the first call's arguments, a later call's, whether the later one is the same call)
+    "an int and its float": ({"q": 1}, {"q": 1.0}, True),
+    "an int and True": ({"q": 1}, {"q": True}, True),
+    "a dict and an equal OrderedDict": ({"q": 7}, OrderedDict(q=7), True),
+    "an OrderedDict and an equal dict": (OrderedDict(q=7), {"q": 7}, True),
+    "equal nested arguments": ({"q": [1, {"r": "s"}]}, {"q": [1, {"r": "s"}]}, True),
+    "one NaN in both": ({"q": _NAN}, {"q": _NAN}, True),
+    "two NaNs": ({"q": float("nan")}, {"q": float("nan")}, False),
+    "a tuple and a list": ({"q": (1,)}, {"q": [1]}, False),
+    "a text and a number": ({"q": "1"}, {"q": 1}, False),
+    "another call under the same call id": ({"q": "a"}, {"q": "b"}, True),
+}
+
+
+@pytest.mark.parametrize("pair", list(_PAIRS))
+def test_a_turn_of_many_calls_at_one_instant_is_gathered_by_the_rule(
+        pair: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Thousands of calls stamped at one instant (a record's artefact) were gathered into a
+    turn by comparing each with every call before it: 55 s for 10,000 calls, the collector's
+    pipeline held meanwhile. A long turn is now told by an index; a call the same as one
+    gathered (or under its call id) must still end the turn, past the index's threshold, for
+    arguments equal across types, and only then."""
+    first, later, same = _PAIRS[pair]
+    shared_id = pair.endswith("call id")
+    calls: list[object] = [{"q": f"filler {n}"} for n in range(40)]
+    calls[3], calls[30] = first, later
+    steps = [ToolStep(ToolCall("search", args, t=1.0,
+                               call_id="c" if shared_id and n in (3, 30) else f"u{n}"),
+                      ToolResult("ok", t=2.0), end=2.0) for n, args in enumerate(calls)]
+    fed: list[int] = []
+    real = steps_module._feed_turn
+    monkeypatch.setattr(steps_module, "_feed_turn",
+                        lambda monitor, turn: fed.append(len(turn)) or real(monitor, turn))
+    assert len(list(feed_run(EpisodeMonitor(), steps))) == len(steps)
+    assert fed == ([30, 10] if same else [40]) == _turns_by_the_rule(steps)
+    assert steps_module._Turn.INDEXED < 30  # (the index tells)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_turns_are_gathered_by_the_rule(
+        seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Random runs of calls at one instant, a few apart, with repeated arguments of several
+    types, repeated call ids and return times or none: the same turns as the rule."""
+    rng = random.Random(seed)
+    pool: list[object] = [
+        {"q": 1}, {"q": 1.0}, {"q": True}, OrderedDict(q=1), {"q": [1, {"r": "s"}]},
+        {"q": (1, {"r": "s"})}, {"q": "1"}, None, [1, 2], {"q": float("nan")}]
+    pool += [{"q": n} for n in range(5000)]
+    steps = []
+    t = 0.0
+    for n in range(1500):
+        t += rng.choice([0.0] * 40 + [1e-9] * 8 + [0.05, 5.0])
+        args = rng.choice(pool[:10]) if rng.random() < 0.01 else rng.choice(pool)
+        call_id = rng.choice([None, f"u{n}", f"u{n}", f"c{rng.randrange(5000)}"])
+        end = rng.choice([None, t, t + 0.001] + [t + 1.0] * 12)
+        steps.append(ToolStep(ToolCall(rng.choice(["search", "read"]), args,
+                                       call_id=call_id, t=t),
+                              ToolResult("ok", call_id=call_id, t=end), end=end))
+    fed: list[int] = []
+    real = steps_module._feed_turn
+    monkeypatch.setattr(steps_module, "_feed_turn",
+                        lambda monitor, turn: fed.append(len(turn)) or real(monitor, turn))
+    assert len(list(feed_run(EpisodeMonitor(), steps))) == len(steps)
+    expected = _turns_by_the_rule(steps)
+    assert fed == expected
+    assert max(expected) > steps_module._Turn.INDEXED  # (the index was used)
