@@ -503,8 +503,8 @@ class Pipeline:
                 logger.debug("loopscope collector: a commit lost a race on the lake; storing "
                              "the batch again: %s", str(exc).split("\n")[-1])
             except PermanentStoreError as exc:
-                if not (self._keys_new and exc.kind == "ConstraintException"):
-                    raise
+                if not (self._keys_new and "violates primary key" in str(exc)):
+                    raise  # (the data's own fault: a NOT NULL, a value out of range...)
                 self._keys_new = False  # (for good: the batch again, with the key checks)
                 logger.warning("loopscope collector: a key this batch inserts was stored "
                                "already, though its look-up said not (a tool call stored "

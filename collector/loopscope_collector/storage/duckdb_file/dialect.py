@@ -14,7 +14,7 @@ def keyed_inserts(table: str, view: str, *, on_conflict: str) -> list[str]:
     stored; with ``on_conflict="new"`` (the caller looked the keys up in this transaction:
     none is stored) a plain insert, which a stored key fails (``ConstraintException``). The
     conflict check costs DuckDB 1.4.4 about 7-14 ms a statement, whatever the rows
-    (BENCHMARKS.md, "The fixed cost of a batch")."""
+    (BENCHMARKS.md, "Where the rest of the gap is: a batch's fixed cost")."""
     verb = {"ignore": "insert or ignore", "replace": "insert or replace", "new": "insert"}[
         on_conflict]
     return [f"{verb} into {table} by name select * from {view}"]
