@@ -1,7 +1,7 @@
 """How long the core takes to gather one model turn of many calls: ``feed_run`` over N calls
 stamped at one instant, each returning after the last one started (a record's artefact: an
 importer or a clock that stamps a whole batch at once), so all are one turn of parallel
-calls. Each checkout runs in a process of its own, in the same run (``--against``).
+calls; with their arguments, and with a signature only (content not captured). Each checkout runs in a process of its own, in the same run (``--against``).
 
 Run:  .venv/bin/python benchmarks/bench_parallel_turn.py [--calls 1000 4000 10000]
           [--against /tmp/base]
@@ -28,12 +28,16 @@ def measure(counts: list[int]) -> dict[str, float]:
 
     seconds = {}
     for n in counts:
-        steps = [ToolStep(recorded_call("search", args={"q": f"x{i}"}, t=1.0 + i * 1e-9),
-                          ToolResult("r" * 50), end=1.001 + i * 1e-9) for i in range(n)]
-        start = time.perf_counter()
-        fed = list(feed_run(EpisodeMonitor(), steps))
-        seconds[str(n)] = time.perf_counter() - start
-        assert len(fed) == n
+        for kind, call in (("arguments", lambda i: recorded_call(
+                                "search", args={"q": f"x{i}"}, t=1.0 + i * 1e-9)),
+                           ("signatures only", lambda i: recorded_call(
+                                "search", signature=f"sig{i}", t=1.0 + i * 1e-9))):
+            steps = [ToolStep(call(i), ToolResult("r" * 50), end=1.001 + i * 1e-9)
+                     for i in range(n)]
+            start = time.perf_counter()
+            fed = list(feed_run(EpisodeMonitor(), steps))
+            seconds[f"{n} calls with {kind}"] = time.perf_counter() - start
+            assert len(fed) == n
     return seconds
 
 
@@ -55,11 +59,11 @@ def main() -> None:
              *map(str, args.calls)], env=checkout_env(checkout and checkout.resolve()),
             check=True, capture_output=True, text=True)
         found[name] = json.loads(done.stdout)
-    for n in args.calls:
-        line = f"{n:>6} calls at one instant: this {found['this'][str(n)]:6.2f} s"
+    for case, this in found["this"].items():
+        line = f"{case:>30} at one instant: this {this:6.2f} s"
         if "against" in found:
-            other = found["against"][str(n)]
-            line += f", against {other:6.2f} s ({other / found['this'][str(n)]:.1f}x faster)"
+            other = found["against"][case]
+            line += f", against {other:6.2f} s ({other / this:.1f}x faster)"
         print(line)
 
 

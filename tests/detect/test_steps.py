@@ -101,6 +101,15 @@ def _turns_by_the_rule(steps: list[ToolStep]) -> list[int]:
     return [*sizes, len(turn)] if turn else sizes
 
 
+class _Same:
+    """Arguments no shape knows: every one equals every other."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 _NAN = float("nan")
 _PAIRS: dict[str, tuple[object, object, bool]] = {
     # (the first call's arguments, a later call's, whether the later one is the same call)
@@ -113,6 +122,8 @@ _PAIRS: dict[str, tuple[object, object, bool]] = {
     "two NaNs": ({"q": float("nan")}, {"q": float("nan")}, False),
     "a tuple and a list": ({"q": (1,)}, {"q": [1]}, False),
     "a text and a number": ({"q": "1"}, {"q": 1}, False),
+    "no arguments twice": (None, None, True),
+    "an object compared by its own rules": ({"q": _Same()}, {"q": _Same()}, True),
     "another call under the same call id": ({"q": "a"}, {"q": "b"}, True),
 }
 

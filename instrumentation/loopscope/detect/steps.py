@@ -138,9 +138,9 @@ class _Turn:
         self.steps: list[ToolStep] = []
         self.ends: float | None = None
         """The latest end of the calls gathered (a call without one: its start)."""
-        self.calls: dict[tuple[str, str, str, Any], list[Any]] | None = None
-        """Once indexed: the arguments of the calls gathered, by tool, signature, argument
-        text and shape (``_shape``: equal arguments have equal shapes; None: not known)."""
+        self.calls: dict[tuple[str, str, str], dict[Any, list[Any]]] | None = None
+        """Once indexed: the arguments of the calls gathered, by tool, signature and argument
+        text, then by shape (``_shape``: equal arguments have equal shapes)."""
         self.ids: set[str] = set()
         """Once indexed: the call ids of the calls gathered."""
         if first is not None:
@@ -152,17 +152,16 @@ class _Turn:
         if end is not None and (self.ends is None or end > self.ends):
             self.ends = end
         if self.calls is not None:
-            self._index(step)
+            self._index(step.call)
         elif len(self.steps) >= self.INDEXED:
             self.calls = {}
             for gathered in self.steps:
-                self._index(gathered)
+                self._index(gathered.call)
 
-    def _index(self, step: ToolStep) -> None:
+    def _index(self, call: ToolCall) -> None:
         assert self.calls is not None
-        call = step.call
-        key = (call.tool, call.signature, call.args_text, _shape(call.args))
-        self.calls.setdefault(key, []).append(call.args)
+        shapes = self.calls.setdefault((call.tool, call.signature, call.args_text), {})
+        shapes.setdefault(_shape(call.args), []).append(call.args)
         if call.call_id is not None:
             self.ids.add(call.call_id)
 
@@ -188,14 +187,12 @@ class _Turn:
                 for other in self.steps)
         if call.call_id is not None and call.call_id in self.ids:
             return False
-        args, head = call.args, (call.tool, call.signature, call.args_text)
-        shape = _shape(args)
-        if shape is None:  # (compared with every call of its tool, signature and text)
-            candidates = [a for key, found in self.calls.items() if key[:3] == head
-                          for a in found]
-        else:
-            candidates = [*self.calls.get((*head, shape), ()),
-                          *self.calls.get((*head, None), ())]
+        shapes = self.calls.get((call.tool, call.signature, call.args_text))
+        if not shapes:
+            return True
+        args, shape = call.args, _shape(call.args)
+        candidates = ([a for found in shapes.values() for a in found] if shape is _UNKNOWN
+                      else [*shapes.get(shape, ()), *shapes.get(_UNKNOWN, ())])
         return not any(other is args or other == args for other in candidates)
 
 
@@ -204,18 +201,19 @@ def _call_of(call: ToolCall) -> tuple[str, Any, str, str]:
 
 
 _UNKNOWN: Final = object()
+"""The shape of arguments with a part ``_shape`` does not know: compared with every call of
+their tool, signature and argument text."""
 
 
 def _shape(value: Any) -> Any:
     """A hashable stand-in for ``value`` that equal values share (so calls are compared only
     with those whose arguments may equal theirs): a dict's items, a list's or tuple's items,
-    each by its shape, a hashable value itself (equal numbers hash alike); None when some
-    part is neither (an object compared by its own rules)."""
+    each by its shape, a plain value itself (equal numbers hash alike); ``_UNKNOWN`` when some
+    part is none of these (an object compared by its own rules)."""
     try:
-        found = _shape_of(value)
+        return _shape_of(value)
     except RecursionError:  # (nested deeper than the interpreter goes: compared as it is)
-        return None
-    return None if found is _UNKNOWN else found
+        return _UNKNOWN
 
 
 def _shape_of(value: Any) -> Any:
