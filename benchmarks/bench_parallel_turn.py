@@ -1,7 +1,8 @@
 """How long the core takes to gather one model turn of many calls: ``feed_run`` over N calls
 stamped at one instant, each returning after the last one started (a record's artefact: an
 importer or a clock that stamps a whole batch at once), so all are one turn of parallel
-calls; with their arguments, and with a signature only (content not captured). Each checkout runs in a process of its own, in the same run (``--against``).
+calls; with their arguments, and with a signature only (content not captured). Each
+checkout runs in a process of its own, in the same run (``--against``).
 
 Run:  .venv/bin/python benchmarks/bench_parallel_turn.py [--calls 1000 4000 10000]
           [--against /tmp/base]

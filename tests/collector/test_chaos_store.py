@@ -690,13 +690,13 @@ def test_an_error_inside_the_stores_transaction_is_kept_through_its_cleanup(
 ) -> None:
     """Issue 20, case 7: with --store-memory 32MB, one 31 MiB request runs the store out of
     memory inside its transaction (64MB holds such a request since the spans and tool calls
-    a batch found new go in without the key's conflict check). The cleanup (``unregister`` of its Arrow view, refused in
-    the aborted transaction) used to raise and replace that error, so it passed for a failing
-    store: health turned 503 and stayed so. Now the request fails with its own error, the
-    twenty good requests sent beside it are all stored, and health stays ok. Issue 29: that
-    error is 413 naming --store-memory, without Retry-After: the request ran out of memory
-    alone (a batch that does is stored request by request), so a retry fails the same way
-    (before: a 503 its client retried for ever)."""
+    a batch found new go in without the key's conflict check). The cleanup (``unregister``
+    of its Arrow view, refused in the aborted transaction) used to raise and replace that
+    error, so it passed for a failing store: health turned 503 and stayed so. Now the request
+    fails with its own error, the twenty good requests sent beside it are all stored, and
+    health stays ok. Issue 29: that error is 413 naming --store-memory, without Retry-After:
+    the request ran out of memory alone (a batch that does is stored request by request), so
+    a retry fails the same way (before: a 503 its client retried for ever)."""
     collector = start_collector(tmp_path / "store.duckdb", grpc=False, extra=[
         "--store-memory", "32MB", "--max-inflight-bytes", str(1 << 30)])
     trace = os.urandom(16)
