@@ -1,8 +1,8 @@
 """What the key's conflict check costs a batch: two Pipelines in one process, one inserting
 the spans and tool calls it found new without the check (``on_conflict="new"``, the
-default), one with it (``Pipeline._keys_new`` off, as after a store broke the look-up's
-word), each into its own DuckDB file, fed the same batches (``bench_batch_cost``'s load)
-alternately, the order swapped every batch: the machine's drift falls on both alike.
+default), one with it (``Pipeline._new_rows`` "ignore", as after a store broke the
+look-up's word), each into its own DuckDB file, fed the same batches (``bench_batch_cost``'s
+load) alternately, the order swapped every batch: the machine's drift falls on both alike.
 Reported per size: the median CPU and wall time of a batch each way, their ratio, and
 whether the two stores ended up holding the same rows (time stamps aside).
 
@@ -48,7 +48,7 @@ def measure(size: int, batches: int, warm: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         stores = {way: open_database(Path(tmp) / f"{way}.duckdb") for way in times}
         pipelines = {way: unstarted_pipeline(db) for way, db in stores.items()}
-        pipelines["with"]._keys_new = False
+        pipelines["with"]._new_rows = "ignore"
         for i, jobs in enumerate(work):
             for way in (("without", "with") if i % 2 == 0 else ("with", "without")):
                 copies = [Job(list(job.spans)) for job in jobs]

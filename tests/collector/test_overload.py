@@ -180,7 +180,7 @@ def test_a_tool_call_stored_without_its_span_costs_one_batch_again_and_nothing_e
     try:
         job = pipeline.submit(_request_spans(3))
         job.wait(30)
-        assert job.error is None and pipeline._keys_new  # the look-up's word is taken
+        assert job.error is None and pipeline._new_rows == "new"  # the look-up's word
         spans = _request_spans(4)
         stray = spans[0]
         db.cursor().execute(
@@ -190,7 +190,7 @@ def test_a_tool_call_stored_without_its_span_costs_one_batch_again_and_nothing_e
         with caplog.at_level("WARNING", logger="loopscope_collector.pipeline.thread"):
             job = pipeline.submit(spans)
             job.wait(30)
-        assert job.error is None and not pipeline._keys_new
+        assert job.error is None and pipeline._new_rows == "ignore"
         assert "inserting with key checks from now on" in caplog.text
         job = pipeline.submit(_request_spans(2))
         job.wait(30)

@@ -133,11 +133,11 @@ class Pipeline:
         self._held: list[Job] = []
         """Acknowledged jobs a batch failed for a reason that may pass (the store down, a
         lost race): the next batch takes them first (pipeline thread only)."""
-        self._keys_new = True
-        """The spans and tool calls a batch inserts are new: their keys were looked up in the
-        batch's transaction (``existing_keys``; a tool call's key is its span's), so they go in
-        without the key's conflict check (``on_conflict="new"``), until a store breaks that
-        (``_store_again_on_conflict``)."""
+        self._new_rows = "new"
+        """How a batch inserts the spans and tool calls it found new (``on_conflict``): their
+        keys were looked up in the batch's transaction (``existing_keys``; a tool call's key is
+        its span's), so without the key's conflict check ("new"), until a store breaks that
+        ("ignore" from then on: ``_store_again_on_conflict``)."""
         self._stopping = False
         self._cut_short = False
         """Set by ``stop`` when finishing the queue takes too long: stop after this batch."""
@@ -503,9 +503,9 @@ class Pipeline:
                 logger.debug("loopscope collector: a commit lost a race on the lake; storing "
                              "the batch again: %s", str(exc).split("\n")[-1])
             except PermanentStoreError as exc:
-                if not (self._keys_new and "violates primary key" in str(exc)):
+                if not (self._new_rows == "new" and "violates primary key" in str(exc)):
                     raise  # (the data's own fault: a NOT NULL, a value out of range...)
-                self._keys_new = False  # (for good: the batch again, with the key checks)
+                self._new_rows = "ignore"  # (for good: the batch again, with the key checks)
                 logger.warning("loopscope collector: a key this batch inserts was stored "
                                "already, though its look-up said not (a tool call stored "
                                "without its span?); inserting with key checks from now on: "
@@ -571,7 +571,7 @@ class Pipeline:
                 t.span_id for t in twins
                 if tables.span_row(t) != tables.span_row(unique[(t.trace_id, t.span_id)])]
             insert_rows(cur, "spans", [tables.span_row(s) for s in new], tables.SPANS,
-                        on_conflict=self._new_keys)
+                        on_conflict=self._new_rows)
             results = self._derive(cur, new)
             tables.write_labels(cur, [label for j in jobs for label in j.labels])
             self._watch.verify()  # the file is still the store: acknowledge nothing into another
@@ -592,11 +592,6 @@ class Pipeline:
         for job in jobs:
             job.stored = len(job.spans)
         return results
-
-    @property
-    def _new_keys(self) -> str:
-        """How a batch inserts the spans and tool calls it found new (``_keys_new``)."""
-        return "new" if self._keys_new else "ignore"
 
     def _count_conflicts(self, span_ids: list[str]) -> None:
         """A span id sent again with other content: the first content is kept; say so."""
@@ -632,7 +627,7 @@ class Pipeline:
         ]
         verdicts = {v.row.span_id: v for r in results for v in r.verdicts}
         tables.insert_tool_calls(cur, tool_rows, verdicts, reading.dedup_keys,
-                                 self.instance or None, on_conflict=self._new_keys)
+                                 self.instance or None, on_conflict=self._new_rows)
         tables.insert_messages(cur, reading.messages)
         tables.insert_export_reports(cur, reading.reports)
         new_ids = {t.span_id for t in tool_rows}
