@@ -47,6 +47,13 @@ def _get(url: str) -> str:
         return text
 
 
+def _request_spans(n: int) -> list[SpanRecord]:
+    """The spans of a request of one trace of ``n`` tool calls, as the receivers decode them."""
+    body = episode_request(n)[0].SerializeToString()
+    return decode_request(body, content_type="application/x-protobuf", content_encoding=None,
+                          max_bytes=len(body))
+
+
 @contextlib.contextmanager
 def _served(pipeline: Pipeline) -> Iterator[str]:
     """``pipeline`` (and its store) behind the collector's HTTP server on a free loopback port:
@@ -106,9 +113,7 @@ def test_a_receiver_is_woken_once_its_spans_no_longer_count_against_the_queue(
     (CI, 2026-12-04: the retry above was refused with 8 spans still counted as queued)."""
     db = open_database(tmp_path / "x.duckdb")
     pipeline = Pipeline(db, max_queue_spans=10)  # not started yet: nothing drains
-    body = episode_request(8)[0].SerializeToString()
-    job = pipeline.submit(decode_request(body, content_type="application/x-protobuf",
-                                         content_encoding=None, max_bytes=len(body)))
+    job = pipeline.submit(_request_spans(8))
     seen: list[int] = []
     job.add_done_callback(lambda: seen.append(pipeline.stats.queue_spans))
     assert pipeline.stats.queue_spans == 8
@@ -131,12 +136,6 @@ class _TimedQueue(queue.Queue[Job | None]):
     def get(self, block: bool = True, timeout: float | None = None) -> Job | None:
         self.waits.append(timeout if block else 0.0)
         return super().get(block, timeout)
-
-
-def _request_spans(n: int) -> list[SpanRecord]:
-    body = episode_request(n)[0].SerializeToString()
-    return decode_request(body, content_type="application/x-protobuf", content_encoding=None,
-                          max_bytes=len(body))
 
 
 def test_a_pipeline_that_finds_jobs_queued_takes_them_without_waiting_for_more(
@@ -216,9 +215,7 @@ def test_a_throttled_request_is_told_to_come_back_when_the_queue_can_take_it(
     db = open_database(tmp_path / "x.duckdb")
     pipeline = Pipeline(db, max_queue_wait_s=1.0)  # never started: nothing drains
     try:
-        body = episode_request(999)[0].SerializeToString()
-        spans = decode_request(body, content_type="application/x-protobuf",
-                               content_encoding=None, max_bytes=len(body))
+        spans = _request_spans(999)
         queued = len(spans)
         pipeline.submit(spans)  # nothing waits: always taken
         fits = int(PRIOR_SPANS_PER_S * 1.0) - queued
