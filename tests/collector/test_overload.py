@@ -104,6 +104,7 @@ def test_full_queue_gives_503_with_retry_after_then_recovers(tmp_path: Path) -> 
         assert 'loopscope_export_answer_seconds_count{outcome="throttled"} 1' in metrics
         assert 'loopscope_export_answer_seconds_bucket{le="1",outcome="stored"} 1' in metrics
         assert "loopscope_pipeline_queue_wait_seconds 0" in metrics
+        assert "would wait over 1.2 s to be stored" in metrics  # the pipeline's own bound
 
 
 def test_a_receiver_is_woken_once_its_spans_no_longer_count_against_the_queue(

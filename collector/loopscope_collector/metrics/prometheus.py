@@ -83,8 +83,9 @@ def _answer_lines(pipeline: Pipeline) -> list[str]:
     rate = pipeline.throughput.spans_per_s
     lines = _lines("loopscope_pipeline_queue_wait_seconds", "gauge",
                    "How long the spans queued now take to store, as the pipeline measures "
-                   "its batches (a request that would join a batch taking over 0.4 s is told "
-                   "to retry later).", [({}, round(pipeline.queue_wait_s(), 3))])
+                   "its batches (a request that would wait over "
+                   f"{pipeline.max_queue_wait_s:g} s to be stored, its own spans included, is "
+                   "told to retry later).", [({}, round(pipeline.queue_wait_s(), 3))])
     lines += _lines("loopscope_pipeline_spans_per_second", "gauge",
                     "Spans the pipeline stores per second of its work, over its recent "
                     "batches (NaN before any).", [({}, "NaN" if rate is None else round(rate))])
