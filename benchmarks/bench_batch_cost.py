@@ -52,10 +52,11 @@ def _batches(size: int, count: int, seed: int) -> list[list[Any]]:
     from loopscope_collector.pipeline.jobs import Job
     from loopscope_collector.receive.decode import decode_request
 
-    bodies = build_requests(size * count, PER_REQUEST, seed=seed)
+    per_request = min(size, PER_REQUEST)  # (``--sizes`` are multiples of it: ``_size``)
+    bodies = build_requests(size * count, per_request, seed=seed)
     requests = [decode_request(body, content_type="application/x-protobuf",
                                content_encoding=None, max_bytes=1 << 30) for body in bodies]
-    per_batch = max(1, size // PER_REQUEST)
+    per_batch = size // per_request
     return [[Job(list(spans)) for spans in requests[i:i + per_batch]]
             for i in range(0, len(requests), per_batch)]
 
@@ -183,9 +184,22 @@ def _run(checkout: Path | None, args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def _fit(points: list[tuple[int, float]]) -> tuple[float, float]:
-    """Least squares through (spans, seconds): (fixed seconds, seconds per span)."""
+def _size(text: str) -> int:
+    """A ``--sizes`` value: spans per batch, whole requests of ``PER_REQUEST`` (or one smaller
+    request): a batch of 300 would otherwise be measured as one of 200."""
+    size = int(text)
+    if size <= 0 or (size > PER_REQUEST and size % PER_REQUEST):
+        raise argparse.ArgumentTypeError(
+            f"{size}: a batch size is up to {PER_REQUEST} spans or a multiple of {PER_REQUEST}")
+    return size
+
+
+def _fit(points: list[tuple[int, float]]) -> tuple[float, float] | None:
+    """Least squares through (spans, seconds): (fixed seconds, seconds per span); None with
+    fewer than two sizes."""
     xs, ys = [p[0] for p in points], [p[1] for p in points]
+    if len(set(xs)) < 2:
+        return None
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     slope = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x in xs)
     return my - slope * mx, slope
@@ -197,10 +211,11 @@ def _summary(name: str, rounds: list[dict[str, Any]], sizes: list[int],
     CPU time, DuckDB's threads included); returns the median per size."""
     medians = {s: statistics.median(t for r in rounds for t in r[str(s)][clock])
                for s in sizes}
-    fixed, per_span = _fit([(s, t) for r in rounds for s in sizes for t in r[str(s)][clock]])
-    print(f"{name}, {'wall' if clock == 'seconds' else 'CPU'} time: fixed "
-          f"{fixed * 1e3:.0f} ms per batch, {per_span * 1e6:.0f} µs per span "
-          f"(collection thresholds {rounds[0].get('gc', '?')})")
+    fit = _fit([(s, t) for r in rounds for s in sizes for t in r[str(s)][clock]])
+    print(f"{name}, {'wall' if clock == 'seconds' else 'CPU'} time: "
+          + (f"fixed {fit[0] * 1e3:.0f} ms per batch, {fit[1] * 1e6:.0f} µs per span "
+             if fit else "(the fixed part needs two --sizes) ")
+          + f"(collection thresholds {rounds[0].get('gc', '?')})")
     for s in sizes:
         collecting = [t for r in rounds for t in r[str(s)].get("collecting", ())]
         print(f"  {s:>6} spans: {medians[s] * 1e3:8.1f} ms per batch, "
@@ -212,7 +227,8 @@ def _summary(name: str, rounds: list[dict[str, Any]], sizes: list[int],
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[200, 1000, 5000])
+    parser.add_argument("--sizes", type=_size, nargs="+", default=[200, 1000, 5000],
+                        help=f"spans per batch: up to {PER_REQUEST}, or multiples of it")
     parser.add_argument("--batches", type=int, default=8,
                         help="batches measured per size (more for sizes under 1,000)")
     parser.add_argument("--warm", type=int, default=2)
