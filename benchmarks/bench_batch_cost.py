@@ -1,10 +1,10 @@
 """What one pipeline batch costs: a fixed part per batch and a part per span.
 
 A Pipeline (not started: its batches are stored on this thread) stores batches of
-``--sizes`` spans (requests of 200 spans from ``bench_collector``'s load: 20 calls per
-episode, a third spinning) into a real DuckDB file, a fresh one per size, after
-``--warm`` batches; each batch is timed from ``begin`` to ``commit`` and the after-commit
-check. Reported per size: the median batch time and spans per second, and the line fitted
+``--sizes`` spans (requests of 200 spans, or one request of a size under 200, from
+``bench_collector``'s load: 20 calls per episode, a third spinning) into a real DuckDB
+file, a fresh one per size, after ``--warm`` batches; each batch is timed from ``begin`` to
+``commit`` and the after-commit check. Reported per size: the median batch time and spans per second, and the line fitted
 through (size, time): its intercept is the fixed cost of a batch. The process collects its
 garbage as ``loopscope collector``'s does (the checkout's own thresholds, printed, with the
 time its collections took in a batch).
