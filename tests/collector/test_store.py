@@ -5,6 +5,7 @@ are worth a retry."""
 
 from __future__ import annotations
 
+import duckdb
 import pytest
 
 from loopscope_collector.reads import read
@@ -12,7 +13,9 @@ from loopscope_collector.storage import Store
 from loopscope_collector.storage.errors import (
     PermanentStoreError,
     RetryableStoreError,
+    StoreConflict,
     StoreError,
+    classify,
 )
 from loopscope_collector.storage.writes import write_labels
 
@@ -52,3 +55,18 @@ def test_a_store_that_cannot_be_read_now_is_a_retryable_failure(store: Store) ->
     with pytest.raises(RetryableStoreError):
         read(store, "label_list", {})  # the named reads raise the store's own errors too
     store.reopen()
+
+
+def test_a_deadlock_in_a_lakes_catalog_is_a_lost_race_whose_batch_is_stored_again() -> None:
+    """PostgreSQL aborts one of two catalog transactions that wait on each other; the
+    collector whose commit it chose stores its batch again (``StoreConflict``) instead of
+    turning its health failing and refusing requests meanwhile (CI, 2026-12-07: two lake
+    collectors, one answered 7 requests 503 while the other merged files). The message is
+    DuckDB's, as that collector logged it; a real deadlock cannot be made to order."""
+    failed = duckdb.TransactionException(
+        "TransactionContext Error: Failed to commit: Failed to commit DuckLake transaction: "
+        'UPDATE "public".ducklake_data_file SET end_snapshot = 91 WHERE end_snapshot IS NULL '
+        "AND data_file_id IN (274, 275);: ERROR:  deadlock detected\nDETAIL:  Process 6528 "
+        "waits for ShareLock on transaction 1165; blocked by process 6673.")
+
+    assert isinstance(classify(failed, lake=True), StoreConflict)

@@ -86,7 +86,9 @@ class StoreConflict(StoreDown):
     """A commit failed because other transactions on the same lake changed what it touched
     first (DuckLake: "Transaction conflict - attempting to delete from table … but another
     transaction has compacted it"; or its own retries of the catalog's commit ran out while
-    many committed at once): storing the batch again succeeds."""
+    many committed at once; or the catalog's PostgreSQL chose this commit as a deadlock's
+    victim, "deadlock detected", when another collector's commit or housekeeping updated the
+    same catalog rows in the other order): storing the batch again succeeds."""
 
 
 _DATA_ERRORS = (
@@ -95,7 +97,7 @@ _DATA_ERRORS = (
 )
 """What the store raises for data it refuses (also from the Python side of a write: text
 that does not encode, a number out of range, a value nested too deep)."""
-_CONFLICTS = ("Transaction conflict", "Exceeded the maximum retry count")
+_CONFLICTS = ("Transaction conflict", "Exceeded the maximum retry count", "deadlock detected")
 
 
 def classify(exc: BaseException, *, lake: bool = False) -> StoreError | None:
