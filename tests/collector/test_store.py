@@ -60,9 +60,10 @@ def test_a_store_that_cannot_be_read_now_is_a_retryable_failure(store: Store) ->
 def test_a_deadlock_in_a_lakes_catalog_is_a_lost_race_whose_batch_is_stored_again() -> None:
     """PostgreSQL aborts one of two catalog transactions that wait on each other; the
     collector whose commit it chose stores its batch again (``StoreConflict``) instead of
-    turning its health failing and refusing requests meanwhile (CI, 2026-12-07: two lake
-    collectors, one answered 7 requests 503 while the other merged files). The message is
-    DuckDB's, as that collector logged it; a real deadlock cannot be made to order."""
+    turning its health failing and refusing requests meanwhile (CI, 2026-12-07: of two lake
+    collectors ingesting and merging files every second, one answered 7 requests 503). The
+    message is built from the end of what that collector logged; a real deadlock cannot be
+    made to order."""
     failed = duckdb.TransactionException(
         "TransactionContext Error: Failed to commit: Failed to commit DuckLake transaction: "
         'UPDATE "public".ducklake_data_file SET end_snapshot = 91 WHERE end_snapshot IS NULL '
